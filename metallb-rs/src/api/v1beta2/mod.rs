@@ -1,0 +1,5 @@
+//! `metallb.io/v1beta2`: BGPPeer's storage version.
+
+mod bgppeer;
+
+pub use bgppeer::*;

@@ -1,0 +1,495 @@
+//! The BGP side of the configuration: Community aliases, BGPAdvertisements,
+//! BFDProfiles and BGPPeers, checked against what metallb-rs's native BGP
+//! speaker implements.
+
+use super::error::{ConfigError, ObjectRef};
+use super::pool::Pool;
+use super::selector::Selector;
+use super::{Options, namespace_of};
+use crate::api::{v1beta1, v1beta2};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A BGP community value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Community {
+    /// RFC 1997 community `asn:value`.
+    Standard(u16, u16),
+    /// RFC 8092 large community `large:global:local1:local2`.
+    Large(u32, u32, u32),
+}
+
+impl FromStr for Community {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(rest) = s.strip_prefix("large:") {
+            let parts: Vec<&str> = rest.split(':').collect();
+            let nums: Option<Vec<u32>> = parts.iter().map(|p| p.parse().ok()).collect();
+            return match nums.as_deref() {
+                Some([a, b, c]) => Ok(Community::Large(*a, *b, *c)),
+                _ => Err(format!(
+                    "invalid large community {s:?}: expected large:<0-4294967295>:<0-4294967295>:<0-4294967295>"
+                )),
+            };
+        }
+        match s.split_once(':') {
+            Some((a, b)) => match (a.parse::<u16>(), b.parse::<u16>()) {
+                (Ok(a), Ok(b)) => Ok(Community::Standard(a, b)),
+                _ => Err(format!("invalid community {s:?}: expected <0-65535>:<0-65535>")),
+            },
+            None => Err(format!("invalid community {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for Community {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Community::Standard(a, b) => write!(f, "{a}:{b}"),
+            Community::Large(a, b, c) => write!(f, "large:{a}:{b}:{c}"),
+        }
+    }
+}
+
+/// Whether `s` is written as a community value rather than an alias name.
+fn looks_like_value(s: &str) -> bool {
+    s.starts_with("large:") || s.contains(':')
+}
+
+/// Collects Community aliases; duplicate names and bad values are errors.
+pub(super) fn aliases(
+    communities: &[&v1beta1::Community],
+    opts: &Options,
+    errors: &mut Vec<ConfigError>,
+) -> BTreeMap<String, Community> {
+    let mut out = BTreeMap::new();
+    let mut defined_in: BTreeMap<String, String> = BTreeMap::new();
+    for c in communities {
+        let obj = ObjectRef::new("Community", &namespace_of(*c, opts), &c.name_any());
+        for (i, alias) in c.spec.communities.iter().flatten().enumerate() {
+            let field = format!("spec.communities[{i}]");
+            let name = alias.name.clone().unwrap_or_default();
+            if name.is_empty() {
+                errors.push(ConfigError::new(&obj, format!("{field}.name"), "alias name is empty"));
+                continue;
+            }
+            let value = alias.value.as_deref().unwrap_or_default();
+            match value.parse::<Community>() {
+                Ok(v) => {
+                    if let Some(first) = defined_in.get(&name) {
+                        errors.push(ConfigError::new(
+                            &obj,
+                            format!("{field}.name"),
+                            format!("duplicate definition of community alias {name:?} (already defined in community {first:?})"),
+                        ));
+                    } else {
+                        defined_in.insert(name.clone(), c.name_any());
+                        out.insert(name, v);
+                    }
+                }
+                Err(e) => errors.push(ConfigError::new(&obj, format!("{field}.value"), e)),
+            }
+        }
+    }
+    out
+}
+
+/// A validated BGP advertisement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BgpAdvertisement {
+    /// The object's name.
+    pub name: String,
+    /// Names of the pools it applies to.
+    pub pools: BTreeSet<String>,
+    /// IPv4 aggregation prefix length (default 32).
+    pub aggregation_length: u8,
+    /// IPv6 aggregation prefix length (default 128).
+    pub aggregation_length_v6: u8,
+    /// LOCAL_PREF (iBGP sessions only).
+    pub local_pref: Option<u32>,
+    /// Communities, aliases resolved.
+    pub communities: BTreeSet<Community>,
+    /// Nodes announcing (empty: all).
+    pub node_selectors: Vec<Selector>,
+    /// Peer names announced to (empty: all).
+    pub peers: Vec<String>,
+    /// Services it applies to (empty: all).
+    pub service_selectors: Vec<Selector>,
+}
+
+/// Builds a [`BgpAdvertisement`], pushing every problem into `errors`.
+pub(super) fn advertisement(
+    ad: &v1beta1::BGPAdvertisement,
+    namespace: &str,
+    pool_labels: &BTreeMap<String, BTreeMap<String, String>>,
+    pools: &BTreeMap<String, Pool>,
+    aliases: &BTreeMap<String, Community>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<BgpAdvertisement> {
+    let obj = ObjectRef::new("BGPAdvertisement", namespace, &ad.name_any());
+    let before = errors.len();
+    let spec = &ad.spec;
+    let selected = super::select_pools(
+        &obj,
+        spec.ip_address_pools.as_ref(),
+        spec.ip_address_pool_selectors.as_ref(),
+        pool_labels,
+        errors,
+    );
+    let mut length = |value: Option<i32>, default: u8, max: u8, field: &str| -> u8 {
+        let v = value.unwrap_or(i32::from(default));
+        match u8::try_from(v) {
+            Ok(l) if (1..=max).contains(&l) => l,
+            _ => {
+                errors.push(ConfigError::new(
+                    &obj,
+                    format!("spec.{field}"),
+                    format!("invalid aggregation length {v}: must be between 1 and {max}"),
+                ));
+                default
+            }
+        }
+    };
+    let agg4 = length(spec.aggregation_length, 32, 32, "aggregationLength");
+    let agg6 = length(spec.aggregation_length_v6, 128, 128, "aggregationLengthV6");
+    // An aggregate shorter than a pool prefix would announce addresses the
+    // pool does not own (upstream: lowest mask per address entry).
+    for name in &selected {
+        let Some(pool) = pools.get(name) else { continue };
+        for cidr in &pool.cidrs {
+            let (agg, field) = if cidr.addr().is_ipv4() {
+                (agg4, "aggregationLength")
+            } else {
+                (agg6, "aggregationLengthV6")
+            };
+            if agg < cidr.prefix_len() {
+                errors.push(ConfigError::new(
+                    &obj,
+                    format!("spec.{field}"),
+                    format!(
+                        "invalid aggregation length {agg}: prefix {cidr} of ipaddresspool {name:?} is more specific than the aggregation length; use at least /{}",
+                        cidr.prefix_len()
+                    ),
+                ));
+                break;
+            }
+        }
+    }
+    let service_selectors = super::selectors(&obj, "spec.serviceSelectors", spec.service_selectors.as_ref(), errors);
+    if !service_selectors.is_empty() && (agg4 != 32 || agg6 != 128) {
+        errors.push(ConfigError::new(
+            &obj,
+            "spec.serviceSelectors",
+            "serviceSelectors can only be used together with the default aggregationLength (32) and aggregationLengthV6 (128)",
+        ));
+    }
+    let mut communities = BTreeSet::new();
+    for (i, c) in spec.communities.iter().flatten().enumerate() {
+        let field = format!("spec.communities[{i}]");
+        let parsed = if looks_like_value(c) {
+            c.parse::<Community>()
+        } else {
+            aliases.get(c).copied().ok_or_else(|| {
+                format!("unknown community alias {c:?}: define it in a Community object or write the value (1234:1234 or large:1:2:3)")
+            })
+        };
+        match parsed {
+            Ok(v) if !communities.insert(v) => {
+                errors.push(ConfigError::new(&obj, field, format!("duplicate community {v} in this advertisement")));
+            }
+            Ok(_) => {}
+            Err(e) => errors.push(ConfigError::new(&obj, field, e)),
+        }
+    }
+    let node_selectors = super::selectors(&obj, "spec.nodeSelectors", spec.node_selectors.as_ref(), errors);
+    (errors.len() == before).then(|| BgpAdvertisement {
+        name: ad.name_any(),
+        pools: selected,
+        aggregation_length: agg4,
+        aggregation_length_v6: agg6,
+        local_pref: spec.local_pref,
+        communities,
+        node_selectors,
+        peers: spec.peers.clone().unwrap_or_default(),
+        service_selectors,
+    })
+}
+
+/// A validated BFD profile (kept for reference checks; the native speaker
+/// does not run BFD).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BfdProfile {
+    /// The object's name.
+    pub name: String,
+}
+
+pub(super) fn bfd_profile(p: &v1beta1::BFDProfile, namespace: &str, errors: &mut Vec<ConfigError>) -> Option<BfdProfile> {
+    let obj = ObjectRef::new("BFDProfile", namespace, &p.name_any());
+    let before = errors.len();
+    let s = &p.spec;
+    let mut range = |v: Option<u32>, lo: u32, hi: u32, field: &str| {
+        if let Some(v) = v.filter(|v| !(lo..=hi).contains(v)) {
+            errors.push(ConfigError::new(&obj, format!("spec.{field}"), format!("{v} is outside {lo}-{hi}")));
+        }
+    };
+    range(s.receive_interval, 10, 60000, "receiveInterval");
+    range(s.transmit_interval, 10, 60000, "transmitInterval");
+    range(s.echo_interval, 10, 60000, "echoInterval");
+    range(s.detect_multiplier, 2, 255, "detectMultiplier");
+    range(s.minimum_ttl, 1, 254, "minimumTtl");
+    (errors.len() == before).then(|| BfdProfile { name: p.name_any() })
+}
+
+/// How the remote AS is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAsn {
+    /// Exactly this AS.
+    Fixed(u32),
+    /// Any AS equal to ours (iBGP).
+    Internal,
+    /// Any AS other than ours (eBGP).
+    External,
+}
+
+/// A validated BGP peer for the native speaker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// The object's name.
+    pub name: String,
+    /// Local AS.
+    pub my_asn: u32,
+    /// Remote AS.
+    pub peer_asn: PeerAsn,
+    /// Address to dial.
+    pub address: IpAddr,
+    /// TCP port to dial.
+    pub port: u16,
+    /// Local address to bind, when set.
+    pub source_address: Option<IpAddr>,
+    /// Proposed hold time (default 90 s).
+    pub hold_time: Option<Duration>,
+    /// Keepalive interval (default hold time / 3).
+    pub keepalive_time: Option<Duration>,
+    /// Delay between connection attempts.
+    pub connect_time: Option<Duration>,
+    /// Router ID (default: the node's IPv4 address).
+    pub router_id: Option<Ipv4Addr>,
+    /// Nodes that run this session (empty: all).
+    pub node_selectors: Vec<Selector>,
+    /// TCP MD5 password, from `password` or `passwordSecret`.
+    pub password: Option<String>,
+    /// The peer is more than one hop away.
+    pub ebgp_multi_hop: bool,
+    /// Carry both address families on this session.
+    pub dual_stack_address_family: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = kube::core::Duration::from_str(s)
+        .map_err(|e| format!("invalid duration {s:?} ({e}): use Go syntax such as 90s or 1m30s"))?;
+    if d.is_negative() {
+        return Err(format!("invalid duration {s:?}: must not be negative"));
+    }
+    Ok(d.into())
+}
+
+/// Builds every peer, then checks cross-peer rules (duplicates, one ASN per node).
+pub(super) fn peers(
+    list: &[&v1beta2::BGPPeer],
+    opts: &Options,
+    secrets: &[Secret],
+    bfd_profiles: &BTreeMap<String, BfdProfile>,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<Peer> {
+    let mut out: Vec<(Peer, ObjectRef, String)> = Vec::new();
+    for p in list {
+        let obj = ObjectRef::new("BGPPeer", &namespace_of(*p, opts), &p.name_any());
+        if let Some(peer) = peer(p, &obj, opts, secrets, bfd_profiles, errors) {
+            // Canonical text of the selectors: two peers with equal keys run
+            // on exactly the same nodes.
+            let key = serde_json::to_string(&p.spec.node_selectors).unwrap_or_default();
+            out.push((peer, obj, key));
+        }
+    }
+    for (i, (a, _, a_nodes)) in out.iter().enumerate() {
+        for (b, b_obj, b_nodes) in &out[i + 1..] {
+            let same_nodes = a_nodes == b_nodes;
+            let may_share_nodes = same_nodes || a.node_selectors.is_empty() || b.node_selectors.is_empty();
+            if same_nodes && a.address == b.address && a.port == b.port {
+                errors.push(ConfigError::new(
+                    b_obj,
+                    "spec.peerAddress",
+                    format!("duplicate peer: bgppeer {:?} already peers with {}:{} from the same nodes", a.name, a.address, a.port),
+                ));
+            }
+            if may_share_nodes && a.my_asn != b.my_asn {
+                errors.push(ConfigError::new(
+                    b_obj,
+                    "spec.myASN",
+                    format!(
+                        "myASN {} differs from {} of bgppeer {:?}, which may run on the same nodes: a node speaks BGP with one AS",
+                        b.my_asn, a.my_asn, a.name
+                    ),
+                ));
+            }
+            if may_share_nodes && a.router_id.is_some() && b.router_id.is_some() && a.router_id != b.router_id {
+                errors.push(ConfigError::new(
+                    b_obj,
+                    "spec.routerID",
+                    format!("routerID differs from bgppeer {:?}, which may run on the same nodes: a node has one router ID", a.name),
+                ));
+            }
+        }
+    }
+    out.into_iter().map(|(p, _, _)| p).collect()
+}
+
+fn peer(
+    p: &v1beta2::BGPPeer,
+    obj: &ObjectRef,
+    opts: &Options,
+    secrets: &[Secret],
+    bfd_profiles: &BTreeMap<String, BfdProfile>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Peer> {
+    let before = errors.len();
+    let s = &p.spec;
+    let mut err = |field: &str, msg: String| errors.push(ConfigError::new(obj, field, msg));
+
+    let peer_asn = match (s.peer_asn, s.dynamic_asn) {
+        (Some(_), Some(_)) => {
+            err("spec.dynamicASN", "peerASN and dynamicASN are mutually exclusive: set one of them".into());
+            None
+        }
+        (None, None) => {
+            err("spec.peerASN", "missing peerASN: set peerASN or dynamicASN".into());
+            None
+        }
+        (Some(asn), None) => Some(PeerAsn::Fixed(asn)),
+        (None, Some(v1beta2::DynamicASNMode::Internal)) => Some(PeerAsn::Internal),
+        (None, Some(v1beta2::DynamicASNMode::External)) => Some(PeerAsn::External),
+    };
+    // Fields the native BGP speaker does not implement: reject rather than
+    // silently ignore them.
+    let unsupported = |present: bool, field: &str, what: &str, err: &mut dyn FnMut(&str, String)| {
+        if present {
+            err(field, format!("{what} is not supported by the metallb-rs native BGP speaker: remove {field}"));
+        }
+    };
+    unsupported(s.interface.is_some(), "spec.interface", "unnumbered BGP peering", &mut err);
+    unsupported(s.vrf.as_deref().is_some_and(|v| !v.is_empty()), "spec.vrf", "VRF peering", &mut err);
+    unsupported(s.enable_graceful_restart == Some(true), "spec.enableGracefulRestart", "graceful restart", &mut err);
+    unsupported(s.local_asn.is_some(), "spec.localASN", "local-as", &mut err);
+    if let Some(name) = s.bfd_profile.as_deref().filter(|n| !n.is_empty()) {
+        if bfd_profiles.contains_key(name) {
+            err("spec.bfdProfile", format!("BFD (profile {name:?}) is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile"));
+        } else {
+            err("spec.bfdProfile", format!("bfdprofile {name:?} does not exist"));
+        }
+    }
+
+    let address = match s.peer_address.as_deref() {
+        None | Some("") => {
+            err("spec.peerAddress", "missing peerAddress: the address of the BGP router to dial".into());
+            None
+        }
+        Some(a) => a.trim().parse::<IpAddr>().map_err(|_| err("spec.peerAddress", format!("invalid IP address {a:?}"))).ok(),
+    };
+    let source_address = s.source_address.as_deref().filter(|a| !a.is_empty()).and_then(|a| {
+        match a.parse::<IpAddr>() {
+            Ok(ip) if address.is_some_and(|p| p.is_ipv4() != ip.is_ipv4()) => {
+                err("spec.sourceAddress", format!("{a} is not of the same IP family as peerAddress"));
+                None
+            }
+            Ok(ip) => Some(ip),
+            Err(_) => {
+                err("spec.sourceAddress", format!("invalid IP address {a:?}"));
+                None
+            }
+        }
+    });
+    let port = s.peer_port.unwrap_or(179);
+    if port == 0 {
+        err("spec.peerPort", "port 0 is not a valid peer port: use 1-16384 (default 179)".into());
+    }
+    let mut duration = |v: &Option<String>, field: &str| -> Option<Duration> {
+        let v = v.as_deref()?;
+        parse_duration(v).map_err(|e| err(field, e)).ok()
+    };
+    let hold_time = duration(&s.hold_time, "spec.holdTime");
+    let keepalive_time = duration(&s.keepalive_time, "spec.keepaliveTime");
+    let connect_time = duration(&s.connect_time, "spec.connectTime");
+    if let Some(h) = hold_time.filter(|h| !h.is_zero() && *h < Duration::from_secs(3)) {
+        err("spec.holdTime", format!("invalid hold time {h:?}: must be 0 or at least 3s (RFC 4271)"));
+    }
+    if let (Some(h), Some(k)) = (hold_time, keepalive_time) {
+        if k > h {
+            err("spec.keepaliveTime", format!("keepalive time {k:?} must not exceed hold time {h:?}"));
+        }
+    }
+    if let Some(c) = connect_time {
+        if c.subsec_nanos() != 0 {
+            err("spec.connectTime", "connect time should contain a whole number of seconds".into());
+        } else if !(1..=65535).contains(&c.as_secs()) {
+            err("spec.connectTime", "connect time should be between 1 seconds to 65535".into());
+        }
+    }
+    let router_id = s.router_id.as_deref().filter(|r| !r.is_empty()).and_then(|r| {
+        r.parse::<Ipv4Addr>().map_err(|_| err("spec.routerID", format!("invalid router ID {r:?}: must be an IPv4 address"))).ok()
+    });
+    let password = match (&s.password, &s.password_secret) {
+        (Some(_), Some(_)) => {
+            err("spec.passwordSecret", "password and passwordSecret are mutually exclusive: set one of them".into());
+            None
+        }
+        (Some(p), None) => Some(p.clone()),
+        (None, Some(r)) => secret_password(r, opts, secrets).map_err(|e| err("spec.passwordSecret", e)).ok(),
+        (None, None) => None,
+    };
+    let node_selectors = super::selectors(obj, "spec.nodeSelectors", s.node_selectors.as_ref(), errors);
+    if errors.len() != before {
+        return None;
+    }
+    Some(Peer {
+        name: p.name_any(),
+        my_asn: s.my_asn,
+        peer_asn: peer_asn?,
+        address: address?,
+        port,
+        source_address,
+        hold_time,
+        keepalive_time,
+        connect_time,
+        router_id,
+        node_selectors,
+        password,
+        ebgp_multi_hop: s.ebgp_multi_hop.unwrap_or(false),
+        dual_stack_address_family: s.dual_stack_address_family.unwrap_or(false),
+    })
+}
+
+fn secret_password(r: &v1beta2::SecretReference, opts: &Options, secrets: &[Secret]) -> Result<String, String> {
+    let name = r.name.as_deref().filter(|n| !n.is_empty()).ok_or("passwordSecret.name is empty")?;
+    if let Some(ns) = r.namespace.as_deref().filter(|ns| *ns != opts.namespace) {
+        return Err(format!("secret {ns}/{name}: the secret must be in the MetalLB namespace {:?}", opts.namespace));
+    }
+    let secret = secrets
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some(name))
+        .ok_or_else(|| format!("secret {name:?} not found in namespace {:?}", opts.namespace))?;
+    if secret.type_.as_deref() != Some("kubernetes.io/basic-auth") {
+        return Err(format!("secret {name:?} must be of type kubernetes.io/basic-auth"));
+    }
+    let from_data = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("password"))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    let from_string = secret.string_data.as_ref().and_then(|d| d.get("password")).cloned();
+    from_data.or(from_string).ok_or_else(|| format!("secret {name:?} has no key \"password\""))
+}

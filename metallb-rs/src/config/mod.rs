@@ -1,0 +1,226 @@
+//! Turns a set of MetalLB custom resources into one validated [`Config`],
+//! or into every [`ConfigError`] found, each naming kind, namespace, name
+//! and field. Pure: no I/O, no kube client; [`load`] reads files.
+//!
+//! Upstream runs most of these checks in a validating webhook; here they
+//! run in the controller, in the speaker and offline (`metallb-rs validate`).
+
+mod bgp;
+mod error;
+mod l2;
+pub mod load;
+mod pool;
+mod selector;
+
+pub use bgp::{BfdProfile, BgpAdvertisement, Community, Peer, PeerAsn};
+pub use error::{ConfigError, ConfigErrors, ObjectRef};
+pub use l2::L2Advertisement;
+pub use pool::{Allocation, Pool, parse_entry};
+pub use selector::Selector;
+
+use crate::api::{v1beta1, v1beta2};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use std::collections::BTreeMap;
+
+/// The raw objects a configuration is built from.
+#[derive(Debug, Clone, Default)]
+pub struct Resources {
+    /// IPAddressPools.
+    pub pools: Vec<v1beta1::IPAddressPool>,
+    /// L2Advertisements.
+    pub l2_advertisements: Vec<v1beta1::L2Advertisement>,
+    /// BGPAdvertisements.
+    pub bgp_advertisements: Vec<v1beta1::BGPAdvertisement>,
+    /// BGPPeers (v1beta1 objects are converted on the way in).
+    pub peers: Vec<v1beta2::BGPPeer>,
+    /// BFDProfiles.
+    pub bfd_profiles: Vec<v1beta1::BFDProfile>,
+    /// Communities (alias lists).
+    pub communities: Vec<v1beta1::Community>,
+    /// Secrets of the MetalLB namespace (BGP passwords).
+    pub secrets: Vec<Secret>,
+}
+
+/// Settings that shape validation.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The MetalLB namespace: objects elsewhere are rejected.
+    pub namespace: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            namespace: crate::api::DEFAULT_NAMESPACE.to_owned(),
+        }
+    }
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// Pools by name.
+    pub pools: BTreeMap<String, Pool>,
+    /// Layer 2 advertisements, by name.
+    pub l2_advertisements: Vec<L2Advertisement>,
+    /// BGP advertisements, by name.
+    pub bgp_advertisements: Vec<BgpAdvertisement>,
+    /// BGP peers, by name.
+    pub peers: Vec<Peer>,
+    /// BFD profiles by name.
+    pub bfd_profiles: BTreeMap<String, BfdProfile>,
+}
+
+/// An object's namespace, or the MetalLB namespace when it has none (as
+/// kubectl would apply it there).
+fn namespace_of<K: ResourceExt>(obj: &K, opts: &Options) -> String {
+    obj.namespace().unwrap_or_else(|| opts.namespace.clone())
+}
+
+fn check_namespace<K: kube::Resource<DynamicType = ()>>(
+    obj: &K,
+    opts: &Options,
+    errors: &mut Vec<ConfigError>,
+) {
+    let ns = namespace_of(obj, opts);
+    if ns != opts.namespace {
+        let o = ObjectRef::new(&K::kind(&()), &ns, obj.meta().name.as_deref().unwrap_or_default());
+        errors.push(ConfigError::new(
+            &o,
+            "metadata.namespace",
+            format!(
+                "MetalLB only reads objects in namespace {:?}: move it there (or run with --namespace {ns})",
+                opts.namespace
+            ),
+        ));
+    }
+}
+
+fn sorted<K: ResourceExt + Clone>(list: &[K]) -> Vec<&K> {
+    let mut v: Vec<&K> = list.iter().collect();
+    v.sort_by_key(|o| o.name_any());
+    v
+}
+
+impl Config {
+    /// Validates `res` and builds the configuration, or returns every error.
+    pub fn build(res: &Resources, opts: &Options) -> Result<Config, ConfigErrors> {
+        let mut errors = Vec::new();
+        macro_rules! in_namespace {
+            ($($list:expr),*) => { $( for o in &$list { check_namespace(o, opts, &mut errors); } )* };
+        }
+        in_namespace!(res.pools, res.l2_advertisements, res.bgp_advertisements, res.peers, res.bfd_profiles, res.communities);
+
+        let pools_raw = sorted(&res.pools);
+        let mut pools = BTreeMap::new();
+        for p in &pools_raw {
+            if let Some(pool) = pool::build(p, &namespace_of(*p, opts), &mut errors) {
+                pools.insert(pool.name.clone(), pool);
+            }
+        }
+        let with_ns: Vec<(&v1beta1::IPAddressPool, String)> =
+            pools_raw.iter().map(|p| (*p, namespace_of(*p, opts))).collect();
+        let refs: Vec<(&v1beta1::IPAddressPool, &str)> = with_ns.iter().map(|(p, n)| (*p, n.as_str())).collect();
+        pool::check_overlaps(&refs, &mut errors);
+
+        let pool_labels: BTreeMap<String, BTreeMap<String, String>> = pools_raw
+            .iter()
+            .map(|p| (p.name_any(), p.labels().clone()))
+            .collect();
+        let l2_advertisements = sorted(&res.l2_advertisements)
+            .into_iter()
+            .filter_map(|ad| l2::build(ad, &namespace_of(ad, opts), &pool_labels, &mut errors))
+            .collect();
+
+        let aliases = bgp::aliases(&sorted(&res.communities), opts, &mut errors);
+        let bfd_profiles: BTreeMap<String, BfdProfile> = sorted(&res.bfd_profiles)
+            .into_iter()
+            .filter_map(|p| bgp::bfd_profile(p, &namespace_of(p, opts), &mut errors))
+            .map(|p| (p.name.clone(), p))
+            .collect();
+        let bgp_advertisements = sorted(&res.bgp_advertisements)
+            .into_iter()
+            .filter_map(|ad| {
+                bgp::advertisement(ad, &namespace_of(ad, opts), &pool_labels, &pools, &aliases, &mut errors)
+            })
+            .collect();
+        let peers = bgp::peers(&sorted(&res.peers), opts, &res.secrets, &bfd_profiles, &mut errors);
+
+        if errors.is_empty() {
+            Ok(Config {
+                pools,
+                l2_advertisements,
+                bgp_advertisements,
+                peers,
+                bfd_profiles,
+            })
+        } else {
+            errors.sort();
+            errors.dedup();
+            Err(ConfigErrors(errors))
+        }
+    }
+}
+
+/// Resolves an advertisement's pools: those named plus those whose labels
+/// match a selector; all pools when neither is given. Unknown names are
+/// errors at `field`.
+fn select_pools(
+    obj: &ObjectRef,
+    names: Option<&Vec<String>>,
+    selectors: Option<&Vec<v1beta1::LabelSelector>>,
+    pool_labels: &BTreeMap<String, BTreeMap<String, String>>,
+    errors: &mut Vec<ConfigError>,
+) -> std::collections::BTreeSet<String> {
+    let names = names.map(Vec::as_slice).unwrap_or_default();
+    let selectors = selectors.map(Vec::as_slice).unwrap_or_default();
+    if names.is_empty() && selectors.is_empty() {
+        return pool_labels.keys().cloned().collect();
+    }
+    let mut out = std::collections::BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        if pool_labels.contains_key(name) {
+            out.insert(name.clone());
+        } else {
+            errors.push(ConfigError::new(
+                obj,
+                format!("spec.ipAddressPools[{i}]"),
+                format!("ipaddresspool {name:?} does not exist: create it or fix the name"),
+            ));
+        }
+    }
+    for (i, sel) in selectors.iter().enumerate() {
+        match Selector::parse(sel) {
+            Ok(s) => out.extend(pool_labels.iter().filter(|(_, l)| s.matches(l)).map(|(n, _)| n.clone())),
+            Err(errs) => errors.extend(
+                errs.into_iter()
+                    .map(|(f, m)| ConfigError::new(obj, format!("spec.ipAddressPoolSelectors[{i}].{f}"), m)),
+            ),
+        }
+    }
+    out
+}
+
+/// Parses a list of label selectors at `field`, reporting each bad one.
+fn selectors(
+    obj: &ObjectRef,
+    field: &str,
+    list: Option<&Vec<v1beta1::LabelSelector>>,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<Selector> {
+    let mut out = Vec::new();
+    for (i, sel) in list.into_iter().flatten().enumerate() {
+        match Selector::parse(sel) {
+            Ok(s) => out.push(s),
+            Err(errs) => errors.extend(
+                errs.into_iter()
+                    .map(|(f, m)| ConfigError::new(obj, format!("{field}[{i}].{f}"), m)),
+            ),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,10 @@
+//! metallb-rs: a MetalLB-compatible load balancer for bare-metal Kubernetes.
+//!
+//! The library holds everything the `metallb-rs` binary runs, split along
+//! the decide/do seam (see ARCHITECTURE.md): [`api`] describes the custom
+//! resources, [`config`] turns a set of them into one validated [`config::Config`].
+
+pub mod api;
+pub mod config;
+pub mod logging;
+pub mod manifests;

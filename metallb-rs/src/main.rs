@@ -1,0 +1,162 @@
+//! The `metallb-rs` binary: one static executable, one subcommand per
+//! component, so a single image serves the controller Deployment and the
+//! speaker DaemonSet.
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use metallb_rs::config::{self, Config, Options};
+use metallb_rs::logging::{self, LogFormat, LogLevel};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// MetalLB-compatible load balancer for bare-metal Kubernetes.
+#[derive(Parser, Debug)]
+#[command(name = "metallb-rs", version, propagate_version = true)]
+struct Cli {
+    /// Log line format: JSON (the default, as in-cluster) or human text
+    #[arg(long, global = true, value_enum, default_value = "json", env = "METALLB_LOG_FORMAT")]
+    log_format: LogFormat,
+    /// Minimum level logged (RUST_LOG overrides it)
+    #[arg(long, global = true, value_enum, default_value = "info", env = "METALLB_LOG_LEVEL")]
+    log_level: LogLevel,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Assign IPs from IPAddressPools to LoadBalancer services
+    Controller(ControllerArgs),
+    /// Announce service IPs from this node (layer 2 and BGP)
+    Speaker(SpeakerArgs),
+    /// Check MetalLB YAML offline: every error with its object and field
+    Validate(ValidateArgs),
+}
+
+#[derive(Args, Debug)]
+struct CommonArgs {
+    /// Namespace holding the MetalLB configuration
+    #[arg(long, env = "METALLB_NAMESPACE", default_value = metallb_rs::api::DEFAULT_NAMESPACE)]
+    namespace: String,
+}
+
+#[derive(Args, Debug)]
+struct ControllerArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Elect one active controller through a coordination.k8s.io Lease
+    #[arg(long)]
+    leader_elect: bool,
+    /// Only handle services with this spec.loadBalancerClass (default: services without one)
+    #[arg(long)]
+    lb_class: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct SpeakerArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Name of the node this speaker runs on
+    #[arg(long, env = "NODE_NAME")]
+    node_name: String,
+    /// Only handle services with this spec.loadBalancerClass (default: services without one)
+    #[arg(long)]
+    lb_class: Option<String>,
+    /// Announce from nodes labelled node.kubernetes.io/exclude-from-external-load-balancers too
+    #[arg(long)]
+    ignore_exclude_lb: bool,
+}
+
+#[derive(Args, Debug)]
+struct ValidateArgs {
+    /// YAML files or directories (searched for *.yaml, *.yml, *.json)
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    files: Vec<PathBuf>,
+    /// The MetalLB namespace objects must be in
+    #[arg(long, default_value = metallb_rs::api::DEFAULT_NAMESPACE)]
+    namespace: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `validate` is a user-facing tool: human text unless asked otherwise.
+    let format = match (&cli.command, std::env::var_os("METALLB_LOG_FORMAT")) {
+        (Command::Validate(_), None) => LogFormat::Text,
+        _ => cli.log_format,
+    };
+    logging::init(format, cli.log_level);
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Validate(args) => Ok(validate(&args)),
+        Command::Controller(args) => {
+            tracing::info!(namespace = %args.common.namespace, leader_elect = args.leader_elect, lb_class = ?args.lb_class, "controller starting");
+            wait_for_shutdown("controller")
+        }
+        Command::Speaker(args) => {
+            tracing::info!(namespace = %args.common.namespace, node = %args.node_name, lb_class = ?args.lb_class, ignore_exclude_lb = args.ignore_exclude_lb, "speaker starting");
+            wait_for_shutdown("speaker")
+        }
+    }
+}
+
+/// Until the reconcilers land, the components start, log and exit cleanly on
+/// SIGTERM/SIGINT, so deployments and the lab can already run them.
+fn wait_for_shutdown(component: &str) -> Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            r = tokio::signal::ctrl_c() => r?,
+        }
+        anyhow::Ok(())
+    })?;
+    tracing::info!("{component} stopping");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn validate(args: &ValidateArgs) -> ExitCode {
+    let loaded = config::load::load_paths(&args.files);
+    let mut problems: Vec<String> = loaded
+        .errors
+        .iter()
+        .map(|(path, e)| format!("{}: {e}", path.display()))
+        .collect();
+    let opts = Options { namespace: args.namespace.clone() };
+    let res = &loaded.resources;
+    let objects = res.pools.len()
+        + res.l2_advertisements.len()
+        + res.bgp_advertisements.len()
+        + res.peers.len()
+        + res.bfd_profiles.len()
+        + res.communities.len();
+    if let Err(errors) = Config::build(res, &opts) {
+        for e in errors.0 {
+            let origin = loaded
+                .origins
+                .get(&(e.object.kind.clone(), e.object.name.clone()))
+                .map(|p| format!("{}: ", p.display()))
+                .unwrap_or_default();
+            problems.push(format!("{origin}{e}"));
+        }
+    }
+    if problems.is_empty() {
+        println!("valid: {objects} MetalLB object(s), {} other document(s) ignored", loaded.skipped);
+        ExitCode::SUCCESS
+    } else {
+        for p in &problems {
+            println!("{p}");
+        }
+        eprintln!("invalid: {} error(s)", problems.len());
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,138 @@
+//! Least-privilege RBAC for the two components. Each rule names the code
+//! path that needs it; a verb nobody calls does not belong here.
+
+use serde_json::{Value, json};
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+    json!({ "apiGroups": groups, "resources": resources, "verbs": verbs })
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const CONFIG_KINDS: &[&str] = &[
+    "ipaddresspools",
+    "l2advertisements",
+    "bgpadvertisements",
+    "bgppeers",
+    "bfdprofiles",
+    "communities",
+];
+
+fn cluster_role(name: &str, rules: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": { "name": format!("metallb-system:{name}"), "labels": { "app": "metallb" } },
+        "rules": rules,
+    })
+}
+
+fn role(name: &str, namespace: &str, rules: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": { "name": name, "namespace": namespace, "labels": { "app": "metallb" } },
+        "rules": rules,
+    })
+}
+
+fn binding(kind: &str, name: &str, namespace: &str, account: &str) -> Value {
+    let mut metadata = json!({ "name": name, "labels": { "app": "metallb" } });
+    let role_kind = if kind == "ClusterRoleBinding" {
+        "ClusterRole"
+    } else {
+        metadata["namespace"] = json!(namespace);
+        "Role"
+    };
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": metadata,
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name },
+        "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": namespace }],
+    })
+}
+
+/// Roles and bindings for controller and speaker.
+pub fn objects(namespace: &str) -> Vec<Value> {
+    let controller_cluster = cluster_role(
+        "controller",
+        vec![
+            // Reconcile LoadBalancer services: read, write the allocated-from
+            // annotation, write status.loadBalancer.
+            rule(&[""], &["services"], &["get", "list", "watch", "update"]),
+            rule(&[""], &["services/status"], &["update"]),
+            // Pool serviceAllocation.namespaceSelectors.
+            rule(&[""], &["namespaces"], READ),
+            rule(&[""], &["events"], &["create", "patch"]),
+            rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
+        ],
+    );
+    let speaker_cluster = cluster_role(
+        "speaker",
+        vec![
+            // Which services to announce, from which nodes.
+            rule(&[""], &["services", "nodes", "namespaces"], READ),
+            rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+            rule(&[""], &["events"], &["create", "patch"]),
+            rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
+        ],
+    );
+    let controller_ns = role(
+        "controller",
+        namespace,
+        vec![
+            rule(&["metallb.io"], CONFIG_KINDS, READ),
+            // Pool counters in IPAddressPool.status.
+            rule(&["metallb.io"], &["ipaddresspools/status"], &["get", "update", "patch"]),
+            // ConfigurationState "controller".
+            rule(
+                &["metallb.io"],
+                &["configurationstates", "configurationstates/status"],
+                &["get", "list", "watch", "create", "update", "patch"],
+            ),
+            // The memberlist key Secret, created when missing.
+            rule(&[""], &["secrets"], &["get", "list", "watch", "create"]),
+            // Leader election.
+            rule(&["coordination.k8s.io"], &["leases"], &["get", "list", "watch", "create", "update"]),
+        ],
+    );
+    let speaker_ns = role(
+        "speaker",
+        namespace,
+        vec![
+            rule(&["metallb.io"], CONFIG_KINDS, READ),
+            // Its own announcement status objects, and replacing other
+            // nodes' stale objects for a service it now leads.
+            rule(
+                &["metallb.io"],
+                &["servicel2statuses", "servicebgpstatuses"],
+                &["get", "list", "watch", "create", "update", "patch", "delete"],
+            ),
+            rule(
+                &["metallb.io"],
+                &["servicel2statuses/status", "servicebgpstatuses/status"],
+                &["get", "update", "patch"],
+            ),
+            // ConfigurationState "speaker-<node>".
+            rule(
+                &["metallb.io"],
+                &["configurationstates", "configurationstates/status"],
+                &["get", "list", "watch", "create", "update", "patch"],
+            ),
+            // memberlist key, BGP passwordSecret, metallb-excludel2.
+            rule(&[""], &["secrets", "configmaps"], READ),
+            // Its own Pod, the owner of its status objects.
+            rule(&[""], &["pods"], &["get"]),
+        ],
+    );
+    vec![
+        controller_cluster,
+        speaker_cluster,
+        controller_ns,
+        speaker_ns,
+        binding("ClusterRoleBinding", "metallb-system:controller", namespace, "controller"),
+        binding("ClusterRoleBinding", "metallb-system:speaker", namespace, "speaker"),
+        binding("RoleBinding", "controller", namespace, "controller"),
+        binding("RoleBinding", "speaker", namespace, "speaker"),
+    ]
+}

@@ -1,0 +1,122 @@
+use super::*;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+/// Parses `object` as its typed Kubernetes struct and back: a misspelt
+/// field would be dropped and the round trip would differ.
+fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(object: &Value) -> Value {
+    let typed: T = serde_json::from_value(object.clone()).expect("object matches its kind");
+    serde_json::to_value(typed).expect("serializes")
+}
+
+#[test]
+fn every_object_uses_only_real_fields() {
+    for object in native_objects(&NativeOptions::default()) {
+        let back = match object["kind"].as_str().expect("kind") {
+            "Namespace" => round_trip::<Namespace>(&object),
+            "CustomResourceDefinition" => round_trip::<CustomResourceDefinition>(&object),
+            "ServiceAccount" => round_trip::<ServiceAccount>(&object),
+            "ClusterRole" => round_trip::<ClusterRole>(&object),
+            "Role" => round_trip::<Role>(&object),
+            "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(&object),
+            "RoleBinding" => round_trip::<RoleBinding>(&object),
+            "Deployment" => round_trip::<Deployment>(&object),
+            "DaemonSet" => round_trip::<DaemonSet>(&object),
+            other => panic!("unexpected kind {other}"),
+        };
+        assert_eq!(back, object, "{} {}", object["kind"], object["metadata"]["name"]);
+    }
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind} {name} missing"))
+}
+
+#[test]
+fn speaker_daemonset_has_host_network_net_raw_and_node_name() {
+    let objects = native_objects(&NativeOptions::default());
+    let ds = find(&objects, "DaemonSet", "speaker");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    let container = &pod["containers"][0];
+    assert_eq!(container["args"][0], "speaker");
+    assert_eq!(container["securityContext"]["capabilities"]["add"], json!(["NET_RAW"]));
+    assert_eq!(container["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    let env = container["env"].as_array().expect("env");
+    assert!(env.iter().any(|e| e["name"] == "NODE_NAME"
+        && e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"));
+    let ports: Vec<_> = container["ports"].as_array().expect("ports").iter().map(|p| p["containerPort"].clone()).collect();
+    assert_eq!(ports, vec![json!(ports::METRICS), json!(ports::HEALTH)]);
+}
+
+#[test]
+fn both_components_run_the_one_image_with_subcommands() {
+    let opts = NativeOptions { image: "example/metallb-rs:test".into(), ..Default::default() };
+    let objects = native_objects(&opts);
+    for (kind, name) in [("Deployment", "controller"), ("DaemonSet", "speaker")] {
+        let c = &find(&objects, kind, name)["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["image"], "example/metallb-rs:test");
+        assert_eq!(c["args"][0], name);
+    }
+    let controller = &find(&objects, "Deployment", "controller")["spec"]["template"]["spec"];
+    assert_eq!(controller["securityContext"]["runAsNonRoot"], true);
+    assert!(controller["containers"][0]["args"].as_array().expect("args").contains(&json!("--leader-elect")));
+}
+
+/// Every (group, resource, verb) a role grants.
+fn grants(role: &Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        for g in rule["apiGroups"].as_array().expect("groups") {
+            for r in rule["resources"].as_array().expect("resources") {
+                for v in rule["verbs"].as_array().expect("verbs") {
+                    out.push((g.as_str().unwrap_or_default().into(), r.as_str().unwrap_or_default().into(), v.as_str().unwrap_or_default().into()));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn speaker_may_write_only_its_status_kinds_events_and_configuration_state() {
+    let objects = native_objects(&NativeOptions::default());
+    let mut all = grants(find(&objects, "ClusterRole", "metallb-system:speaker"));
+    all.extend(grants(find(&objects, "Role", "speaker")));
+    let writable: std::collections::BTreeSet<_> = all
+        .iter()
+        .filter(|(_, _, verb)| !["get", "list", "watch"].contains(&verb.as_str()))
+        .map(|(g, r, _)| format!("{g}/{r}"))
+        .collect();
+    let allowed = [
+        "/events",
+        "events.k8s.io/events",
+        "metallb.io/servicel2statuses",
+        "metallb.io/servicel2statuses/status",
+        "metallb.io/servicebgpstatuses",
+        "metallb.io/servicebgpstatuses/status",
+        "metallb.io/configurationstates",
+        "metallb.io/configurationstates/status",
+    ];
+    for w in &writable {
+        assert!(allowed.contains(&w.as_str()), "speaker may write {w}");
+    }
+    assert!(!writable.contains("/services") && !writable.contains("/secrets"));
+    assert!(all.iter().all(|(_, r, v)| r != "*" && v != "*"), "no wildcards");
+}
+
+#[test]
+fn rendering_is_deterministic_and_contains_every_crd() {
+    let a = native(&NativeOptions::default()).expect("renders");
+    let b = native(&NativeOptions::default()).expect("renders");
+    assert_eq!(a, b);
+    for crd in api::crds() {
+        assert!(a.contains(&format!("name: {}", crd.metadata.name.expect("named"))));
+    }
+    assert_eq!(crd_files().expect("renders").len(), 9);
+}

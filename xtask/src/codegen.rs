@@ -1,0 +1,91 @@
+//! `gen-crds` and `gen-manifests`: write generated files, or with
+//! `--check` compare them and name every file that drifted.
+
+use crate::flags::CheckArgs;
+use anyhow::{Context, Result, bail};
+use metallb_rs::manifests;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const CRD_DIR: &str = "manifests/crds";
+const NATIVE: &str = "manifests/metallb-native.yaml";
+
+/// `cargo xtask gen-crds [--check]`.
+pub fn gen_crds(args: &CheckArgs) -> Result<()> {
+    let files = manifests::crd_files()?
+        .into_iter()
+        .map(|(name, text)| (Path::new(CRD_DIR).join(name), text))
+        .collect();
+    sync(files, Some(Path::new(CRD_DIR)), args, "gen-crds")
+}
+
+/// `cargo xtask gen-manifests [--check]`.
+pub fn gen_manifests(args: &CheckArgs) -> Result<()> {
+    let text = manifests::native(&manifests::NativeOptions::default())?;
+    sync(
+        BTreeMap::from([(PathBuf::from(NATIVE), text)]),
+        None,
+        args,
+        "gen-manifests",
+    )
+}
+
+/// Writes `files`, or checks them. `owned_dir` is a directory whose every
+/// `.yaml` file is generated, so a file there that is no longer produced is
+/// drift too.
+fn sync(
+    files: BTreeMap<PathBuf, String>,
+    owned_dir: Option<&Path>,
+    args: &CheckArgs,
+    task: &str,
+) -> Result<()> {
+    let mut stale: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = owned_dir {
+        if dir.exists() {
+            for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+                let path = entry?.path();
+                if path.extension().is_some_and(|e| e == "yaml") && !files.contains_key(&path) {
+                    stale.push(path);
+                }
+            }
+        }
+    }
+    stale.sort();
+    if args.check {
+        let mut drifted = Vec::new();
+        for (path, text) in &files {
+            match std::fs::read_to_string(path) {
+                Ok(current) if current == *text => {}
+                Ok(_) => drifted.push(format!("{} (differs)", path.display())),
+                Err(_) => drifted.push(format!("{} (missing)", path.display())),
+            }
+        }
+        drifted.extend(stale.iter().map(|p| format!("{} (no longer generated)", p.display())));
+        if !drifted.is_empty() {
+            for d in &drifted {
+                eprintln!("drifted: {d}");
+            }
+            bail!(
+                "{} generated file(s) out of date: run `cargo xtask {task}` and commit the result",
+                drifted.len()
+            );
+        }
+        println!("{task}: {} file(s) up to date", files.len());
+        return Ok(());
+    }
+    for path in &stale {
+        std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+        println!("removed {}", path.display());
+    }
+    for (path, text) in &files {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+            println!("wrote {}", path.display());
+        }
+    }
+    println!("{task}: {} file(s) generated", files.len());
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! `cargo xtask`: the project's only build tool. Parses flags, moves to the
+//! repository root, and dispatches to one module per subcommand. Real work
+//! lives in the library crates; this crate stays thin.
+
+mod codegen;
+mod flags;
+mod test;
+mod tools;
+
+use anyhow::Result;
+use clap::Parser;
+use flags::{Command, Flags};
+
+fn main() -> Result<()> {
+    let flags = Flags::parse();
+    std::env::set_current_dir(tools::project_root())?;
+    match flags.command {
+        Command::GenCrds(args) => codegen::gen_crds(&args),
+        Command::GenManifests(args) => codegen::gen_manifests(&args),
+        Command::Test(args) => test::run(&args),
+    }
+}

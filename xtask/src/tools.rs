@@ -1,0 +1,33 @@
+//! Helpers shared by the subcommands: the project root and running
+//! commands with each argument passed as one value (never a shell string).
+
+use anyhow::{Context, Result, bail};
+use std::path::PathBuf;
+
+/// The repository root (the parent of this crate's directory).
+pub fn project_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or(manifest_dir)
+}
+
+/// Runs `program args...` in the project root, streaming its output, and
+/// fails naming the command when it exits non-zero.
+pub fn run(program: &str, args: &[&str]) -> Result<()> {
+    let shown = std::iter::once(program)
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("$ {shown}");
+    let status = duct::cmd(program, args)
+        .unchecked()
+        .run()
+        .with_context(|| format!("could not start `{shown}`: is {program} installed?"))?
+        .status;
+    if !status.success() {
+        bail!("`{shown}` failed ({status})");
+    }
+    Ok(())
+}
