@@ -40,7 +40,6 @@ impl From<v1beta1::BGPPeerSpec> for v1beta2::BGPPeerSpec {
             password: s.password,
             bfd_profile: s.bfd_profile,
             ebgp_multi_hop: s.ebgp_multi_hop,
-            vrf: s.vrf,
             ..Default::default()
         }
     }

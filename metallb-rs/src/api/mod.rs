@@ -41,6 +41,10 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         v1beta1::ConfigurationState::crd(),
     ];
     for crd in &mut crds {
+        crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
+        // controller-gen lists versions oldest first; merge_crds puts the
+        // stored one first.
+        crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
         for version in &mut crd.spec.versions {
             if let Some(schema) = version
                 .schema
@@ -49,6 +53,16 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
             {
                 let mut value = serde_json::to_value(&*schema).expect("schema serializes");
                 schema::normalize(&mut value);
+                schema::add_root_properties(&mut value);
+                // Upstream requires `spec` at the root of IPAddressPool only.
+                if crd.spec.names.plural != "ipaddresspools" {
+                    if let Some(required) = value.get_mut("required").and_then(Value::as_array_mut) {
+                        required.retain(|r| r != "spec");
+                        if required.is_empty() {
+                            value.as_object_mut().map(|o| o.remove("required"));
+                        }
+                    }
+                }
                 *schema = serde_json::from_value(value).expect("normalized schema deserializes");
             }
         }

@@ -33,8 +33,8 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "!has(self.serviceSelectors) || size(self.serviceSelectors) == 0 || ((!has(self.aggregationLength) || self.aggregationLength == 32) && (!has(self.aggregationLengthV6) || self.aggregationLengthV6 == 128))",
-    "message": "serviceSelectors can only be used with the default aggregation lengths (32 for IPv4, 128 for IPv6)"
+    "rule": "!has(self.serviceSelectors) || self.serviceSelectors.size() == 0 || ((!has(self.aggregationLength) || self.aggregationLength == 32) && (!has(self.aggregationLengthV6) || self.aggregationLengthV6 == 128))",
+    "message": "serviceSelectors and aggregationLength are mutually exclusive, can only be used together with default aggregationLength (32) and aggregationLengthV6 (128)"
 }]))]
 pub struct BGPAdvertisementSpec {
     /// The aggregation-length advertisement option lets you “roll up” the /32s into a larger prefix. Defaults to 32. Works for IPv4 addresses.
@@ -50,6 +50,7 @@ pub struct BGPAdvertisementSpec {
     /// The BGP LOCAL_PREF attribute which is used by BGP best path algorithm,
     /// Path with higher localpref is preferred over one with lower localpref.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::int32")]
     pub local_pref: Option<u32>,
 
     /// The BGP communities to be associated with the announcement. Each item can be a standard community of the

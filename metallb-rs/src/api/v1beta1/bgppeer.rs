@@ -29,12 +29,12 @@ use std::collections::BTreeMap;
 pub struct BGPPeerSpec {
     /// AS number to use for the local end of the session.
     #[serde(rename = "myASN")]
-    #[schemars(range(max = 4294967295u32))]
+    #[schemars(range(max = 4294967295u32), extend("format" = "int64"))]
     pub my_asn: u32,
 
     /// AS number to expect from the remote end of the session.
     #[serde(rename = "peerASN")]
-    #[schemars(range(max = 4294967295u32))]
+    #[schemars(range(max = 4294967295u32), extend("format" = "int64"))]
     pub peer_asn: u32,
 
     /// Address to dial when establishing the session.
@@ -78,11 +78,6 @@ pub struct BGPPeerSpec {
     /// EBGP peer is multi-hops away
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ebgp_multi_hop: Option<bool>,
-
-    /// To set if we want to peer with the BGPPeer using an interface belonging to
-    /// a host vrf
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vrf: Option<String>,
 }
 
 /// v1beta1's node selector: label matches plus expressions.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
     kind = "ConfigurationState",
     plural = "configurationstates",
     namespaced,
+    no_spec,
     status = "ConfigurationStateStatus",
     derive = "PartialEq",
     doc = "ConfigurationState is a status-only CRD that reports configuration validation results from MetalLB components.\nLabels:\n  - metallb.io/component-type: \"controller\" or \"speaker\"\n  - metallb.io/node-name: node name (only for speaker)",
@@ -51,6 +52,6 @@ pub struct ConfigurationStateStatus {
     pub error_summary: Option<String>,
     /// Conditions contains the status conditions from the reconcilers running in this component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(schema_with = "crate::api::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
 }

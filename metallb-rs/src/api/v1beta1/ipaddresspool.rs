@@ -58,6 +58,7 @@ pub struct IPAddressPoolSpec {
 pub struct ServiceAllocation {
     /// Priority priority given for ip pool while ip allocation on a service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::api::schema::int")]
     pub priority: Option<i64>,
 
     /// Namespaces list of namespace(s) on which ip pool can be attached.

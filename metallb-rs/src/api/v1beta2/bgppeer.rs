@@ -27,13 +27,13 @@ use serde::{Deserialize, Serialize};
 pub struct BGPPeerSpec {
     /// AS number to use for the local end of the session.
     #[serde(rename = "myASN")]
-    #[schemars(range(max = 4294967295u32))]
+    #[schemars(range(max = 4294967295u32), extend("format" = "int64"))]
     pub my_asn: u32,
 
     /// AS number to expect from the remote end of the session.
     /// ASN and DynamicASN are mutually exclusive and one of them must be specified.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "peerASN")]
-    #[schemars(range(max = 4294967295u32))]
+    #[schemars(range(max = 4294967295u32), extend("format" = "int64"))]
     pub peer_asn: Option<u32>,
 
     /// DynamicASN detects the AS number to use for the remote end of the session
@@ -47,7 +47,7 @@ pub struct BGPPeerSpec {
     /// AS number to use for the local end of the session instead of myASN
     /// towards this peer (FRR `local-as`).
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "localASN")]
-    #[schemars(range(max = 4294967295u32))]
+    #[schemars(range(min = 1, max = 4294967295u32), extend("format" = "int64"))]
     pub local_asn: Option<u32>,
 
     /// Address to dial when establishing the session.
@@ -80,8 +80,8 @@ pub struct BGPPeerSpec {
     /// Requested BGP connect time, controls how long BGP waits between connection attempts to a neighbor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = [{
-        "rule": "duration(self).getSeconds() >= 0 && duration(self).getSeconds() <= 65535",
-        "message": "connect time should be between 0 and 65535"
+        "rule": "duration(self).getSeconds() >= 1 && duration(self).getSeconds() <= 65535",
+        "message": "connect time should be between 1 seconds to 65535"
     }, {
         "rule": "duration(self).getMilliseconds() % 1000 == 0",
         "message": "connect time should contain a whole number of seconds"
@@ -106,6 +106,7 @@ pub struct BGPPeerSpec {
     /// same namespace as the MetalLB deployment. The password is stored in the
     /// secret as the key "password".
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub password_secret: Option<SecretReference>,
 
     /// The name of the BFD Profile to be used for the BFD session associated to the BGP session.
