@@ -161,22 +161,18 @@ pub(super) fn advertisement(
     // pool does not own (upstream: lowest mask per address entry).
     for name in &selected {
         let Some(pool) = pools.get(name) else { continue };
-        for cidr in &pool.cidrs {
-            let (agg, field) = if cidr.addr().is_ipv4() {
-                (agg4, "aggregationLength")
-            } else {
-                (agg6, "aggregationLengthV6")
-            };
-            if agg < cidr.prefix_len() {
+        for (agg, floor, field) in [
+            (agg4, pool.aggregation_floor.0, "aggregationLength"),
+            (agg6, pool.aggregation_floor.1, "aggregationLengthV6"),
+        ] {
+            if agg < floor {
                 errors.push(ConfigError::new(
                     &obj,
                     format!("spec.{field}"),
                     format!(
-                        "invalid aggregation length {agg}: prefix {cidr} of ipaddresspool {name:?} is more specific than the aggregation length; use at least /{}",
-                        cidr.prefix_len()
+                        "invalid aggregation length {agg}: ipaddresspool {name:?} has a /{floor} prefix, more specific than the aggregation length (which would announce addresses outside the pool); use at least {floor}"
                     ),
                 ));
-                break;
             }
         }
     }

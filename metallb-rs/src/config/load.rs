@@ -100,10 +100,14 @@ impl Loaded {
                 Ok(Ok(Value::Null)) => {}
                 Ok(Ok(value)) => self.add_value(path, value, schemas),
                 Ok(Err(e)) => self.errors.push((path.into(), ConfigError::new(&file, format!("document {}", i + 1), e.to_string()))),
-                Err(e) => self.errors.push((
-                    path.into(),
-                    ConfigError::new(&file, format!("document {}", i + 1), format!("invalid YAML: {e}")),
-                )),
+                Err(e) => {
+                    self.errors.push((
+                        path.into(),
+                        ConfigError::new(&file, format!("document {}", i + 1), format!("invalid YAML: {e}")),
+                    ));
+                    // The YAML stream cannot resume after a syntax error.
+                    break;
+                }
             }
         }
     }

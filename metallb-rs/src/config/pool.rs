@@ -23,6 +23,10 @@ pub struct Pool {
     pub avoid_buggy_ips: bool,
     /// serviceAllocation, when set.
     pub allocation: Option<Allocation>,
+    /// The shortest BGP aggregation length allowed per family (IPv4, IPv6):
+    /// for each address entry its least specific CIDR, the most specific
+    /// over all entries (upstream's rule).
+    pub aggregation_floor: (u8, u8),
 }
 
 /// Restrictions on which services a pool serves, and its priority.
@@ -84,12 +88,19 @@ pub fn build(pool: &IPAddressPool, namespace: &str, errors: &mut Vec<ConfigError
     let obj = ObjectRef::new("IPAddressPool", namespace, &name);
     let before = errors.len();
     let mut cidrs = Vec::new();
+    let mut floor = (0u8, 0u8);
     if pool.spec.addresses.is_empty() {
         errors.push(ConfigError::new(&obj, "spec.addresses", "no addresses: list at least one CIDR or range"));
     }
     for (i, entry) in pool.spec.addresses.iter().enumerate() {
         match parse_entry(entry) {
-            Ok(nets) => cidrs.extend(nets),
+            Ok(nets) => {
+                if let Some(least) = nets.iter().map(IpNet::prefix_len).min() {
+                    let slot = if nets[0].addr().is_ipv4() { &mut floor.0 } else { &mut floor.1 };
+                    *slot = (*slot).max(least);
+                }
+                cidrs.extend(nets);
+            }
             Err(e) => errors.push(ConfigError::new(&obj, format!("spec.addresses[{i}] {entry:?}"), e)),
         }
     }
@@ -122,6 +133,7 @@ pub fn build(pool: &IPAddressPool, namespace: &str, errors: &mut Vec<ConfigError
         auto_assign: pool.spec.auto_assign.unwrap_or(true),
         avoid_buggy_ips: pool.spec.avoid_buggy_ips.unwrap_or(false),
         allocation,
+        aggregation_floor: floor,
     })
 }
 

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Multiplier", type_ = "integer", json_path = ".spec.detectMultiplier")
 )]
 #[serde(rename_all = "camelCase")]
+#[serde(remote = "Self")]
 pub struct BFDProfileSpec {
     /// The minimum interval that this system is capable of
     /// receiving control packets in milliseconds.
@@ -72,3 +73,5 @@ pub struct BFDProfileSpec {
 /// BFDProfileStatus defines the observed state of BFDProfile.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct BFDProfileStatus {}
+
+crate::api::spec_may_be_omitted!(BFDProfileSpec);

@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
     "rule": "!has(self.serviceSelectors) || self.serviceSelectors.size() == 0 || ((!has(self.aggregationLength) || self.aggregationLength == 32) && (!has(self.aggregationLengthV6) || self.aggregationLengthV6 == 128))",
     "message": "serviceSelectors and aggregationLength are mutually exclusive, can only be used together with default aggregationLength (32) and aggregationLengthV6 (128)"
 }]))]
+#[serde(remote = "Self")]
 pub struct BGPAdvertisementSpec {
     /// The aggregation-length advertisement option lets you “roll up” the /32s into a larger prefix. Defaults to 32. Works for IPv4 addresses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,3 +87,5 @@ pub struct BGPAdvertisementSpec {
 /// BGPAdvertisementStatus defines the observed state of BGPAdvertisement.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct BGPAdvertisementStatus {}
+
+crate::api::spec_may_be_omitted!(BGPAdvertisementSpec);

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
     doc = "Community is a collection of aliases for communities.\nUsers can define named aliases to be used in the BGPPeer CRD."
 )]
 #[serde(rename_all = "camelCase")]
+#[serde(remote = "Self")]
 pub struct CommunitySpec {
     /// The named aliases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,3 +39,5 @@ pub struct CommunityAlias {
 /// CommunityStatus defines the observed state of Community.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct CommunityStatus {}
+
+crate::api::spec_may_be_omitted!(CommunitySpec);

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[serde(remote = "Self")]
 pub struct L2AdvertisementSpec {
     /// The list of IPAddressPools to advertise via this advertisement, selected by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,3 +77,5 @@ pub struct PreferredNodeSelector {
 /// L2AdvertisementStatus defines the observed state of L2Advertisement.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct L2AdvertisementStatus {}
+
+crate::api::spec_may_be_omitted!(L2AdvertisementSpec);

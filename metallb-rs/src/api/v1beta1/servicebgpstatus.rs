@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
         json_path = ".status.serviceNamespace"
     )
 )]
+#[serde(remote = "Self")]
 pub struct ServiceBGPStatusSpec {}
 
 /// MetalLBServiceBGPStatus defines the observed state of ServiceBGPStatus.
@@ -47,3 +48,5 @@ pub struct MetalLBServiceBGPStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peers: Option<Vec<String>>,
 }
+
+crate::api::spec_may_be_omitted!(ServiceBGPStatusSpec);

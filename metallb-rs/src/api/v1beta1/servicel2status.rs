@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
         json_path = ".status.serviceNamespace"
     )
 )]
+#[serde(remote = "Self")]
 pub struct ServiceL2StatusSpec {}
 
 /// MetalLBServiceL2Status defines the observed state of ServiceL2Status.
@@ -54,3 +55,5 @@ pub struct InterfaceInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
+
+crate::api::spec_may_be_omitted!(ServiceL2StatusSpec);
