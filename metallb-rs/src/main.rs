@@ -97,26 +97,28 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Validate(args) => Ok(validate(&args)),
-        Command::Controller(args) => {
+        Command::Controller(args) => run_until_signal(|| {
             tracing::info!(namespace = %args.common.namespace, leader_elect = args.leader_elect, lb_class = ?args.lb_class, "controller starting");
-            wait_for_shutdown("controller")
-        }
-        Command::Speaker(args) => {
+        }, "controller"),
+        Command::Speaker(args) => run_until_signal(|| {
             tracing::info!(namespace = %args.common.namespace, node = %args.node_name, lb_class = ?args.lb_class, ignore_exclude_lb = args.ignore_exclude_lb, "speaker starting");
-            wait_for_shutdown("speaker")
-        }
+        }, "speaker"),
     }
 }
 
 /// Until the reconcilers land, the components start, log and exit cleanly on
-/// SIGTERM/SIGINT, so deployments and the lab can already run them.
-fn wait_for_shutdown(component: &str) -> Result<ExitCode> {
+/// SIGTERM/SIGINT, so deployments and the lab can already run them. The
+/// handlers are installed before `started` logs, so a signal sent after the
+/// first log line is never lost.
+fn run_until_signal(started: impl FnOnce(), component: &str) -> Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        started();
         tokio::select! {
             _ = term.recv() => {}
-            r = tokio::signal::ctrl_c() => r?,
+            _ = int.recv() => {}
         }
         anyhow::Ok(())
     })?;

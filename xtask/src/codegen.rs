@@ -62,12 +62,10 @@ fn sync(
         }
         drifted.extend(stale.iter().map(|p| format!("{} (no longer generated)", p.display())));
         if !drifted.is_empty() {
-            for d in &drifted {
-                eprintln!("drifted: {d}");
-            }
             bail!(
-                "{} generated file(s) out of date: run `cargo xtask {task}` and commit the result",
-                drifted.len()
+                "{} generated file(s) out of date: run `cargo xtask {task}` and commit the result\n  {}",
+                drifted.len(),
+                drifted.join("\n  ")
             );
         }
         println!("{task}: {} file(s) up to date", files.len());
@@ -88,4 +86,41 @@ fn sync(
     }
     println!("{task}: {} file(s) generated", files.len());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &Path, entries: &[(&str, &str)]) -> BTreeMap<PathBuf, String> {
+        entries.iter().map(|(n, t)| (dir.join(n), (*t).to_owned())).collect()
+    }
+
+    #[test]
+    fn check_names_every_drifted_missing_and_stale_file() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path();
+        let write = CheckArgs { check: false };
+        let check = CheckArgs { check: true };
+        sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b")]), Some(dir), &write, "t").expect("writes");
+        sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b")]), Some(dir), &check, "t").expect("up to date");
+
+        std::fs::write(dir.join("a.yaml"), "edited").expect("edit");
+        std::fs::write(dir.join("old.yaml"), "stale").expect("stale");
+        let err = sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b"), ("c.yaml", "c")]), Some(dir), &check, "t")
+            .expect_err("drift");
+        assert!(err.to_string().contains("3 generated file(s) out of date"), "{err}");
+        assert_eq!(std::fs::read_to_string(dir.join("a.yaml")).expect("kept"), "edited", "--check writes nothing");
+
+        sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b"), ("c.yaml", "c")]), Some(dir), &write, "t").expect("regenerates");
+        assert!(!dir.join("old.yaml").exists(), "stale file removed");
+        sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b"), ("c.yaml", "c")]), Some(dir), &check, "t").expect("clean");
+    }
+
+    #[test]
+    fn committed_files_are_up_to_date() {
+        std::env::set_current_dir(crate::tools::project_root()).expect("root");
+        gen_crds(&CheckArgs { check: true }).expect("run `cargo xtask gen-crds` and commit the result");
+        gen_manifests(&CheckArgs { check: true }).expect("run `cargo xtask gen-manifests` and commit the result");
+    }
 }
