@@ -46,8 +46,11 @@ impl LogLevel {
 /// Installs the global subscriber. `RUST_LOG`, when set, overrides `level`
 /// for finer per-module filtering.
 pub fn init(format: LogFormat, level: LogLevel) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level.directive()));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level.directive()));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     // A second init (tests) keeps the first subscriber: ignoring is right.
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

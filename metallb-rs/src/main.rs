@@ -14,10 +14,22 @@ use std::process::ExitCode;
 #[command(name = "metallb-rs", version, propagate_version = true)]
 struct Cli {
     /// Log line format: JSON (the default, as in-cluster) or human text
-    #[arg(long, global = true, value_enum, default_value = "json", env = "METALLB_LOG_FORMAT")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "json",
+        env = "METALLB_LOG_FORMAT"
+    )]
     log_format: LogFormat,
     /// Minimum level logged (RUST_LOG overrides it)
-    #[arg(long, global = true, value_enum, default_value = "info", env = "METALLB_LOG_LEVEL")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "info",
+        env = "METALLB_LOG_LEVEL"
+    )]
     log_level: LogLevel,
     #[command(subcommand)]
     command: Command,
@@ -97,12 +109,18 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Validate(args) => Ok(validate(&args)),
-        Command::Controller(args) => run_until_signal(|| {
-            tracing::info!(namespace = %args.common.namespace, leader_elect = args.leader_elect, lb_class = ?args.lb_class, "controller starting");
-        }, "controller"),
-        Command::Speaker(args) => run_until_signal(|| {
-            tracing::info!(namespace = %args.common.namespace, node = %args.node_name, lb_class = ?args.lb_class, ignore_exclude_lb = args.ignore_exclude_lb, "speaker starting");
-        }, "speaker"),
+        Command::Controller(args) => run_until_signal(
+            || {
+                tracing::info!(namespace = %args.common.namespace, leader_elect = args.leader_elect, lb_class = ?args.lb_class, "controller starting");
+            },
+            "controller",
+        ),
+        Command::Speaker(args) => run_until_signal(
+            || {
+                tracing::info!(namespace = %args.common.namespace, node = %args.node_name, lb_class = ?args.lb_class, ignore_exclude_lb = args.ignore_exclude_lb, "speaker starting");
+            },
+            "speaker",
+        ),
     }
 }
 
@@ -111,7 +129,9 @@ fn run(command: Command) -> Result<ExitCode> {
 /// handlers are installed before `started` logs, so a signal sent after the
 /// first log line is never lost.
 fn run_until_signal(started: impl FnOnce(), component: &str) -> Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -133,7 +153,9 @@ fn validate(args: &ValidateArgs) -> ExitCode {
         .iter()
         .map(|(path, e)| format!("{}: {e}", path.display()))
         .collect();
-    let opts = Options { namespace: args.namespace.clone() };
+    let opts = Options {
+        namespace: args.namespace.clone(),
+    };
     let res = &loaded.resources;
     let objects = res.pools.len()
         + res.l2_advertisements.len()
@@ -152,7 +174,10 @@ fn validate(args: &ValidateArgs) -> ExitCode {
         }
     }
     if problems.is_empty() {
-        println!("valid: {objects} MetalLB object(s), {} other document(s) ignored", loaded.skipped);
+        println!(
+            "valid: {objects} MetalLB object(s), {} other document(s) ignored",
+            loaded.skipped
+        );
         ExitCode::SUCCESS
     } else {
         for p in &problems {

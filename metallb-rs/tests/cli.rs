@@ -23,24 +23,51 @@ fn stdout(o: &Output) -> String {
 
 #[test]
 fn validate_accepts_a_valid_directory() {
-    let out = bin().args(["validate", "-f", &samples("valid")]).output().expect("runs");
-    assert!(out.status.success(), "{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let out = bin()
+        .args(["validate", "-f", &samples("valid")])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout(&out).starts_with("valid: "), "{}", stdout(&out));
 }
 
 #[test]
 fn validate_reports_each_bad_sample_with_its_field_path() {
     let dir = samples("invalid");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("dir").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
     files.sort();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("readable");
-        let field = text.lines().next().and_then(|l| l.strip_prefix("# schema-error: ")).expect("expectation line");
-        let out = bin().args(["validate", "-f"]).arg(&file).output().expect("runs");
-        assert_eq!(out.status.code(), Some(1), "{}: {}", file.display(), stdout(&out));
+        let field = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# schema-error: "))
+            .expect("expectation line");
+        let out = bin()
+            .args(["validate", "-f"])
+            .arg(&file)
+            .output()
+            .expect("runs");
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}: {}",
+            file.display(),
+            stdout(&out)
+        );
         let needle = format!(": {field}: ");
         assert!(
-            stdout(&out).lines().any(|l| l.starts_with(&file.display().to_string()) && l.contains(&needle)),
+            stdout(&out)
+                .lines()
+                .any(|l| l.starts_with(&file.display().to_string()) && l.contains(&needle)),
             "{}: no line naming {field:?}:\n{}",
             file.display(),
             stdout(&out)
@@ -58,45 +85,80 @@ fn validate_prints_every_config_error_and_exits_1() {
         "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/33, 10.1.0.0/24]}\n---\napiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: b, namespace: metallb-system}\nspec: {addresses: [10.1.0.128/25]}\n---\napiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2, namespace: metallb-system}\nspec: {ipAddressPools: [c]}\n",
     )
     .expect("write");
-    let out = bin().args(["validate", "-f"]).arg(&file).output().expect("runs");
+    let out = bin()
+        .args(["validate", "-f"])
+        .arg(&file)
+        .output()
+        .expect("runs");
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
-    assert!(lines.iter().all(|l| l.starts_with(&file.display().to_string())), "{text}");
-    assert!(text.contains(r#"ipaddresspool "metallb-system/a": spec.addresses[0] "10.0.0.0/33": invalid CIDR"#), "{text}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with(&file.display().to_string())),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"ipaddresspool "metallb-system/a": spec.addresses[0] "10.0.0.0/33": invalid CIDR"#
+        ),
+        "{text}"
+    );
     assert!(text.contains(r#"ipaddresspool "metallb-system/b": spec.addresses[0] "10.1.0.128/25": overlaps with "10.1.0.0/24""#), "{text}");
     assert!(text.contains(r#"l2advertisement "metallb-system/l2": spec.ipAddressPools[0]: ipaddresspool "c" does not exist"#), "{text}");
 }
 
 #[test]
 fn validate_names_a_missing_file() {
-    let out = bin().args(["validate", "-f", "/nonexistent/metallb.yaml"]).output().expect("runs");
+    let out = bin()
+        .args(["validate", "-f", "/nonexistent/metallb.yaml"])
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).contains("/nonexistent/metallb.yaml") && stdout(&out).contains("cannot read"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("/nonexistent/metallb.yaml") && stdout(&out).contains("cannot read"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
 fn version_and_help_on_every_subcommand() {
     let out = bin().arg("--version").output().expect("runs");
-    assert_eq!(stdout(&out).trim(), format!("metallb-rs {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("metallb-rs {}", env!("CARGO_PKG_VERSION"))
+    );
     for sub in ["controller", "speaker", "validate"] {
         let out = bin().args([sub, "--help"]).output().expect("runs");
-        assert!(out.status.success() && stdout(&out).contains("Usage: metallb-rs"), "{sub}: {}", stdout(&out));
+        assert!(
+            out.status.success() && stdout(&out).contains("Usage: metallb-rs"),
+            "{sub}: {}",
+            stdout(&out)
+        );
     }
 }
 
 #[test]
 fn speaker_requires_a_node_name() {
-    let out = bin().arg("speaker").env_remove("NODE_NAME").output().expect("runs");
+    let out = bin()
+        .arg("speaker")
+        .env_remove("NODE_NAME")
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--node-name"));
 }
 
 #[test]
 fn components_log_json_and_stop_on_sigterm() {
-    for (sub, extra) in [("controller", vec![]), ("speaker", vec!["--node-name", "worker"])] {
+    for (sub, extra) in [
+        ("controller", vec![]),
+        ("speaker", vec!["--node-name", "worker"]),
+    ] {
         let mut child = bin()
             .arg(sub)
             .args(&extra)
@@ -107,10 +169,14 @@ fn components_log_json_and_stop_on_sigterm() {
         let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
         let mut first = String::new();
         std::io::BufRead::read_line(&mut stderr, &mut first).expect("reads");
-        let line: serde_json::Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{sub}: not JSON ({e}): {first}"));
+        let line: serde_json::Value = serde_json::from_str(&first)
+            .unwrap_or_else(|e| panic!("{sub}: not JSON ({e}): {first}"));
         assert_eq!(line["message"], format!("{sub} starting"));
         assert_eq!(line["level"], "INFO");
-        let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+        let killed = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill");
         assert!(killed.success());
         let status = child.wait().expect("exits");
         assert!(status.success(), "{sub} exited {status}");

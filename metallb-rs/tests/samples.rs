@@ -10,7 +10,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn samples(dir: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/samples").join(dir);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/samples")
+        .join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("samples dir")
         .map(|e| e.expect("entry").path())
@@ -23,7 +25,12 @@ fn samples(dir: &str) -> Vec<PathBuf> {
 fn documents(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).expect("readable");
     serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_json::to_value(<serde_yaml::Value as serde::Deserialize>::deserialize(d).expect("yaml")).expect("json"))
+        .map(|d| {
+            serde_json::to_value(
+                <serde_yaml::Value as serde::Deserialize>::deserialize(d).expect("yaml"),
+            )
+            .expect("json")
+        })
         .filter(|v| !v.is_null())
         .collect()
 }
@@ -48,7 +55,13 @@ fn valid_samples_round_trip_and_pass_the_schema() {
     for file in samples("valid") {
         for doc in documents(&file) {
             let kind = doc["kind"].as_str().expect("kind").to_owned();
-            let version = doc["apiVersion"].as_str().expect("apiVersion").rsplit('/').next().expect("version").to_owned();
+            let version = doc["apiVersion"]
+                .as_str()
+                .expect("apiVersion")
+                .rsplit('/')
+                .next()
+                .expect("version")
+                .to_owned();
             if kind == "Secret" {
                 continue;
             }
@@ -71,7 +84,11 @@ fn valid_samples_round_trip_and_pass_the_schema() {
             kinds.insert(format!("{kind}/{version}"));
         }
     }
-    assert_eq!(kinds.len(), 10, "every kind and BGPPeer version has a sample: {kinds:?}");
+    assert_eq!(
+        kinds.len(),
+        10,
+        "every kind and BGPPeer version has a sample: {kinds:?}"
+    );
 }
 
 #[test]
@@ -79,16 +96,37 @@ fn valid_samples_make_one_valid_config() {
     let schemas = Schemas::compile();
     let mut loaded = Loaded::default();
     for file in samples("valid") {
-        loaded.add_text(&file, &std::fs::read_to_string(&file).expect("readable"), &schemas);
+        loaded.add_text(
+            &file,
+            &std::fs::read_to_string(&file).expect("readable"),
+            &schemas,
+        );
     }
     assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
-    let config = Config::build(&loaded.resources, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let config =
+        Config::build(&loaded.resources, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(config.pools.len(), 3);
     assert_eq!(config.peers.len(), 3);
-    let router = config.peers.iter().find(|p| p.name == "router").expect("router");
-    assert_eq!(router.password.as_deref(), Some("s3cr3t"), "passwordSecret resolved");
-    let ext = config.bgp_advertisements.iter().find(|a| a.name == "external").expect("external");
-    assert!(ext.communities.contains(&"65535:65282".parse().expect("community")), "alias resolved");
+    let router = config
+        .peers
+        .iter()
+        .find(|p| p.name == "router")
+        .expect("router");
+    assert_eq!(
+        router.password.as_deref(),
+        Some("s3cr3t"),
+        "passwordSecret resolved"
+    );
+    let ext = config
+        .bgp_advertisements
+        .iter()
+        .find(|a| a.name == "external")
+        .expect("external");
+    assert!(
+        ext.communities
+            .contains(&"65535:65282".parse().expect("community")),
+        "alias resolved"
+    );
 }
 
 #[test]
@@ -100,15 +138,28 @@ fn each_invalid_sample_is_rejected_at_its_field() {
             .lines()
             .next()
             .and_then(|l| l.strip_prefix("# schema-error: "))
-            .unwrap_or_else(|| panic!("{}: first line must be `# schema-error: <path>`", file.display()));
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: first line must be `# schema-error: <path>`",
+                    file.display()
+                )
+            });
         let mut loaded = Loaded::default();
         loaded.add_text(&file, &text, &schemas);
-        let fields: Vec<&str> = loaded.errors.iter().map(|(_, e)| e.field.as_str()).collect();
+        let fields: Vec<&str> = loaded
+            .errors
+            .iter()
+            .map(|(_, e)| e.field.as_str())
+            .collect();
         assert!(
             fields.contains(&expected),
             "{}: expected a schema error at {expected:?}, got {:?}",
             file.display(),
-            loaded.errors.iter().map(|(_, e)| e.to_string()).collect::<Vec<_>>()
+            loaded
+                .errors
+                .iter()
+                .map(|(_, e)| e.to_string())
+                .collect::<Vec<_>>()
         );
     }
 }
@@ -117,25 +168,38 @@ fn each_invalid_sample_is_rejected_at_its_field() {
 /// with no `spec` at all; they must load and mean "all pools".
 #[test]
 fn advertisements_without_spec_deserialize() {
-    for kind in ["L2Advertisement", "BGPAdvertisement", "Community", "BFDProfile"] {
+    for kind in [
+        "L2Advertisement",
+        "BGPAdvertisement",
+        "Community",
+        "BFDProfile",
+    ] {
         let doc = serde_json::json!({
             "apiVersion": "metallb.io/v1beta1",
             "kind": kind,
             "metadata": { "name": "example", "namespace": "metallb-system" },
         });
         let ok = match kind {
-            "L2Advertisement" => serde_json::from_value::<v1beta1::L2Advertisement>(doc).map(|a| a.spec == Default::default()),
-            "BGPAdvertisement" => serde_json::from_value::<v1beta1::BGPAdvertisement>(doc).map(|a| a.spec == Default::default()),
-            "Community" => serde_json::from_value::<v1beta1::Community>(doc).map(|a| a.spec == Default::default()),
-            _ => serde_json::from_value::<v1beta1::BFDProfile>(doc).map(|a| a.spec == Default::default()),
+            "L2Advertisement" => serde_json::from_value::<v1beta1::L2Advertisement>(doc)
+                .map(|a| a.spec == Default::default()),
+            "BGPAdvertisement" => serde_json::from_value::<v1beta1::BGPAdvertisement>(doc)
+                .map(|a| a.spec == Default::default()),
+            "Community" => serde_json::from_value::<v1beta1::Community>(doc)
+                .map(|a| a.spec == Default::default()),
+            _ => serde_json::from_value::<v1beta1::BFDProfile>(doc)
+                .map(|a| a.spec == Default::default()),
         };
-        assert!(ok.unwrap_or_else(|e| panic!("{kind}: {e}")), "{kind} spec defaults");
+        assert!(
+            ok.unwrap_or_else(|e| panic!("{kind}: {e}")),
+            "{kind} spec defaults"
+        );
     }
     // A spec that is present but wrong is still an error with its path.
     let bad = serde_json::json!({
         "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
         "metadata": { "name": "x" }, "spec": { "interfaces": "eth0" },
     });
-    let err = serde_path_to_error::deserialize::<_, v1beta1::L2Advertisement>(bad).expect_err("invalid");
+    let err =
+        serde_path_to_error::deserialize::<_, v1beta1::L2Advertisement>(bad).expect_err("invalid");
     assert_eq!(err.path().to_string(), "spec.interfaces");
 }

@@ -40,7 +40,10 @@ fn canon(v: &Value) -> String {
             Some(f) if f.fract() == 0.0 && !n.is_i64() && !n.is_u64() => format!("{}", f as i64),
             _ => n.to_string(),
         },
-        Value::Array(items) => format!("[{}]", items.iter().map(canon).collect::<Vec<_>>().join(",")),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(canon).collect::<Vec<_>>().join(",")
+        ),
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
@@ -69,13 +72,20 @@ fn attrs(s: &Value) -> String {
         }
     }
     if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
-        out.push(format!("additionalProperties.type={}", canon(ap.get("type").unwrap_or(&Value::Null))));
+        out.push(format!(
+            "additionalProperties.type={}",
+            canon(ap.get("type").unwrap_or(&Value::Null))
+        ));
     }
     out.join(" ")
 }
 
 fn walk(prefix: &str, path: &str, s: &Value, lines: &mut Vec<String>) {
-    lines.push(format!("{prefix} {path} {}", attrs(s)).trim_end().to_owned());
+    lines.push(
+        format!("{prefix} {path} {}", attrs(s))
+            .trim_end()
+            .to_owned(),
+    );
     if let Some(props) = s.get("properties").and_then(Value::as_object) {
         let mut names: Vec<&String> = props.keys().collect();
         names.sort();
@@ -83,14 +93,21 @@ fn walk(prefix: &str, path: &str, s: &Value, lines: &mut Vec<String>) {
             if path == "." && ["apiVersion", "kind", "metadata"].contains(&name.as_str()) {
                 continue;
             }
-            let child = if path == "." { name.clone() } else { format!("{path}.{name}") };
+            let child = if path == "." {
+                name.clone()
+            } else {
+                format!("{path}.{name}")
+            };
             walk(prefix, &child, &props[name], lines);
         }
     }
     if let Some(items) = s.get("items") {
         walk(prefix, &format!("{path}[]"), items, lines);
     }
-    if let Some(ap) = s.get("additionalProperties").filter(|a| a.get("properties").is_some()) {
+    if let Some(ap) = s
+        .get("additionalProperties")
+        .filter(|a| a.get("properties").is_some())
+    {
         walk(prefix, &format!("{path}{{}}"), ap, lines);
     }
 }
@@ -144,8 +161,12 @@ fn skeleton() -> String {
                     json(&c.priority)
                 ));
             }
-            let schema = serde_json::to_value(v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()))
-                .expect("schema");
+            let schema = serde_json::to_value(
+                v.schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref()),
+            )
+            .expect("schema");
             walk(&p, ".", &schema, &mut lines);
         }
     }

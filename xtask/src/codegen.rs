@@ -40,13 +40,13 @@ fn sync(
     task: &str,
 ) -> Result<()> {
     let mut stale: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = owned_dir {
-        if dir.exists() {
-            for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-                let path = entry?.path();
-                if path.extension().is_some_and(|e| e == "yaml") && !files.contains_key(&path) {
-                    stale.push(path);
-                }
+    if let Some(dir) = owned_dir.filter(|d| d.exists()) {
+        let entries =
+            std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "yaml") && !files.contains_key(&path) {
+                stale.push(path);
             }
         }
     }
@@ -60,7 +60,11 @@ fn sync(
                 Err(_) => drifted.push(format!("{} (missing)", path.display())),
             }
         }
-        drifted.extend(stale.iter().map(|p| format!("{} (no longer generated)", p.display())));
+        drifted.extend(
+            stale
+                .iter()
+                .map(|p| format!("{} (no longer generated)", p.display())),
+        );
         if !drifted.is_empty() {
             bail!(
                 "{} generated file(s) out of date: run `cargo xtask {task}` and commit the result\n  {}",
@@ -93,7 +97,10 @@ mod tests {
     use super::*;
 
     fn files(dir: &Path, entries: &[(&str, &str)]) -> BTreeMap<PathBuf, String> {
-        entries.iter().map(|(n, t)| (dir.join(n), (*t).to_owned())).collect()
+        entries
+            .iter()
+            .map(|(n, t)| (dir.join(n), (*t).to_owned()))
+            .collect()
     }
 
     #[test]
@@ -102,25 +109,63 @@ mod tests {
         let dir = tmp.path();
         let write = CheckArgs { check: false };
         let check = CheckArgs { check: true };
-        sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b")]), Some(dir), &write, "t").expect("writes");
-        sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b")]), Some(dir), &check, "t").expect("up to date");
+        sync(
+            files(dir, &[("a.yaml", "a"), ("b.yaml", "b")]),
+            Some(dir),
+            &write,
+            "t",
+        )
+        .expect("writes");
+        sync(
+            files(dir, &[("a.yaml", "a"), ("b.yaml", "b")]),
+            Some(dir),
+            &check,
+            "t",
+        )
+        .expect("up to date");
 
         std::fs::write(dir.join("a.yaml"), "edited").expect("edit");
         std::fs::write(dir.join("old.yaml"), "stale").expect("stale");
-        let err = sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b"), ("c.yaml", "c")]), Some(dir), &check, "t")
-            .expect_err("drift");
-        assert!(err.to_string().contains("3 generated file(s) out of date"), "{err}");
-        assert_eq!(std::fs::read_to_string(dir.join("a.yaml")).expect("kept"), "edited", "--check writes nothing");
+        let err = sync(
+            files(dir, &[("a.yaml", "a"), ("b.yaml", "b"), ("c.yaml", "c")]),
+            Some(dir),
+            &check,
+            "t",
+        )
+        .expect_err("drift");
+        assert!(
+            err.to_string().contains("3 generated file(s) out of date"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("a.yaml")).expect("kept"),
+            "edited",
+            "--check writes nothing"
+        );
 
-        sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b"), ("c.yaml", "c")]), Some(dir), &write, "t").expect("regenerates");
+        sync(
+            files(dir, &[("a.yaml", "a"), ("b.yaml", "b"), ("c.yaml", "c")]),
+            Some(dir),
+            &write,
+            "t",
+        )
+        .expect("regenerates");
         assert!(!dir.join("old.yaml").exists(), "stale file removed");
-        sync(files(dir, &[("a.yaml", "a"), ("b.yaml", "b"), ("c.yaml", "c")]), Some(dir), &check, "t").expect("clean");
+        sync(
+            files(dir, &[("a.yaml", "a"), ("b.yaml", "b"), ("c.yaml", "c")]),
+            Some(dir),
+            &check,
+            "t",
+        )
+        .expect("clean");
     }
 
     #[test]
     fn committed_files_are_up_to_date() {
         std::env::set_current_dir(crate::tools::project_root()).expect("root");
-        gen_crds(&CheckArgs { check: true }).expect("run `cargo xtask gen-crds` and commit the result");
-        gen_manifests(&CheckArgs { check: true }).expect("run `cargo xtask gen-manifests` and commit the result");
+        gen_crds(&CheckArgs { check: true })
+            .expect("run `cargo xtask gen-crds` and commit the result");
+        gen_manifests(&CheckArgs { check: true })
+            .expect("run `cargo xtask gen-manifests` and commit the result");
     }
 }

@@ -13,7 +13,14 @@ pub fn run(args: &TestArgs) -> Result<()> {
         tools::run("cargo", &["fmt", "--all", "--", "--check"])?;
         tools::run(
             "cargo",
-            &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
         )?;
     }
     tools::run("cargo", &["test", "--workspace", "--all-targets"])?;

@@ -110,7 +110,9 @@ pub fn conditions(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// NodeSelector looks alike but requires `values`; upstream gives it no
 /// markers, so neither do we.
 fn mark_label_selector(map: &mut Map<String, Value>) {
-    let Some(props) = map.get("properties").and_then(Value::as_object) else { return };
+    let Some(props) = map.get("properties").and_then(Value::as_object) else {
+        return;
+    };
     let mut keys: Vec<&str> = props.keys().map(String::as_str).collect();
     keys.sort();
     if keys != ["matchExpressions", "matchLabels"] {
@@ -121,7 +123,10 @@ fn mark_label_selector(map: &mut Map<String, Value>) {
         return;
     }
     map.insert("x-kubernetes-map-type".into(), json!("atomic"));
-    if let Some(exprs) = map.get_mut("properties").and_then(|p| p.get_mut("matchExpressions")) {
+    if let Some(exprs) = map
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("matchExpressions"))
+    {
         exprs["x-kubernetes-list-type"] = json!("atomic");
         exprs["items"]["properties"]["values"]["x-kubernetes-list-type"] = json!("atomic");
     }
@@ -130,7 +135,9 @@ fn mark_label_selector(map: &mut Map<String, Value>) {
 /// The `apiVersion`, `kind` and `metadata` properties every controller-gen
 /// root schema declares (`kubectl explain` shows them).
 pub fn add_root_properties(root: &mut Value) {
-    let Some(props) = root.get_mut("properties").and_then(Value::as_object_mut) else { return };
+    let Some(props) = root.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
     props.entry("apiVersion").or_insert_with(|| json!({
         "description": "APIVersion defines the versioned schema of this representation of an object.\nServers should convert recognized schemas to the latest internal value, and\nmay reject unrecognized values.\nMore info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
         "type": "string"
@@ -139,5 +146,7 @@ pub fn add_root_properties(root: &mut Value) {
         "description": "Kind is a string value representing the REST resource this object represents.\nServers may infer this from the endpoint the client submits requests to.\nCannot be updated.\nIn CamelCase.\nMore info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
         "type": "string"
     }));
-    props.entry("metadata").or_insert_with(|| json!({ "type": "object" }));
+    props
+        .entry("metadata")
+        .or_insert_with(|| json!({ "type": "object" }));
 }

@@ -40,7 +40,9 @@ impl FromStr for Community {
         match s.split_once(':') {
             Some((a, b)) => match (a.parse::<u16>(), b.parse::<u16>()) {
                 (Ok(a), Ok(b)) => Ok(Community::Standard(a, b)),
-                _ => Err(format!("invalid community {s:?}: expected <0-65535>:<0-65535>")),
+                _ => Err(format!(
+                    "invalid community {s:?}: expected <0-65535>:<0-65535>"
+                )),
             },
             None => Err(format!("invalid community {s:?}")),
         }
@@ -75,7 +77,11 @@ pub(super) fn aliases(
             let field = format!("spec.communities[{i}]");
             let name = alias.name.clone().unwrap_or_default();
             if name.is_empty() {
-                errors.push(ConfigError::new(&obj, format!("{field}.name"), "alias name is empty"));
+                errors.push(ConfigError::new(
+                    &obj,
+                    format!("{field}.name"),
+                    "alias name is empty",
+                ));
                 continue;
             }
             let value = alias.value.as_deref().unwrap_or_default();
@@ -160,7 +166,9 @@ pub(super) fn advertisement(
     // An aggregate shorter than a pool prefix would announce addresses the
     // pool does not own (upstream: lowest mask per address entry).
     for name in &selected {
-        let Some(pool) = pools.get(name) else { continue };
+        let Some(pool) = pools.get(name) else {
+            continue;
+        };
         for (agg, floor, field) in [
             (agg4, pool.aggregation_floor.0, "aggregationLength"),
             (agg6, pool.aggregation_floor.1, "aggregationLengthV6"),
@@ -176,7 +184,12 @@ pub(super) fn advertisement(
             }
         }
     }
-    let service_selectors = super::selectors(&obj, "spec.serviceSelectors", spec.service_selectors.as_ref(), errors);
+    let service_selectors = super::selectors(
+        &obj,
+        "spec.serviceSelectors",
+        spec.service_selectors.as_ref(),
+        errors,
+    );
     if !service_selectors.is_empty() && (agg4 != 32 || agg6 != 128) {
         errors.push(ConfigError::new(
             &obj,
@@ -196,13 +209,22 @@ pub(super) fn advertisement(
         };
         match parsed {
             Ok(v) if !communities.insert(v) => {
-                errors.push(ConfigError::new(&obj, field, format!("duplicate community {v} in this advertisement")));
+                errors.push(ConfigError::new(
+                    &obj,
+                    field,
+                    format!("duplicate community {v} in this advertisement"),
+                ));
             }
             Ok(_) => {}
             Err(e) => errors.push(ConfigError::new(&obj, field, e)),
         }
     }
-    let node_selectors = super::selectors(&obj, "spec.nodeSelectors", spec.node_selectors.as_ref(), errors);
+    let node_selectors = super::selectors(
+        &obj,
+        "spec.nodeSelectors",
+        spec.node_selectors.as_ref(),
+        errors,
+    );
     (errors.len() == before).then(|| BgpAdvertisement {
         name: ad.name_any(),
         pools: selected,
@@ -224,13 +246,21 @@ pub struct BfdProfile {
     pub name: String,
 }
 
-pub(super) fn bfd_profile(p: &v1beta1::BFDProfile, namespace: &str, errors: &mut Vec<ConfigError>) -> Option<BfdProfile> {
+pub(super) fn bfd_profile(
+    p: &v1beta1::BFDProfile,
+    namespace: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<BfdProfile> {
     let obj = ObjectRef::new("BFDProfile", namespace, &p.name_any());
     let before = errors.len();
     let s = &p.spec;
     let mut range = |v: Option<u32>, lo: u32, hi: u32, field: &str| {
         if let Some(v) = v.filter(|v| !(lo..=hi).contains(v)) {
-            errors.push(ConfigError::new(&obj, format!("spec.{field}"), format!("{v} is outside {lo}-{hi}")));
+            errors.push(ConfigError::new(
+                &obj,
+                format!("spec.{field}"),
+                format!("{v} is outside {lo}-{hi}"),
+            ));
         }
     };
     range(s.receive_interval, 10, 60000, "receiveInterval");
@@ -315,12 +345,16 @@ pub(super) fn peers(
     for (i, (a, _, a_nodes)) in out.iter().enumerate() {
         for (b, b_obj, b_nodes) in &out[i + 1..] {
             let same_nodes = a_nodes == b_nodes;
-            let may_share_nodes = same_nodes || a.node_selectors.is_empty() || b.node_selectors.is_empty();
+            let may_share_nodes =
+                same_nodes || a.node_selectors.is_empty() || b.node_selectors.is_empty();
             if same_nodes && a.address == b.address && a.port == b.port {
                 errors.push(ConfigError::new(
                     b_obj,
                     "spec.peerAddress",
-                    format!("duplicate peer: bgppeer {:?} already peers with {}:{} from the same nodes", a.name, a.address, a.port),
+                    format!(
+                        "duplicate peer: bgppeer {:?} already peers with {}:{} from the same nodes",
+                        a.name, a.address, a.port
+                    ),
                 ));
             }
             if may_share_nodes && a.my_asn != b.my_asn {
@@ -333,7 +367,11 @@ pub(super) fn peers(
                     ),
                 ));
             }
-            if may_share_nodes && a.router_id.is_some() && b.router_id.is_some() && a.router_id != b.router_id {
+            if may_share_nodes
+                && a.router_id.is_some()
+                && b.router_id.is_some()
+                && a.router_id != b.router_id
+            {
                 errors.push(ConfigError::new(
                     b_obj,
                     "spec.routerID",
@@ -359,11 +397,17 @@ fn peer(
 
     let peer_asn = match (s.peer_asn, s.dynamic_asn) {
         (Some(_), Some(_)) => {
-            err("spec.dynamicASN", "peerASN and dynamicASN are mutually exclusive: set one of them".into());
+            err(
+                "spec.dynamicASN",
+                "peerASN and dynamicASN are mutually exclusive: set one of them".into(),
+            );
             None
         }
         (None, None) => {
-            err("spec.peerASN", "missing peerASN: set peerASN or dynamicASN".into());
+            err(
+                "spec.peerASN",
+                "missing peerASN: set peerASN or dynamicASN".into(),
+            );
             None
         }
         (Some(asn), None) => Some(PeerAsn::Fixed(asn)),
@@ -372,34 +416,78 @@ fn peer(
     };
     // Fields the native BGP speaker does not implement: reject rather than
     // silently ignore them.
-    let unsupported = |present: bool, field: &str, what: &str, err: &mut dyn FnMut(&str, String)| {
+    let unsupported = |present: bool,
+                       field: &str,
+                       what: &str,
+                       err: &mut dyn FnMut(&str, String)| {
         if present {
-            err(field, format!("{what} is not supported by the metallb-rs native BGP speaker: remove {field}"));
+            err(
+                field,
+                format!(
+                    "{what} is not supported by the metallb-rs native BGP speaker: remove {field}"
+                ),
+            );
         }
     };
-    unsupported(s.interface.is_some(), "spec.interface", "unnumbered BGP peering", &mut err);
-    unsupported(s.vrf.as_deref().is_some_and(|v| !v.is_empty()), "spec.vrf", "VRF peering", &mut err);
-    unsupported(s.enable_graceful_restart == Some(true), "spec.enableGracefulRestart", "graceful restart", &mut err);
+    unsupported(
+        s.interface.is_some(),
+        "spec.interface",
+        "unnumbered BGP peering",
+        &mut err,
+    );
+    unsupported(
+        s.vrf.as_deref().is_some_and(|v| !v.is_empty()),
+        "spec.vrf",
+        "VRF peering",
+        &mut err,
+    );
+    unsupported(
+        s.enable_graceful_restart == Some(true),
+        "spec.enableGracefulRestart",
+        "graceful restart",
+        &mut err,
+    );
     unsupported(s.local_asn.is_some(), "spec.localASN", "local-as", &mut err);
     if let Some(name) = s.bfd_profile.as_deref().filter(|n| !n.is_empty()) {
         if bfd_profiles.contains_key(name) {
-            err("spec.bfdProfile", format!("BFD (profile {name:?}) is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile"));
+            err(
+                "spec.bfdProfile",
+                format!(
+                    "BFD (profile {name:?}) is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile"
+                ),
+            );
         } else {
-            err("spec.bfdProfile", format!("bfdprofile {name:?} does not exist"));
+            err(
+                "spec.bfdProfile",
+                format!("bfdprofile {name:?} does not exist"),
+            );
         }
     }
 
     let address = match s.peer_address.as_deref() {
         None | Some("") => {
-            err("spec.peerAddress", "missing peerAddress: the address of the BGP router to dial".into());
+            err(
+                "spec.peerAddress",
+                "missing peerAddress: the address of the BGP router to dial".into(),
+            );
             None
         }
-        Some(a) => a.trim().parse::<IpAddr>().map_err(|_| err("spec.peerAddress", format!("invalid IP address {a:?}"))).ok(),
+        Some(a) => a
+            .trim()
+            .parse::<IpAddr>()
+            .map_err(|_| err("spec.peerAddress", format!("invalid IP address {a:?}")))
+            .ok(),
     };
-    let source_address = s.source_address.as_deref().filter(|a| !a.is_empty()).and_then(|a| {
-        match a.parse::<IpAddr>() {
+    let source_address = s
+        .source_address
+        .as_deref()
+        .filter(|a| !a.is_empty())
+        .and_then(|a| match a.parse::<IpAddr>() {
             Ok(ip) if address.is_some_and(|p| p.is_ipv4() != ip.is_ipv4()) => {
-                err("spec.sourceAddress", format!("{a} is not of the same IP family as peerAddress"));
+                err(
+                    "spec.sourceAddress",
+                    format!("{a} is not of the same IP family as peerAddress"),
+                );
                 None
             }
             Ok(ip) => Some(ip),
@@ -407,11 +495,13 @@ fn peer(
                 err("spec.sourceAddress", format!("invalid IP address {a:?}"));
                 None
             }
-        }
-    });
+        });
     let port = s.peer_port.unwrap_or(179);
     if port == 0 {
-        err("spec.peerPort", "port 0 is not a valid peer port: use 1-16384 (default 179)".into());
+        err(
+            "spec.peerPort",
+            "port 0 is not a valid peer port: use 1-16384 (default 179)".into(),
+        );
     }
     let mut duration = |v: &Option<String>, field: &str| -> Option<Duration> {
         let v = v.as_deref()?;
@@ -421,33 +511,62 @@ fn peer(
     let keepalive_time = duration(&s.keepalive_time, "spec.keepaliveTime");
     let connect_time = duration(&s.connect_time, "spec.connectTime");
     if let Some(h) = hold_time.filter(|h| !h.is_zero() && *h < Duration::from_secs(3)) {
-        err("spec.holdTime", format!("invalid hold time {h:?}: must be 0 or at least 3s (RFC 4271)"));
+        err(
+            "spec.holdTime",
+            format!("invalid hold time {h:?}: must be 0 or at least 3s (RFC 4271)"),
+        );
     }
-    if let (Some(h), Some(k)) = (hold_time, keepalive_time) {
-        if k > h {
-            err("spec.keepaliveTime", format!("keepalive time {k:?} must not exceed hold time {h:?}"));
-        }
+    if let (Some(h), Some(k)) = (hold_time, keepalive_time)
+        && k > h
+    {
+        err(
+            "spec.keepaliveTime",
+            format!("keepalive time {k:?} must not exceed hold time {h:?}"),
+        );
     }
     if let Some(c) = connect_time {
         if c.subsec_nanos() != 0 {
-            err("spec.connectTime", "connect time should contain a whole number of seconds".into());
+            err(
+                "spec.connectTime",
+                "connect time should contain a whole number of seconds".into(),
+            );
         } else if !(1..=65535).contains(&c.as_secs()) {
-            err("spec.connectTime", "connect time should be between 1 seconds to 65535".into());
+            err(
+                "spec.connectTime",
+                "connect time should be between 1 seconds to 65535".into(),
+            );
         }
     }
-    let router_id = s.router_id.as_deref().filter(|r| !r.is_empty()).and_then(|r| {
-        r.parse::<Ipv4Addr>().map_err(|_| err("spec.routerID", format!("invalid router ID {r:?}: must be an IPv4 address"))).ok()
-    });
+    let router_id = s
+        .router_id
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .and_then(|r| {
+            r.parse::<Ipv4Addr>()
+                .map_err(|_| {
+                    err(
+                        "spec.routerID",
+                        format!("invalid router ID {r:?}: must be an IPv4 address"),
+                    )
+                })
+                .ok()
+        });
     let password = match (&s.password, &s.password_secret) {
         (Some(_), Some(_)) => {
-            err("spec.passwordSecret", "password and passwordSecret are mutually exclusive: set one of them".into());
+            err(
+                "spec.passwordSecret",
+                "password and passwordSecret are mutually exclusive: set one of them".into(),
+            );
             None
         }
         (Some(p), None) => Some(p.clone()),
-        (None, Some(r)) => secret_password(r, opts, secrets).map_err(|e| err("spec.passwordSecret", e)).ok(),
+        (None, Some(r)) => secret_password(r, opts, secrets)
+            .map_err(|e| err("spec.passwordSecret", e))
+            .ok(),
         (None, None) => None,
     };
-    let node_selectors = super::selectors(obj, "spec.nodeSelectors", s.node_selectors.as_ref(), errors);
+    let node_selectors =
+        super::selectors(obj, "spec.nodeSelectors", s.node_selectors.as_ref(), errors);
     if errors.len() != before {
         return None;
     }
@@ -469,23 +588,47 @@ fn peer(
     })
 }
 
-fn secret_password(r: &v1beta2::SecretReference, opts: &Options, secrets: &[Secret]) -> Result<String, String> {
-    let name = r.name.as_deref().filter(|n| !n.is_empty()).ok_or("passwordSecret.name is empty")?;
+fn secret_password(
+    r: &v1beta2::SecretReference,
+    opts: &Options,
+    secrets: &[Secret],
+) -> Result<String, String> {
+    let name = r
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or("passwordSecret.name is empty")?;
     if let Some(ns) = r.namespace.as_deref().filter(|ns| *ns != opts.namespace) {
-        return Err(format!("secret {ns}/{name}: the secret must be in the MetalLB namespace {:?}", opts.namespace));
+        return Err(format!(
+            "secret {ns}/{name}: the secret must be in the MetalLB namespace {:?}",
+            opts.namespace
+        ));
     }
     let secret = secrets
         .iter()
         .find(|s| s.metadata.name.as_deref() == Some(name))
-        .ok_or_else(|| format!("secret {name:?} not found in namespace {:?}", opts.namespace))?;
+        .ok_or_else(|| {
+            format!(
+                "secret {name:?} not found in namespace {:?}",
+                opts.namespace
+            )
+        })?;
     if secret.type_.as_deref() != Some("kubernetes.io/basic-auth") {
-        return Err(format!("secret {name:?} must be of type kubernetes.io/basic-auth"));
+        return Err(format!(
+            "secret {name:?} must be of type kubernetes.io/basic-auth"
+        ));
     }
     let from_data = secret
         .data
         .as_ref()
         .and_then(|d| d.get("password"))
         .map(|b| String::from_utf8_lossy(&b.0).into_owned());
-    let from_string = secret.string_data.as_ref().and_then(|d| d.get("password")).cloned();
-    from_data.or(from_string).ok_or_else(|| format!("secret {name:?} has no key \"password\""))
+    let from_string = secret
+        .string_data
+        .as_ref()
+        .and_then(|d| d.get("password"))
+        .cloned();
+    from_data
+        .or(from_string)
+        .ok_or_else(|| format!("secret {name:?} has no key \"password\""))
 }

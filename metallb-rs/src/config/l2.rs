@@ -25,7 +25,11 @@ pub struct L2Advertisement {
 
 /// Linux interface names: 1-15 bytes, no `/`, no whitespace.
 fn check_interface(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 15 || name.contains('/') || name.chars().any(char::is_whitespace) {
+    if name.is_empty()
+        || name.len() > 15
+        || name.contains('/')
+        || name.chars().any(char::is_whitespace)
+    {
         Err(format!(
             "invalid interface name {name:?}: Linux names are 1-15 characters without '/' or spaces"
         ))
@@ -52,8 +56,18 @@ pub fn build(
         pool_labels,
         errors,
     );
-    let node_selectors = super::selectors(&obj, "spec.nodeSelectors", spec.node_selectors.as_ref(), errors);
-    let service_selectors = super::selectors(&obj, "spec.serviceSelectors", spec.service_selectors.as_ref(), errors);
+    let node_selectors = super::selectors(
+        &obj,
+        "spec.nodeSelectors",
+        spec.node_selectors.as_ref(),
+        errors,
+    );
+    let service_selectors = super::selectors(
+        &obj,
+        "spec.serviceSelectors",
+        spec.service_selectors.as_ref(),
+        errors,
+    );
     let interfaces: Vec<String> = spec.interfaces.clone().unwrap_or_default();
     for (i, iface) in interfaces.iter().enumerate() {
         if let Err(e) = check_interface(iface) {
@@ -64,7 +78,11 @@ pub fn build(
     for (i, p) in spec.preferred_node_selectors.iter().flatten().enumerate() {
         let field = format!("spec.preferredNodeSelectors[{i}]");
         if !(1..=100).contains(&p.weight) {
-            errors.push(ConfigError::new(&obj, format!("{field}.weight"), format!("weight {} is outside 1-100", p.weight)));
+            errors.push(ConfigError::new(
+                &obj,
+                format!("{field}.weight"),
+                format!("weight {} is outside 1-100", p.weight),
+            ));
         }
         match Selector::parse(&p.preference) {
             Ok(s) => preferred.push((p.weight, s)),

@@ -2,8 +2,8 @@
 //! accepted), checks each against its CRD's openAPIV3Schema, and collects
 //! them into [`Resources`]. Used by `metallb-rs validate` and tests.
 
-use super::error::{ConfigError, ObjectRef};
 use super::Resources;
+use super::error::{ConfigError, ObjectRef};
 use crate::api::{self, v1beta1, v1beta2};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -33,7 +33,8 @@ impl Schemas {
             for version in crd.spec.versions {
                 if let Some(schema) = version.schema.and_then(|s| s.open_api_v3_schema) {
                     let schema = serde_json::to_value(schema).expect("schema serializes");
-                    let validator = jsonschema::draft4::new(&schema).expect("generated CRD schemas compile");
+                    let validator =
+                        jsonschema::draft4::new(&schema).expect("generated CRD schemas compile");
                     map.insert((crd.spec.names.plural.clone(), version.name), validator);
                 }
             }
@@ -48,7 +49,12 @@ impl Schemas {
             return vec![(String::new(), format!("no schema for {plural}/{version}"))];
         };
         v.iter_errors(object)
-            .map(|e| (pointer_to_path(&e.instance_path().to_string()), e.to_string()))
+            .map(|e| {
+                (
+                    pointer_to_path(&e.instance_path().to_string()),
+                    e.to_string(),
+                )
+            })
             .collect()
     }
 }
@@ -76,10 +82,14 @@ pub fn expand(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<Result<_, _>>()?;
             entries.sort();
             for e in entries {
-                let is_yaml = e.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json");
+                let is_yaml = e
+                    .extension()
+                    .is_some_and(|x| x == "yaml" || x == "yml" || x == "json");
                 if e.is_dir() || is_yaml {
                     out.extend(expand(&[e])?);
                 }
@@ -96,14 +106,23 @@ impl Loaded {
     pub fn add_text(&mut self, path: &Path, text: &str, schemas: &Schemas) {
         for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
             let file = ObjectRef::new("file", "", &path.display().to_string());
-            match serde::Deserialize::deserialize(doc).map(|v: serde_yaml::Value| serde_json::to_value(v)) {
+            match serde::Deserialize::deserialize(doc)
+                .map(|v: serde_yaml::Value| serde_json::to_value(v))
+            {
                 Ok(Ok(Value::Null)) => {}
                 Ok(Ok(value)) => self.add_value(path, value, schemas),
-                Ok(Err(e)) => self.errors.push((path.into(), ConfigError::new(&file, format!("document {}", i + 1), e.to_string()))),
+                Ok(Err(e)) => self.errors.push((
+                    path.into(),
+                    ConfigError::new(&file, format!("document {}", i + 1), e.to_string()),
+                )),
                 Err(e) => {
                     self.errors.push((
                         path.into(),
-                        ConfigError::new(&file, format!("document {}", i + 1), format!("invalid YAML: {e}")),
+                        ConfigError::new(
+                            &file,
+                            format!("document {}", i + 1),
+                            format!("invalid YAML: {e}"),
+                        ),
                     ));
                     // The YAML stream cannot resume after a syntax error.
                     break;
@@ -124,8 +143,14 @@ impl Loaded {
             }
             return;
         }
-        let name = value["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        let namespace = value["metadata"]["namespace"].as_str().unwrap_or_default().to_owned();
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let namespace = value["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let obj = ObjectRef::new(&kind, &namespace, &name);
         let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
         if group != api::GROUP {
@@ -137,7 +162,10 @@ impl Loaded {
             return;
         }
         if name.is_empty() {
-            self.errors.push((path.into(), ConfigError::new(&obj, "metadata.name", "missing name")));
+            self.errors.push((
+                path.into(),
+                ConfigError::new(&obj, "metadata.name", "missing name"),
+            ));
             return;
         }
         let plural = match kind.as_str() {
@@ -151,24 +179,44 @@ impl Loaded {
             "ServiceBGPStatus" => "servicebgpstatuses",
             "ConfigurationState" => "configurationstates",
             _ => {
-                self.errors.push((path.into(), ConfigError::new(&obj, "kind", format!("{kind:?} is not a {} kind", api::GROUP))));
+                self.errors.push((
+                    path.into(),
+                    ConfigError::new(
+                        &obj,
+                        "kind",
+                        format!("{kind:?} is not a {} kind", api::GROUP),
+                    ),
+                ));
                 return;
             }
         };
         let schema_errors = schemas.check(plural, version, &value);
         if !schema_errors.is_empty() {
             for (field, message) in schema_errors {
-                self.errors.push((path.into(), ConfigError::new(&obj, field, message)));
+                self.errors
+                    .push((path.into(), ConfigError::new(&obj, field, message)));
             }
             return;
         }
         self.origins.insert((kind.clone(), name), path.into());
         match (kind.as_str(), version) {
-            ("IPAddressPool", _) => self.typed(path, &obj, value, |r, o: v1beta1::IPAddressPool| r.pools.push(o)),
-            ("L2Advertisement", _) => self.typed(path, &obj, value, |r, o| r.l2_advertisements.push(o)),
-            ("BGPAdvertisement", _) => self.typed(path, &obj, value, |r, o| r.bgp_advertisements.push(o)),
-            ("BGPPeer", "v1beta1") => self.typed(path, &obj, value, |r, o: v1beta1::BGPPeer| r.peers.push(o.into())),
-            ("BGPPeer", _) => self.typed(path, &obj, value, |r, o: v1beta2::BGPPeer| r.peers.push(o)),
+            ("IPAddressPool", _) => {
+                self.typed(path, &obj, value, |r, o: v1beta1::IPAddressPool| {
+                    r.pools.push(o)
+                })
+            }
+            ("L2Advertisement", _) => {
+                self.typed(path, &obj, value, |r, o| r.l2_advertisements.push(o))
+            }
+            ("BGPAdvertisement", _) => {
+                self.typed(path, &obj, value, |r, o| r.bgp_advertisements.push(o))
+            }
+            ("BGPPeer", "v1beta1") => self.typed(path, &obj, value, |r, o: v1beta1::BGPPeer| {
+                r.peers.push(o.into())
+            }),
+            ("BGPPeer", _) => {
+                self.typed(path, &obj, value, |r, o: v1beta2::BGPPeer| r.peers.push(o))
+            }
             ("BFDProfile", _) => self.typed(path, &obj, value, |r, o| r.bfd_profiles.push(o)),
             ("Community", _) => self.typed(path, &obj, value, |r, o| r.communities.push(o)),
             // Status kinds are written by MetalLB itself: schema-checked only.
@@ -188,7 +236,10 @@ impl Loaded {
             Err(e) => {
                 let field = e.path().to_string();
                 let field = if field == "." { String::new() } else { field };
-                self.errors.push((path.into(), ConfigError::new(obj, field, e.into_inner().to_string())));
+                self.errors.push((
+                    path.into(),
+                    ConfigError::new(obj, field, e.into_inner().to_string()),
+                ));
             }
         }
     }
@@ -201,8 +252,19 @@ pub fn load_paths(paths: &[PathBuf]) -> Loaded {
     let files = match expand(paths) {
         Ok(f) => f,
         Err(e) => {
-            let obj = ObjectRef::new("file", "", &paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(","));
-            loaded.errors.push((PathBuf::new(), ConfigError::new(&obj, "", format!("cannot read: {e}"))));
+            let obj = ObjectRef::new(
+                "file",
+                "",
+                &paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            loaded.errors.push((
+                PathBuf::new(),
+                ConfigError::new(&obj, "", format!("cannot read: {e}")),
+            ));
             return loaded;
         }
     };
@@ -211,7 +273,10 @@ pub fn load_paths(paths: &[PathBuf]) -> Loaded {
             Ok(text) => loaded.add_text(&file, &text, &schemas),
             Err(e) => {
                 let obj = ObjectRef::new("file", "", &file.display().to_string());
-                loaded.errors.push((file.clone(), ConfigError::new(&obj, "", format!("cannot read: {e}"))));
+                loaded.errors.push((
+                    file.clone(),
+                    ConfigError::new(&obj, "", format!("cannot read: {e}")),
+                ));
             }
         }
     }

@@ -85,7 +85,11 @@ fn check_namespace<K: kube::Resource<DynamicType = ()>>(
 ) {
     let ns = namespace_of(obj, opts);
     if ns != opts.namespace {
-        let o = ObjectRef::new(&K::kind(&()), &ns, obj.meta().name.as_deref().unwrap_or_default());
+        let o = ObjectRef::new(
+            &K::kind(&()),
+            &ns,
+            obj.meta().name.as_deref().unwrap_or_default(),
+        );
         errors.push(ConfigError::new(
             &o,
             "metadata.namespace",
@@ -110,7 +114,14 @@ impl Config {
         macro_rules! in_namespace {
             ($($list:expr),*) => { $( for o in &$list { check_namespace(o, opts, &mut errors); } )* };
         }
-        in_namespace!(res.pools, res.l2_advertisements, res.bgp_advertisements, res.peers, res.bfd_profiles, res.communities);
+        in_namespace!(
+            res.pools,
+            res.l2_advertisements,
+            res.bgp_advertisements,
+            res.peers,
+            res.bfd_profiles,
+            res.communities
+        );
 
         let pools_raw = sorted(&res.pools);
         let mut pools = BTreeMap::new();
@@ -119,9 +130,12 @@ impl Config {
                 pools.insert(pool.name.clone(), pool);
             }
         }
-        let with_ns: Vec<(&v1beta1::IPAddressPool, String)> =
-            pools_raw.iter().map(|p| (*p, namespace_of(*p, opts))).collect();
-        let refs: Vec<(&v1beta1::IPAddressPool, &str)> = with_ns.iter().map(|(p, n)| (*p, n.as_str())).collect();
+        let with_ns: Vec<(&v1beta1::IPAddressPool, String)> = pools_raw
+            .iter()
+            .map(|p| (*p, namespace_of(*p, opts)))
+            .collect();
+        let refs: Vec<(&v1beta1::IPAddressPool, &str)> =
+            with_ns.iter().map(|(p, n)| (*p, n.as_str())).collect();
         pool::check_overlaps(&refs, &mut errors);
 
         let pool_labels: BTreeMap<String, BTreeMap<String, String>> = pools_raw
@@ -142,10 +156,23 @@ impl Config {
         let bgp_advertisements = sorted(&res.bgp_advertisements)
             .into_iter()
             .filter_map(|ad| {
-                bgp::advertisement(ad, &namespace_of(ad, opts), &pool_labels, &pools, &aliases, &mut errors)
+                bgp::advertisement(
+                    ad,
+                    &namespace_of(ad, opts),
+                    &pool_labels,
+                    &pools,
+                    &aliases,
+                    &mut errors,
+                )
             })
             .collect();
-        let peers = bgp::peers(&sorted(&res.peers), opts, &res.secrets, &bfd_profiles, &mut errors);
+        let peers = bgp::peers(
+            &sorted(&res.peers),
+            opts,
+            &res.secrets,
+            &bfd_profiles,
+            &mut errors,
+        );
 
         if errors.is_empty() {
             Ok(Config {
@@ -192,11 +219,15 @@ fn select_pools(
     }
     for (i, sel) in selectors.iter().enumerate() {
         match Selector::parse(sel) {
-            Ok(s) => out.extend(pool_labels.iter().filter(|(_, l)| s.matches(l)).map(|(n, _)| n.clone())),
-            Err(errs) => errors.extend(
-                errs.into_iter()
-                    .map(|(f, m)| ConfigError::new(obj, format!("spec.ipAddressPoolSelectors[{i}].{f}"), m)),
+            Ok(s) => out.extend(
+                pool_labels
+                    .iter()
+                    .filter(|(_, l)| s.matches(l))
+                    .map(|(n, _)| n.clone()),
             ),
+            Err(errs) => errors.extend(errs.into_iter().map(|(f, m)| {
+                ConfigError::new(obj, format!("spec.ipAddressPoolSelectors[{i}].{f}"), m)
+            })),
         }
     }
     out

@@ -54,12 +54,18 @@ pub fn parse_entry(entry: &str) -> Result<Vec<IpNet>, String> {
         };
         let (start, end) = (parse(start, "start")?, parse(end, "end")?);
         return match (start, end) {
-            (IpAddr::V4(s), IpAddr::V4(e)) if s <= e => Ok(Ipv4Subnets::new(s, e, 0).map(IpNet::V4).collect()),
-            (IpAddr::V6(s), IpAddr::V6(e)) if s <= e => Ok(Ipv6Subnets::new(s, e, 0).map(IpNet::V6).collect()),
+            (IpAddr::V4(s), IpAddr::V4(e)) if s <= e => {
+                Ok(Ipv4Subnets::new(s, e, 0).map(IpNet::V4).collect())
+            }
+            (IpAddr::V6(s), IpAddr::V6(e)) if s <= e => {
+                Ok(Ipv6Subnets::new(s, e, 0).map(IpNet::V6).collect())
+            }
             (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => {
                 Err(format!("invalid range: start {start} is after end {end}"))
             }
-            _ => Err(format!("invalid range: {start} and {end} are of different IP families")),
+            _ => Err(format!(
+                "invalid range: {start} and {end} are of different IP families"
+            )),
         };
     }
     if !entry.contains('/') {
@@ -73,11 +79,15 @@ pub fn parse_entry(entry: &str) -> Result<Vec<IpNet>, String> {
 
 fn cidr_problem(entry: &str) -> &'static str {
     match entry.split_once('/') {
-        Some((addr, len)) if addr.parse::<IpAddr>().is_ok() => match (addr.parse::<IpAddr>(), len.parse::<u8>()) {
-            (Ok(IpAddr::V4(_)), Ok(l)) if l > 32 => "invalid prefix length (IPv4 allows 0-32)",
-            (Ok(IpAddr::V6(_)), Ok(l)) if l > 128 => "invalid prefix length (IPv6 allows 0-128)",
-            _ => "invalid prefix length",
-        },
+        Some((addr, len)) if addr.parse::<IpAddr>().is_ok() => {
+            match (addr.parse::<IpAddr>(), len.parse::<u8>()) {
+                (Ok(IpAddr::V4(_)), Ok(l)) if l > 32 => "invalid prefix length (IPv4 allows 0-32)",
+                (Ok(IpAddr::V6(_)), Ok(l)) if l > 128 => {
+                    "invalid prefix length (IPv6 allows 0-128)"
+                }
+                _ => "invalid prefix length",
+            }
+        }
         _ => "invalid IP address",
     }
 }
@@ -90,18 +100,30 @@ pub fn build(pool: &IPAddressPool, namespace: &str, errors: &mut Vec<ConfigError
     let mut cidrs = Vec::new();
     let mut floor = (0u8, 0u8);
     if pool.spec.addresses.is_empty() {
-        errors.push(ConfigError::new(&obj, "spec.addresses", "no addresses: list at least one CIDR or range"));
+        errors.push(ConfigError::new(
+            &obj,
+            "spec.addresses",
+            "no addresses: list at least one CIDR or range",
+        ));
     }
     for (i, entry) in pool.spec.addresses.iter().enumerate() {
         match parse_entry(entry) {
             Ok(nets) => {
                 if let Some(least) = nets.iter().map(IpNet::prefix_len).min() {
-                    let slot = if nets[0].addr().is_ipv4() { &mut floor.0 } else { &mut floor.1 };
+                    let slot = if nets[0].addr().is_ipv4() {
+                        &mut floor.0
+                    } else {
+                        &mut floor.1
+                    };
                     *slot = (*slot).max(least);
                 }
                 cidrs.extend(nets);
             }
-            Err(e) => errors.push(ConfigError::new(&obj, format!("spec.addresses[{i}] {entry:?}"), e)),
+            Err(e) => errors.push(ConfigError::new(
+                &obj,
+                format!("spec.addresses[{i}] {entry:?}"),
+                e,
+            )),
         }
     }
     let allocation = pool.spec.service_allocation.as_ref().map(|a| {
@@ -118,7 +140,11 @@ pub fn build(pool: &IPAddressPool, namespace: &str, errors: &mut Vec<ConfigError
             errors,
         );
         if a.priority.is_some_and(|p| p < 0) {
-            errors.push(ConfigError::new(&obj, "spec.serviceAllocation.priority", "priority must not be negative"));
+            errors.push(ConfigError::new(
+                &obj,
+                "spec.serviceAllocation.priority",
+                "priority must not be negative",
+            ));
         }
         Allocation {
             priority: a.priority.unwrap_or(0),
@@ -160,7 +186,11 @@ pub fn check_overlaps(pools: &[(&IPAddressPool, &str)], errors: &mut Vec<ConfigE
                 continue;
             }
             let (pool, namespace) = pools[r.2];
-            let obj = ObjectRef::new("IPAddressPool", namespace, pool.metadata.name.as_deref().unwrap_or_default());
+            let obj = ObjectRef::new(
+                "IPAddressPool",
+                namespace,
+                pool.metadata.name.as_deref().unwrap_or_default(),
+            );
             let other_pool = pools[o.2].0.metadata.name.as_deref().unwrap_or_default();
             let whose = if o.2 == r.2 {
                 format!("spec.addresses[{}] of the same pool", o.3)
@@ -170,7 +200,10 @@ pub fn check_overlaps(pools: &[(&IPAddressPool, &str)], errors: &mut Vec<ConfigE
             errors.push(ConfigError::new(
                 &obj,
                 format!("spec.addresses[{}] {:?}", r.3, r.4),
-                format!("overlaps with {:?} ({whose}): an address may belong to one pool only", o.4),
+                format!(
+                    "overlaps with {:?} ({whose}): an address may belong to one pool only",
+                    o.4
+                ),
             ));
         }
         open.push(r);
@@ -191,7 +224,11 @@ mod tests {
     #[case::v6_cidr("fc00::1/120", &["fc00::/120"])]
     #[case::v6_range("fc00::-fc00::ff", &["fc00::/120"])]
     fn entries(#[case] entry: &str, #[case] expected: &[&str]) {
-        let got: Vec<String> = parse_entry(entry).expect("valid").iter().map(|n| n.to_string()).collect();
+        let got: Vec<String> = parse_entry(entry)
+            .expect("valid")
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
         assert_eq!(got, expected);
     }
 

@@ -23,7 +23,9 @@ enum Requirement {
 impl Selector {
     /// The selector that matches every object.
     pub fn everything() -> Self {
-        Self { requirements: Vec::new() }
+        Self {
+            requirements: Vec::new(),
+        }
     }
 
     /// Whether `labels` satisfy every requirement.
@@ -43,7 +45,13 @@ impl Selector {
             .match_expressions
             .iter()
             .flatten()
-            .map(|e| (e.key.clone(), e.operator.clone(), e.values.clone().unwrap_or_default()))
+            .map(|e| {
+                (
+                    e.key.clone(),
+                    e.operator.clone(),
+                    e.values.clone().unwrap_or_default(),
+                )
+            })
             .collect();
         build(selector.match_labels.as_ref(), &exprs)
     }
@@ -54,7 +62,13 @@ impl Selector {
             .match_expressions
             .iter()
             .flatten()
-            .map(|MatchExpression { key, operator, values }| (key.clone(), operator.clone(), values.clone()))
+            .map(
+                |MatchExpression {
+                     key,
+                     operator,
+                     values,
+                 }| (key.clone(), operator.clone(), values.clone()),
+            )
             .collect();
         build(selector.match_labels.as_ref(), &exprs)
     }
@@ -88,11 +102,17 @@ fn build(
         }
         let req = match op.as_str() {
             "In" | "NotIn" if values.is_empty() => {
-                errors.push((format!("{field}.values"), format!("operator {op} needs at least one value")));
+                errors.push((
+                    format!("{field}.values"),
+                    format!("operator {op} needs at least one value"),
+                ));
                 continue;
             }
             "Exists" | "DoesNotExist" if !values.is_empty() => {
-                errors.push((format!("{field}.values"), format!("operator {op} takes no values")));
+                errors.push((
+                    format!("{field}.values"),
+                    format!("operator {op} takes no values"),
+                ));
                 continue;
             }
             "In" => Requirement::In(key.clone(), values.clone()),
@@ -147,12 +167,15 @@ fn validate_key(key: &str) -> Result<(), String> {
             && prefix.split('.').all(|l| {
                 !l.is_empty()
                     && l.len() <= 63
-                    && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                     && !l.starts_with('-')
                     && !l.ends_with('-')
             });
         if !dns_ok {
-            return Err(format!("invalid label key {key:?}: the prefix must be a lowercase DNS subdomain"));
+            return Err(format!(
+                "invalid label key {key:?}: the prefix must be a lowercase DNS subdomain"
+            ));
         }
     }
     validate_name(name, "key")
@@ -172,7 +195,10 @@ mod tests {
     use rstest::rstest;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
     }
 
     fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelector {
@@ -196,7 +222,10 @@ mod tests {
     #[case::does_not_exist(expr("zone", "DoesNotExist", &[]), &[("zone", "x")], false)]
     #[case::empty_matches_all(LabelSelector::default(), &[("any", "thing")], true)]
     fn matching(#[case] sel: LabelSelector, #[case] l: &[(&str, &str)], #[case] expected: bool) {
-        assert_eq!(Selector::parse(&sel).expect("valid").matches(&labels(l)), expected);
+        assert_eq!(
+            Selector::parse(&sel).expect("valid").matches(&labels(l)),
+            expected
+        );
     }
 
     #[rstest]

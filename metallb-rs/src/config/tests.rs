@@ -36,24 +36,38 @@ fn errors(docs: &str) -> Vec<String> {
 // IPAddressPool
 #[case::bad_prefix("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/33]}",
     r#"ipaddresspool "metallb-system/p": spec.addresses[0] "10.0.0.0/33": invalid CIDR: invalid prefix length"#)]
-#[case::bad_ip("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.300.0/24]}",
-    r#"spec.addresses[0] "10.0.300.0/24": invalid CIDR: invalid IP address"#)]
-#[case::range_reversed("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.9-10.0.0.1]}",
-    r#"spec.addresses[0] "10.0.0.9-10.0.0.1": invalid range: start 10.0.0.9 is after end 10.0.0.1"#)]
-#[case::range_families("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: ['10.0.0.1-fc00::1']}",
-    "different IP families")]
-#[case::empty_addresses("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: []}",
-    r#"ipaddresspool "metallb-system/p": spec.addresses: no addresses"#)]
+#[case::bad_ip(
+    "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.300.0/24]}",
+    r#"spec.addresses[0] "10.0.300.0/24": invalid CIDR: invalid IP address"#
+)]
+#[case::range_reversed(
+    "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.9-10.0.0.1]}",
+    r#"spec.addresses[0] "10.0.0.9-10.0.0.1": invalid range: start 10.0.0.9 is after end 10.0.0.1"#
+)]
+#[case::range_families(
+    "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: ['10.0.0.1-fc00::1']}",
+    "different IP families"
+)]
+#[case::empty_addresses(
+    "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: []}",
+    r#"ipaddresspool "metallb-system/p": spec.addresses: no addresses"#
+)]
 #[case::overlap_within("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/24, 10.0.0.128-10.0.0.130]}",
     r#"spec.addresses[1] "10.0.0.128-10.0.0.130": overlaps with "10.0.0.0/24" (spec.addresses[0] of the same pool)"#)]
 #[case::overlap_across(&format!("{POOL}---\napiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {{name: q, namespace: metallb-system}}\nspec: {{addresses: ['fc00::80/121']}}"),
     r#"ipaddresspool "metallb-system/q": spec.addresses[0] "fc00::80/121": overlaps with "fc00::/120" (spec.addresses[1] of ipaddresspool "pool")"#)]
-#[case::namespace_selector("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/24], serviceAllocation: {namespaceSelectors: [{matchExpressions: [{key: team, operator: Is, values: [a]}]}]}}",
-    "spec.serviceAllocation.namespaceSelectors[0].matchExpressions[0].operator: unknown operator \"Is\"")]
-#[case::service_selector_label("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/24], serviceAllocation: {serviceSelectors: [{matchLabels: {'bad key!': x}}]}}",
-    "spec.serviceAllocation.serviceSelectors[0].matchLabels[\"bad key!\"]: invalid label key")]
-#[case::negative_priority("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/24], serviceAllocation: {priority: -1}}",
-    "spec.serviceAllocation.priority: priority must not be negative")]
+#[case::namespace_selector(
+    "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/24], serviceAllocation: {namespaceSelectors: [{matchExpressions: [{key: team, operator: Is, values: [a]}]}]}}",
+    "spec.serviceAllocation.namespaceSelectors[0].matchExpressions[0].operator: unknown operator \"Is\""
+)]
+#[case::service_selector_label(
+    "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/24], serviceAllocation: {serviceSelectors: [{matchLabels: {'bad key!': x}}]}}",
+    "spec.serviceAllocation.serviceSelectors[0].matchLabels[\"bad key!\"]: invalid label key"
+)]
+#[case::negative_priority(
+    "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [10.0.0.0/24], serviceAllocation: {priority: -1}}",
+    "spec.serviceAllocation.priority: priority must not be negative"
+)]
 #[case::wrong_namespace("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: default}\nspec: {addresses: [10.0.0.0/24]}",
     r#"ipaddresspool "default/p": metadata.namespace: MetalLB only reads objects in namespace "metallb-system""#)]
 // L2Advertisement
@@ -90,8 +104,10 @@ fn errors(docs: &str) -> Vec<String> {
     r#"spec.communities[0]: unknown community alias "no-export": define it in a Community object"#)]
 #[case::bgp_duplicate_community(&format!("{POOL}---\napiVersion: metallb.io/v1beta1\nkind: Community\nmetadata: {{name: c, namespace: metallb-system}}\nspec: {{communities: [{{name: ne, value: '65535:65281'}}]}}\n---\napiVersion: metallb.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {{name: adv, namespace: metallb-system}}\nspec: {{communities: ['65535:65281', ne]}}"),
     "spec.communities[1]: duplicate community 65535:65281 in this advertisement")]
-#[case::alias_bad_value("apiVersion: metallb.io/v1beta1\nkind: Community\nmetadata: {name: c, namespace: metallb-system}\nspec: {communities: [{name: x, value: 'abc'}]}",
-    r#"community "metallb-system/c": spec.communities[0].value: invalid community "abc""#)]
+#[case::alias_bad_value(
+    "apiVersion: metallb.io/v1beta1\nkind: Community\nmetadata: {name: c, namespace: metallb-system}\nspec: {communities: [{name: x, value: 'abc'}]}",
+    r#"community "metallb-system/c": spec.communities[0].value: invalid community "abc""#
+)]
 #[case::alias_duplicate("apiVersion: metallb.io/v1beta1\nkind: Community\nmetadata: {name: a, namespace: metallb-system}\nspec: {communities: [{name: x, value: '1:1'}]}\n---\napiVersion: metallb.io/v1beta1\nkind: Community\nmetadata: {name: b, namespace: metallb-system}\nspec: {communities: [{name: x, value: '1:2'}]}",
     r#"community "metallb-system/b": spec.communities[0].name: duplicate definition of community alias "x""#)]
 // BGPPeer
@@ -128,14 +144,19 @@ fn errors(docs: &str) -> Vec<String> {
     r#"bgppeer "metallb-system/peer2": spec.myASN: myASN 64511 differs from 64500 of bgppeer "peer""#)]
 #[case::peer_two_router_ids(&format!("{}---\n{}", peer("peerASN: 1, peerAddress: 10.1.0.1, routerID: 1.1.1.1"), peer("peerASN: 2, peerAddress: 10.1.0.2, routerID: 2.2.2.2").replace("name: peer", "name: peer2")),
     r#"bgppeer "metallb-system/peer2": spec.routerID: routerID differs from bgppeer "peer""#)]
-#[case::peer_v1beta1_checked_too("apiVersion: metallb.io/v1beta1\nkind: BGPPeer\nmetadata: {name: old, namespace: metallb-system}\nspec: {myASN: 1, peerASN: 2, peerAddress: nowhere}",
-    r#"bgppeer "metallb-system/old": spec.peerAddress: invalid IP address "nowhere""#)]
+#[case::peer_v1beta1_checked_too(
+    "apiVersion: metallb.io/v1beta1\nkind: BGPPeer\nmetadata: {name: old, namespace: metallb-system}\nspec: {myASN: 1, peerASN: 2, peerAddress: nowhere}",
+    r#"bgppeer "metallb-system/old": spec.peerAddress: invalid IP address "nowhere""#
+)]
 // BFDProfile (objects read from the API skip our schema check)
 #[case::bfd_profile_range_from_config(&format!("{}---\napiVersion: metallb.io/v1beta1\nkind: BFDProfile\nmetadata: {{name: b, namespace: metallb-system}}\nspec: {{detectMultiplier: 1}}", POOL),
     "spec.detectMultiplier")]
 // Files
 #[case::yaml_syntax("apiVersion: [", r#"file "test.yaml": document 1: invalid YAML"#)]
-#[case::unknown_metallb_kind("apiVersion: metallb.io/v1beta1\nkind: AddressPool\nmetadata: {name: old}", r#"addresspool "old": kind: "AddressPool" is not a metallb.io kind"#)]
+#[case::unknown_metallb_kind(
+    "apiVersion: metallb.io/v1beta1\nkind: AddressPool\nmetadata: {name: old}",
+    r#"addresspool "old": kind: "AddressPool" is not a metallb.io kind"#
+)]
 fn config_errors_name_object_and_field(#[case] docs: &str, #[case] expected: &str) {
     let errs = errors(docs);
     assert!(
@@ -169,9 +190,20 @@ fn pools_resolve_for_advertisements() {
     loaded.add_text(Path::new("t.yaml"), &docs, &Schemas::compile());
     let config = Config::build(&loaded.resources, &Options::default()).expect("valid");
     let pools = |name: &str| {
-        config.l2_advertisements.iter().find(|a| a.name == name).expect("ad").pools.iter().cloned().collect::<Vec<_>>()
+        config
+            .l2_advertisements
+            .iter()
+            .find(|a| a.name == name)
+            .expect("ad")
+            .pools
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
     };
     assert_eq!(pools("all"), ["other", "pool"]);
     assert_eq!(pools("prod"), ["pool"]);
-    assert!(config.pools["pool"].auto_assign, "autoAssign defaults to true");
+    assert!(
+        config.pools["pool"].auto_assign,
+        "autoAssign defaults to true"
+    );
 }

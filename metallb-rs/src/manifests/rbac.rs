@@ -83,7 +83,11 @@ pub fn objects(namespace: &str) -> Vec<Value> {
         vec![
             rule(&["metallb.io"], CONFIG_KINDS, READ),
             // Pool counters in IPAddressPool.status.
-            rule(&["metallb.io"], &["ipaddresspools/status"], &["get", "update", "patch"]),
+            rule(
+                &["metallb.io"],
+                &["ipaddresspools/status"],
+                &["get", "update", "patch"],
+            ),
             // ConfigurationState "controller".
             rule(
                 &["metallb.io"],
@@ -93,7 +97,11 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             // The memberlist key Secret, created when missing.
             rule(&[""], &["secrets"], &["get", "list", "watch", "create"]),
             // Leader election.
-            rule(&["coordination.k8s.io"], &["leases"], &["get", "list", "watch", "create", "update"]),
+            rule(
+                &["coordination.k8s.io"],
+                &["leases"],
+                &["get", "list", "watch", "create", "update"],
+            ),
         ],
     );
     let speaker_ns = role(
@@ -106,7 +114,9 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             rule(
                 &["metallb.io"],
                 &["servicel2statuses", "servicebgpstatuses"],
-                &["get", "list", "watch", "create", "update", "patch", "delete"],
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ],
             ),
             rule(
                 &["metallb.io"],
@@ -130,8 +140,18 @@ pub fn objects(namespace: &str) -> Vec<Value> {
         speaker_cluster,
         controller_ns,
         speaker_ns,
-        binding("ClusterRoleBinding", "metallb-system:controller", namespace, "controller"),
-        binding("ClusterRoleBinding", "metallb-system:speaker", namespace, "speaker"),
+        binding(
+            "ClusterRoleBinding",
+            "metallb-system:controller",
+            namespace,
+            "controller",
+        ),
+        binding(
+            "ClusterRoleBinding",
+            "metallb-system:speaker",
+            namespace,
+            "speaker",
+        ),
         binding("RoleBinding", "controller", namespace, "controller"),
         binding("RoleBinding", "speaker", namespace, "speaker"),
     ]

@@ -26,7 +26,11 @@ fn every_object_uses_only_real_fields() {
             "DaemonSet" => round_trip::<DaemonSet>(&object),
             other => panic!("unexpected kind {other}"),
         };
-        assert_eq!(back, object, "{} {}", object["kind"], object["metadata"]["name"]);
+        assert_eq!(
+            back, object,
+            "{} {}",
+            object["kind"], object["metadata"]["name"]
+        );
     }
 }
 
@@ -45,18 +49,34 @@ fn speaker_daemonset_has_host_network_net_raw_and_node_name() {
     assert_eq!(pod["hostNetwork"], true);
     let container = &pod["containers"][0];
     assert_eq!(container["args"][0], "speaker");
-    assert_eq!(container["securityContext"]["capabilities"]["add"], json!(["NET_RAW"]));
-    assert_eq!(container["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(
+        container["securityContext"]["capabilities"]["add"],
+        json!(["NET_RAW"])
+    );
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
     let env = container["env"].as_array().expect("env");
-    assert!(env.iter().any(|e| e["name"] == "NODE_NAME"
-        && e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"));
-    let ports: Vec<_> = container["ports"].as_array().expect("ports").iter().map(|p| p["containerPort"].clone()).collect();
+    assert!(
+        env.iter().any(|e| e["name"] == "NODE_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName")
+    );
+    let ports: Vec<_> = container["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| p["containerPort"].clone())
+        .collect();
     assert_eq!(ports, vec![json!(ports::METRICS), json!(ports::HEALTH)]);
 }
 
 #[test]
 fn both_components_run_the_one_image_with_subcommands() {
-    let opts = NativeOptions { image: "example/metallb-rs:test".into(), ..Default::default() };
+    let opts = NativeOptions {
+        image: "example/metallb-rs:test".into(),
+        ..Default::default()
+    };
     let objects = native_objects(&opts);
     for (kind, name) in [("Deployment", "controller"), ("DaemonSet", "speaker")] {
         let c = &find(&objects, kind, name)["spec"]["template"]["spec"]["containers"][0];
@@ -65,7 +85,12 @@ fn both_components_run_the_one_image_with_subcommands() {
     }
     let controller = &find(&objects, "Deployment", "controller")["spec"]["template"]["spec"];
     assert_eq!(controller["securityContext"]["runAsNonRoot"], true);
-    assert!(controller["containers"][0]["args"].as_array().expect("args").contains(&json!("--leader-elect")));
+    assert!(
+        controller["containers"][0]["args"]
+            .as_array()
+            .expect("args")
+            .contains(&json!("--leader-elect"))
+    );
 }
 
 /// Every (group, resource, verb) a role grants.
@@ -75,7 +100,11 @@ fn grants(role: &Value) -> Vec<(String, String, String)> {
         for g in rule["apiGroups"].as_array().expect("groups") {
             for r in rule["resources"].as_array().expect("resources") {
                 for v in rule["verbs"].as_array().expect("verbs") {
-                    out.push((g.as_str().unwrap_or_default().into(), r.as_str().unwrap_or_default().into(), v.as_str().unwrap_or_default().into()));
+                    out.push((
+                        g.as_str().unwrap_or_default().into(),
+                        r.as_str().unwrap_or_default().into(),
+                        v.as_str().unwrap_or_default().into(),
+                    ));
                 }
             }
         }
@@ -107,7 +136,10 @@ fn speaker_may_write_only_its_status_kinds_events_and_configuration_state() {
         assert!(allowed.contains(&w.as_str()), "speaker may write {w}");
     }
     assert!(!writable.contains("/services") && !writable.contains("/secrets"));
-    assert!(all.iter().all(|(_, r, v)| r != "*" && v != "*"), "no wildcards");
+    assert!(
+        all.iter().all(|(_, r, v)| r != "*" && v != "*"),
+        "no wildcards"
+    );
 }
 
 #[test]

@@ -15,10 +15,26 @@ use serde::{Deserialize, Serialize};
     status = "BFDProfileStatus",
     derive = "PartialEq",
     doc = "BFDProfile represents the settings of the bfd session that can be optionally associated with a BGP session.",
-    printcolumn(name = "Passive Mode", type_ = "boolean", json_path = ".spec.passiveMode"),
-    printcolumn(name = "Transmit Interval", type_ = "integer", json_path = ".spec.transmitInterval"),
-    printcolumn(name = "Receive Interval", type_ = "integer", json_path = ".spec.receiveInterval"),
-    printcolumn(name = "Multiplier", type_ = "integer", json_path = ".spec.detectMultiplier")
+    printcolumn(
+        name = "Passive Mode",
+        type_ = "boolean",
+        json_path = ".spec.passiveMode"
+    ),
+    printcolumn(
+        name = "Transmit Interval",
+        type_ = "integer",
+        json_path = ".spec.transmitInterval"
+    ),
+    printcolumn(
+        name = "Receive Interval",
+        type_ = "integer",
+        json_path = ".spec.receiveInterval"
+    ),
+    printcolumn(
+        name = "Multiplier",
+        type_ = "integer",
+        json_path = ".spec.detectMultiplier"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[serde(remote = "Self")]

@@ -17,7 +17,11 @@ use serde::{Deserialize, Serialize};
     status = "BGPAdvertisementStatus",
     derive = "PartialEq",
     doc = "BGPAdvertisement allows to advertise the IPs coming from the selected IPAddressPools via BGP, setting the parameters of the BGP Advertisement.",
-    printcolumn(name = "IPAddressPools", type_ = "string", json_path = ".spec.ipAddressPools"),
+    printcolumn(
+        name = "IPAddressPools",
+        type_ = "string",
+        json_path = ".spec.ipAddressPools"
+    ),
     printcolumn(
         name = "IPAddressPool Selectors",
         type_ = "string",
@@ -44,7 +48,11 @@ pub struct BGPAdvertisementSpec {
     pub aggregation_length: Option<i32>,
 
     /// The aggregation-length advertisement option lets you “roll up” the /128s into a larger prefix. Defaults to 128. Works for IPv6 addresses.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "aggregationLengthV6")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "aggregationLengthV6"
+    )]
     #[schemars(extend("default" = 128))]
     pub aggregation_length_v6: Option<i32>,
 

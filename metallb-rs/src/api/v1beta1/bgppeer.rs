@@ -23,7 +23,11 @@ use std::collections::BTreeMap;
     printcolumn(name = "Address", type_ = "string", json_path = ".spec.peerAddress"),
     printcolumn(name = "ASN", type_ = "string", json_path = ".spec.peerASN"),
     printcolumn(name = "BFD Profile", type_ = "string", json_path = ".spec.bfdProfile"),
-    printcolumn(name = "Multi Hops", type_ = "string", json_path = ".spec.ebgpMultiHop")
+    printcolumn(
+        name = "Multi Hops",
+        type_ = "string",
+        json_path = ".spec.ebgpMultiHop"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BGPPeerSpec {

@@ -7,7 +7,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// ConfigurationStateSpec is empty: the object only carries status.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(
+    CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema,
+)]
 #[kube(
     group = "metallb.io",
     version = "v1beta1",
@@ -19,8 +21,16 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     doc = "ConfigurationState is a status-only CRD that reports configuration validation results from MetalLB components.\nLabels:\n  - metallb.io/component-type: \"controller\" or \"speaker\"\n  - metallb.io/node-name: node name (only for speaker)",
     printcolumn(name = "Result", type_ = "string", json_path = ".status.result"),
-    printcolumn(name = "ErrorSummary", type_ = "string", json_path = ".status.errorSummary"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "ErrorSummary",
+        type_ = "string",
+        json_path = ".status.errorSummary"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 pub struct ConfigurationStateSpec {}
 

@@ -16,8 +16,16 @@ use serde::{Deserialize, Serialize};
     status = "IPAddressPoolStatus",
     derive = "PartialEq",
     doc = "IPAddressPool represents a pool of IP addresses that can be allocated to LoadBalancer services.",
-    printcolumn(name = "Auto Assign", type_ = "boolean", json_path = ".spec.autoAssign"),
-    printcolumn(name = "Avoid Buggy IPs", type_ = "boolean", json_path = ".spec.avoidBuggyIPs"),
+    printcolumn(
+        name = "Auto Assign",
+        type_ = "boolean",
+        json_path = ".spec.autoAssign"
+    ),
+    printcolumn(
+        name = "Avoid Buggy IPs",
+        type_ = "boolean",
+        json_path = ".spec.avoidBuggyIPs"
+    ),
     printcolumn(name = "Addresses", type_ = "string", json_path = ".spec.addresses")
 )]
 #[serde(rename_all = "camelCase")]
@@ -36,7 +44,11 @@ pub struct IPAddressPoolSpec {
 
     /// AvoidBuggyIPs prevents addresses ending with .0 and .255
     /// to be used by a pool.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "avoidBuggyIPs")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "avoidBuggyIPs"
+    )]
     #[schemars(extend("default" = false))]
     pub avoid_buggy_ips: Option<bool>,
 

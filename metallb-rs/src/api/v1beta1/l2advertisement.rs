@@ -17,7 +17,11 @@ use serde::{Deserialize, Serialize};
     status = "L2AdvertisementStatus",
     derive = "PartialEq",
     doc = "L2Advertisement allows to advertise the LoadBalancer IPs provided by the selected pools via L2.",
-    printcolumn(name = "IPAddressPools", type_ = "string", json_path = ".spec.ipAddressPools"),
+    printcolumn(
+        name = "IPAddressPools",
+        type_ = "string",
+        json_path = ".spec.ipAddressPools"
+    ),
     printcolumn(
         name = "IPAddressPool Selectors",
         type_ = "string",

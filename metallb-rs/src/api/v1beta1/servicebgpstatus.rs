@@ -6,7 +6,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// ServiceBGPStatusSpec defines the desired state of ServiceBGPStatus.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(
+    CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema,
+)]
 #[kube(
     group = "metallb.io",
     version = "v1beta1",
@@ -17,7 +19,11 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     doc = "ServiceBGPStatus exposes the BGP peers a service is configured to be advertised to, per relevant node.",
     printcolumn(name = "Node", type_ = "string", json_path = ".status.node"),
-    printcolumn(name = "Service Name", type_ = "string", json_path = ".status.serviceName"),
+    printcolumn(
+        name = "Service Name",
+        type_ = "string",
+        json_path = ".status.serviceName"
+    ),
     printcolumn(
         name = "Service Namespace",
         type_ = "string",

@@ -6,7 +6,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// ServiceL2StatusSpec defines the desired state of ServiceL2Status.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(
+    CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema,
+)]
 #[kube(
     group = "metallb.io",
     version = "v1beta1",
@@ -17,7 +19,11 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     doc = "ServiceL2Status reveals the actual traffic status of loadbalancer services in layer2 mode.",
     printcolumn(name = "Allocated Node", type_ = "string", json_path = ".status.node"),
-    printcolumn(name = "Service Name", type_ = "string", json_path = ".status.serviceName"),
+    printcolumn(
+        name = "Service Name",
+        type_ = "string",
+        json_path = ".status.serviceName"
+    ),
     printcolumn(
         name = "Service Namespace",
         type_ = "string",

@@ -21,7 +21,11 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Address", type_ = "string", json_path = ".spec.peerAddress"),
     printcolumn(name = "ASN", type_ = "string", json_path = ".spec.peerASN"),
     printcolumn(name = "BFD Profile", type_ = "string", json_path = ".spec.bfdProfile"),
-    printcolumn(name = "Multi Hops", type_ = "string", json_path = ".spec.ebgpMultiHop")
+    printcolumn(
+        name = "Multi Hops",
+        type_ = "string",
+        json_path = ".spec.ebgpMultiHop"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BGPPeerSpec {
@@ -41,7 +45,11 @@ pub struct BGPPeerSpec {
     /// internal - if the neighbor's ASN is different than MyASN connection is denied.
     /// external - if the neighbor's ASN is the same as MyASN the connection is denied.
     /// ASN and DynamicASN are mutually exclusive and one of them must be specified.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "dynamicASN")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "dynamicASN"
+    )]
     pub dynamic_asn: Option<DynamicASNMode>,
 
     /// AS number to use for the local end of the session instead of myASN
