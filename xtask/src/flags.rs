@@ -36,3 +36,24 @@ pub struct TestArgs {
     #[arg(long)]
     pub no_lint: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent_and_every_subcommand_has_help() {
+        Flags::command().debug_assert();
+        let cmd = Flags::command();
+        for sub in cmd.get_subcommands() {
+            let help = sub.clone().render_help().to_string();
+            assert!(help.contains("--help"), "{}: {help}", sub.get_name());
+            assert!(
+                sub.get_about().is_some(),
+                "{} has no description",
+                sub.get_name()
+            );
+        }
+    }
+}

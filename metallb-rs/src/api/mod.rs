@@ -125,3 +125,71 @@ pub fn schema_for(plural: &str, version: &str) -> Option<Value> {
         .open_api_v3_schema
         .map(|s| serde_json::to_value(s).expect("schema serializes"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every schema node states its type (or is int-or-string / preserves
+    /// unknown fields): the API server rejects non-structural CRDs.
+    fn assert_structural(path: &str, s: &Value) {
+        let typed = s.get("type").is_some()
+            || s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+            || s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        assert!(typed, "{path} has no type");
+        for (name, child) in s
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            assert_structural(&format!("{path}.{name}"), child);
+        }
+        if let Some(items) = s.get("items") {
+            assert_structural(&format!("{path}[]"), items);
+        }
+        if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
+            assert_structural(&format!("{path}{{}}"), ap);
+        }
+        for key in ["anyOf", "oneOf", "allOf"] {
+            assert!(s.get(key).is_none(), "{path} uses {key}");
+        }
+    }
+
+    #[test]
+    fn every_schema_is_structural() {
+        for crd in crds() {
+            for v in &crd.spec.versions {
+                let schema = schema_for(&crd.spec.names.plural, &v.name).expect("schema");
+                assert_structural(&format!("{}/{}", crd.spec.names.plural, v.name), &schema);
+            }
+        }
+    }
+
+    #[test]
+    fn group_scope_and_storage_versions() {
+        let crds = crds();
+        assert_eq!(crds.len(), 9);
+        for crd in &crds {
+            assert_eq!(crd.spec.group, GROUP);
+            assert_eq!(crd.spec.scope, "Namespaced");
+            assert_eq!(
+                crd.spec.versions.iter().filter(|v| v.storage).count(),
+                1,
+                "{:?}",
+                crd.metadata.name
+            );
+        }
+        let peers = crds
+            .iter()
+            .find(|c| c.spec.names.kind == "BGPPeer")
+            .expect("bgppeers");
+        let v1beta1 = peers
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == "v1beta1")
+            .expect("v1beta1");
+        assert!(v1beta1.served && !v1beta1.storage && v1beta1.deprecated == Some(true));
+    }
+}
