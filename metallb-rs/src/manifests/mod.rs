@@ -150,8 +150,42 @@ fn probes(host: Option<&str>) -> (Value, Value) {
     )
 }
 
+/// One component's container: the shared image with `component` as the
+/// subcommand, both ports, probes on the health port and a locked-down
+/// security context with exactly `capabilities`.
+fn container(
+    component: &str,
+    opts: &NativeOptions,
+    extra_args: Value,
+    env: Value,
+    probe_host: Option<&str>,
+    capabilities: Value,
+) -> Value {
+    let (liveness, readiness) = probes(probe_host);
+    let mut args = vec![json!(component)];
+    args.extend(extra_args.as_array().cloned().unwrap_or_default());
+    args.extend([json!("--log-level"), json!(opts.log_level)]);
+    json!({
+        "name": component,
+        "image": opts.image,
+        "imagePullPolicy": opts.pull_policy,
+        "args": args,
+        "env": env,
+        "ports": [
+            { "name": "monitoring", "containerPort": ports::METRICS },
+            { "name": "health", "containerPort": ports::HEALTH },
+        ],
+        "livenessProbe": liveness,
+        "readinessProbe": readiness,
+        "securityContext": {
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "capabilities": capabilities,
+        },
+    })
+}
+
 fn controller(opts: &NativeOptions) -> Value {
-    let (liveness, readiness) = probes(None);
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -174,24 +208,14 @@ fn controller(opts: &NativeOptions) -> Value {
                         "fsGroup": 65534,
                         "seccompProfile": { "type": "RuntimeDefault" },
                     },
-                    "containers": [{
-                        "name": "controller",
-                        "image": opts.image,
-                        "imagePullPolicy": opts.pull_policy,
-                        "args": ["controller", "--leader-elect", "--log-level", opts.log_level],
-                        "env": common_env(),
-                        "ports": [
-                            { "name": "monitoring", "containerPort": ports::METRICS },
-                            { "name": "health", "containerPort": ports::HEALTH },
-                        ],
-                        "livenessProbe": liveness,
-                        "readinessProbe": readiness,
-                        "securityContext": {
-                            "allowPrivilegeEscalation": false,
-                            "readOnlyRootFilesystem": true,
-                            "capabilities": { "drop": ["ALL"] },
-                        },
-                    }],
+                    "containers": [container(
+                        "controller",
+                        opts,
+                        json!(["--leader-elect"]),
+                        common_env(),
+                        None,
+                        json!({ "drop": ["ALL"] }),
+                    )],
                 },
             },
         },
@@ -199,9 +223,6 @@ fn controller(opts: &NativeOptions) -> Value {
 }
 
 fn speaker(opts: &NativeOptions) -> Value {
-    // hostNetwork: the health endpoint is bound to the node's loopback, and
-    // the kubelet (in the host network namespace) probes it there.
-    let (liveness, readiness) = probes(Some("127.0.0.1"));
     let mut env = common_env();
     if let Some(list) = env.as_array_mut() {
         list.insert(0, json!({ "name": "NODE_NAME", "valueFrom": { "fieldRef": { "fieldPath": "spec.nodeName" } } }));
@@ -219,6 +240,8 @@ fn speaker(opts: &NativeOptions) -> Value {
                 },
                 "spec": {
                     "serviceAccountName": "speaker",
+                    // The health endpoint binds the node's loopback; the
+                    // kubelet, in the host network namespace, probes it there.
                     "hostNetwork": true,
                     // Short grace: on SIGTERM the speaker withdraws at once so
                     // another node takes over; nothing to drain.
@@ -228,25 +251,15 @@ fn speaker(opts: &NativeOptions) -> Value {
                         { "key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule" },
                         { "key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule" },
                     ],
-                    "containers": [{
-                        "name": "speaker",
-                        "image": opts.image,
-                        "imagePullPolicy": opts.pull_policy,
-                        "args": ["speaker", "--log-level", opts.log_level],
-                        "env": env,
-                        "ports": [
-                            { "name": "monitoring", "containerPort": ports::METRICS },
-                            { "name": "health", "containerPort": ports::HEALTH },
-                        ],
-                        "livenessProbe": liveness,
-                        "readinessProbe": readiness,
-                        "securityContext": {
-                            // Raw ARP/NDP sockets need root with NET_RAW; nothing else.
-                            "allowPrivilegeEscalation": false,
-                            "readOnlyRootFilesystem": true,
-                            "capabilities": { "drop": ["ALL"], "add": ["NET_RAW"] },
-                        },
-                    }],
+                    // Raw ARP/NDP sockets need root with NET_RAW; nothing else.
+                    "containers": [container(
+                        "speaker",
+                        opts,
+                        json!([]),
+                        env,
+                        Some("127.0.0.1"),
+                        json!({ "drop": ["ALL"], "add": ["NET_RAW"] }),
+                    )],
                 },
             },
         },
