@@ -1,0 +1,47 @@
+//! The handle every provider (lab, kind) gives the e2e suites, so suites
+//! never know which provider runs them.
+
+use anyhow::Result;
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::Output;
+
+/// A node of the cluster as the suites see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Node name (also the Node object's name).
+    pub name: String,
+    /// Its InternalIP addresses (one per family).
+    pub addresses: Vec<IpAddr>,
+}
+
+/// How to stop a speaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGTERM: graceful, the speaker withdraws.
+    Term,
+    /// SIGKILL: the process vanishes.
+    Kill,
+}
+
+/// A running dev cluster.
+pub trait Cluster: Send + Sync {
+    /// The cluster's name.
+    fn name(&self) -> &str;
+    /// Path of a kubeconfig that reaches its API server from this process.
+    fn kubeconfig(&self) -> &Path;
+    /// Its nodes.
+    fn nodes(&self) -> Vec<NodeInfo>;
+    /// Runs `argv` on `node` (in the node's network namespace or container).
+    fn exec_on_node(&self, node: &str, argv: &[&str]) -> Result<Output>;
+    /// Runs `argv` on the external host (the client / BGP router side).
+    fn exec_on_external(&self, argv: &[&str]) -> Result<Output>;
+    /// Takes a node off the network (its link goes down).
+    fn node_down(&self, node: &str) -> Result<()>;
+    /// Brings a node back.
+    fn node_up(&self, node: &str) -> Result<()>;
+    /// Stops the speaker on `node`.
+    fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()>;
+    /// Starts the speaker on `node` again.
+    fn start_speaker(&self, node: &str) -> Result<()>;
+}

@@ -1,0 +1,6 @@
+//! Dev environments for metallb-rs, as a library behind `cargo xtask
+//! dev-env`: the lab (network namespaces, an API server, node agents) and,
+//! later, kind. Both hand the e2e suites one [`cluster::Cluster`] handle.
+
+pub mod cluster;
+pub mod lab;
