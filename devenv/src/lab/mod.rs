@@ -1,1 +1,4 @@
-//! placeholder
+//! The lab provider: a kind-shaped cluster made of network namespaces on
+//! this machine, with its own API server. Runs anywhere Linux gives root.
+
+pub mod apiserver;

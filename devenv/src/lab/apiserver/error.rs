@@ -1,0 +1,94 @@
+//! API errors rendered as `metav1.Status`, the way clients expect them.
+
+use serde_json::{Value, json};
+
+/// An API error with its HTTP code and Kubernetes reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// `reason` (NotFound, AlreadyExists, Conflict, Invalid, ...).
+    pub reason: &'static str,
+    /// Human message.
+    pub message: String,
+    /// `details.causes` for 422s: (field, message).
+    pub causes: Vec<(String, String)>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            causes: Vec::new(),
+        }
+    }
+    /// 404.
+    pub fn not_found(what: &str, name: &str) -> Self {
+        Self::new(404, "NotFound", format!("{what} {name:?} not found"))
+    }
+    /// 409 on create.
+    pub fn already_exists(what: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{what} {name:?} already exists"),
+        )
+    }
+    /// 409 on a stale resourceVersion.
+    pub fn conflict(what: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {what} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        )
+    }
+    /// 400.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+    /// 405.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+    /// 410 (watch too old).
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+    /// 415.
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(415, "UnsupportedMediaType", message)
+    }
+    /// 422 with field causes.
+    pub fn invalid(kind: &str, name: &str, causes: Vec<(String, String)>) -> Self {
+        let summary: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        Self {
+            code: 422,
+            reason: "Invalid",
+            message: format!("{kind} {name:?} is invalid: {}", summary.join(", ")),
+            causes,
+        }
+    }
+
+    /// The `metav1.Status` body.
+    pub fn to_status(&self) -> Value {
+        let causes: Vec<Value> = self
+            .causes
+            .iter()
+            .map(|(f, m)| json!({ "reason": "FieldValueInvalid", "field": f, "message": m }))
+            .collect();
+        json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "details": { "causes": causes },
+            "code": self.code,
+        })
+    }
+}

@@ -1,0 +1,187 @@
+//! Label and field selectors in their query-string syntax
+//! (`a=b,c!=d,e in (x,y),f notin (z),g,!h`; fields `metadata.name=x`).
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Req {
+    Eq(String, String),
+    Ne(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+/// A parsed label selector.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelSelector(Vec<Req>);
+
+/// Splits on commas that are not inside parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut out) = (0, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out.into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+fn set(values: &str) -> Result<Vec<String>, String> {
+    let inner = values
+        .trim()
+        .strip_prefix('(')
+        .and_then(|v| v.strip_suffix(')'))
+        .ok_or_else(|| format!("expected a parenthesised value list, got {values:?}"))?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect())
+}
+
+impl LabelSelector {
+    /// Parses the `labelSelector` query parameter.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        for part in split_top(s) {
+            let req = if let Some(key) = part.strip_prefix('!') {
+                Req::NotExists(key.trim().to_owned())
+            } else if let Some((k, v)) = part.split_once("!=") {
+                Req::Ne(k.trim().to_owned(), v.trim().to_owned())
+            } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+                Req::Eq(k.trim().to_owned(), v.trim().to_owned())
+            } else if let Some((k, v)) = part.split_once(" notin ") {
+                Req::NotIn(k.trim().to_owned(), set(v)?)
+            } else if let Some((k, v)) = part.split_once(" in ") {
+                Req::In(k.trim().to_owned(), set(v)?)
+            } else if part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+            {
+                Req::Exists(part.to_owned())
+            } else {
+                return Err(format!("unable to parse requirement {part:?}"));
+            };
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    /// Whether `object`'s labels satisfy the selector.
+    pub fn matches(&self, object: &Value) -> bool {
+        let labels = &object["metadata"]["labels"];
+        let get = |k: &str| labels.get(k).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            Req::Eq(k, v) => get(k) == Some(v),
+            Req::Ne(k, v) => get(k) != Some(v),
+            Req::In(k, vs) => get(k).is_some_and(|l| vs.iter().any(|v| v == l)),
+            Req::NotIn(k, vs) => get(k).is_none_or(|l| !vs.iter().any(|v| v == l)),
+            Req::Exists(k) => get(k).is_some(),
+            Req::NotExists(k) => get(k).is_none(),
+        })
+    }
+}
+
+/// A parsed field selector: equality and inequality on dotted paths.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSelector(Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    /// Parses the `fieldSelector` query parameter.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut out = Vec::new();
+        for part in split_top(s) {
+            let (path, equal, value) = if let Some((k, v)) = part.split_once("!=") {
+                (k, false, v)
+            } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+                (k, true, v)
+            } else {
+                return Err(format!(
+                    "invalid field selector {part:?}: use path=value or path!=value"
+                ));
+            };
+            out.push((path.trim().to_owned(), equal, value.trim().to_owned()));
+        }
+        Ok(FieldSelector(out))
+    }
+
+    /// Whether `object` satisfies every term. Missing fields compare as "".
+    pub fn matches(&self, object: &Value) -> bool {
+        self.0.iter().all(|(path, equal, value)| {
+            let mut v = object;
+            for seg in path.split('.') {
+                v = &v[seg];
+            }
+            let actual = match v {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            (actual == *value) == *equal
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+    use serde_json::json;
+
+    fn obj() -> Value {
+        json!({ "metadata": { "name": "web", "namespace": "default", "labels": { "app": "web", "tier": "front" } }, "spec": { "nodeName": "worker" } })
+    }
+
+    #[rstest]
+    #[case("app=web", true)]
+    #[case("app==web", true)]
+    #[case("app!=web", false)]
+    #[case("app=web,tier=back", false)]
+    #[case("tier in (front, back)", true)]
+    #[case("tier notin (front)", false)]
+    #[case("missing notin (x)", true)]
+    #[case("app", true)]
+    #[case("!app", false)]
+    #[case("!missing", true)]
+    #[case("app in (db),tier", false)]
+    #[case("", true)]
+    fn labels(#[case] sel: &str, #[case] expected: bool) {
+        assert_eq!(
+            LabelSelector::parse(sel).expect("parses").matches(&obj()),
+            expected,
+            "{sel}"
+        );
+    }
+
+    #[test]
+    fn bad_label_selector() {
+        assert!(LabelSelector::parse("app in x").is_err());
+        assert!(LabelSelector::parse("a b c").is_err());
+    }
+
+    #[rstest]
+    #[case("metadata.name=web", true)]
+    #[case("metadata.name!=web", false)]
+    #[case("spec.nodeName=worker,metadata.namespace=default", true)]
+    #[case("spec.missing=", true)]
+    #[case("spec.nodeName=other", false)]
+    fn fields(#[case] sel: &str, #[case] expected: bool) {
+        assert_eq!(
+            FieldSelector::parse(sel).expect("parses").matches(&obj()),
+            expected,
+            "{sel}"
+        );
+    }
+}

@@ -1,0 +1,659 @@
+//! The API semantics over the store: create (generateName, defaults,
+//! schema validation), update with optimistic concurrency, status
+//! subresources, patches, deletes with finalizers and ownerReference
+//! garbage collection, and the few controllers a kube-apiserver runs
+//! itself (Service cluster IPs, Namespace phase, CRD registration).
+
+use super::error::ApiError;
+use super::patch::{self, PatchKind};
+use super::registry::{Registry, ResourceType};
+use super::schema;
+use super::store::{Event, EventKind, Store};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+/// Everything behind the server's lock.
+pub struct State {
+    /// Objects and history.
+    pub store: Store,
+    /// Served types.
+    pub registry: Registry,
+    /// Live watchers.
+    pub events: tokio::sync::broadcast::Sender<Event>,
+    next_cluster_ip: u32,
+    next_node_port: u16,
+    name_seed: u64,
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The object (status preserved when the type has a status subresource).
+    Main,
+    /// `/status`: only status changes.
+    Status,
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn name_of(obj: &Value) -> String {
+    obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl State {
+    /// A fresh API server state (no namespaces yet: see [`State::bootstrap`]).
+    pub fn new() -> Self {
+        let (events, _) = tokio::sync::broadcast::channel(4096);
+        Self {
+            store: Store::new(10_000),
+            registry: Registry::default(),
+            events,
+            next_cluster_ip: 1,
+            next_node_port: 30000,
+            name_seed: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    /// Creates the namespaces every cluster has.
+    pub fn bootstrap(&mut self) {
+        let ns = self.registry.get("", "v1", "namespaces").cloned();
+        if let Some(ns) = ns {
+            for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+                let _ = self.create(&ns, "", json!({ "metadata": { "name": name } }));
+            }
+        }
+    }
+
+    fn emit(&self, event: Event) {
+        // No receivers is fine: nobody watches.
+        let _ = self.events.send(event);
+    }
+
+    fn random_suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        self.name_seed ^= self.name_seed << 13;
+        self.name_seed ^= self.name_seed >> 7;
+        self.name_seed ^= self.name_seed << 17;
+        let mut n = self.name_seed ^ (jiff::Timestamp::now().as_nanosecond() as u64);
+        (0..5)
+            .map(|_| {
+                let c = ALPHABET[(n % ALPHABET.len() as u64) as usize] as char;
+                n /= ALPHABET.len() as u64;
+                c
+            })
+            .collect()
+    }
+
+    fn uid(&mut self) -> String {
+        let a = self.random_suffix();
+        let b = self.store.next_rv();
+        format!(
+            "{:08x}-{a}-4000-8000-{b:012x}",
+            jiff::Timestamp::now().as_second() as u32
+        )
+    }
+
+    /// GET one object.
+    pub fn get(&self, t: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
+        self.store
+            .get(&t.collection(), ns, name)
+            .map(|o| self.at_version(t, &o))
+            .ok_or_else(|| ApiError::not_found(&self.what(t), name))
+    }
+
+    /// An object as served at `t`'s version (CRDs: conversion `None`).
+    pub fn at_version(&self, t: &ResourceType, obj: &Value) -> Value {
+        let mut o = obj.clone();
+        o["apiVersion"] = json!(t.api_version());
+        o["kind"] = json!(t.kind);
+        o
+    }
+
+    fn what(&self, t: &ResourceType) -> String {
+        if t.group.is_empty() {
+            t.plural.clone()
+        } else {
+            format!("{}.{}", t.plural, t.group)
+        }
+    }
+
+    fn check_namespace(&self, t: &ResourceType, ns: &str) -> Result<(), ApiError> {
+        if !t.namespaced {
+            return Ok(());
+        }
+        if ns.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "{} is namespaced: a namespace is required",
+                t.plural
+            )));
+        }
+        let namespaces = ("".to_owned(), "namespaces".to_owned());
+        match self.store.get(&namespaces, "", ns) {
+            Some(n) if n["metadata"]["deletionTimestamp"].is_null() => Ok(()),
+            Some(_) => Err(ApiError {
+                code: 403,
+                reason: "Forbidden",
+                message: format!("namespace {ns} is being terminated"),
+                causes: vec![],
+            }),
+            None => Err(ApiError::not_found("namespaces", ns)),
+        }
+    }
+
+    /// Validates against the CRD schema after defaulting and pruning.
+    fn admit(&self, t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+        if let Some(s) = &t.schema {
+            schema::default_and_prune(obj, &s.1);
+            let causes: Vec<(String, String)> = s
+                .0
+                .iter_errors(obj)
+                .map(|e| {
+                    (
+                        metallb_rs::config::load::pointer_to_path(&e.instance_path().to_string()),
+                        e.to_string(),
+                    )
+                })
+                .collect();
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    &format!("{}.{}", t.kind, t.group),
+                    &name_of(obj),
+                    causes,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// POST.
+    pub fn create(
+        &mut self,
+        t: &ResourceType,
+        ns: &str,
+        mut obj: Value,
+    ) -> Result<Value, ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request("the body must be a JSON object"));
+        }
+        self.check_namespace(t, ns)?;
+        let meta = obj["metadata"].as_object().cloned().unwrap_or_default();
+        let mut name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if name.is_empty() {
+            match meta.get("generateName").and_then(Value::as_str) {
+                Some(prefix) if !prefix.is_empty() => loop {
+                    let candidate = format!("{prefix}{}", self.random_suffix());
+                    if self.store.get(&t.collection(), ns, &candidate).is_none() {
+                        name = candidate;
+                        break;
+                    }
+                },
+                _ => {
+                    return Err(ApiError::invalid(
+                        &t.kind,
+                        "",
+                        vec![(
+                            "metadata.name".into(),
+                            "name or generateName is required".into(),
+                        )],
+                    ));
+                }
+            }
+        }
+        if let Some(body_ns) = meta.get("namespace").and_then(Value::as_str)
+            && t.namespaced
+            && !body_ns.is_empty()
+            && body_ns != ns
+        {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the object ({body_ns}) does not match the namespace on the request ({ns})"
+            )));
+        }
+        if self.store.get(&t.collection(), ns, &name).is_some() {
+            return Err(ApiError::already_exists(&self.what(t), &name));
+        }
+        let uid = self.uid();
+        obj["apiVersion"] = json!(t.api_version());
+        obj["kind"] = json!(t.kind);
+        let m = &mut obj["metadata"];
+        if !m.is_object() {
+            *m = json!({});
+        }
+        m["name"] = json!(name);
+        if t.namespaced {
+            m["namespace"] = json!(ns);
+        } else if let Some(o) = m.as_object_mut() {
+            o.remove("namespace");
+        }
+        m["uid"] = json!(uid);
+        m["creationTimestamp"] = json!(now());
+        m["generation"] = json!(1);
+        if let Some(o) = m.as_object_mut() {
+            o.remove("deletionTimestamp");
+        }
+        if t.status
+            && t.custom
+            && let Some(o) = obj.as_object_mut()
+        {
+            o.remove("status");
+        }
+        self.admit(t, &mut obj)?;
+        self.builtin_on_create(t, &mut obj)?;
+        let rv = self.store.next_rv();
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        if t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions" {
+            self.registry
+                .add_crd(&obj)
+                .map_err(|e| ApiError::invalid(&t.kind, &name, vec![("spec".into(), e)]))?;
+        }
+        let ev = self
+            .store
+            .put(&t.collection(), ns, &name, obj.clone(), EventKind::Added);
+        self.emit(ev);
+        Ok(self.at_version(t, &obj))
+    }
+
+    /// What kube-apiserver's own controllers fill in on create.
+    fn builtin_on_create(&mut self, t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+        match (t.group.as_str(), t.plural.as_str()) {
+            ("", "namespaces") => {
+                obj["status"] = json!({ "phase": "Active" });
+                obj["spec"]["finalizers"] = json!(["kubernetes"]);
+                obj["metadata"]["labels"]["kubernetes.io/metadata.name"] =
+                    obj["metadata"]["name"].clone();
+            }
+            ("", "services") => self.service_defaults(obj),
+            ("apiextensions.k8s.io", "customresourcedefinitions") => {
+                obj["status"] = json!({
+                    "acceptedNames": obj["spec"]["names"],
+                    "storedVersions": obj["spec"]["versions"].as_array().into_iter().flatten()
+                        .filter(|v| v["storage"] == json!(true)).map(|v| v["name"].clone()).collect::<Vec<_>>(),
+                    "conditions": [
+                        { "type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now() },
+                        { "type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now() },
+                    ],
+                });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// ClusterIP allocation (10.96.0.0/16 and fd00:10:96::/112), default
+    /// type, protocol, families and node ports, as kube-apiserver does.
+    fn service_defaults(&mut self, obj: &mut Value) {
+        let spec = &mut obj["spec"];
+        if spec["type"].is_null() {
+            spec["type"] = json!("ClusterIP");
+        }
+        if spec["sessionAffinity"].is_null() {
+            spec["sessionAffinity"] = json!("None");
+        }
+        let svc_type = spec["type"].as_str().unwrap_or("ClusterIP").to_owned();
+        if svc_type != "ExternalName"
+            && spec["clusterIP"] != json!("None")
+            && spec["clusterIP"].as_str().is_none_or(str::is_empty)
+        {
+            let families: Vec<String> = match spec["ipFamilies"].as_array() {
+                Some(f) if !f.is_empty() => f
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect(),
+                _ => match spec["ipFamilyPolicy"].as_str() {
+                    Some("RequireDualStack") | Some("PreferDualStack") => {
+                        vec!["IPv4".into(), "IPv6".into()]
+                    }
+                    _ => vec!["IPv4".into()],
+                },
+            };
+            let n = self.next_cluster_ip;
+            self.next_cluster_ip += 1;
+            let ips: Vec<String> = families
+                .iter()
+                .map(|f| {
+                    if f == "IPv6" {
+                        format!("fd00:10:96::{:x}", n)
+                    } else {
+                        format!("10.96.{}.{}", n / 256, n % 256)
+                    }
+                })
+                .collect();
+            spec["clusterIP"] = json!(ips[0]);
+            spec["clusterIPs"] = json!(ips);
+            spec["ipFamilies"] = json!(families);
+            if spec["ipFamilyPolicy"].is_null() {
+                spec["ipFamilyPolicy"] = json!(if families.len() > 1 {
+                    "PreferDualStack"
+                } else {
+                    "SingleStack"
+                });
+            }
+        }
+        let needs_node_port = svc_type == "NodePort"
+            || (svc_type == "LoadBalancer"
+                && spec["allocateLoadBalancerNodePorts"] != json!(false));
+        let mut ports = spec["ports"].as_array().cloned().unwrap_or_default();
+        for p in &mut ports {
+            if p["protocol"].is_null() {
+                p["protocol"] = json!("TCP");
+            }
+            if p["targetPort"].is_null() {
+                p["targetPort"] = p["port"].clone();
+            }
+            if needs_node_port && p["nodePort"].is_null() {
+                p["nodePort"] = json!(self.next_node_port);
+                self.next_node_port = self.next_node_port.wrapping_add(1).max(30000);
+            }
+        }
+        if !ports.is_empty() {
+            spec["ports"] = json!(ports);
+        }
+        if (svc_type == "LoadBalancer" || svc_type == "NodePort")
+            && spec["externalTrafficPolicy"].is_null()
+        {
+            spec["externalTrafficPolicy"] = json!("Cluster");
+        }
+        if obj["status"].is_null() {
+            obj["status"] = json!({ "loadBalancer": {} });
+        }
+    }
+
+    /// PUT (and the tail of PATCH): replaces the object or its status.
+    pub fn update(
+        &mut self,
+        t: &ResourceType,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        part: Part,
+    ) -> Result<Value, ApiError> {
+        let current = self
+            .store
+            .get(&t.collection(), ns, name)
+            .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
+        if !obj.is_object() {
+            return Err(ApiError::bad_request("the body must be a JSON object"));
+        }
+        if let Some(body_name) = obj["metadata"]["name"].as_str()
+            && body_name != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        match obj["metadata"]["resourceVersion"].as_str() {
+            Some(rv)
+                if !rv.is_empty()
+                    && Some(rv) != current["metadata"]["resourceVersion"].as_str() =>
+            {
+                return Err(ApiError::conflict(&self.what(t), name));
+            }
+            _ => {}
+        }
+        // Which part may change.
+        let mut next = match part {
+            Part::Status => {
+                let mut n = (*current).clone();
+                n["status"] = obj["status"].take();
+                n
+            }
+            Part::Main => {
+                if t.status {
+                    obj["status"] = current["status"].clone();
+                }
+                // Fields the server owns.
+                for key in [
+                    "uid",
+                    "creationTimestamp",
+                    "generation",
+                    "deletionTimestamp",
+                    "namespace",
+                ] {
+                    obj["metadata"][key] = current["metadata"][key].clone();
+                }
+                obj["metadata"]["name"] = json!(name);
+                obj
+            }
+        };
+        if let Some(m) = next["metadata"].as_object_mut() {
+            m.retain(|_, v| !v.is_null());
+        }
+        next["apiVersion"] = json!(t.api_version());
+        next["kind"] = json!(t.kind);
+        if part == Part::Main && t.plural == "services" && t.group.is_empty() {
+            // clusterIP is immutable; node ports stay allocated.
+            for key in ["clusterIP", "clusterIPs", "ipFamilies"] {
+                if next["spec"][key].is_null() {
+                    next["spec"][key] = current["spec"][key].clone();
+                }
+            }
+            self.service_defaults(&mut next);
+        }
+        self.admit(t, &mut next)?;
+        if next["spec"] != current["spec"] {
+            let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+            next["metadata"]["generation"] = json!(generation);
+        }
+        // Unchanged: no new resourceVersion, no event (like kube-apiserver).
+        let mut comparable = next.clone();
+        comparable["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+        if comparable == *current {
+            return Ok(self.at_version(t, &current));
+        }
+        if !next["metadata"]["deletionTimestamp"].is_null()
+            && next["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+        {
+            return self
+                .finish_delete(t, ns, name, next)
+                .map(|o| self.at_version(t, &o));
+        }
+        let rv = self.store.next_rv();
+        next["metadata"]["resourceVersion"] = json!(rv.to_string());
+        if t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions" {
+            self.registry
+                .add_crd(&next)
+                .map_err(|e| ApiError::invalid(&t.kind, name, vec![("spec".into(), e)]))?;
+        }
+        let ev = self
+            .store
+            .put(&t.collection(), ns, name, next.clone(), EventKind::Modified);
+        self.emit(ev);
+        Ok(self.at_version(t, &next))
+    }
+
+    /// PATCH.
+    pub fn patch(
+        &mut self,
+        t: &ResourceType,
+        ns: &str,
+        name: &str,
+        body: &Value,
+        kind: PatchKind,
+        part: Part,
+    ) -> Result<Value, ApiError> {
+        if kind == PatchKind::Apply {
+            return Err(ApiError::unsupported_media_type(
+                "server-side apply is not supported by the lab API server: use kubectl apply without --server-side, or a merge patch",
+            ));
+        }
+        let current = self
+            .store
+            .get(&t.collection(), ns, name)
+            .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
+        let mut doc = (*current).clone();
+        patch::apply(&mut doc, body, kind).map_err(|e| ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: e,
+            causes: vec![],
+        })?;
+        // A patch carries a resourceVersion only when the client wants the
+        // precondition; otherwise it applies to the current object.
+        if body["metadata"]["resourceVersion"].is_null() {
+            doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+        }
+        self.update(t, ns, name, doc, part)
+    }
+
+    /// DELETE: marks objects with finalizers, removes the rest, and
+    /// collects what they owned.
+    pub fn delete(&mut self, t: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
+        let current = self
+            .store
+            .get(&t.collection(), ns, name)
+            .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
+        let has_finalizers = current["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+            && !(t.group.is_empty() && t.plural == "namespaces");
+        if has_finalizers {
+            if current["metadata"]["deletionTimestamp"].is_null() {
+                let mut next = (*current).clone();
+                next["metadata"]["deletionTimestamp"] = json!(now());
+                let rv = self.store.next_rv();
+                next["metadata"]["resourceVersion"] = json!(rv.to_string());
+                let ev =
+                    self.store
+                        .put(&t.collection(), ns, name, next.clone(), EventKind::Modified);
+                self.emit(ev);
+                return Ok(self.at_version(t, &next));
+            }
+            return Ok(self.at_version(t, &current));
+        }
+        let last = self.finish_delete(t, ns, name, (*current).clone())?;
+        Ok(self.at_version(t, &last))
+    }
+
+    fn finish_delete(
+        &mut self,
+        t: &ResourceType,
+        ns: &str,
+        name: &str,
+        mut last: Value,
+    ) -> Result<Value, ApiError> {
+        let rv = self.store.next_rv();
+        last["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let uid = last["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(ev) = self.store.remove(&t.collection(), ns, name, last.clone()) {
+            self.emit(ev);
+        }
+        match (t.group.as_str(), t.plural.as_str()) {
+            ("", "namespaces") => self.delete_namespace_contents(name),
+            ("apiextensions.k8s.io", "customresourcedefinitions") => {
+                let group = last["spec"]["group"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let plural = last["spec"]["names"]["plural"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                self.delete_all(&(group.clone(), plural.clone()), None);
+                self.registry.remove_crd(&group, &plural);
+            }
+            _ => {}
+        }
+        self.collect_garbage(BTreeSet::from([uid]));
+        Ok(last)
+    }
+
+    fn delete_all(&mut self, collection: &(String, String), ns: Option<&str>) {
+        for obj in self.store.list(collection, ns) {
+            let mut last = (*obj).clone();
+            let rv = self.store.next_rv();
+            last["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let (o_ns, o_name) = (
+                obj["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                name_of(&obj),
+            );
+            if let Some(ev) = self.store.remove(collection, &o_ns, &o_name, last) {
+                self.emit(ev);
+            }
+        }
+    }
+
+    /// Namespace deletion is immediate here (kube-apiserver goes through a
+    /// Terminating phase first).
+    fn delete_namespace_contents(&mut self, ns: &str) {
+        for collection in self.store.collections() {
+            if collection.1 != "namespaces" {
+                self.delete_all(&collection, Some(ns));
+            }
+        }
+    }
+
+    /// Deletes every object whose owners are all gone (background
+    /// propagation), repeating for what those owned.
+    fn collect_garbage(&mut self, mut deleted: BTreeSet<String>) {
+        while !deleted.is_empty() {
+            let mut next = BTreeSet::new();
+            for collection in self.store.collections() {
+                for obj in self.store.list(&collection, None) {
+                    let owners: Vec<&str> = obj["metadata"]["ownerReferences"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|o| o["uid"].as_str())
+                        .collect();
+                    if owners.is_empty() || !owners.iter().any(|o| deleted.contains(*o)) {
+                        continue;
+                    }
+                    let live = owners
+                        .iter()
+                        .any(|o| !deleted.contains(*o) && self.uid_exists(o));
+                    if live {
+                        continue;
+                    }
+                    let ns = obj["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    let mut last = (*obj).clone();
+                    let rv = self.store.next_rv();
+                    last["metadata"]["resourceVersion"] = json!(rv.to_string());
+                    if let Some(ev) = self.store.remove(&collection, &ns, &name_of(&obj), last) {
+                        self.emit(ev);
+                    }
+                    if let Some(uid) = obj["metadata"]["uid"].as_str() {
+                        next.insert(uid.to_owned());
+                    }
+                }
+            }
+            deleted = next;
+        }
+    }
+
+    fn uid_exists(&self, uid: &str) -> bool {
+        self.store.collections().iter().any(|c| {
+            self.store
+                .list(c, None)
+                .iter()
+                .any(|o| o["metadata"]["uid"] == uid)
+        })
+    }
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self::new()
+    }
+}
