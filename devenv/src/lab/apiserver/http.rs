@@ -50,6 +50,8 @@ enum Route {
     Groups,
     Resources(String, String),
     Resource(Target),
+    OpenApiRoot,
+    OpenApi(String, String),
     NotFound,
 }
 
@@ -63,6 +65,9 @@ fn route(path: &str) -> Route {
         ["version"] => return Route::Version,
         ["healthz"] | ["readyz"] | ["livez"] => return Route::Healthz,
         ["api"] => return Route::CoreVersions,
+        ["openapi", "v3"] => return Route::OpenApiRoot,
+        ["openapi", "v3", "api", v] => return Route::OpenApi(String::new(), (*v).into()),
+        ["openapi", "v3", "apis", g, v] => return Route::OpenApi((*g).into(), (*v).into()),
         ["apis"] => return Route::Groups,
         ["api", v] => return Route::Resources(String::new(), (*v).into()),
         ["apis", g, v] => return Route::Resources((*g).into(), (*v).into()),
@@ -154,6 +159,11 @@ pub async fn handle(
                 error(ApiError::not_found("group version", &format!("{g}/{v}")))
             }
         }
+        Route::OpenApiRoot => json_response(200, &lock(&shared).registry.openapi_root()),
+        Route::OpenApi(g, v) => match lock(&shared).registry.openapi_group_version(&g, &v) {
+            Some(doc) => json_response(200, &doc),
+            None => error(ApiError::not_found("group version", &format!("{g}/{v}"))),
+        },
         Route::NotFound => error(ApiError::not_found("path", uri.path())),
         Route::Resource(target) => resource(shared, method, &uri, &headers, &body, target).await,
     }
@@ -194,6 +204,17 @@ async fn resource(
             }
         }
     };
+    // Bodies are JSON; protobuf/CBOR get 415, on which client-go retries
+    // the request as JSON.
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !body.is_empty() && (ct.contains("protobuf") || ct.contains("cbor")) {
+        return error(ApiError::unsupported_media_type(format!(
+            "{ct} is not supported by the lab API server: send JSON"
+        )));
+    }
     let ns = if t.namespaced {
         target.namespace.clone()
     } else {

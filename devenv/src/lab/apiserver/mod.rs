@@ -1,7 +1,6 @@
 //! The lab's API server: plain HTTP on a loopback address, serving the
 //! part of the Kubernetes API that metallb-rs and the e2e suites use, with
-//! real semantics (see `docs` in [`DEVIATIONS`] for what differs from
-//! kube-apiserver).
+//! real semantics ([`DEVIATIONS`] lists what differs from kube-apiserver).
 
 mod error;
 mod http;
@@ -20,7 +19,9 @@ use std::sync::{Arc, Mutex};
 /// What the lab API server does differently from kube-apiserver.
 pub const DEVIATIONS: &str = "\
 - plain HTTP, no authentication or authorization; every client is admin
-- JSON only (no protobuf, no CBOR); Table output is left to kubectl's client-side printing
+- JSON only: protobuf/CBOR bodies get 415, so `kubectl create <kind>` generators fail; use `kubectl apply -f`
+- no Table responses: `kubectl get` prints NAME and AGE, not a CRD's additionalPrinterColumns
+- /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2
 - server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here
 - list ignores limit/continue and returns everything in one page
 - CRD versions use conversion None whatever the CRD says (only apiVersion is rewritten)
@@ -38,8 +39,17 @@ pub struct ApiServer {
 impl ApiServer {
     /// Starts serving on `listener` (e.g. bound to 127.0.0.1:0).
     pub async fn start(listener: tokio::net::TcpListener) -> Result<Self> {
+        Self::start_with_history(listener, 10_000).await
+    }
+
+    /// Like [`ApiServer::start`], keeping only the last `history` changes
+    /// for watches to resume from (older resourceVersions get 410 Gone).
+    pub async fn start_with_history(
+        listener: tokio::net::TcpListener,
+        history: usize,
+    ) -> Result<Self> {
         let addr = listener.local_addr()?;
-        let mut state = state::State::new();
+        let mut state = state::State::with_history(history);
         state.bootstrap();
         let shared: http::Shared = Arc::new(Mutex::new(state));
         let app = axum::Router::new()

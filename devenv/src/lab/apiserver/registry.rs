@@ -287,6 +287,58 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// `/openapi/v3`: where each group-version's document lives.
+    pub fn openapi_root(&self) -> Value {
+        let mut paths = serde_json::Map::new();
+        for (g, v, _) in self.types.keys() {
+            let key = if g.is_empty() {
+                format!("api/{v}")
+            } else {
+                format!("apis/{g}/{v}")
+            };
+            paths.insert(
+                key.clone(),
+                json!({ "serverRelativeURL": format!("/openapi/v3/{key}") }),
+            );
+        }
+        json!({ "paths": paths })
+    }
+
+    /// `/openapi/v3/{api/v1 | apis/g/v}`: paths only, enough for kubectl to
+    /// see that PATCH takes `fieldValidation` and so validate on the
+    /// server (no component schemas: kubectl then builds strategic merge
+    /// patches from its compiled-in types).
+    pub fn openapi_group_version(&self, group: &str, version: &str) -> Option<Value> {
+        if !self.serves(group, version) {
+            return None;
+        }
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let mut paths = serde_json::Map::new();
+        for t in self
+            .types
+            .values()
+            .filter(|t| t.group == group && t.version == version)
+        {
+            let item = if t.namespaced {
+                format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
+            } else {
+                format!("{prefix}/{}/{{name}}", t.plural)
+            };
+            let gvk = json!({ "group": t.group, "version": t.version, "kind": t.kind });
+            let param = json!({ "name": "fieldValidation", "in": "query", "schema": { "type": "string", "uniqueItems": true } });
+            paths.insert(item, json!({ "patch": { "x-kubernetes-group-version-kind": gvk, "parameters": [param], "responses": {} } }));
+        }
+        Some(
+            json!({ "openapi": "3.0.0", "info": { "title": "metallb-rs lab", "version": version }, "paths": paths, "components": {} }),
+        )
+    }
+}
+
 /// Orders Kubernetes versions: GA > beta > alpha, then by number.
 fn version_rank(v: &str) -> (u8, u32, u32) {
     let rest = v.strip_prefix('v').unwrap_or(v);

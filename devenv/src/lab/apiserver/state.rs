@@ -51,9 +51,14 @@ fn name_of(obj: &Value) -> String {
 impl State {
     /// A fresh API server state (no namespaces yet: see [`State::bootstrap`]).
     pub fn new() -> Self {
+        Self::with_history(10_000)
+    }
+
+    /// A fresh state keeping `history` changes for watch resumption.
+    pub fn with_history(history: usize) -> Self {
         let (events, _) = tokio::sync::broadcast::channel(4096);
         Self {
-            store: Store::new(10_000),
+            store: Store::new(history),
             registry: Registry::default(),
             events,
             next_cluster_ip: 1,

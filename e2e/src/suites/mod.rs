@@ -1,0 +1,25 @@
+//! The registry of e2e suites. A suite module exposes `fn specs() -> Vec<Spec>`
+//! and is listed in [`SUITES`].
+
+use crate::spec::{Spec, Suite};
+
+/// Every registered suite, in run order.
+pub const SUITES: &[Suite] = &[];
+
+/// Every spec of every registered suite.
+pub fn all() -> Vec<Spec> {
+    SUITES.iter().flat_map(|suite| suite()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn full_names_are_unique() {
+        let specs = all();
+        let names: HashSet<String> = specs.iter().map(Spec::full_name).collect();
+        assert_eq!(names.len(), specs.len());
+    }
+}
