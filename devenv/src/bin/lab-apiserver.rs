@@ -3,14 +3,16 @@
 
 use anyhow::Result;
 use devenv::lab::apiserver::ApiServer;
+use devenv::lab::forward::Forwarder;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// Usage: lab-apiserver [--listen ADDR] [--kubeconfig PATH] [--name CLUSTER]
+/// Usage: lab-apiserver [--listen ADDR] [--kubeconfig PATH] [--name CLUSTER] [--forward NETNS]...
 fn main() -> Result<()> {
     let mut listen: SocketAddr = "127.0.0.1:6443".parse()?;
     let mut kubeconfig: Option<PathBuf> = None;
     let mut name = "lab".to_owned();
+    let mut forward: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -21,6 +23,7 @@ fn main() -> Result<()> {
             "--listen" => listen = value()?.parse()?,
             "--kubeconfig" => kubeconfig = Some(value()?.into()),
             "--name" => name = value()?,
+            "--forward" => forward.push(value()?),
             "-h" | "--help" => {
                 println!(
                     "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab]"
@@ -37,7 +40,14 @@ fn main() -> Result<()> {
             server.write_kubeconfig(&name, path)?;
         }
         println!("lab API server listening on http://{}", server.addr());
+        // Node namespaces reach the server on their own 127.0.0.1:PORT.
+        let mut forwarders = Vec::new();
+        for ns in &forward {
+            forwarders.push(Forwarder::start(ns, server.addr().port(), server.addr())?);
+            println!("forwarding 127.0.0.1:{} in {ns}", server.addr().port());
+        }
         tokio::signal::ctrl_c().await?;
+        forwarders.into_iter().for_each(Forwarder::stop);
         server.stop();
         anyhow::Ok(())
     })

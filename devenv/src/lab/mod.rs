@@ -2,3 +2,7 @@
 //! this machine, with its own API server. Runs anywhere Linux gives root.
 
 pub mod apiserver;
+pub mod cluster;
+pub mod forward;
+pub mod netns;
+pub mod process;

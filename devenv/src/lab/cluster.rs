@@ -1,0 +1,299 @@
+//! Bringing a whole lab up and down: network (netns), API server (with
+//! the node-namespace forwarders), node agents, metallb-rs controller and
+//! speakers; and the [`Cluster`] handle the e2e suites drive it through.
+
+use super::netns::{self, Family, Topology};
+use super::process::Processes;
+use crate::cluster::{Cluster, NodeInfo, StopSignal};
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// What `cargo xtask dev-env --provider lab` builds.
+#[derive(Debug, Clone)]
+pub struct LabSpec {
+    /// Lab name: prefix of every namespace.
+    pub name: String,
+    /// Number of nodes (control plane included).
+    pub nodes: usize,
+    /// Address families.
+    pub family: Family,
+    /// Directory with `metallb-rs`, `lab-apiserver` and `lab-agent`.
+    pub bin_dir: PathBuf,
+    /// API server port on 127.0.0.1 (root and every node namespace).
+    pub api_port: u16,
+    /// Log level for metallb-rs.
+    pub log_level: String,
+}
+
+impl LabSpec {
+    /// The defaults: lab "lab", 3 nodes, dual stack, port 6443.
+    pub fn new(bin_dir: &Path) -> Self {
+        Self {
+            name: "lab".into(),
+            nodes: 3,
+            family: Family::Dual,
+            bin_dir: bin_dir.to_owned(),
+            api_port: 6443,
+            log_level: "info".into(),
+        }
+    }
+}
+
+/// Where lab `name` keeps kubeconfig, logs and pid files.
+pub fn lab_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join("metallb-rs-lab").join(name)
+}
+
+/// A running lab.
+pub struct LabCluster {
+    name: String,
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    lab: netns::Lab,
+    bin_dir: PathBuf,
+    log_level: String,
+}
+
+fn healthy(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(
+        &([127, 0, 0, 1], port).into(),
+        Duration::from_millis(300),
+    ) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    s.read(&mut buf).is_ok_and(|n| {
+        buf[..n].starts_with(b"HTTP/1.0 200") || buf[..n].starts_with(b"HTTP/1.1 200")
+    })
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Creates lab `spec` or repairs and reuses it; returns once the API
+/// server answers and every node agent and component runs.
+pub fn up(spec: &LabSpec) -> Result<LabCluster> {
+    netns::require_privileges()?;
+    if spec.nodes == 0 {
+        bail!("a lab needs at least one node (--nodes)");
+    }
+    let topology = Topology::new(&spec.name, spec.nodes - 1)
+        .with_family(spec.family)
+        .with_bridges(2);
+    let lab = netns::ensure(&topology)?;
+    let dir = lab_dir(&spec.name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let procs = Processes::new(&dir);
+    let kubeconfig = dir.join("kubeconfig");
+    let bin = |b: &str| spec.bin_dir.join(b).display().to_string();
+
+    if !healthy(spec.api_port) {
+        procs.stop("apiserver", Duration::from_secs(1));
+        let mut argv = vec![
+            bin("lab-apiserver"),
+            "--listen".into(),
+            format!("127.0.0.1:{}", spec.api_port),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "--name".into(),
+            spec.name.clone(),
+        ];
+        for node in &lab.nodes {
+            argv.extend(["--forward".into(), node.namespace.clone()]);
+        }
+        procs.ensure("apiserver", &argv, &[])?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !healthy(spec.api_port) {
+            if Instant::now() > deadline {
+                bail!(
+                    "the lab API server did not answer within 10 s: see {}",
+                    procs.log_file("apiserver").display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let cluster = LabCluster {
+        name: spec.name.clone(),
+        dir: dir.clone(),
+        kubeconfig: kubeconfig.clone(),
+        lab,
+        bin_dir: spec.bin_dir.clone(),
+        log_level: spec.log_level.clone(),
+    };
+    for (i, node) in cluster.lab.nodes.iter().enumerate() {
+        let mut argv = strings(&["ip", "netns", "exec", &node.namespace]);
+        argv.extend([
+            bin("lab-agent"),
+            "--node".into(),
+            node.name.clone(),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+        ]);
+        for a in node.addresses() {
+            argv.extend(["--address".into(), a.to_string()]);
+        }
+        if i == 0 {
+            argv.push("--control-plane".into());
+        }
+        procs.ensure(&format!("agent-{}", node.name), &argv, &[])?;
+        cluster.start_speaker(&node.name)?;
+    }
+    procs.ensure(
+        "controller",
+        &[
+            bin("metallb-rs"),
+            "controller".into(),
+            "--log-format".into(),
+            "text".into(),
+            "--log-level".into(),
+            spec.log_level.clone(),
+        ],
+        &[("KUBECONFIG", kubeconfig.display().to_string())],
+    )?;
+    Ok(cluster)
+}
+
+/// Removes lab `name`: every process, namespace and link it made, and its
+/// state directory. Works on a half-made or crashed lab; returns what it
+/// removed.
+pub fn down(name: &str) -> Result<Vec<String>> {
+    netns::require_privileges()?;
+    let dir = lab_dir(name);
+    let procs = Processes::new(&dir);
+    let mut removed = Vec::new();
+    for p in procs.names() {
+        procs.stop(&p, Duration::from_secs(2));
+        removed.push(format!("process {p}"));
+    }
+    removed.extend(
+        netns::destroy(name)?
+            .into_iter()
+            .map(|ns| format!("namespace {ns}")),
+    );
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        removed.push(format!("directory {}", dir.display()));
+    }
+    Ok(removed)
+}
+
+impl LabCluster {
+    /// The lab's state directory (logs, pid files, kubeconfig).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn namespace_of(&self, node: &str) -> Result<&str> {
+        self.lab
+            .node(node)
+            .map(|n| n.namespace.as_str())
+            .with_context(|| format!("no node {node:?} in lab {:?}", self.name))
+    }
+
+    fn procs(&self) -> Processes {
+        Processes::new(&self.dir)
+    }
+}
+
+fn run(argv: &[&str]) -> Result<Output> {
+    let (program, args) = argv.split_first().context("empty command")?;
+    Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {}", argv.join(" ")))
+}
+
+impl Cluster for LabCluster {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    fn nodes(&self) -> Vec<NodeInfo> {
+        self.lab
+            .nodes
+            .iter()
+            .map(|n| NodeInfo {
+                name: n.name.clone(),
+                addresses: n.addresses(),
+            })
+            .collect()
+    }
+
+    fn exec_on_node(&self, node: &str, argv: &[&str]) -> Result<Output> {
+        let ns = self.namespace_of(node)?;
+        let mut full = vec!["ip", "netns", "exec", ns];
+        full.extend_from_slice(argv);
+        run(&full)
+    }
+
+    fn exec_on_external(&self, argv: &[&str]) -> Result<Output> {
+        let mut full = vec!["ip", "netns", "exec", self.lab.external.namespace.as_str()];
+        full.extend_from_slice(argv);
+        run(&full)
+    }
+
+    fn node_down(&self, node: &str) -> Result<()> {
+        let ns = self.namespace_of(node)?;
+        netns::run("ip", &["-n", ns, "link", "set", "eth0", "down"])?;
+        Ok(())
+    }
+
+    fn node_up(&self, node: &str) -> Result<()> {
+        let ns = self.namespace_of(node)?;
+        netns::run("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
+        Ok(())
+    }
+
+    fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()> {
+        let name = format!("speaker-{node}");
+        let sig = match signal {
+            StopSignal::Term => nix::sys::signal::Signal::SIGTERM,
+            StopSignal::Kill => nix::sys::signal::Signal::SIGKILL,
+        };
+        // The pid file names `ip netns exec`, which execs the speaker: one process.
+        if !self.procs().signal(&name, sig) {
+            bail!("no speaker runs on {node}");
+        }
+        Ok(())
+    }
+
+    fn start_speaker(&self, node: &str) -> Result<()> {
+        let ns = self.namespace_of(node)?.to_owned();
+        let bin = self.bin_dir.join("metallb-rs").display().to_string();
+        let argv = vec![
+            "ip".into(),
+            "netns".into(),
+            "exec".into(),
+            ns,
+            bin,
+            "speaker".into(),
+            "--node-name".into(),
+            node.to_owned(),
+            "--log-format".into(),
+            "text".into(),
+            "--log-level".into(),
+            self.log_level.clone(),
+        ];
+        self.procs().ensure(
+            &format!("speaker-{node}"),
+            &argv,
+            &[("KUBECONFIG", self.kubeconfig.display().to_string())],
+        )?;
+        Ok(())
+    }
+}

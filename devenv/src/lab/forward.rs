@@ -1,0 +1,313 @@
+//! A TCP forwarder from `127.0.0.1:PORT` inside a lab namespace to an
+//! address reachable from the namespace of the caller (normally the root
+//! namespace's loopback, where the lab API server listens).
+//!
+//! A socket belongs to the network namespace it was created in, whatever
+//! thread uses it later. So [`Forwarder::start`] creates the listening
+//! socket on a short-lived thread that entered the lab namespace with
+//! `setns(2)` (and then ends), and hands the listener to threads spawned
+//! from the caller's thread, which never left the caller's namespace: every
+//! outbound connection is therefore made there. See [`in_netns`] for running
+//! any code (a client socket, a bind) inside a lab namespace.
+
+use crate::lab::netns::{self, NETNS_RUN_DIR};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sched::{CloneFlags, setns};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long an outbound connect may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the accept loop looks at the stop flag.
+const POLL_INTERVAL_MS: u16 = 100;
+
+/// Errors of the forwarder.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    /// The namespace handle could not be opened.
+    #[error("cannot open network namespace {netns:?} ({path}): {source}; does the lab exist?")]
+    OpenNetns {
+        /// The namespace.
+        netns: String,
+        /// Its handle.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// `setns` failed (it needs CAP_SYS_ADMIN).
+    #[error("cannot enter network namespace {netns:?}: {source} (the lab needs root)")]
+    Setns {
+        /// The namespace.
+        netns: String,
+        /// Why.
+        source: nix::Error,
+    },
+    /// Binding the listener failed.
+    #[error("cannot listen on {addr} in network namespace {netns:?}: {source}")]
+    Bind {
+        /// The namespace.
+        netns: String,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// Bringing `lo` up failed.
+    #[error("cannot bring lo up in network namespace {netns:?}: {source}")]
+    Loopback {
+        /// The namespace.
+        netns: String,
+        /// Why.
+        source: netns::LabError,
+    },
+    /// A thread could not be started.
+    #[error("cannot start a forwarder thread: {0}")]
+    Thread(io::Error),
+}
+
+/// The handle of namespace `netns` as `ip netns` keeps it.
+pub fn netns_path(netns: &str) -> PathBuf {
+    PathBuf::from(NETNS_RUN_DIR).join(netns)
+}
+
+/// Runs `f` on a new thread that entered network namespace `netns` and
+/// returns its result; the thread ends with `f`, so the caller's threads
+/// never change namespace. Sockets `f` creates belong to `netns`.
+pub fn in_netns<T, F>(netns: &str, f: F) -> Result<T, ForwardError>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    let path = netns_path(netns);
+    let handle = File::open(&path).map_err(|source| ForwardError::OpenNetns {
+        netns: netns.to_string(),
+        path: path.clone(),
+        source,
+    })?;
+    std::thread::scope(|s| {
+        let joined = std::thread::Builder::new()
+            .name(format!("netns-{netns}"))
+            .spawn_scoped(s, move || {
+                setns(handle.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|source| {
+                    ForwardError::Setns {
+                        netns: netns.to_string(),
+                        source,
+                    }
+                })?;
+                Ok(f())
+            })
+            .map_err(ForwardError::Thread)?
+            .join();
+        match joined {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+type Registry = Arc<Mutex<HashMap<u64, [TcpStream; 2]>>>;
+
+/// A running forwarder; [`Forwarder::stop`] or dropping it closes the
+/// listener and every connection.
+#[derive(Debug)]
+pub struct Forwarder {
+    netns: String,
+    listen: SocketAddr,
+    target: SocketAddr,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+    conns: Registry,
+}
+
+impl Forwarder {
+    /// Listens on `127.0.0.1:listen_port` inside network namespace `netns`
+    /// (port 0 picks a free one, see [`Forwarder::local_addr`]) and forwards
+    /// every connection to `target`, connecting from the namespace of the
+    /// calling thread. Brings `lo` up in `netns` first (needs root).
+    pub fn start(
+        netns: &str,
+        listen_port: u16,
+        target: SocketAddr,
+    ) -> Result<Forwarder, ForwardError> {
+        netns::run("ip", &["-n", netns, "link", "set", "lo", "up"]).map_err(|source| {
+            ForwardError::Loopback {
+                netns: netns.to_string(),
+                source,
+            }
+        })?;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, listen_port));
+        let listener =
+            in_netns(netns, || TcpListener::bind(addr))?.map_err(|source| ForwardError::Bind {
+                netns: netns.to_string(),
+                addr,
+                source,
+            })?;
+        let bind_err = |source| ForwardError::Bind {
+            netns: netns.to_string(),
+            addr,
+            source,
+        };
+        let listen = listener.local_addr().map_err(bind_err)?;
+        listener.set_nonblocking(true).map_err(bind_err)?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns: Registry = Arc::default();
+        let accept = {
+            let (stop, conns, ns) = (stop.clone(), conns.clone(), netns.to_string());
+            std::thread::Builder::new()
+                .name(format!("fwd-{netns}"))
+                .spawn(move || accept_loop(&ns, listener, target, &stop, &conns))
+                .map_err(ForwardError::Thread)?
+        };
+        tracing::debug!(netns, %listen, %target, "forwarder started");
+        Ok(Forwarder {
+            netns: netns.to_string(),
+            listen,
+            target,
+            stop,
+            accept: Some(accept),
+            conns,
+        })
+    }
+
+    /// The listening address inside the namespace.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listen
+    }
+
+    /// Where connections go.
+    pub fn target(&self) -> SocketAddr {
+        self.target
+    }
+
+    /// The namespace it listens in.
+    pub fn netns(&self) -> &str {
+        &self.netns
+    }
+
+    /// Closes the listener and every open connection.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(accept) = self.accept.take() {
+            // The accept loop only ends by seeing the flag; a panic there
+            // has already been reported by the panic hook.
+            let _ = accept.join();
+        }
+        let streams = |c: &Registry| {
+            c.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .values()
+                .flat_map(|pair| pair.iter().map(TcpStream::try_clone))
+                .collect::<Vec<_>>()
+        };
+        for stream in streams(&self.conns).into_iter().flatten() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        // Connection threads remove themselves once their copies end.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline
+            && !self
+                .conns
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        tracing::debug!(netns = %self.netns, listen = %self.listen, "forwarder stopped");
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(
+    netns: &str,
+    listener: TcpListener,
+    target: SocketAddr,
+    stop: &AtomicBool,
+    conns: &Registry,
+) {
+    let next_id = AtomicU64::new(0);
+    while !stop.load(Ordering::SeqCst) {
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(POLL_INTERVAL_MS)) {
+            Ok(0) | Err(nix::Error::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(netns, error = %e, "forwarder poll failed");
+                std::thread::sleep(Duration::from_millis(POLL_INTERVAL_MS.into()));
+                continue;
+            }
+        }
+        match listener.accept() {
+            Ok((client, peer)) => {
+                let id = next_id.fetch_add(1, Ordering::Relaxed);
+                let (conns, ns) = (conns.clone(), netns.to_string());
+                // Spawned from this thread, so it is in the caller's
+                // namespace too: the connect happens there.
+                let spawned = std::thread::Builder::new()
+                    .name(format!("fwd-{netns}-{id}"))
+                    .spawn(move || {
+                        if let Err(e) = serve(id, client, target, &conns) {
+                            tracing::debug!(netns = %ns, %peer, %target, error = %e, "forwarded connection failed");
+                        }
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!(netns, error = %e, "cannot start a connection thread");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => {
+                tracing::warn!(netns, error = %e, "forwarder accept failed");
+                std::thread::sleep(Duration::from_millis(POLL_INTERVAL_MS.into()));
+            }
+        }
+    }
+}
+
+fn serve(id: u64, client: TcpStream, target: SocketAddr, conns: &Registry) -> io::Result<()> {
+    client.set_nonblocking(false)?;
+    let upstream = TcpStream::connect_timeout(&target, CONNECT_TIMEOUT)?;
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    conns
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id, [client.try_clone()?, upstream.try_clone()?]);
+    let result = std::thread::scope(|s| {
+        let up = s.spawn(|| pipe(&client, &upstream));
+        let down = pipe(&upstream, &client);
+        let up = up
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("copy thread panicked")));
+        down.and(up)
+    });
+    conns
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&id);
+    result
+}
+
+/// Copies `from` to `to` until EOF, then half-closes `to`.
+fn pipe(mut from: &TcpStream, mut to: &TcpStream) -> io::Result<()> {
+    let copied = io::copy(&mut from, &mut to);
+    let _ = to.shutdown(Shutdown::Write);
+    copied.map(|_| ())
+}
