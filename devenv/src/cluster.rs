@@ -45,3 +45,55 @@ pub trait Cluster: Send + Sync {
     /// Starts the speaker on `node` again.
     fn start_speaker(&self, node: &str) -> Result<()>;
 }
+
+/// A cluster known only by its kubeconfig (`--provider kubeconfig`): the
+/// suites can use the API; running commands on nodes or the external host
+/// is not available.
+pub struct KubeconfigCluster {
+    path: std::path::PathBuf,
+}
+
+impl KubeconfigCluster {
+    /// The cluster `path` points at.
+    pub fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_owned(),
+        }
+    }
+}
+
+fn unavailable(what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{what} is not available with --provider kubeconfig: use --provider lab or kind"
+    )
+}
+
+impl Cluster for KubeconfigCluster {
+    fn name(&self) -> &str {
+        "kubeconfig"
+    }
+    fn kubeconfig(&self) -> &Path {
+        &self.path
+    }
+    fn nodes(&self) -> Vec<NodeInfo> {
+        Vec::new()
+    }
+    fn exec_on_node(&self, _: &str, _: &[&str]) -> Result<Output> {
+        Err(unavailable("running commands on nodes"))
+    }
+    fn exec_on_external(&self, _: &[&str]) -> Result<Output> {
+        Err(unavailable("the external host"))
+    }
+    fn node_down(&self, _: &str) -> Result<()> {
+        Err(unavailable("taking nodes down"))
+    }
+    fn node_up(&self, _: &str) -> Result<()> {
+        Err(unavailable("bringing nodes up"))
+    }
+    fn stop_speaker(&self, _: &str, _: StopSignal) -> Result<()> {
+        Err(unavailable("stopping speakers"))
+    }
+    fn start_speaker(&self, _: &str) -> Result<()> {
+        Err(unavailable("starting speakers"))
+    }
+}

@@ -48,9 +48,12 @@ impl LogLevel {
 pub fn init(format: LogFormat, level: LogLevel) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level.directive()));
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour only on a terminal: lab and container logs are files.
+        .with_ansi(std::io::stderr().is_terminal());
     // A second init (tests) keeps the first subscriber: ignoring is right.
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

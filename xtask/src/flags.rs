@@ -17,8 +17,110 @@ pub enum Command {
     GenCrds(CheckArgs),
     /// Write manifests/metallb-native.yaml (namespace, CRDs, RBAC, controller, speaker)
     GenManifests(CheckArgs),
-    /// Run every check CI runs: fmt, clippy, unit and integration tests, drift checks
+    /// Run every check CI runs: fmt, clippy, unit and integration tests, drift checks, lab e2e
     Test(TestArgs),
+    /// Create (or reuse) a dev cluster: the lab of network namespaces, or kind
+    DevEnv(DevEnvArgs),
+    /// Remove a dev cluster and everything it made
+    DevEnvCleanup(CleanupArgs),
+    /// Run the e2e suites (ginkgo-style --focus/--skip over full test names)
+    E2e(E2eArgs),
+}
+
+/// Where a dev cluster comes from.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// kind when kind and a Docker engine work, otherwise the lab
+    Auto,
+    /// Network namespaces on this machine (needs root)
+    Lab,
+    /// A kind cluster (issue #6)
+    Kind,
+    /// An existing cluster named by --kubeconfig (e2e only)
+    Kubeconfig,
+}
+
+/// Address families of a dev cluster.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpFamily {
+    /// IPv4 only
+    Ipv4,
+    /// IPv6 only
+    Ipv6,
+    /// Both
+    Dual,
+}
+
+/// Flags of `cargo xtask dev-env`.
+#[derive(Args, Debug, Clone)]
+pub struct DevEnvArgs {
+    /// Provider
+    #[arg(long, value_enum, default_value = "auto")]
+    pub provider: Provider,
+    /// Cluster name (prefix of every lab namespace)
+    #[arg(long, default_value = "lab")]
+    pub name: String,
+    /// Number of nodes, control plane included
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Address families of nodes and pools
+    #[arg(long, value_enum, default_value = "dual")]
+    pub ip_family: IpFamily,
+    /// metallb-rs log level
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+}
+
+impl Default for DevEnvArgs {
+    fn default() -> Self {
+        Self {
+            provider: Provider::Auto,
+            name: "lab".into(),
+            nodes: 3,
+            ip_family: IpFamily::Dual,
+            log_level: "info".into(),
+        }
+    }
+}
+
+/// Flags of `cargo xtask dev-env-cleanup`.
+#[derive(Args, Debug, Clone)]
+pub struct CleanupArgs {
+    /// Provider
+    #[arg(long, value_enum, default_value = "lab")]
+    pub provider: Provider,
+    /// Cluster name
+    #[arg(long, default_value = "lab")]
+    pub name: String,
+}
+
+/// Flags of `cargo xtask e2e`.
+#[derive(Args, Debug, Clone)]
+pub struct E2eArgs {
+    /// Cluster to test (the lab is created or reused)
+    #[arg(long, value_enum, default_value = "lab")]
+    pub provider: Provider,
+    /// Lab name
+    #[arg(long, default_value = "lab")]
+    pub name: String,
+    /// Kubeconfig of an existing cluster (with --provider kubeconfig)
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Run only tests whose full name matches this regex
+    #[arg(long)]
+    pub focus: Option<String>,
+    /// Skip tests whose full name matches this regex
+    #[arg(long)]
+    pub skip: Option<String>,
+    /// List the selected tests without running them
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Same as --dry-run
+    #[arg(long)]
+    pub list: bool,
+    /// Write a JUnit XML report here
+    #[arg(long)]
+    pub junit: Option<std::path::PathBuf>,
 }
 
 /// Flags shared by the generators.
@@ -35,6 +137,9 @@ pub struct TestArgs {
     /// Skip `cargo fmt --check` and clippy (run the tests and drift checks only)
     #[arg(long)]
     pub no_lint: bool,
+    /// Skip the lab e2e run
+    #[arg(long)]
+    pub no_e2e: bool,
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! lives in the library crates; this crate stays thin.
 
 mod codegen;
+mod dev_env;
+mod e2e;
 mod flags;
 mod test;
 mod tools;
@@ -18,5 +20,8 @@ fn main() -> Result<()> {
         Command::GenCrds(args) => codegen::gen_crds(&args),
         Command::GenManifests(args) => codegen::gen_manifests(&args),
         Command::Test(args) => test::run(&args),
+        Command::DevEnv(args) => dev_env::run(&args),
+        Command::DevEnvCleanup(args) => dev_env::cleanup(&args),
+        Command::E2e(args) => e2e::run(&args),
     }
 }

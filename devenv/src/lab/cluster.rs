@@ -41,6 +41,19 @@ impl LabSpec {
     }
 }
 
+/// The API server port of lab `name`: 6443 for the default lab, another
+/// fixed port per name otherwise, so two labs (a developer's and a test
+/// run's) can coexist.
+pub fn api_port(name: &str) -> u16 {
+    if name == "lab" {
+        return 6443;
+    }
+    let hash = name.bytes().fold(2166136261u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16777619)
+    });
+    6444 + (hash % 1000) as u16
+}
+
 /// Where lab `name` keeps kubeconfig, logs and pid files.
 pub fn lab_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join("metallb-rs-lab").join(name)
@@ -123,6 +136,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+    bootstrap_api(&kubeconfig).context("installing the MetalLB CRDs and namespace")?;
     let cluster = LabCluster {
         name: spec.name.clone(),
         dir: dir.clone(),
@@ -162,6 +176,56 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         &[("KUBECONFIG", kubeconfig.display().to_string())],
     )?;
     Ok(cluster)
+}
+
+/// A kube client for the lab's kubeconfig.
+pub async fn client(kubeconfig: &Path) -> Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Applies the generated CRDs and creates the MetalLB namespace, as
+/// `kubectl apply -f manifests/crds` would: create, or replace what
+/// differs.
+fn bootstrap_api(kubeconfig: &Path) -> Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, PostParams};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let client = client(kubeconfig).await?;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for mut crd in metallb_rs::api::crds() {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            match crds.get_opt(&name).await? {
+                None => {
+                    crds.create(&PostParams::default(), &crd).await?;
+                }
+                Some(existing) if existing.spec != crd.spec => {
+                    crd.metadata.resource_version = existing.metadata.resource_version;
+                    crds.replace(&name, &PostParams::default(), &crd).await?;
+                }
+                Some(_) => {}
+            }
+        }
+        let namespaces: Api<Namespace> = Api::all(client);
+        if namespaces
+            .get_opt(metallb_rs::api::DEFAULT_NAMESPACE)
+            .await?
+            .is_none()
+        {
+            let ns: Namespace = serde_json::from_value(
+                serde_json::json!({ "metadata": { "name": metallb_rs::api::DEFAULT_NAMESPACE } }),
+            )?;
+            namespaces.create(&PostParams::default(), &ns).await?;
+        }
+        anyhow::Ok(())
+    })
 }
 
 /// Removes lab `name`: every process, namespace and link it made, and its

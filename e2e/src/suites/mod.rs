@@ -3,8 +3,10 @@
 
 use crate::spec::{Spec, Suite};
 
+pub mod devenv;
+
 /// Every registered suite, in run order.
-pub const SUITES: &[Suite] = &[];
+pub const SUITES: &[Suite] = &[devenv::specs];
 
 /// Every spec of every registered suite.
 pub fn all() -> Vec<Spec> {

