@@ -29,6 +29,7 @@
 //! }
 //! ```
 
+pub mod backend;
 mod ctx;
 pub mod filter;
 pub mod namespaces;

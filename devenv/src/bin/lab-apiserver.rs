@@ -6,6 +6,7 @@ use devenv::lab::apiserver::ApiServer;
 use devenv::lab::forward::Forwarder;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Usage: lab-apiserver [--listen ADDR] [--kubeconfig PATH] [--name CLUSTER] [--forward NETNS]...
 fn main() -> Result<()> {
@@ -46,7 +47,24 @@ fn main() -> Result<()> {
             forwarders.push(Forwarder::start(ns, server.addr().port(), server.addr())?);
             println!("forwarding 127.0.0.1:{} in {ns}", server.addr().port());
         }
-        tokio::signal::ctrl_c().await?;
+        // The controllers kube-controller-manager would run.
+        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig(&name))?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        let client = kube::Client::try_from(config)?;
+        tokio::spawn(devenv::lab::endpoints::run(
+            client.clone(),
+            std::future::pending(),
+        ));
+        tokio::spawn(devenv::lab::nodelifecycle::run(
+            client,
+            Duration::from_secs(10),
+            std::future::pending(),
+        ));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r?,
+            _ = term.recv() => {}
+        }
         forwarders.into_iter().for_each(Forwarder::stop);
         server.stop();
         anyhow::Ok(())

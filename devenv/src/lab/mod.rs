@@ -1,8 +1,12 @@
 //! The lab provider: a kind-shaped cluster made of network namespaces on
 //! this machine, with its own API server. Runs anywhere Linux gives root.
 
+pub mod agent;
 pub mod apiserver;
+pub mod backend;
 pub mod cluster;
+pub mod endpoints;
 pub mod forward;
 pub mod netns;
+pub mod nodelifecycle;
 pub mod process;

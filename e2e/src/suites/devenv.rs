@@ -36,6 +36,12 @@ pub fn specs() -> Vec<Spec> {
             &[],
             kubectl_service,
         ),
+        Spec::new(
+            "DevEnv",
+            "should publish and serve backends on chosen nodes",
+            &[],
+            backends,
+        ),
     ]
 }
 
@@ -214,5 +220,43 @@ fn kubectl_service(ctx: &Ctx) -> Result<()> {
         svc.spec.and_then(|s| s.cluster_ip).is_some(),
         "no clusterIP assigned"
     );
+    Ok(())
+}
+
+fn backends(ctx: &Ctx) -> Result<()> {
+    let nodes = ctx.cluster().nodes();
+    ensure!(
+        nodes.len() >= 2,
+        "needs two nodes, the cluster has {}",
+        nodes.len()
+    );
+    let chosen: Vec<&str> = nodes[1..].iter().map(|n| n.name.as_str()).collect();
+    crate::backend::create(ctx, "echo", &chosen, 8080, 8081)?;
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": "echo" },
+        "spec": { "selector": { "app": "echo" }, "ports": [{ "port": 80, "targetPort": 8080 }] },
+    }))?;
+    ctx.block_on(
+        Api::<Service>::namespaced(ctx.client()?, ctx.namespace())
+            .create(&PostParams::default(), &svc),
+    )?;
+    crate::backend::wait_for_endpoints(ctx, "echo", &chosen, Duration::from_secs(30))?;
+    // Each backend answers with its node's name, seen from the external host.
+    for node in &nodes[1..] {
+        let ip = node.addresses.first().context("node without address")?;
+        let url = match ip {
+            std::net::IpAddr::V6(v6) => format!("http://[{v6}]:8080/hostname"),
+            v4 => format!("http://{v4}:8080/hostname"),
+        };
+        let out = ctx
+            .cluster()
+            .exec_on_external(&["curl", "-s", "--max-time", "5", &url])?;
+        let body = String::from_utf8_lossy(&out.stdout);
+        ensure!(
+            body.trim() == node.name,
+            "{url} answered {body:?}, expected {}",
+            node.name
+        );
+    }
     Ok(())
 }

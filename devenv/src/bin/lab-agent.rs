@@ -1,0 +1,71 @@
+//! `lab-agent`: the lab's kubelet + kube-proxy stand-in for one node. Runs
+//! inside the node's network namespace: registers and heartbeats the Node,
+//! puts LoadBalancer VIPs on `lo` where the service may be served here,
+//! and runs the node's backend Pods.
+
+use anyhow::Result;
+use clap::Parser;
+use devenv::lab::agent::{self, AgentConfig};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One lab node's agent.
+#[derive(Parser, Debug)]
+#[command(name = "lab-agent")]
+struct Args {
+    /// Node name
+    #[arg(long)]
+    node: String,
+    /// Kubeconfig reaching the lab API server from this namespace
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// InternalIP addresses of the node (repeat per family)
+    #[arg(long = "address")]
+    addresses: Vec<IpAddr>,
+    /// The node is the control plane
+    #[arg(long)]
+    control_plane: bool,
+    /// Heartbeat interval in milliseconds
+    #[arg(long, default_value_t = 2000)]
+    heartbeat_ms: u64,
+    /// Do not manage VIPs on lo (for runs without root)
+    #[arg(long)]
+    no_vips: bool,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let kc = kube::config::Kubeconfig::read_from(&args.kubeconfig)?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        let client = kube::Client::try_from(config)?;
+        let mut cfg = AgentConfig::new(args.node.clone());
+        cfg.addresses = args.addresses.clone();
+        cfg.control_plane = args.control_plane;
+        cfg.heartbeat = Duration::from_millis(args.heartbeat_ms);
+        cfg.manage_vips = !args.no_vips;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let pods = tokio::spawn(devenv::lab::backend::run(
+            client.clone(),
+            args.node.clone(),
+            args.addresses.clone(),
+            stopped(stop_rx.clone()),
+        ));
+        let node = tokio::spawn(agent::run(client, cfg, stopped(stop_rx)));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r?,
+            _ = term.recv() => {}
+        }
+        let _ = stop_tx.send(true);
+        // The agent removes the VIPs it added before returning.
+        let _ = tokio::time::timeout(Duration::from_secs(2), node).await;
+        pods.abort();
+        anyhow::Ok(())
+    })
+}
