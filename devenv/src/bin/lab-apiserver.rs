@@ -14,6 +14,7 @@ fn main() -> Result<()> {
     let mut kubeconfig: Option<PathBuf> = None;
     let mut name = "lab".to_owned();
     let mut forward: Vec<String> = Vec::new();
+    let mut forward_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -25,6 +26,7 @@ fn main() -> Result<()> {
             "--kubeconfig" => kubeconfig = Some(value()?.into()),
             "--name" => name = value()?,
             "--forward" => forward.push(value()?),
+            "--forward-only" => forward_only = true,
             "-h" | "--help" => {
                 println!(
                     "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab]"
@@ -33,6 +35,22 @@ fn main() -> Result<()> {
             }
             other => anyhow::bail!("unknown argument {other:?} (see --help)"),
         }
+    }
+    if forward_only {
+        // Just the forwarders (one lab process per node namespace, so a
+        // recreated namespace gets a fresh one without restarting the API).
+        let forwarders = forward
+            .iter()
+            .map(|ns| Forwarder::start(ns, listen.port(), listen))
+            .collect::<Result<Vec<_>, _>>()?;
+        println!(
+            "forwarding 127.0.0.1:{} in {}",
+            listen.port(),
+            forward.join(", ")
+        );
+        wait_for_signal();
+        forwarders.into_iter().for_each(Forwarder::stop);
+        return Ok(());
     }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
@@ -69,4 +87,24 @@ fn main() -> Result<()> {
         server.stop();
         anyhow::Ok(())
     })
+}
+
+/// Blocks until SIGTERM or SIGINT.
+fn wait_for_signal() {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    rt.block_on(async {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+    });
 }

@@ -25,6 +25,8 @@ pub struct LabSpec {
     pub api_port: u16,
     /// Log level for metallb-rs.
     pub log_level: String,
+    /// Run the metallb-rs controller and speakers (off: only the cluster).
+    pub metallb: bool,
 }
 
 impl LabSpec {
@@ -37,6 +39,7 @@ impl LabSpec {
             bin_dir: bin_dir.to_owned(),
             api_port: 6443,
             log_level: "info".into(),
+            metallb: true,
         }
     }
 }
@@ -109,10 +112,23 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
     let procs = Processes::new(&dir);
     let kubeconfig = dir.join("kubeconfig");
     let bin = |b: &str| spec.bin_dir.join(b).display().to_string();
+    // A recreated node namespace is a new namespace: what ran in the old
+    // one (forwarder, agent, speaker) is stale.
+    for node in &lab.nodes {
+        if lab
+            .changes
+            .iter()
+            .any(|c| c == &format!("created namespace {}", node.namespace))
+        {
+            for p in ["forward", "agent", "speaker"] {
+                procs.stop(&format!("{p}-{}", node.name), Duration::from_secs(1));
+            }
+        }
+    }
 
     if !healthy(spec.api_port) {
         procs.stop("apiserver", Duration::from_secs(1));
-        let mut argv = vec![
+        let argv = vec![
             bin("lab-apiserver"),
             "--listen".into(),
             format!("127.0.0.1:{}", spec.api_port),
@@ -121,9 +137,6 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             "--name".into(),
             spec.name.clone(),
         ];
-        for node in &lab.nodes {
-            argv.extend(["--forward".into(), node.namespace.clone()]);
-        }
         procs.ensure("apiserver", &argv, &[])?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while !healthy(spec.api_port) {
@@ -146,6 +159,19 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         log_level: spec.log_level.clone(),
     };
     for (i, node) in cluster.lab.nodes.iter().enumerate() {
+        // Node namespaces reach the API server on their own 127.0.0.1:PORT.
+        procs.ensure(
+            &format!("forward-{}", node.name),
+            &[
+                bin("lab-apiserver"),
+                "--forward-only".into(),
+                "--listen".into(),
+                format!("127.0.0.1:{}", spec.api_port),
+                "--forward".into(),
+                node.namespace.clone(),
+            ],
+            &[],
+        )?;
         let mut argv = strings(&["ip", "netns", "exec", &node.namespace]);
         argv.extend([
             bin("lab-agent"),
@@ -161,20 +187,24 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             argv.push("--control-plane".into());
         }
         procs.ensure(&format!("agent-{}", node.name), &argv, &[])?;
-        cluster.start_speaker(&node.name)?;
+        if spec.metallb {
+            cluster.start_speaker(&node.name)?;
+        }
     }
-    procs.ensure(
-        "controller",
-        &[
-            bin("metallb-rs"),
-            "controller".into(),
-            "--log-format".into(),
-            "text".into(),
-            "--log-level".into(),
-            spec.log_level.clone(),
-        ],
-        &[("KUBECONFIG", kubeconfig.display().to_string())],
-    )?;
+    if spec.metallb {
+        procs.ensure(
+            "controller",
+            &[
+                bin("metallb-rs"),
+                "controller".into(),
+                "--log-format".into(),
+                "text".into(),
+                "--log-level".into(),
+                spec.log_level.clone(),
+            ],
+            &[("KUBECONFIG", kubeconfig.display().to_string())],
+        )?;
+    }
     Ok(cluster)
 }
 

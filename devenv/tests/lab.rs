@@ -1,0 +1,154 @@
+//! A whole lab (network, API server, node agents) brought up twice and
+//! torn down after a simulated crash. Needs root.
+
+use devenv::cluster::Cluster;
+use devenv::lab::cluster::{LabSpec, api_port, down, lab_dir, up};
+use devenv::lab::netns;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A directory holding this package's binaries under the names the lab runs.
+fn bin_dir(tmp: &std::path::Path) -> PathBuf {
+    for (name, path) in [
+        ("lab-apiserver", env!("CARGO_BIN_EXE_lab-apiserver")),
+        ("lab-agent", env!("CARGO_BIN_EXE_lab-agent")),
+    ] {
+        std::os::unix::fs::symlink(path, tmp.join(name)).expect("symlink");
+    }
+    tmp.to_owned()
+}
+
+struct Guard(String);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = down(&self.0);
+    }
+}
+
+fn pids(name: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(lab_dir(name).join("pids"))
+        .expect("pid dir")
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "pid").then(|| std::fs::read_to_string(p).unwrap_or_default())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn lab_up_is_idempotent_and_down_cleans_up_after_a_crash_needs_root() {
+    if netns::require_privileges().is_err() {
+        println!("skipped: needs root (network namespaces)");
+        return;
+    }
+    let name = format!("l{}", std::process::id() % 100_000);
+    let _guard = Guard(name.clone());
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut spec = LabSpec::new(&bin_dir(tmp.path()));
+    spec.name = name.clone();
+    spec.nodes = 2;
+    spec.api_port = api_port(&name);
+    spec.metallb = false;
+
+    let started = Instant::now();
+    let lab = up(&spec).expect("lab comes up");
+    println!("lab up in {:.2}s", started.elapsed().as_secs_f64());
+    assert_eq!(lab.nodes().len(), 2);
+    let first = pids(&name);
+    assert_eq!(
+        first.len(),
+        5,
+        "API server, two forwarders, two agents: {first:?}"
+    );
+
+    // Nodes register and turn Ready through the forwarders.
+    let out = lab
+        .exec_on_node(&lab.nodes()[1].name, &["cat", "/proc/net/tcp"])
+        .expect("exec");
+    assert!(out.status.success());
+    let rt = tokio::runtime::Runtime::new().expect("rt");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ready = rt.block_on(async {
+            let client = devenv::lab::cluster::client(lab.kubeconfig())
+                .await
+                .expect("client");
+            let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+            nodes.list(&Default::default()).await.map(|l| {
+                l.items
+                    .iter()
+                    .filter(|n| {
+                        n.status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .is_some_and(|c| {
+                                c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                            })
+                    })
+                    .count()
+            })
+        });
+        if ready.is_ok_and(|n| n == 2) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nodes not Ready in 20 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // A second `up` reuses everything.
+    let again = up(&spec).expect("lab reused");
+    assert_eq!(pids(&name), first, "no process restarted");
+    assert_eq!(again.nodes(), lab.nodes());
+
+    // Crash: an agent dies and a namespace vanishes; `up` repairs it.
+    let node = lab.nodes()[1].name.clone();
+    std::process::Command::new("ip")
+        .args(["netns", "del", &node])
+        .status()
+        .expect("ip");
+    let repaired = up(&spec).expect("lab repaired");
+    assert!(netns::list_namespaces().expect("list").contains(&node));
+    assert_ne!(
+        pids(&name),
+        first,
+        "the recreated node's forwarder and agent restarted"
+    );
+    // The node reaches the API server again through its new namespace.
+    let out = repaired
+        .exec_on_node(
+            &node,
+            &[
+                "bash",
+                "-c",
+                &format!("exec 3<>/dev/tcp/127.0.0.1/{}", spec.api_port),
+            ],
+        )
+        .expect("exec");
+    assert!(
+        out.status.success(),
+        "API server unreachable from the recreated node: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Down removes every namespace, process and file.
+    let removed = down(&name).expect("down");
+    assert!(!removed.is_empty());
+    let left: Vec<String> = netns::list_namespaces()
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.starts_with(&format!("{name}-")))
+        .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
+    assert!(!lab_dir(&name).exists());
+    for pid in first {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
+                || std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                    .map(|s| s.contains(") Z "))
+                    .unwrap_or(true),
+            "process {pid} survived"
+        );
+    }
+}
