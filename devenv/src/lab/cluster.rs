@@ -341,15 +341,26 @@ impl Cluster for LabCluster {
         run(&full)
     }
 
+    /// The node's link goes down and its forwarder to the API server is
+    /// frozen (SIGSTOP): like a real node off the network, its agent and
+    /// speaker lose the API too, so it turns NotReady after the grace period.
     fn node_down(&self, node: &str) -> Result<()> {
         let ns = self.namespace_of(node)?;
         netns::run("ip", &["-n", ns, "link", "set", "eth0", "down"])?;
+        self.procs().signal(
+            &format!("forward-{node}"),
+            nix::sys::signal::Signal::SIGSTOP,
+        );
         Ok(())
     }
 
     fn node_up(&self, node: &str) -> Result<()> {
         let ns = self.namespace_of(node)?;
         netns::run("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
+        self.procs().signal(
+            &format!("forward-{node}"),
+            nix::sys::signal::Signal::SIGCONT,
+        );
         Ok(())
     }
 

@@ -42,6 +42,12 @@ pub fn specs() -> Vec<Spec> {
             &[],
             backends,
         ),
+        Spec::new(
+            "DevEnv",
+            "should mark a node NotReady when it is taken down and Ready when it is back",
+            &[],
+            node_down_up,
+        ),
     ]
 }
 
@@ -259,4 +265,40 @@ fn backends(ctx: &Ctx) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn node_condition(ctx: &Ctx, name: &str) -> Result<String> {
+    let node = ctx.block_on(Api::<Node>::all(ctx.client()?).get(name))?;
+    Ok(node
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|c| c.into_iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status)
+        .unwrap_or_default())
+}
+
+fn wait_condition(ctx: &Ctx, name: &str, want: &str, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let status = node_condition(ctx, name)?;
+        if status == want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("node {name} Ready={status}, expected {want} within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn node_down_up(ctx: &Ctx) -> Result<()> {
+    let nodes = ctx.cluster().nodes();
+    let node = nodes.last().context("no nodes")?.name.clone();
+    wait_condition(ctx, &node, "True", Duration::from_secs(30))?;
+    ctx.cluster().node_down(&node)?;
+    let result = wait_condition(ctx, &node, "Unknown", Duration::from_secs(45));
+    // Bring it back whatever happened, then check it recovers.
+    ctx.cluster().node_up(&node)?;
+    result?;
+    wait_condition(ctx, &node, "True", Duration::from_secs(30))
 }
