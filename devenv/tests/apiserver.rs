@@ -6,7 +6,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use metallb_rs::api::v1beta1::IPAddressPool;
@@ -19,10 +19,8 @@ async fn start() -> (ApiServer, Client) {
         .expect("bind");
     let server = ApiServer::start(listener).await.expect("starts");
     let kc = Kubeconfig::from_yaml(&server.kubeconfig("lab")).expect("kubeconfig parses");
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    (server, Client::try_from(config).expect("client"))
+    let client = devenv::lab::cluster::client_from(kc).await.expect("client");
+    (server, client)
 }
 
 async fn namespace(client: &Client, name: &str) {
@@ -372,10 +370,7 @@ async fn watch_from_a_compacted_version_is_gone_and_a_fresh_one_resumes() {
         .await
         .expect("starts");
     let kc = Kubeconfig::from_yaml(&server.kubeconfig("lab")).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    let client = Client::try_from(config).expect("client");
+    let client = devenv::lab::cluster::client_from(kc).await.expect("client");
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let first = cms
         .create(&PostParams::default(), &cm("c0", json!({})))

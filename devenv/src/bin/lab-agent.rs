@@ -38,9 +38,7 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
-        let kc = kube::config::Kubeconfig::read_from(&args.kubeconfig)?;
-        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-        let client = kube::Client::try_from(config)?;
+        let client = devenv::lab::cluster::client(&args.kubeconfig).await?;
         let mut cfg = AgentConfig::new(args.node.clone());
         cfg.addresses = args.addresses.clone();
         cfg.control_plane = args.control_plane;

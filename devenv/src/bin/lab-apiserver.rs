@@ -67,8 +67,7 @@ fn main() -> Result<()> {
         }
         // The controllers kube-controller-manager would run.
         let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig(&name))?;
-        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-        let client = kube::Client::try_from(config)?;
+        let client = devenv::lab::cluster::client_from(kc).await?;
         tokio::spawn(devenv::lab::endpoints::run(
             client.clone(),
             std::future::pending(),

@@ -208,9 +208,13 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
     Ok(cluster)
 }
 
-/// A kube client for the lab's kubeconfig.
-pub async fn client(kubeconfig: &Path) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
+/// A kube client for the kubeconfig at `path`.
+pub async fn client(path: &Path) -> Result<kube::Client> {
+    client_from(kube::config::Kubeconfig::read_from(path)?).await
+}
+
+/// A kube client for a parsed kubeconfig (no TLS, no auth on the lab).
+pub async fn client_from(kc: kube::config::Kubeconfig) -> Result<kube::Client> {
     let config =
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
             .await?;
