@@ -92,6 +92,31 @@ fn healthy(port: u16) -> bool {
     })
 }
 
+/// Waits until 127.0.0.1:`port` accepts connections inside `ns` (the
+/// node's forwarder is up), so agents and speakers find the API at once.
+fn wait_for_forwarder(ns: &str, port: u16, procs: &Processes, node: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let connected = super::forward::in_netns(ns, || {
+            std::net::TcpStream::connect_timeout(
+                &([127, 0, 0, 1], port).into(),
+                Duration::from_millis(200),
+            )
+            .is_ok()
+        })?;
+        if connected {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the API forwarder of {node} did not listen within 5 s: see {}",
+                procs.log_file(&format!("forward-{node}")).display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -172,6 +197,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             ],
             &[],
         )?;
+        wait_for_forwarder(&node.namespace, spec.api_port, &procs, &node.name)?;
         let mut argv = strings(&["ip", "netns", "exec", &node.namespace]);
         argv.extend([
             bin("lab-agent"),
