@@ -4,6 +4,7 @@
 //! the decide/do seam (see ARCHITECTURE.md): [`api`] describes the custom
 //! resources, [`config`] turns a set of them into one validated [`config::Config`].
 
+pub mod allocator;
 pub mod api;
 pub mod config;
 pub mod logging;
