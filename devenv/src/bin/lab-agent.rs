@@ -36,6 +36,10 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    metallb_rs::logging::init(
+        metallb_rs::logging::LogFormat::Text,
+        metallb_rs::logging::LogLevel::Info,
+    );
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let client = devenv::lab::cluster::client(&args.kubeconfig).await?;

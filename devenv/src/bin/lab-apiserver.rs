@@ -10,6 +10,10 @@ use std::time::Duration;
 
 /// Usage: lab-apiserver [--listen ADDR] [--kubeconfig PATH] [--name CLUSTER] [--forward NETNS]...
 fn main() -> Result<()> {
+    metallb_rs::logging::init(
+        metallb_rs::logging::LogFormat::Text,
+        metallb_rs::logging::LogLevel::Info,
+    );
     let mut listen: SocketAddr = "127.0.0.1:6443".parse()?;
     let mut kubeconfig: Option<PathBuf> = None;
     let mut name = "lab".to_owned();

@@ -502,7 +502,10 @@ impl Agent {
             }
         };
         let pp = PatchParams::default();
-        self.nodes
+        // The taint patch is conditional on the resourceVersion: take it
+        // from the node as the status patch left it.
+        let current = self
+            .nodes
             .patch_status(
                 name,
                 &pp,

@@ -48,6 +48,12 @@ pub fn specs() -> Vec<Spec> {
             &[],
             node_down_up,
         ),
+        Spec::new(
+            "DevEnv",
+            "should put LoadBalancer IPs on every node without making them answer ARP",
+            &["IPV4"],
+            vips_silent,
+        ),
     ]
 }
 
@@ -300,5 +306,77 @@ fn node_down_up(ctx: &Ctx) -> Result<()> {
     // Bring it back whatever happened, then check it recovers.
     ctx.cluster().node_up(&node)?;
     result?;
-    wait_condition(ctx, &node, "True", Duration::from_secs(30))
+    wait_condition(ctx, &node, "True", Duration::from_secs(30))?;
+    // The node lifecycle's unreachable taint goes once the node is back.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let n = ctx.block_on(Api::<Node>::all(ctx.client()?).get(&node))?;
+        let tainted = n
+            .spec
+            .and_then(|s| s.taints)
+            .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/unreachable"));
+        if !tainted {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{node} kept the unreachable taint 20 s after recovering"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// arping from the external host: true when `ip` answered.
+fn arping(ctx: &Ctx, ip: &str) -> Result<bool> {
+    let out = ctx
+        .cluster()
+        .exec_on_external(&["arping", "-c", "2", "-w", "3", "-I", "eth0", ip])?;
+    Ok(out.status.success())
+}
+
+fn vips_silent(ctx: &Ctx) -> Result<()> {
+    let nodes = ctx.cluster().nodes();
+    let node_ip = nodes
+        .first()
+        .and_then(|n| n.addresses.iter().find(|a| a.is_ipv4()))
+        .context("no IPv4 node address")?
+        .to_string();
+    ensure!(
+        arping(ctx, &node_ip)?,
+        "control: node address {node_ip} did not answer ARP"
+    );
+    let vip = "172.30.0.250";
+    let svcs: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": "vip" },
+        "spec": { "type": "LoadBalancer", "ports": [{ "port": 80 }] },
+    }))?;
+    ctx.block_on(svcs.create(&PostParams::default(), &svc))?;
+    let status = json!({ "status": { "loadBalancer": { "ingress": [{ "ip": vip }] } } });
+    ctx.block_on(svcs.patch_status("vip", &PatchParams::default(), &Patch::Merge(status)))?;
+    // ETP Cluster: the VIP lands on every node's lo...
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for node in &nodes {
+        loop {
+            let out = ctx
+                .cluster()
+                .exec_on_node(&node.name, &["ip", "-o", "addr", "show", "dev", "lo"])?;
+            if String::from_utf8_lossy(&out.stdout).contains(&format!("{vip}/32")) {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{vip} not on {}'s lo within 20 s",
+                node.name
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // ...and still nobody answers ARP for it: only a speaker may.
+    ensure!(
+        !arping(ctx, vip)?,
+        "{vip} answered ARP although no speaker announces it"
+    );
+    ctx.block_on(svcs.delete("vip", &DeleteParams::default()))?;
+    Ok(())
 }
