@@ -1,6 +1,7 @@
 //! Schema helpers shared by the CRD types: upstream-shaped fragments that
-//! schemars cannot express through attributes alone, and the final
-//! normalisation pass applied to every generated openAPIV3Schema.
+//! schemars cannot express through attributes alone (`schema_with`
+//! functions), and the normalisation pass applied to every generated
+//! openAPIV3Schema.
 
 use serde_json::{Map, Value, json};
 
@@ -37,10 +38,6 @@ pub fn normalize(value: &mut Value) {
     }
 }
 
-/// Builds one `x-kubernetes-validations` entry.
-pub fn cel(rule: &str, message: &str) -> Value {
-    json!({ "rule": rule, "message": message })
-}
 
 /// `{type: integer}` with no format: what controller-gen emits for Go `int`.
 pub fn int(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
