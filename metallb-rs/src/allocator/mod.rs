@@ -2,3 +2,4 @@
 //! logic on top). Pure: no I/O, no kube client, not async.
 
 pub mod freeset;
+pub mod space;

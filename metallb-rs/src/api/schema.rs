@@ -38,7 +38,6 @@ pub fn normalize(value: &mut Value) {
     }
 }
 
-
 /// `{type: integer}` with no format: what controller-gen emits for Go `int`.
 pub fn int(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "integer" })
