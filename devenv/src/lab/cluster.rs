@@ -300,11 +300,8 @@ pub fn down(name: &str) -> Result<Vec<String>> {
         procs.stop(&p, Duration::from_secs(2));
         removed.push(format!("process {p}"));
     }
-    removed.extend(
-        netns::destroy(name)?
-            .into_iter()
-            .map(|ns| format!("namespace {ns}")),
-    );
+    // destroy() already says what each removed item is.
+    removed.extend(netns::destroy(name)?);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         removed.push(format!("directory {}", dir.display()));
