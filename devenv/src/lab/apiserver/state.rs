@@ -547,17 +547,13 @@ impl State {
         t: &ResourceType,
         ns: &str,
         name: &str,
-        mut last: Value,
+        last: Value,
     ) -> Result<Value, ApiError> {
-        let rv = self.store.next_rv();
-        last["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let last = self.drop_object(&t.collection(), ns, name, last);
         let uid = last["metadata"]["uid"]
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        if let Some(ev) = self.store.remove(&t.collection(), ns, name, last.clone()) {
-            self.emit(ev);
-        }
         match (t.group.as_str(), t.plural.as_str()) {
             ("", "namespaces") => self.delete_namespace_contents(name),
             ("apiextensions.k8s.io", "customresourcedefinitions") => {
@@ -580,20 +576,29 @@ impl State {
 
     fn delete_all(&mut self, collection: &(String, String), ns: Option<&str>) {
         for obj in self.store.list(collection, ns) {
-            let mut last = (*obj).clone();
-            let rv = self.store.next_rv();
-            last["metadata"]["resourceVersion"] = json!(rv.to_string());
-            let (o_ns, o_name) = (
-                obj["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                name_of(&obj),
-            );
-            if let Some(ev) = self.store.remove(collection, &o_ns, &o_name, last) {
-                self.emit(ev);
-            }
+            let o_ns = obj["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            self.drop_object(collection, &o_ns, &name_of(&obj), (*obj).clone());
         }
+    }
+
+    /// Removes one object with a fresh resourceVersion on its final state
+    /// (what watchers see in the DELETED event) and returns that state.
+    fn drop_object(
+        &mut self,
+        collection: &(String, String),
+        ns: &str,
+        name: &str,
+        mut last: Value,
+    ) -> Value {
+        let rv = self.store.next_rv();
+        last["metadata"]["resourceVersion"] = json!(rv.to_string());
+        if let Some(ev) = self.store.remove(collection, ns, name, last.clone()) {
+            self.emit(ev);
+        }
+        last
     }
 
     /// Namespace deletion is immediate here (kube-apiserver goes through a
@@ -632,12 +637,7 @@ impl State {
                         .as_str()
                         .unwrap_or_default()
                         .to_owned();
-                    let mut last = (*obj).clone();
-                    let rv = self.store.next_rv();
-                    last["metadata"]["resourceVersion"] = json!(rv.to_string());
-                    if let Some(ev) = self.store.remove(&collection, &ns, &name_of(&obj), last) {
-                        self.emit(ev);
-                    }
+                    self.drop_object(&collection, &ns, &name_of(&obj), (*obj).clone());
                     if let Some(uid) = obj["metadata"]["uid"].as_str() {
                         next.insert(uid.to_owned());
                     }
