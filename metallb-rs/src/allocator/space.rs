@@ -74,6 +74,18 @@ impl AddressSpace {
         self.contains(ip) && !(self.avoid_buggy && ip.is_ipv4() && is_buggy_v4(to_u128(ip)))
     }
 
+    /// The pool's CIDRs in declared order.
+    pub fn cidrs(&self) -> impl Iterator<Item = IpNet> + '_ {
+        self.cidrs.iter().map(|(c, _)| *c)
+    }
+
+    /// The lowest free usable address of the `index`th CIDR.
+    pub fn lowest_free_in(&self, index: usize) -> Option<IpAddr> {
+        let (cidr, set) = self.cidrs.get(index)?;
+        set.lowest(self.avoid_buggy)
+            .map(|n| from_u128(n, Family::of(cidr.addr())))
+    }
+
     /// The lowest free usable address of `family`, CIDRs in declared order.
     pub fn lowest_free(&self, family: Family) -> Option<IpAddr> {
         self.cidrs
