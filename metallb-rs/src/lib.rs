@@ -7,5 +7,8 @@
 pub mod allocator;
 pub mod api;
 pub mod config;
+pub mod controller;
+pub mod k8s;
 pub mod logging;
 pub mod manifests;
+pub mod metrics;

@@ -1,0 +1,318 @@
+//! What the controller decides for one service (upstream's
+//! `convergeBalancer` and `SetBalancer`): which addresses it should show,
+//! from which pool, which events to emit, and whether other services must
+//! be reprocessed. Pure: the allocator is the only state it touches; the
+//! runner does the writes.
+
+use super::service::{self, annotation};
+use crate::allocator::{AllocError, Allocator, FamilyPolicy, ServiceFamily, ServiceInfo, SharingKey};
+use crate::k8s::events::EventSpec;
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// What the service should show.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Desired {
+    /// `status.loadBalancer.ingress[].ip`; empty clears it.
+    pub ingress: Vec<IpAddr>,
+    /// `metallb.io/ip-allocated-from-pool`; None removes it.
+    pub pool: Option<String>,
+}
+
+/// The writes that bring a service to its desired state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    /// New `status.loadBalancer.ingress`, when it changes.
+    pub ingress: Option<Vec<IpAddr>>,
+    /// Annotation changes: key -> new value (None deletes).
+    pub annotations: BTreeMap<String, Option<String>>,
+}
+
+/// The outcome for one service.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    /// Events to publish about the service.
+    pub events: Vec<EventSpec>,
+    /// What to write, if the service differs from what it should be.
+    pub write: Option<Write>,
+    /// Other services may now be served differently: reprocess them all.
+    pub reprocess_all: bool,
+    /// Convergence failed; the service waits for a change (no retry).
+    pub failed: bool,
+}
+
+struct Converged {
+    desired: Desired,
+    events: Vec<EventSpec>,
+    failed: bool,
+}
+
+fn quoted(ips: &[IpAddr]) -> String {
+    let inner: Vec<String> = ips.iter().map(|ip| format!("\"{ip}\"")).collect();
+    format!("[{}]", inner.join(" "))
+}
+
+/// Whether held addresses of family `held` no longer fit the service's
+/// ClusterIPs (upstream's `serviceFamilyChanged`).
+fn family_changed(held: Option<ServiceFamily>, cluster: ServiceFamily, policy: FamilyPolicy) -> bool {
+    match held {
+        None => true,
+        Some(h) if h == cluster => false,
+        Some(_) => !(cluster == ServiceFamily::Dual && policy == FamilyPolicy::PreferDualStack),
+    }
+}
+
+fn held_family(ips: &[IpAddr]) -> Option<ServiceFamily> {
+    let families: Vec<_> = ips.iter().map(|ip| crate::allocator::Family::of(*ip)).collect();
+    ServiceFamily::from_families(&families)
+}
+
+/// Allocates for a service that holds nothing (upstream's `allocateIPs`).
+fn allocate(alloc: &mut Allocator, svc: &Service, info: &ServiceInfo) -> Result<Vec<IpAddr>, String> {
+    let requested = service::requested_ips(svc)?;
+    let pool = service::annotation_value(svc, annotation::ADDRESS_POOL).filter(|p| !p.is_empty());
+    if let Some((ips, family)) = requested {
+        if family != info.family {
+            return Err(format!(
+                "requested loadBalancer IP(s) {} does not match the ipFamily of the service",
+                quoted(&ips)
+            ));
+        }
+        alloc.assign(info, &ips).map_err(|e| e.to_string())?;
+        if let Some(pool) = pool
+            && alloc.pool(&info.key) != Some(pool)
+        {
+            alloc.unassign(&info.key);
+            return Err(format!(
+                "requested loadBalancer IP(s) {} is not compatible with requested address pool {pool}",
+                quoted(&ips)
+            ));
+        }
+        return Ok(ips);
+    }
+    let r = match pool {
+        Some(pool) => alloc.allocate_from_pool(info, pool),
+        None => alloc.allocate(info),
+    };
+    r.map_err(|e: AllocError| e.to_string())
+}
+
+/// Upstream's `convergeBalancer`: the allocator is updated, the desired
+/// state returned.
+fn converge(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<String, String>) -> Converged {
+    let key = service::key(svc);
+    let mut events = Vec::new();
+    let cleared = |alloc: &mut Allocator, events: Vec<EventSpec>, failed: bool| {
+        alloc.unassign(&key);
+        Converged {
+            desired: Desired::default(),
+            events,
+            failed,
+        }
+    };
+    if !service::is_load_balancer(svc) {
+        return cleared(alloc, events, false);
+    }
+    if !alloc.has_pools() {
+        return cleared(alloc, events, true);
+    }
+    let info = match service::service_info(svc, ns_labels) {
+        Ok(info) => info,
+        Err(e) => {
+            tracing::info!(service = %key, reason = %e, "clearing assignment: no usable ClusterIPs");
+            return cleared(alloc, events, true);
+        }
+    };
+    let cluster_ips = service::cluster_ips(svc);
+    if info.policy == FamilyPolicy::RequireDualStack && cluster_ips.len() < 2 {
+        events.push(EventSpec::warning(
+            "not enough clusterips",
+            format!("Service requires dual stack but not enough clusterips {cluster_ips:?}"),
+        ));
+        return cleared(alloc, events, true);
+    }
+    let mut ips = service::ingress_ips(svc).unwrap_or_default();
+    if ips.is_empty() || family_changed(held_family(&ips), info.family, info.policy) {
+        alloc.unassign(&key);
+        ips.clear();
+    }
+
+    if !ips.is_empty() {
+        // Idempotent when the configuration still allows what it holds.
+        if let Err(e) = alloc.assign(&info, &ips) {
+            events.push(EventSpec::normal(
+                "ClearAssignment",
+                format!("current IP for {key:?} not allowed by config, will attempt for new IP assignment: {e}"),
+            ));
+            alloc.unassign(&key);
+            ips.clear();
+        }
+        let wanted_pool = service::annotation_value(svc, annotation::ADDRESS_POOL).filter(|p| !p.is_empty());
+        if !ips.is_empty() && wanted_pool.is_some_and(|p| alloc.pool(&key) != Some(p)) {
+            tracing::info!(service = %key, "clearing assignment: a different pool was requested");
+            alloc.unassign(&key);
+            ips.clear();
+        }
+        match service::requested_ips(svc) {
+            Err(e) => {
+                events.push(EventSpec::warning(
+                    "LoadBalancerFailed",
+                    format!("invalid requested loadbalancer IPs: {e}"),
+                ));
+                return Converged {
+                    desired: current_desired(alloc, svc),
+                    events,
+                    failed: true,
+                };
+            }
+            Ok(Some((wanted, _))) if !same_set(&wanted, &ips) && !ips.is_empty() => {
+                tracing::info!(service = %key, "clearing assignment: different IPs were requested");
+                alloc.unassign(&key);
+                ips.clear();
+            }
+            Ok(_) => {}
+        }
+    }
+
+    if ips.len() == 1 && info.policy == FamilyPolicy::PreferDualStack {
+        let pool = alloc.pool(&key).unwrap_or_default().to_owned();
+        match alloc.allocate_additional_family(&info, ips[0], &pool) {
+            Ok(extra) => {
+                events.push(EventSpec::normal("IPAllocated", format!("Assigned additional IP \"{extra}\"")));
+                ips.push(extra);
+            }
+            Err(e) => events.push(EventSpec::normal(
+                "AdditionalAssignFailed",
+                format!("cannot assign additional IP in PreferDualStack: {e}"),
+            )),
+        }
+    }
+
+    if ips.is_empty() {
+        match allocate(alloc, svc, &info) {
+            Ok(new) => {
+                events.push(EventSpec::normal("IPAllocated", format!("Assigned IP {}", quoted(&new))));
+                ips = new;
+            }
+            Err(e) => {
+                events.push(EventSpec::warning(
+                    "AllocationFailed",
+                    format!("Failed to allocate IP for {key:?}: {e}"),
+                ));
+                return Converged {
+                    desired: Desired::default(),
+                    events,
+                    failed: true,
+                };
+            }
+        }
+    }
+    let Some(pool) = alloc.pool(&key).map(str::to_owned) else {
+        events.push(EventSpec::warning("InternalError", "allocated an IP that has no pool"));
+        return cleared(alloc, events, true);
+    };
+    Converged {
+        desired: Desired {
+            ingress: ips,
+            pool: Some(pool),
+        },
+        events,
+        failed: false,
+    }
+}
+
+/// What the service shows now (kept when convergence stops early).
+fn current_desired(alloc: &Allocator, svc: &Service) -> Desired {
+    let key = service::key(svc);
+    Desired {
+        ingress: alloc.ips(&key).map(<[IpAddr]>::to_vec).unwrap_or_default(),
+        pool: alloc.pool(&key).map(str::to_owned),
+    }
+}
+
+fn same_set(a: &[IpAddr], b: &[IpAddr]) -> bool {
+    let mut a = a.to_vec();
+    let mut b = b.to_vec();
+    a.sort();
+    b.sort();
+    a == b
+}
+
+/// The sharing key that makes other services' allocations depend on this
+/// one (none when it does not share).
+fn allocation_key(alloc: &Allocator, key: &str) -> Option<SharingKey> {
+    alloc
+        .sharing_key(key)
+        .filter(|k| !k.sharing.is_empty())
+        .cloned()
+}
+
+fn observed_ingress(svc: &Service) -> Vec<LoadBalancerIngress> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.clone())
+        .unwrap_or_default()
+}
+
+/// Upstream's `SetBalancer` for a service that exists.
+pub fn set_balancer(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<String, String>) -> Decision {
+    let key = service::key(svc);
+    let prev_ips = alloc.ips(&key).map(<[IpAddr]>::to_vec).unwrap_or_default();
+    let prev_key = allocation_key(alloc, &key);
+    let Converged { desired, mut events, failed } = converge(alloc, svc, ns_labels);
+    let mut reprocess_all = prev_key != allocation_key(alloc, &key);
+
+    let desired_ingress: Vec<LoadBalancerIngress> = desired
+        .ingress
+        .iter()
+        .map(|ip| LoadBalancerIngress {
+            ip: Some(ip.to_string()),
+            ..LoadBalancerIngress::default()
+        })
+        .collect();
+    let ingress = (observed_ingress(svc) != desired_ingress).then(|| desired.ingress.clone());
+    let mut annotations = BTreeMap::new();
+    let anns = svc.metadata.annotations.clone().unwrap_or_default();
+    let pool_key = annotation::current(annotation::IP_ALLOCATED_FROM_POOL);
+    if anns.get(&pool_key) != desired.pool.as_ref() {
+        annotations.insert(pool_key, desired.pool.clone());
+    }
+    let old_pool_key = annotation::deprecated(annotation::IP_ALLOCATED_FROM_POOL);
+    if anns.contains_key(&old_pool_key) {
+        annotations.insert(old_pool_key, None);
+    }
+    let write = (ingress.is_some() || !annotations.is_empty()).then_some(Write { ingress, annotations });
+    if write.is_some() {
+        // Only when something changes, as upstream, so steady state is quiet.
+        for name in service::deprecated_annotations(svc) {
+            events.push(EventSpec::warning(
+                "deprecatedAnnotation",
+                format!("Service uses deprecated annotation {name}"),
+            ));
+        }
+        if !prev_ips.is_empty() && alloc.ips(&key).is_none() && alloc.pool_for(&prev_ips).is_some() {
+            // It gave up addresses another service may be waiting for.
+            reprocess_all = true;
+        }
+    }
+    Decision {
+        events,
+        write,
+        reprocess_all,
+        failed,
+    }
+}
+
+/// A service that no longer exists (or left our load balancer class).
+pub fn deleted(alloc: &mut Allocator, key: &str) -> Decision {
+    let reprocess_all = alloc.unassign(key);
+    Decision {
+        reprocess_all,
+        ..Decision::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,318 @@
+//! Reading a Kubernetes Service the way MetalLB does: its annotations
+//! (each `metallb.io/*` also under the deprecated `metallb.universe.tf/*`),
+//! families, ports, sharing key, requested IPs and current ingress. Pure.
+
+use crate::allocator::{Family, FamilyPolicy, Port, ServiceFamily, ServiceInfo, SharingKey};
+use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+/// The annotations MetalLB reads or writes, without prefix.
+pub mod annotation {
+    /// Current prefix.
+    pub const PREFIX: &str = "metallb.io";
+    /// Deprecated prefix, still honoured (with a Warning event).
+    pub const DEPRECATED_PREFIX: &str = "metallb.universe.tf";
+    /// Allocate from this pool.
+    pub const ADDRESS_POOL: &str = "address-pool";
+    /// Requested addresses, comma separated.
+    pub const LOAD_BALANCER_IPS: &str = "loadBalancerIPs";
+    /// The sharing key.
+    pub const ALLOW_SHARED_IP: &str = "allow-shared-ip";
+    /// Written by the controller: the pool the addresses came from.
+    pub const IP_ALLOCATED_FROM_POOL: &str = "ip-allocated-from-pool";
+
+    /// `metallb.io/<name>`.
+    pub fn current(name: &str) -> String {
+        format!("{PREFIX}/{name}")
+    }
+
+    /// `metallb.universe.tf/<name>`.
+    pub fn deprecated(name: &str) -> String {
+        format!("{DEPRECATED_PREFIX}/{name}")
+    }
+}
+
+/// The value of annotation `name`, current prefix first (present wins,
+/// even when empty), then the deprecated one.
+pub fn annotation_value<'a>(svc: &'a Service, name: &str) -> Option<&'a str> {
+    let anns = svc.metadata.annotations.as_ref()?;
+    anns.get(&annotation::current(name))
+        .or_else(|| anns.get(&annotation::deprecated(name)))
+        .map(String::as_str)
+}
+
+/// Deprecated `metallb.universe.tf/*` annotations the service carries.
+pub fn deprecated_annotations(svc: &Service) -> Vec<String> {
+    let prefix = format!("{}/", annotation::DEPRECATED_PREFIX);
+    svc.annotations()
+        .keys()
+        .filter(|k| k.starts_with(&prefix))
+        .cloned()
+        .collect()
+}
+
+/// `namespace/name`.
+pub fn key(svc: &Service) -> String {
+    format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any())
+}
+
+/// Whether it is of type LoadBalancer.
+pub fn is_load_balancer(svc: &Service) -> bool {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.type_.as_deref())
+        .is_some_and(|t| t == "LoadBalancer")
+}
+
+/// Whether a controller started with `--lb-class lb_class` handles it:
+/// without a flag only services without a class; with one, exact match.
+pub fn class_matches(svc: &Service, lb_class: Option<&str>) -> bool {
+    let class = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.load_balancer_class.as_deref());
+    class == lb_class
+}
+
+/// Its ClusterIPs (`clusterIPs`, else `clusterIP`), "None" excluded.
+pub fn cluster_ips(svc: &Service) -> Vec<String> {
+    let spec = svc.spec.as_ref();
+    let ips: Vec<String> = spec
+        .and_then(|s| s.cluster_ips.clone())
+        .filter(|v| !v.is_empty())
+        .or_else(|| spec.and_then(|s| s.cluster_ip.clone()).map(|ip| vec![ip]))
+        .unwrap_or_default();
+    ips.into_iter().filter(|ip| !ip.is_empty() && ip != "None").collect()
+}
+
+/// The families its ClusterIPs give (upstream's `ipfamily.ForService`).
+pub fn service_family(svc: &Service) -> Result<ServiceFamily, String> {
+    let ips = cluster_ips(svc);
+    let families: Result<Vec<Family>, String> = ips
+        .iter()
+        .map(|ip| {
+            ip.parse::<IpAddr>()
+                .map(Family::of)
+                .map_err(|_| format!("invalid ClusterIP {ip:?}"))
+        })
+        .collect();
+    ServiceFamily::from_families(&families?)
+        .ok_or_else(|| format!("invalid ClusterIPs {ips:?}, can't determine family"))
+}
+
+/// `spec.ipFamilyPolicy` (SingleStack when unset).
+pub fn family_policy(svc: &Service) -> FamilyPolicy {
+    match svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ip_family_policy.as_deref())
+    {
+        Some("PreferDualStack") => FamilyPolicy::PreferDualStack,
+        Some("RequireDualStack") => FamilyPolicy::RequireDualStack,
+        _ => FamilyPolicy::SingleStack,
+    }
+}
+
+/// Its ports as (protocol, port); protocol TCP when unset.
+pub fn ports(svc: &Service) -> Vec<Port> {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .map(|ports| {
+            ports
+                .iter()
+                .map(|p| Port::new(p.protocol.as_deref().unwrap_or("TCP"), p.port))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Its sharing key: the allow-shared-ip value, and for
+/// ExternalTrafficPolicy Local the pod selector as `k=v,...` (sorted).
+pub fn sharing_key(svc: &Service) -> SharingKey {
+    let sharing = annotation_value(svc, annotation::ALLOW_SHARED_IP).unwrap_or_default();
+    let spec = svc.spec.as_ref();
+    let local = spec
+        .and_then(|s| s.external_traffic_policy.as_deref())
+        .is_some_and(|p| p == "Local");
+    let backend = if local {
+        spec.and_then(|s| s.selector.as_ref())
+            .map(|sel| {
+                sel.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    SharingKey::new(sharing, &backend)
+}
+
+/// The allocator's view of `svc`; `namespace_labels` are its namespace's.
+pub fn service_info(
+    svc: &Service,
+    namespace_labels: &BTreeMap<String, String>,
+) -> Result<ServiceInfo, String> {
+    let family = service_family(svc)?;
+    let primary = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ip_families.as_ref())
+        .and_then(|f| f.first())
+        .map_or(Family::V4, |f| if f == "IPv6" { Family::V6 } else { Family::V4 });
+    Ok(ServiceInfo {
+        key: key(svc),
+        namespace: svc.namespace().unwrap_or_default(),
+        labels: svc.labels().clone(),
+        namespace_labels: namespace_labels.clone(),
+        family,
+        policy: family_policy(svc),
+        primary,
+        ports: ports(svc),
+        sharing: sharing_key(svc),
+    })
+}
+
+/// The addresses in `status.loadBalancer.ingress`; `Err` names an entry
+/// that is not an IP address.
+pub fn ingress_ips(svc: &Service) -> Result<Vec<IpAddr>, String> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.ip.as_deref().filter(|ip| !ip.is_empty()))
+        .map(|ip| {
+            ip.parse::<IpAddr>()
+                .map_err(|_| format!("invalid ingress IP {ip:?}"))
+        })
+        .collect()
+}
+
+/// Addresses the user asked for (`metallb.io/loadBalancerIPs` or
+/// `spec.loadBalancerIP`) and their family (upstream's
+/// `getDesiredLbIPs`); `Ok(None)` when none were asked for.
+pub fn requested_ips(svc: &Service) -> Result<Option<(Vec<IpAddr>, ServiceFamily)>, String> {
+    let from_annotation = annotation_value(svc, annotation::LOAD_BALANCER_IPS).unwrap_or_default();
+    let from_spec = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.load_balancer_ip.as_deref())
+        .unwrap_or_default();
+    let name = annotation::current(annotation::LOAD_BALANCER_IPS);
+    let (ips, what) = match (from_annotation.is_empty(), from_spec.is_empty()) {
+        (true, true) => return Ok(None),
+        (false, false) => {
+            return Err(format!(
+                "service can not have both {name} and svc.Spec.LoadBalancerIP: remove spec.loadBalancerIP"
+            ));
+        }
+        (false, true) => (
+            from_annotation
+                .split(',')
+                .map(|s| s.trim().parse::<IpAddr>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| format!("invalid {name}: {from_annotation:?}"))?,
+            name.as_str(),
+        ),
+        (true, false) => (
+            vec![from_spec
+                .parse::<IpAddr>()
+                .map_err(|_| format!("invalid spec.loadBalancerIP {from_spec:?}"))?],
+            "spec.loadBalancerIP",
+        ),
+    };
+    let families: Vec<Family> = ips.iter().map(|ip| Family::of(*ip)).collect();
+    let family = ServiceFamily::from_families(&families).ok_or_else(|| {
+        format!("invalid {what} {ips:?}: give at most two addresses, one per family")
+    })?;
+    Ok(Some((ips, family)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn svc(yaml: &str) -> Service {
+        serde_yaml::from_str(yaml).expect("service yaml")
+    }
+
+    const BASE: &str = "metadata: {name: s, namespace: ns}\nspec: {type: LoadBalancer, clusterIPs: [10.96.0.1], ports: [{port: 80}]}";
+
+    #[rstest]
+    #[case::single_v4("spec: {clusterIPs: [10.96.0.1]}", Ok(ServiceFamily::V4))]
+    #[case::single_v6("spec: {clusterIPs: ['fd00::1']}", Ok(ServiceFamily::V6))]
+    #[case::dual("spec: {clusterIPs: [10.96.0.1, 'fd00::1']}", Ok(ServiceFamily::Dual))]
+    #[case::legacy_cluster_ip("spec: {clusterIP: 10.96.0.1}", Ok(ServiceFamily::V4))]
+    #[case::none("spec: {clusterIP: None}", Err("invalid ClusterIPs [], can't determine family".to_owned()))]
+    #[case::same_family_twice("spec: {clusterIPs: [10.96.0.1, 10.96.0.2]}", Err("invalid ClusterIPs [\"10.96.0.1\", \"10.96.0.2\"], can't determine family".to_owned()))]
+    fn families(#[case] yaml: &str, #[case] expected: Result<ServiceFamily, String>) {
+        assert_eq!(service_family(&svc(yaml)), expected);
+    }
+
+    #[rstest]
+    #[case::none(BASE, Ok(None))]
+    #[case::annotation("metadata: {annotations: {metallb.io/loadBalancerIPs: '10.0.0.1, fc00::1'}}", Ok(Some((vec!["10.0.0.1".parse().expect("ip"), "fc00::1".parse().expect("ip")], ServiceFamily::Dual))))]
+    #[case::deprecated("metadata: {annotations: {metallb.universe.tf/loadBalancerIPs: '10.0.0.1'}}", Ok(Some((vec!["10.0.0.1".parse().expect("ip")], ServiceFamily::V4))))]
+    #[case::spec("spec: {loadBalancerIP: 'fc00::1'}", Ok(Some((vec!["fc00::1".parse().expect("ip")], ServiceFamily::V6))))]
+    #[case::both("metadata: {annotations: {metallb.io/loadBalancerIPs: 10.0.0.1}}\nspec: {loadBalancerIP: 10.0.0.2}", Err("service can not have both metallb.io/loadBalancerIPs and svc.Spec.LoadBalancerIP: remove spec.loadBalancerIP".to_owned()))]
+    #[case::bad_annotation("metadata: {annotations: {metallb.io/loadBalancerIPs: 'x'}}", Err("invalid metallb.io/loadBalancerIPs: \"x\"".to_owned()))]
+    #[case::bad_spec("spec: {loadBalancerIP: '10.0.0.300'}", Err("invalid spec.loadBalancerIP \"10.0.0.300\"".to_owned()))]
+    #[case::two_v4("metadata: {annotations: {metallb.io/loadBalancerIPs: '10.0.0.1,10.0.0.2'}}", Err("invalid metallb.io/loadBalancerIPs [10.0.0.1, 10.0.0.2]: give at most two addresses, one per family".to_owned()))]
+    fn requested(#[case] yaml: &str, #[case] expected: Result<Option<(Vec<IpAddr>, ServiceFamily)>, String>) {
+        assert_eq!(requested_ips(&svc(yaml)), expected);
+    }
+
+    #[test]
+    fn current_annotation_wins_over_deprecated() {
+        let s = svc("metadata: {annotations: {metallb.io/address-pool: new, metallb.universe.tf/address-pool: old}}");
+        assert_eq!(annotation_value(&s, annotation::ADDRESS_POOL), Some("new"));
+        assert_eq!(deprecated_annotations(&s), ["metallb.universe.tf/address-pool"]);
+    }
+
+    #[test]
+    fn sharing_key_has_backend_only_for_local() {
+        let cluster = svc("metadata: {annotations: {metallb.io/allow-shared-ip: k}}\nspec: {selector: {b: '2', a: '1'}}");
+        assert_eq!(sharing_key(&cluster), SharingKey::new("k", ""));
+        let local = svc("metadata: {annotations: {metallb.io/allow-shared-ip: k}}\nspec: {externalTrafficPolicy: Local, selector: {b: '2', a: '1'}}");
+        assert_eq!(sharing_key(&local), SharingKey::new("k", "a=1,b=2"));
+    }
+
+    #[test]
+    fn info_reads_everything_the_allocator_needs() {
+        let s = svc("metadata: {name: web, namespace: shop, labels: {app: web}}\nspec: {type: LoadBalancer, clusterIPs: ['fd00::1', 10.96.0.1], ipFamilies: [IPv6, IPv4], ipFamilyPolicy: RequireDualStack, ports: [{port: 80}, {port: 53, protocol: UDP}]}");
+        let labels = BTreeMap::from([("team".to_owned(), "x".to_owned())]);
+        let info = service_info(&s, &labels).expect("info");
+        assert_eq!(info.key, "shop/web");
+        assert_eq!(info.family, ServiceFamily::Dual);
+        assert_eq!(info.policy, FamilyPolicy::RequireDualStack);
+        assert_eq!(info.primary, Family::V6);
+        assert_eq!(info.ports, [Port::new("TCP", 80), Port::new("UDP", 53)]);
+        assert_eq!(info.namespace_labels, labels);
+        assert_eq!(info.labels["app"], "web");
+    }
+
+    #[rstest]
+    #[case::no_flag_no_class("spec: {}", None, true)]
+    #[case::no_flag_with_class("spec: {loadBalancerClass: x}", None, false)]
+    #[case::flag_match("spec: {loadBalancerClass: x}", Some("x"), true)]
+    #[case::flag_mismatch("spec: {loadBalancerClass: y}", Some("x"), false)]
+    #[case::flag_no_class("spec: {}", Some("x"), false)]
+    fn lb_class(#[case] yaml: &str, #[case] flag: Option<&str>, #[case] expected: bool) {
+        assert_eq!(class_matches(&svc(yaml), flag), expected);
+    }
+
+    #[test]
+    fn ingress_parsing() {
+        let s = svc("status: {loadBalancer: {ingress: [{ip: 10.0.0.1}, {hostname: x}]}}");
+        assert_eq!(ingress_ips(&s), Ok(vec!["10.0.0.1".parse().expect("ip")]));
+        let bad = svc("status: {loadBalancer: {ingress: [{ip: nope}]}}");
+        assert!(ingress_ips(&bad).is_err());
+    }
+}

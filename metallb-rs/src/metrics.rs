@@ -1,0 +1,280 @@
+//! Prometheus metrics under upstream MetalLB's names, and the HTTP
+//! endpoints both components serve: `/metrics`, `/healthz`, `/readyz`.
+
+use crate::allocator::{Allocator, Family};
+use prometheus::{Encoder, GaugeVec, IntCounter, IntGauge, Opts, Registry, TextEncoder};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid metric definition");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("metric registered once");
+    g
+}
+
+fn int_counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("valid metric definition");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("metric registered once");
+    c
+}
+
+fn int_gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("valid metric definition");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("metric registered once");
+    g
+}
+
+/// `metallb_k8s_client_*`: what both components report about their view
+/// of the API and the configuration.
+#[derive(Clone)]
+pub struct K8sClientMetrics {
+    /// Object updates processed.
+    pub updates: IntCounter,
+    /// Object updates that failed.
+    pub update_errors: IntCounter,
+    /// 1 once a configuration has been loaded.
+    pub config_loaded: IntGauge,
+    /// 1 while running on a configuration older than the latest (invalid) one.
+    pub config_stale: IntGauge,
+}
+
+impl K8sClientMetrics {
+    /// Registers them in `registry`.
+    pub fn new(registry: &Registry) -> Self {
+        Self {
+            updates: int_counter(
+                registry,
+                "metallb_k8s_client_updates_total",
+                "Number of k8s object updates that have been processed.",
+            ),
+            update_errors: int_counter(
+                registry,
+                "metallb_k8s_client_update_errors_total",
+                "Number of k8s object updates that failed for some reason.",
+            ),
+            config_loaded: int_gauge(
+                registry,
+                "metallb_k8s_client_config_loaded_bool",
+                "1 if the MetalLB configuration was successfully loaded at least once.",
+            ),
+            config_stale: int_gauge(
+                registry,
+                "metallb_k8s_client_config_stale_bool",
+                "1 if running on a stale configuration, because the latest config failed to load.",
+            ),
+        }
+    }
+}
+
+/// `metallb_allocator_*`, per pool.
+#[derive(Clone)]
+pub struct AllocatorMetrics {
+    total: GaugeVec,
+    total_v4: GaugeVec,
+    total_v6: GaugeVec,
+    in_use: GaugeVec,
+    in_use_v4: GaugeVec,
+    in_use_v6: GaugeVec,
+}
+
+impl AllocatorMetrics {
+    /// Registers them in `registry`.
+    pub fn new(registry: &Registry) -> Self {
+        let g = |name: &str, help: &str| gauge_vec(registry, name, help, &["pool"]);
+        Self {
+            total: g(
+                "metallb_allocator_addresses_total",
+                "Number of usable IP addresses, per pool",
+            ),
+            total_v4: g(
+                "metallb_allocator_ipv4_addresses_total",
+                "Number of usable IPv4 addresses, per pool",
+            ),
+            total_v6: g(
+                "metallb_allocator_ipv6_addresses_total",
+                "Number of usable IPv6 addresses, per pool",
+            ),
+            in_use: g(
+                "metallb_allocator_addresses_in_use_total",
+                "Number of IP addresses in use, per pool",
+            ),
+            in_use_v4: g(
+                "metallb_allocator_ipv4_addresses_in_use_total",
+                "Number of IPv4 addresses in use, per pool",
+            ),
+            in_use_v6: g(
+                "metallb_allocator_ipv6_addresses_in_use_total",
+                "Number of IPv6 addresses in use, per pool",
+            ),
+        }
+    }
+
+    /// Sets every pool's gauges from `alloc` and drops pools that are gone.
+    pub fn update(&self, alloc: &Allocator, removed: &[String]) {
+        for pool in removed {
+            for g in [&self.total, &self.total_v4, &self.total_v6, &self.in_use, &self.in_use_v4, &self.in_use_v6] {
+                let _ = g.remove_label_values(&[pool]);
+            }
+        }
+        // f64 holds the saturated counts of huge IPv6 pools approximately,
+        // as upstream's float gauges do.
+        for pool in alloc.pools() {
+            let name = pool.name.as_str();
+            let (c4, c6) = (alloc.capacity(name, Family::V4), alloc.capacity(name, Family::V6));
+            let (u4, u6) = (alloc.in_use(name, Family::V4), alloc.in_use(name, Family::V6));
+            self.total.with_label_values(&[name]).set(c4.saturating_add(c6) as f64);
+            self.total_v4.with_label_values(&[name]).set(c4 as f64);
+            self.total_v6.with_label_values(&[name]).set(c6 as f64);
+            self.in_use.with_label_values(&[name]).set(u4.saturating_add(u6) as f64);
+            self.in_use_v4.with_label_values(&[name]).set(u4 as f64);
+            self.in_use_v6.with_label_values(&[name]).set(u6 as f64);
+        }
+    }
+}
+
+/// Liveness and readiness as the probes see them.
+#[derive(Debug, Default)]
+pub struct Health {
+    ready: AtomicBool,
+}
+
+impl Health {
+    /// Marks the component ready (initial sync done) or not.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Whether the component is ready.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+/// The registry rendered in Prometheus' text format.
+pub fn render(registry: &Registry) -> String {
+    let mut buf = Vec::new();
+    // Encoding into a Vec cannot fail for well-formed metric families.
+    let _ = TextEncoder::new().encode(&registry.gather(), &mut buf);
+    String::from_utf8(buf).unwrap_or_default()
+}
+
+/// Serves `/metrics` on `metrics` and `/healthz` + `/readyz` on `health`
+/// (the same address is fine) until the process ends.
+pub async fn serve(
+    metrics: Option<SocketAddr>,
+    health_addr: Option<SocketAddr>,
+    registry: Registry,
+    health: Arc<Health>,
+) -> anyhow::Result<()> {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    let registry = Arc::new(registry);
+    let metrics_router = {
+        let registry = registry.clone();
+        axum::Router::new().route(
+            "/metrics",
+            get(move || {
+                let registry = registry.clone();
+                async move { render(&registry) }
+            }),
+        )
+    };
+    let health_router = axum::Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let health = health.clone();
+                async move {
+                    if health.is_ready() {
+                        (StatusCode::OK, "ready")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "not ready: initial sync in progress")
+                    }
+                }
+            }),
+        );
+    let mut servers = Vec::new();
+    match (metrics, health_addr) {
+        (Some(m), Some(h)) if m == h => servers.push((m, metrics_router.merge(health_router))),
+        (m, h) => {
+            servers.extend(m.map(|a| (a, metrics_router)));
+            servers.extend(h.map(|a| (a, health_router)));
+        }
+    }
+    let mut tasks = Vec::new();
+    for (addr, router) in servers {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("binding {addr} for metrics/health: {e} (choose another address with --metrics-bind-address / --health-bind-address)"))?;
+        tracing::info!(%addr, "serving metrics/health");
+        tasks.push(tokio::spawn(async move { axum::serve(listener, router).await }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Pool;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn allocator_gauges_use_upstream_names_and_drop_removed_pools() {
+        let registry = Registry::new();
+        let m = AllocatorMetrics::new(&registry);
+        let mut pools = BTreeMap::new();
+        pools.insert(
+            "p".to_owned(),
+            Pool {
+                name: "p".into(),
+                cidrs: vec!["10.0.0.0/30".parse().expect("cidr"), "fc00::/127".parse().expect("cidr")],
+                auto_assign: true,
+                avoid_buggy_ips: false,
+                allocation: None,
+                aggregation_floor: (30, 127),
+            },
+        );
+        let mut a = Allocator::new();
+        a.set_pools(&pools);
+        a.allocate(&crate::allocator::ServiceInfo::new("ns/s")).expect("ip");
+        m.update(&a, &[]);
+        let text = render(&registry);
+        assert!(text.contains("metallb_allocator_addresses_total{pool=\"p\"} 6"), "{text}");
+        assert!(text.contains("metallb_allocator_ipv4_addresses_total{pool=\"p\"} 4"), "{text}");
+        assert!(text.contains("metallb_allocator_ipv6_addresses_total{pool=\"p\"} 2"), "{text}");
+        assert!(text.contains("metallb_allocator_addresses_in_use_total{pool=\"p\"} 1"), "{text}");
+        assert!(text.contains("metallb_allocator_ipv4_addresses_in_use_total{pool=\"p\"} 1"), "{text}");
+        assert!(text.contains("metallb_allocator_ipv6_addresses_in_use_total{pool=\"p\"} 0"), "{text}");
+        a.set_pools(&BTreeMap::new());
+        m.update(&a, &["p".to_owned()]);
+        assert!(!render(&registry).contains("pool=\"p\""));
+    }
+
+    #[test]
+    fn k8s_client_metrics_names() {
+        let registry = Registry::new();
+        let m = K8sClientMetrics::new(&registry);
+        m.updates.inc();
+        m.config_loaded.set(1);
+        let text = render(&registry);
+        for name in [
+            "metallb_k8s_client_updates_total 1",
+            "metallb_k8s_client_update_errors_total 0",
+            "metallb_k8s_client_config_loaded_bool 1",
+            "metallb_k8s_client_config_stale_bool 0",
+        ] {
+            assert!(text.contains(name), "{name} missing in {text}");
+        }
+    }
+}
