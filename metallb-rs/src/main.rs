@@ -62,6 +62,12 @@ struct ControllerArgs {
     /// Only handle services with this spec.loadBalancerClass (default: services without one)
     #[arg(long)]
     lb_class: Option<String>,
+    /// Where to serve Prometheus metrics (/metrics)
+    #[arg(long, default_value = "0.0.0.0:9120")]
+    metrics_bind_address: std::net::SocketAddr,
+    /// Where to serve the probes (/healthz, /readyz)
+    #[arg(long, default_value = "0.0.0.0:17472")]
+    health_bind_address: std::net::SocketAddr,
 }
 
 #[derive(Args, Debug)]
@@ -109,12 +115,7 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Validate(args) => Ok(validate(&args)),
-        Command::Controller(args) => run_until_signal(
-            || {
-                tracing::info!(namespace = %args.common.namespace, leader_elect = args.leader_elect, lb_class = ?args.lb_class, "controller starting");
-            },
-            "controller",
-        ),
+        Command::Controller(args) => controller(args),
         Command::Speaker(args) => run_until_signal(
             || {
                 tracing::info!(namespace = %args.common.namespace, node = %args.node_name, lb_class = ?args.lb_class, ignore_exclude_lb = args.ignore_exclude_lb, "speaker starting");
@@ -143,6 +144,45 @@ fn run_until_signal(started: impl FnOnce(), component: &str) -> Result<ExitCode>
         anyhow::Ok(())
     })?;
     tracing::info!("{component} stopping");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves when SIGTERM or SIGINT arrives. The handlers are installed
+/// before this returns, so a signal sent after the first log line is never
+/// lost.
+fn shutdown_signal() -> Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::info!("signal received, stopping");
+    })
+}
+
+fn controller(args: ControllerArgs) -> Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let shutdown = shutdown_signal()?;
+        let opts = metallb_rs::controller::run::Options {
+            namespace: args.common.namespace,
+            lb_class: args.lb_class,
+            leader_elect: args.leader_elect,
+            identity: metallb_rs::k8s::identity(),
+            lease: metallb_rs::k8s::leader::Timings::default(),
+            metrics_addr: Some(args.metrics_bind_address),
+            health_addr: Some(args.health_bind_address),
+        };
+        tracing::info!(namespace = %opts.namespace, leader_elect = opts.leader_elect, lb_class = ?opts.lb_class, identity = %opts.identity, version = env!("CARGO_PKG_VERSION"), "controller starting");
+        let client = metallb_rs::k8s::client().await?;
+        metallb_rs::controller::run::run(client, opts, shutdown).await
+    })?;
+    tracing::info!("controller stopped");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -119,7 +119,14 @@ impl AllocatorMetrics {
     /// Sets every pool's gauges from `alloc` and drops pools that are gone.
     pub fn update(&self, alloc: &Allocator, removed: &[String]) {
         for pool in removed {
-            for g in [&self.total, &self.total_v4, &self.total_v6, &self.in_use, &self.in_use_v4, &self.in_use_v6] {
+            for g in [
+                &self.total,
+                &self.total_v4,
+                &self.total_v6,
+                &self.in_use,
+                &self.in_use_v4,
+                &self.in_use_v6,
+            ] {
                 let _ = g.remove_label_values(&[pool]);
             }
         }
@@ -127,12 +134,22 @@ impl AllocatorMetrics {
         // as upstream's float gauges do.
         for pool in alloc.pools() {
             let name = pool.name.as_str();
-            let (c4, c6) = (alloc.capacity(name, Family::V4), alloc.capacity(name, Family::V6));
-            let (u4, u6) = (alloc.in_use(name, Family::V4), alloc.in_use(name, Family::V6));
-            self.total.with_label_values(&[name]).set(c4.saturating_add(c6) as f64);
+            let (c4, c6) = (
+                alloc.capacity(name, Family::V4),
+                alloc.capacity(name, Family::V6),
+            );
+            let (u4, u6) = (
+                alloc.in_use(name, Family::V4),
+                alloc.in_use(name, Family::V6),
+            );
+            self.total
+                .with_label_values(&[name])
+                .set(c4.saturating_add(c6) as f64);
             self.total_v4.with_label_values(&[name]).set(c4 as f64);
             self.total_v6.with_label_values(&[name]).set(c6 as f64);
-            self.in_use.with_label_values(&[name]).set(u4.saturating_add(u6) as f64);
+            self.in_use
+                .with_label_values(&[name])
+                .set(u4.saturating_add(u6) as f64);
             self.in_use_v4.with_label_values(&[name]).set(u4 as f64);
             self.in_use_v6.with_label_values(&[name]).set(u6 as f64);
         }
@@ -166,7 +183,7 @@ pub fn render(registry: &Registry) -> String {
 }
 
 /// Serves `/metrics` on `metrics` and `/healthz` + `/readyz` on `health`
-/// (the same address is fine) until the process ends.
+/// (the same address is fine); returns only on a server error.
 pub async fn serve(
     metrics: Option<SocketAddr>,
     health_addr: Option<SocketAddr>,
@@ -196,7 +213,10 @@ pub async fn serve(
                     if health.is_ready() {
                         (StatusCode::OK, "ready")
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not ready: initial sync in progress")
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "not ready: initial sync in progress",
+                        )
                     }
                 }
             }),
@@ -215,11 +235,15 @@ pub async fn serve(
             .await
             .map_err(|e| anyhow::anyhow!("binding {addr} for metrics/health: {e} (choose another address with --metrics-bind-address / --health-bind-address)"))?;
         tracing::info!(%addr, "serving metrics/health");
-        tasks.push(tokio::spawn(async move { axum::serve(listener, router).await }));
+        tasks.push(tokio::spawn(
+            async move { axum::serve(listener, router).await },
+        ));
     }
     for t in tasks {
         t.await??;
     }
+    // Nothing to serve (both disabled): never end, like a server.
+    std::future::pending::<()>().await;
     Ok(())
 }
 
@@ -238,7 +262,10 @@ mod tests {
             "p".to_owned(),
             Pool {
                 name: "p".into(),
-                cidrs: vec!["10.0.0.0/30".parse().expect("cidr"), "fc00::/127".parse().expect("cidr")],
+                cidrs: vec![
+                    "10.0.0.0/30".parse().expect("cidr"),
+                    "fc00::/127".parse().expect("cidr"),
+                ],
                 auto_assign: true,
                 avoid_buggy_ips: false,
                 allocation: None,
@@ -247,15 +274,34 @@ mod tests {
         );
         let mut a = Allocator::new();
         a.set_pools(&pools);
-        a.allocate(&crate::allocator::ServiceInfo::new("ns/s")).expect("ip");
+        a.allocate(&crate::allocator::ServiceInfo::new("ns/s"))
+            .expect("ip");
         m.update(&a, &[]);
         let text = render(&registry);
-        assert!(text.contains("metallb_allocator_addresses_total{pool=\"p\"} 6"), "{text}");
-        assert!(text.contains("metallb_allocator_ipv4_addresses_total{pool=\"p\"} 4"), "{text}");
-        assert!(text.contains("metallb_allocator_ipv6_addresses_total{pool=\"p\"} 2"), "{text}");
-        assert!(text.contains("metallb_allocator_addresses_in_use_total{pool=\"p\"} 1"), "{text}");
-        assert!(text.contains("metallb_allocator_ipv4_addresses_in_use_total{pool=\"p\"} 1"), "{text}");
-        assert!(text.contains("metallb_allocator_ipv6_addresses_in_use_total{pool=\"p\"} 0"), "{text}");
+        assert!(
+            text.contains("metallb_allocator_addresses_total{pool=\"p\"} 6"),
+            "{text}"
+        );
+        assert!(
+            text.contains("metallb_allocator_ipv4_addresses_total{pool=\"p\"} 4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("metallb_allocator_ipv6_addresses_total{pool=\"p\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("metallb_allocator_addresses_in_use_total{pool=\"p\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("metallb_allocator_ipv4_addresses_in_use_total{pool=\"p\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("metallb_allocator_ipv6_addresses_in_use_total{pool=\"p\"} 0"),
+            "{text}"
+        );
         a.set_pools(&BTreeMap::new());
         m.update(&a, &["p".to_owned()]);
         assert!(!render(&registry).contains("pool=\"p\""));

@@ -153,15 +153,36 @@ fn speaker_requires_a_node_name() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--node-name"));
 }
 
+/// A kubeconfig for an API server that does not answer: components must
+/// keep retrying (not exit) and still stop cleanly on SIGTERM.
+fn unreachable_kubeconfig() -> std::path::PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("metallb-rs-cli-{}.kubeconfig", std::process::id()));
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n",
+    )
+    .expect("write kubeconfig");
+    path
+}
+
 #[test]
 fn components_log_json_and_stop_on_sigterm() {
+    let kubeconfig = unreachable_kubeconfig();
+    let free_ports = [
+        "--metrics-bind-address",
+        "127.0.0.1:0",
+        "--health-bind-address",
+        "127.0.0.1:0",
+    ];
     for (sub, extra) in [
-        ("controller", vec![]),
+        ("controller", free_ports.to_vec()),
         ("speaker", vec!["--node-name", "worker"]),
     ] {
         let mut child = bin()
             .arg(sub)
             .args(&extra)
+            .env("KUBECONFIG", &kubeconfig)
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawns");
@@ -181,4 +202,26 @@ fn components_log_json_and_stop_on_sigterm() {
         let status = child.wait().expect("exits");
         assert!(status.success(), "{sub} exited {status}");
     }
+}
+
+#[test]
+fn controller_without_any_kubeconfig_says_what_to_do() {
+    let out = bin()
+        .args([
+            "controller",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-bind-address",
+            "127.0.0.1:0",
+        ])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("set KUBECONFIG, or run in a pod"),
+        "{stderr}"
+    );
 }

@@ -251,41 +251,44 @@ pub async fn client_from(kc: kube::config::Kubeconfig) -> Result<kube::Client> {
 /// `kubectl apply -f manifests/crds` would: create, or replace what
 /// differs.
 fn bootstrap_api(kubeconfig: &Path) -> Result<()> {
-    use k8s_openapi::api::core::v1::Namespace;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, PostParams};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async {
-        let client = client(kubeconfig).await?;
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for mut crd in metallb_rs::api::crds() {
-            let name = crd.metadata.name.clone().unwrap_or_default();
-            match crds.get_opt(&name).await? {
-                None => {
-                    crds.create(&PostParams::default(), &crd).await?;
-                }
-                Some(existing) if existing.spec != crd.spec => {
-                    crd.metadata.resource_version = existing.metadata.resource_version;
-                    crds.replace(&name, &PostParams::default(), &crd).await?;
-                }
-                Some(_) => {}
+    rt.block_on(async { install_metallb_api(&client(kubeconfig).await?).await })
+}
+
+/// Installs (or updates) every MetalLB CRD and creates the MetalLB
+/// namespace: what a cluster needs before metallb-rs runs in it.
+pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, PostParams};
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for mut crd in metallb_rs::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        match crds.get_opt(&name).await? {
+            None => {
+                crds.create(&PostParams::default(), &crd).await?;
             }
+            Some(existing) if existing.spec != crd.spec => {
+                crd.metadata.resource_version = existing.metadata.resource_version;
+                crds.replace(&name, &PostParams::default(), &crd).await?;
+            }
+            Some(_) => {}
         }
-        let namespaces: Api<Namespace> = Api::all(client);
-        if namespaces
-            .get_opt(metallb_rs::api::DEFAULT_NAMESPACE)
-            .await?
-            .is_none()
-        {
-            let ns: Namespace = serde_json::from_value(
-                serde_json::json!({ "metadata": { "name": metallb_rs::api::DEFAULT_NAMESPACE } }),
-            )?;
-            namespaces.create(&PostParams::default(), &ns).await?;
-        }
-        anyhow::Ok(())
-    })
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces
+        .get_opt(metallb_rs::api::DEFAULT_NAMESPACE)
+        .await?
+        .is_none()
+    {
+        let ns: Namespace = serde_json::from_value(
+            serde_json::json!({ "metadata": { "name": metallb_rs::api::DEFAULT_NAMESPACE } }),
+        )?;
+        namespaces.create(&PostParams::default(), &ns).await?;
+    }
+    Ok(())
 }
 
 /// Removes lab `name`: every process, namespace and link it made, and its

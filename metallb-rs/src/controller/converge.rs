@@ -5,7 +5,9 @@
 //! runner does the writes.
 
 use super::service::{self, annotation};
-use crate::allocator::{AllocError, Allocator, FamilyPolicy, ServiceFamily, ServiceInfo, SharingKey};
+use crate::allocator::{
+    AllocError, Allocator, FamilyPolicy, ServiceFamily, ServiceInfo, SharingKey,
+};
 use crate::k8s::events::EventSpec;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use std::collections::BTreeMap;
@@ -55,7 +57,11 @@ fn quoted(ips: &[IpAddr]) -> String {
 
 /// Whether held addresses of family `held` no longer fit the service's
 /// ClusterIPs (upstream's `serviceFamilyChanged`).
-fn family_changed(held: Option<ServiceFamily>, cluster: ServiceFamily, policy: FamilyPolicy) -> bool {
+fn family_changed(
+    held: Option<ServiceFamily>,
+    cluster: ServiceFamily,
+    policy: FamilyPolicy,
+) -> bool {
     match held {
         None => true,
         Some(h) if h == cluster => false,
@@ -64,12 +70,19 @@ fn family_changed(held: Option<ServiceFamily>, cluster: ServiceFamily, policy: F
 }
 
 fn held_family(ips: &[IpAddr]) -> Option<ServiceFamily> {
-    let families: Vec<_> = ips.iter().map(|ip| crate::allocator::Family::of(*ip)).collect();
+    let families: Vec<_> = ips
+        .iter()
+        .map(|ip| crate::allocator::Family::of(*ip))
+        .collect();
     ServiceFamily::from_families(&families)
 }
 
 /// Allocates for a service that holds nothing (upstream's `allocateIPs`).
-fn allocate(alloc: &mut Allocator, svc: &Service, info: &ServiceInfo) -> Result<Vec<IpAddr>, String> {
+fn allocate(
+    alloc: &mut Allocator,
+    svc: &Service,
+    info: &ServiceInfo,
+) -> Result<Vec<IpAddr>, String> {
     let requested = service::requested_ips(svc)?;
     let pool = service::annotation_value(svc, annotation::ADDRESS_POOL).filter(|p| !p.is_empty());
     if let Some((ips, family)) = requested {
@@ -100,7 +113,11 @@ fn allocate(alloc: &mut Allocator, svc: &Service, info: &ServiceInfo) -> Result<
 
 /// Upstream's `convergeBalancer`: the allocator is updated, the desired
 /// state returned.
-fn converge(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<String, String>) -> Converged {
+fn converge(
+    alloc: &mut Allocator,
+    svc: &Service,
+    ns_labels: &BTreeMap<String, String>,
+) -> Converged {
     let key = service::key(svc);
     let mut events = Vec::new();
     let cleared = |alloc: &mut Allocator, events: Vec<EventSpec>, failed: bool| {
@@ -148,7 +165,8 @@ fn converge(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<String, S
             alloc.unassign(&key);
             ips.clear();
         }
-        let wanted_pool = service::annotation_value(svc, annotation::ADDRESS_POOL).filter(|p| !p.is_empty());
+        let wanted_pool =
+            service::annotation_value(svc, annotation::ADDRESS_POOL).filter(|p| !p.is_empty());
         if !ips.is_empty() && wanted_pool.is_some_and(|p| alloc.pool(&key) != Some(p)) {
             tracing::info!(service = %key, "clearing assignment: a different pool was requested");
             alloc.unassign(&key);
@@ -179,7 +197,10 @@ fn converge(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<String, S
         let pool = alloc.pool(&key).unwrap_or_default().to_owned();
         match alloc.allocate_additional_family(&info, ips[0], &pool) {
             Ok(extra) => {
-                events.push(EventSpec::normal("IPAllocated", format!("Assigned additional IP \"{extra}\"")));
+                events.push(EventSpec::normal(
+                    "IPAllocated",
+                    format!("Assigned additional IP \"{extra}\""),
+                ));
                 ips.push(extra);
             }
             Err(e) => events.push(EventSpec::normal(
@@ -192,7 +213,10 @@ fn converge(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<String, S
     if ips.is_empty() {
         match allocate(alloc, svc, &info) {
             Ok(new) => {
-                events.push(EventSpec::normal("IPAllocated", format!("Assigned IP {}", quoted(&new))));
+                events.push(EventSpec::normal(
+                    "IPAllocated",
+                    format!("Assigned IP {}", quoted(&new)),
+                ));
                 ips = new;
             }
             Err(e) => {
@@ -209,7 +233,10 @@ fn converge(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<String, S
         }
     }
     let Some(pool) = alloc.pool(&key).map(str::to_owned) else {
-        events.push(EventSpec::warning("InternalError", "allocated an IP that has no pool"));
+        events.push(EventSpec::warning(
+            "InternalError",
+            "allocated an IP that has no pool",
+        ));
         return cleared(alloc, events, true);
     };
     Converged {
@@ -257,11 +284,19 @@ fn observed_ingress(svc: &Service) -> Vec<LoadBalancerIngress> {
 }
 
 /// Upstream's `SetBalancer` for a service that exists.
-pub fn set_balancer(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<String, String>) -> Decision {
+pub fn set_balancer(
+    alloc: &mut Allocator,
+    svc: &Service,
+    ns_labels: &BTreeMap<String, String>,
+) -> Decision {
     let key = service::key(svc);
     let prev_ips = alloc.ips(&key).map(<[IpAddr]>::to_vec).unwrap_or_default();
     let prev_key = allocation_key(alloc, &key);
-    let Converged { desired, mut events, failed } = converge(alloc, svc, ns_labels);
+    let Converged {
+        desired,
+        mut events,
+        failed,
+    } = converge(alloc, svc, ns_labels);
     let mut reprocess_all = prev_key != allocation_key(alloc, &key);
 
     let desired_ingress: Vec<LoadBalancerIngress> = desired
@@ -283,7 +318,10 @@ pub fn set_balancer(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<S
     if anns.contains_key(&old_pool_key) {
         annotations.insert(old_pool_key, None);
     }
-    let write = (ingress.is_some() || !annotations.is_empty()).then_some(Write { ingress, annotations });
+    let write = (ingress.is_some() || !annotations.is_empty()).then_some(Write {
+        ingress,
+        annotations,
+    });
     if write.is_some() {
         // Only when something changes, as upstream, so steady state is quiet.
         for name in service::deprecated_annotations(svc) {
@@ -292,7 +330,8 @@ pub fn set_balancer(alloc: &mut Allocator, svc: &Service, ns_labels: &BTreeMap<S
                 format!("Service uses deprecated annotation {name}"),
             ));
         }
-        if !prev_ips.is_empty() && alloc.ips(&key).is_none() && alloc.pool_for(&prev_ips).is_some() {
+        if !prev_ips.is_empty() && alloc.ips(&key).is_none() && alloc.pool_for(&prev_ips).is_some()
+        {
             // It gave up addresses another service may be waiting for.
             reprocess_all = true;
         }

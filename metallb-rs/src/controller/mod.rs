@@ -3,4 +3,5 @@
 //! Services, [`run`] is the only part that talks to the API.
 
 pub mod converge;
+pub mod run;
 pub mod service;

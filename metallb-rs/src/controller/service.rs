@@ -84,7 +84,9 @@ pub fn cluster_ips(svc: &Service) -> Vec<String> {
         .filter(|v| !v.is_empty())
         .or_else(|| spec.and_then(|s| s.cluster_ip.clone()).map(|ip| vec![ip]))
         .unwrap_or_default();
-    ips.into_iter().filter(|ip| !ip.is_empty() && ip != "None").collect()
+    ips.into_iter()
+        .filter(|ip| !ip.is_empty() && ip != "None")
+        .collect()
 }
 
 /// The families its ClusterIPs give (upstream's `ipfamily.ForService`).
@@ -163,7 +165,9 @@ pub fn service_info(
         .as_ref()
         .and_then(|s| s.ip_families.as_ref())
         .and_then(|f| f.first())
-        .map_or(Family::V4, |f| if f == "IPv6" { Family::V6 } else { Family::V4 });
+        .map_or(Family::V4, |f| {
+            if f == "IPv6" { Family::V6 } else { Family::V4 }
+        });
     Ok(ServiceInfo {
         key: key(svc),
         namespace: svc.namespace().unwrap_or_default(),
@@ -221,9 +225,11 @@ pub fn requested_ips(svc: &Service) -> Result<Option<(Vec<IpAddr>, ServiceFamily
             name.as_str(),
         ),
         (true, false) => (
-            vec![from_spec
-                .parse::<IpAddr>()
-                .map_err(|_| format!("invalid spec.loadBalancerIP {from_spec:?}"))?],
+            vec![
+                from_spec
+                    .parse::<IpAddr>()
+                    .map_err(|_| format!("invalid spec.loadBalancerIP {from_spec:?}"))?,
+            ],
             "spec.loadBalancerIP",
         ),
     };
@@ -265,28 +271,42 @@ mod tests {
     #[case::bad_annotation("metadata: {annotations: {metallb.io/loadBalancerIPs: 'x'}}", Err("invalid metallb.io/loadBalancerIPs: \"x\"".to_owned()))]
     #[case::bad_spec("spec: {loadBalancerIP: '10.0.0.300'}", Err("invalid spec.loadBalancerIP \"10.0.0.300\"".to_owned()))]
     #[case::two_v4("metadata: {annotations: {metallb.io/loadBalancerIPs: '10.0.0.1,10.0.0.2'}}", Err("invalid metallb.io/loadBalancerIPs [10.0.0.1, 10.0.0.2]: give at most two addresses, one per family".to_owned()))]
-    fn requested(#[case] yaml: &str, #[case] expected: Result<Option<(Vec<IpAddr>, ServiceFamily)>, String>) {
+    fn requested(
+        #[case] yaml: &str,
+        #[case] expected: Result<Option<(Vec<IpAddr>, ServiceFamily)>, String>,
+    ) {
         assert_eq!(requested_ips(&svc(yaml)), expected);
     }
 
     #[test]
     fn current_annotation_wins_over_deprecated() {
-        let s = svc("metadata: {annotations: {metallb.io/address-pool: new, metallb.universe.tf/address-pool: old}}");
+        let s = svc(
+            "metadata: {annotations: {metallb.io/address-pool: new, metallb.universe.tf/address-pool: old}}",
+        );
         assert_eq!(annotation_value(&s, annotation::ADDRESS_POOL), Some("new"));
-        assert_eq!(deprecated_annotations(&s), ["metallb.universe.tf/address-pool"]);
+        assert_eq!(
+            deprecated_annotations(&s),
+            ["metallb.universe.tf/address-pool"]
+        );
     }
 
     #[test]
     fn sharing_key_has_backend_only_for_local() {
-        let cluster = svc("metadata: {annotations: {metallb.io/allow-shared-ip: k}}\nspec: {selector: {b: '2', a: '1'}}");
+        let cluster = svc(
+            "metadata: {annotations: {metallb.io/allow-shared-ip: k}}\nspec: {selector: {b: '2', a: '1'}}",
+        );
         assert_eq!(sharing_key(&cluster), SharingKey::new("k", ""));
-        let local = svc("metadata: {annotations: {metallb.io/allow-shared-ip: k}}\nspec: {externalTrafficPolicy: Local, selector: {b: '2', a: '1'}}");
+        let local = svc(
+            "metadata: {annotations: {metallb.io/allow-shared-ip: k}}\nspec: {externalTrafficPolicy: Local, selector: {b: '2', a: '1'}}",
+        );
         assert_eq!(sharing_key(&local), SharingKey::new("k", "a=1,b=2"));
     }
 
     #[test]
     fn info_reads_everything_the_allocator_needs() {
-        let s = svc("metadata: {name: web, namespace: shop, labels: {app: web}}\nspec: {type: LoadBalancer, clusterIPs: ['fd00::1', 10.96.0.1], ipFamilies: [IPv6, IPv4], ipFamilyPolicy: RequireDualStack, ports: [{port: 80}, {port: 53, protocol: UDP}]}");
+        let s = svc(
+            "metadata: {name: web, namespace: shop, labels: {app: web}}\nspec: {type: LoadBalancer, clusterIPs: ['fd00::1', 10.96.0.1], ipFamilies: [IPv6, IPv4], ipFamilyPolicy: RequireDualStack, ports: [{port: 80}, {port: 53, protocol: UDP}]}",
+        );
         let labels = BTreeMap::from([("team".to_owned(), "x".to_owned())]);
         let info = service_info(&s, &labels).expect("info");
         assert_eq!(info.key, "shop/web");

@@ -100,7 +100,11 @@ impl Recorder {
         }
     }
 
-    async fn try_publish(&self, regarding: &ObjectReference, ev: &EventSpec) -> Result<(), kube::Error> {
+    async fn try_publish(
+        &self,
+        regarding: &ObjectReference,
+        ev: &EventSpec,
+    ) -> Result<(), kube::Error> {
         let now = Timestamp::now();
         let key = SeriesKey {
             regarding: (
@@ -113,7 +117,10 @@ impl Recorder {
             reason: ev.reason.clone(),
             message: ev.message.clone(),
         };
-        let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".into());
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let previous = {
             let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
@@ -127,8 +134,12 @@ impl Recorder {
                 last_observed_time: MicroTime(now),
             });
             let patch = serde_json::json!({ "series": event.series });
-            api.patch(&event.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            api.patch(
+                &event.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
             event
         } else {
             let event = Event {

@@ -86,7 +86,13 @@ pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Decision {
 }
 
 /// The lease `name` held by `me`, as written when acquiring or renewing.
-fn held_spec(old: Option<&LeaseSpec>, me: &str, timings: &Timings, now: Timestamp, acquiring: bool) -> LeaseSpec {
+fn held_spec(
+    old: Option<&LeaseSpec>,
+    me: &str,
+    timings: &Timings,
+    now: Timestamp,
+    acquiring: bool,
+) -> LeaseSpec {
     let mut spec = old.cloned().unwrap_or_default();
     let secs = i32::try_from(timings.lease_duration.as_secs()).unwrap_or(i32::MAX);
     spec.holder_identity = Some(me.to_owned());
@@ -98,7 +104,11 @@ fn held_spec(old: Option<&LeaseSpec>, me: &str, timings: &Timings, now: Timestam
             .and_then(|s| s.holder_identity.as_deref())
             .is_some_and(|h| !h.is_empty());
         let transitions = old.and_then(|s| s.lease_transitions).unwrap_or(0);
-        spec.lease_transitions = Some(if had_holder { transitions + 1 } else { transitions });
+        spec.lease_transitions = Some(if had_holder {
+            transitions + 1
+        } else {
+            transitions
+        });
     }
     spec
 }
@@ -132,7 +142,13 @@ fn is_conflict(e: &kube::Error) -> bool {
 
 impl LeaseLock {
     /// Candidate `identity` for Lease `namespace/name`.
-    pub fn new(client: kube::Client, namespace: &str, name: &str, identity: &str, timings: Timings) -> Self {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        name: &str,
+        identity: &str,
+        timings: Timings,
+    ) -> Self {
         Self {
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
@@ -173,9 +189,19 @@ impl LeaseLock {
             Decision::Renew => false,
             Decision::Acquire => true,
         };
-        lease.spec = Some(held_spec(lease.spec.as_ref(), &self.identity, &self.timings, now, acquiring));
+        lease.spec = Some(held_spec(
+            lease.spec.as_ref(),
+            &self.identity,
+            &self.timings,
+            now,
+            acquiring,
+        ));
         // The resourceVersion read above makes this a compare-and-swap.
-        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => Ok(true),
             Err(e) if is_conflict(&e) => Ok(false),
             Err(e) => Err(err(e)),
@@ -201,7 +227,11 @@ impl LeaseLock {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(Timestamp::now()));
-        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) if is_conflict(&e) => Ok(()),
             Err(e) => Err(err(e)),
@@ -217,7 +247,9 @@ impl LeaseLock {
         let task = tokio::spawn(async move {
             let mut last_renewed: Option<Instant> = None;
             loop {
-                let attempt = tokio::time::timeout(self.timings.retry_period, self.try_acquire_or_renew()).await;
+                let attempt =
+                    tokio::time::timeout(self.timings.retry_period, self.try_acquire_or_renew())
+                        .await;
                 match attempt {
                     Ok(Ok(true)) => {
                         if last_renewed.is_none() {
@@ -231,7 +263,9 @@ impl LeaseLock {
                         }
                     }
                     Ok(Err(e)) => tracing::warn!(error = %e, "leader election attempt failed"),
-                    Err(_) => tracing::warn!(lease = %self.name, "leader election attempt timed out"),
+                    Err(_) => {
+                        tracing::warn!(lease = %self.name, "leader election attempt timed out")
+                    }
                 }
                 if last_renewed.is_some_and(|t| t.elapsed() >= self.timings.renew_deadline) {
                     tracing::warn!(lease = %self.name, "could not renew within the deadline: stepping down");
@@ -243,7 +277,8 @@ impl LeaseLock {
                 }
                 let next = match last_renewed {
                     // Step down exactly at the deadline if renewals keep failing.
-                    Some(t) => (t + self.timings.renew_deadline).min(Instant::now() + self.timings.retry_period),
+                    Some(t) => (t + self.timings.renew_deadline)
+                        .min(Instant::now() + self.timings.retry_period),
                     None => Instant::now() + self.timings.retry_period,
                 };
                 tokio::time::sleep_until(next).await;
@@ -264,7 +299,9 @@ mod tests {
         LeaseSpec {
             holder_identity: holder.map(str::to_owned),
             lease_duration_seconds: Some(duration),
-            renew_time: Some(MicroTime(now() - SignedDuration::from_secs(renewed_secs_ago))),
+            renew_time: Some(MicroTime(
+                now() - SignedDuration::from_secs(renewed_secs_ago),
+            )),
             ..LeaseSpec::default()
         }
     }
@@ -276,14 +313,28 @@ mod tests {
     #[test]
     fn decisions() {
         assert_eq!(decide(None, "a", now()), Decision::Acquire);
-        assert_eq!(decide(Some(&spec(Some("a"), 100, 15)), "a", now()), Decision::Renew);
+        assert_eq!(
+            decide(Some(&spec(Some("a"), 100, 15)), "a", now()),
+            Decision::Renew
+        );
         assert_eq!(
             decide(Some(&spec(Some("b"), 5, 15)), "a", now()),
             Decision::Wait { holder: "b".into() }
         );
-        assert_eq!(decide(Some(&spec(Some("b"), 16, 15)), "a", now()), Decision::Acquire, "expired");
-        assert_eq!(decide(Some(&spec(None, 0, 15)), "a", now()), Decision::Acquire, "released");
-        assert_eq!(decide(Some(&spec(Some(""), 0, 15)), "a", now()), Decision::Acquire);
+        assert_eq!(
+            decide(Some(&spec(Some("b"), 16, 15)), "a", now()),
+            Decision::Acquire,
+            "expired"
+        );
+        assert_eq!(
+            decide(Some(&spec(None, 0, 15)), "a", now()),
+            Decision::Acquire,
+            "released"
+        );
+        assert_eq!(
+            decide(Some(&spec(Some(""), 0, 15)), "a", now()),
+            Decision::Acquire
+        );
         let mut no_times = spec(Some("b"), 0, 15);
         no_times.renew_time = None;
         assert_eq!(decide(Some(&no_times), "a", now()), Decision::Acquire);

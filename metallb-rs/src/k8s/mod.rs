@@ -4,6 +4,7 @@
 
 pub mod events;
 pub mod leader;
+pub mod watch;
 
 use anyhow::Context;
 

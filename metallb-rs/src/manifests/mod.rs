@@ -200,7 +200,9 @@ fn controller(opts: &NativeOptions) -> Value {
                 },
                 "spec": {
                     "serviceAccountName": "controller",
-                    "terminationGracePeriodSeconds": 0,
+                    // Long enough to release the leader Lease on SIGTERM, so
+                    // the next replica takes over at once.
+                    "terminationGracePeriodSeconds": 5,
                     "nodeSelector": { "kubernetes.io/os": "linux" },
                     "securityContext": {
                         "runAsNonRoot": true,

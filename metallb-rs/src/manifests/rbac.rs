@@ -57,10 +57,10 @@ pub fn objects(namespace: &str) -> Vec<Value> {
     let controller_cluster = cluster_role(
         "controller",
         vec![
-            // Reconcile LoadBalancer services: read, write the allocated-from
-            // annotation, write status.loadBalancer.
-            rule(&[""], &["services"], &["get", "list", "watch", "update"]),
-            rule(&[""], &["services/status"], &["update"]),
+            // Reconcile LoadBalancer services: read, patch the allocated-from
+            // annotation, patch status.loadBalancer (controller::run).
+            rule(&[""], &["services"], &["get", "list", "watch", "patch"]),
+            rule(&[""], &["services/status"], &["patch"]),
             // Pool serviceAllocation.namespaceSelectors.
             rule(&[""], &["namespaces"], READ),
             rule(&[""], &["events"], &["create", "patch"]),
@@ -82,12 +82,8 @@ pub fn objects(namespace: &str) -> Vec<Value> {
         namespace,
         vec![
             rule(&["metallb.io"], CONFIG_KINDS, READ),
-            // Pool counters in IPAddressPool.status.
-            rule(
-                &["metallb.io"],
-                &["ipaddresspools/status"],
-                &["get", "update", "patch"],
-            ),
+            // Pool counters in IPAddressPool.status (controller::run::sync_pools).
+            rule(&["metallb.io"], &["ipaddresspools/status"], &["patch"]),
             // ConfigurationState "controller".
             rule(
                 &["metallb.io"],
@@ -96,11 +92,11 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             ),
             // The memberlist key Secret, created when missing.
             rule(&[""], &["secrets"], &["get", "list", "watch", "create"]),
-            // Leader election.
+            // Leader election (k8s::leader: get, create, replace).
             rule(
                 &["coordination.k8s.io"],
                 &["leases"],
-                &["get", "list", "watch", "create", "update"],
+                &["get", "create", "update"],
             ),
         ],
     );

@@ -20,11 +20,16 @@ fn allocator(pools: &str) -> Allocator {
     for mut item in items {
         item["apiVersion"] = "metallb.io/v1beta1".into();
         item["kind"] = "IPAddressPool".into();
-        item["metadata"] = serde_json::json!({ "name": item["name"].clone(), "namespace": "metallb-system" });
+        item["metadata"] =
+            serde_json::json!({ "name": item["name"].clone(), "namespace": "metallb-system" });
         res.pools.push(serde_json::from_value(item).expect("pool"));
     }
     let mut a = Allocator::new();
-    a.set_pools(&Config::build(&res, &Options::default()).expect("valid").pools);
+    a.set_pools(
+        &Config::build(&res, &Options::default())
+            .expect("valid")
+            .pools,
+    );
     a
 }
 
@@ -50,13 +55,19 @@ fn apply(svc: &mut Service, d: &Decision) {
         let status = svc.status.get_or_insert_with(Default::default);
         let ingress = ips
             .iter()
-            .map(|ip| LoadBalancerIngress { ip: Some(ip.to_string()), ..Default::default() })
+            .map(|ip| LoadBalancerIngress {
+                ip: Some(ip.to_string()),
+                ..Default::default()
+            })
             .collect::<Vec<_>>();
         status.load_balancer = Some(k8s_openapi::api::core::v1::LoadBalancerStatus {
             ingress: (!ingress.is_empty()).then_some(ingress),
         });
     }
-    let anns = svc.metadata.annotations.get_or_insert_with(Default::default);
+    let anns = svc
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
     for (k, v) in &w.annotations {
         match v {
             Some(v) => anns.insert(k.clone(), v.clone()),
@@ -71,7 +82,13 @@ fn summary(d: &Decision) -> String {
         None => out.push("no write".to_owned()),
         Some(w) => {
             if let Some(ips) = &w.ingress {
-                out.push(format!("ingress={}", ips.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")));
+                out.push(format!(
+                    "ingress={}",
+                    ips.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ));
             }
             for (k, v) in &w.annotations {
                 out.push(format!("{k}={}", v.as_deref().unwrap_or("<removed>")));
@@ -97,7 +114,12 @@ fn check(before: &[Service], svc: Service, expected: &str) {
     for s in before {
         let mut s = s.clone();
         let d = set_balancer(&mut a, &s, &labels);
-        assert!(!d.failed, "setup {:?} failed: {}", s.metadata.name, summary(&d));
+        assert!(
+            !d.failed,
+            "setup {:?} failed: {}",
+            s.metadata.name,
+            summary(&d)
+        );
         apply(&mut s, &d);
     }
     let d = set_balancer(&mut a, &svc, &labels);
@@ -107,45 +129,90 @@ fn check(before: &[Service], svc: Service, expected: &str) {
 const ASSIGNED_POOL: &str = "metallb.io/ip-allocated-from-pool";
 
 #[rstest]
-#[case::new_service(service("s", ""), "
+#[case::new_service(
+    service("s", ""),
+    "
 ingress=10.0.0.0
 metallb.io/ip-allocated-from-pool=default
-Normal IPAllocated: Assigned IP [\"10.0.0.0\"]")]
-#[case::already_converged(service("s", "{metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"), "no write")]
-#[case::restart_missing_annotation_only(service("s", "{status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"), "metallb.io/ip-allocated-from-pool=default")]
-#[case::not_load_balancer(service("s", "{spec: {type: ClusterIP}, metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"), "
+Normal IPAllocated: Assigned IP [\"10.0.0.0\"]"
+)]
+#[case::already_converged(
+    service(
+        "s",
+        "{metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"
+    ),
+    "no write"
+)]
+#[case::restart_missing_annotation_only(
+    service("s", "{status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"),
+    "metallb.io/ip-allocated-from-pool=default"
+)]
+#[case::not_load_balancer(
+    service(
+        "s",
+        "{spec: {type: ClusterIP}, metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"
+    ),
+    "
 ingress=
-metallb.io/ip-allocated-from-pool=<removed>")]
-#[case::no_cluster_ip(service("s", "{spec: {clusterIPs: null, clusterIP: None}}"), "no write\nfailed")]
+metallb.io/ip-allocated-from-pool=<removed>"
+)]
+#[case::no_cluster_ip(
+    service("s", "{spec: {clusterIPs: null, clusterIP: None}}"),
+    "no write\nfailed"
+)]
 #[case::ip_no_longer_in_config(service("s", "{status: {loadBalancer: {ingress: [{ip: 192.168.0.1}]}}}"), r#"
 ingress=10.0.0.0
 metallb.io/ip-allocated-from-pool=default
 Normal ClearAssignment: current IP for "default/s" not allowed by config, will attempt for new IP assignment: ["192.168.0.1"] is not allowed in config: no IPAddressPool contains it
 Normal IPAllocated: Assigned IP ["10.0.0.0"]"#)]
-#[case::pool_annotation(service("s", "{metadata: {annotations: {metallb.io/address-pool: other}}}"), "
+#[case::pool_annotation(
+    service("s", "{metadata: {annotations: {metallb.io/address-pool: other}}}"),
+    "
 ingress=10.0.1.0
 metallb.io/ip-allocated-from-pool=other
-Normal IPAllocated: Assigned IP [\"10.0.1.0\"]")]
-#[case::pool_annotation_changed(service("s", "{metadata: {annotations: {metallb.io/address-pool: other, metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"), "
+Normal IPAllocated: Assigned IP [\"10.0.1.0\"]"
+)]
+#[case::pool_annotation_changed(
+    service(
+        "s",
+        "{metadata: {annotations: {metallb.io/address-pool: other, metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"
+    ),
+    "
 ingress=10.0.1.0
 metallb.io/ip-allocated-from-pool=other
-Normal IPAllocated: Assigned IP [\"10.0.1.0\"]")]
-#[case::manual_pool_needs_annotation(service("s", "{metadata: {annotations: {metallb.io/address-pool: manual}}}"), "
+Normal IPAllocated: Assigned IP [\"10.0.1.0\"]"
+)]
+#[case::manual_pool_needs_annotation(
+    service("s", "{metadata: {annotations: {metallb.io/address-pool: manual}}}"),
+    "
 ingress=10.0.2.0
 metallb.io/ip-allocated-from-pool=manual
-Normal IPAllocated: Assigned IP [\"10.0.2.0\"]")]
-#[case::unknown_pool(service("s", "{metadata: {annotations: {metallb.io/address-pool: nope}}}"), r#"
+Normal IPAllocated: Assigned IP [\"10.0.2.0\"]"
+)]
+#[case::unknown_pool(
+    service("s", "{metadata: {annotations: {metallb.io/address-pool: nope}}}"),
+    r#"
 no write
 Warning AllocationFailed: Failed to allocate IP for "default/s": unknown pool "nope"
-failed"#)]
-#[case::spec_load_balancer_ip(service("s", "{spec: {loadBalancerIP: 10.0.1.3}}"), "
+failed"#
+)]
+#[case::spec_load_balancer_ip(
+    service("s", "{spec: {loadBalancerIP: 10.0.1.3}}"),
+    "
 ingress=10.0.1.3
 metallb.io/ip-allocated-from-pool=other
-Normal IPAllocated: Assigned IP [\"10.0.1.3\"]")]
-#[case::requested_ip_changed(service("s", "{spec: {loadBalancerIP: 10.0.1.3}, metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"), "
+Normal IPAllocated: Assigned IP [\"10.0.1.3\"]"
+)]
+#[case::requested_ip_changed(
+    service(
+        "s",
+        "{spec: {loadBalancerIP: 10.0.1.3}, metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"
+    ),
+    "
 ingress=10.0.1.3
 metallb.io/ip-allocated-from-pool=other
-Normal IPAllocated: Assigned IP [\"10.0.1.3\"]")]
+Normal IPAllocated: Assigned IP [\"10.0.1.3\"]"
+)]
 #[case::requested_ip_outside_pools(service("s", "{spec: {loadBalancerIP: 1.1.1.1}}"), r#"
 no write
 Warning AllocationFailed: Failed to allocate IP for "default/s": ["1.1.1.1"] is not allowed in config: no IPAddressPool contains it
@@ -162,35 +229,74 @@ failed"#)]
 no write
 Warning LoadBalancerFailed: invalid requested loadbalancer IPs: service can not have both metallb.io/loadBalancerIPs and svc.Spec.LoadBalancerIP: remove spec.loadBalancerIP
 failed")]
-#[case::require_dual_single_cluster_ip(service("s", "{spec: {ipFamilyPolicy: RequireDualStack}}"), "
+#[case::require_dual_single_cluster_ip(
+    service("s", "{spec: {ipFamilyPolicy: RequireDualStack}}"),
+    "
 no write
 Warning not enough clusterips: Service requires dual stack but not enough clusterips [\"10.96.0.1\"]
-failed")]
-#[case::dual_stack(service("s", "{spec: {ipFamilyPolicy: RequireDualStack, clusterIPs: [10.96.0.1, 'fd00::1']}}"), "
+failed"
+)]
+#[case::dual_stack(
+    service(
+        "s",
+        "{spec: {ipFamilyPolicy: RequireDualStack, clusterIPs: [10.96.0.1, 'fd00::1']}}"
+    ),
+    "
 ingress=10.0.0.0,fc00::
 metallb.io/ip-allocated-from-pool=default
-Normal IPAllocated: Assigned IP [\"10.0.0.0\" \"fc00::\"]")]
-#[case::prefer_dual_tops_up(service("s", "{spec: {ipFamilyPolicy: PreferDualStack, clusterIPs: [10.96.0.1, 'fd00::1']}, metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"), "
+Normal IPAllocated: Assigned IP [\"10.0.0.0\" \"fc00::\"]"
+)]
+#[case::prefer_dual_tops_up(
+    service(
+        "s",
+        "{spec: {ipFamilyPolicy: PreferDualStack, clusterIPs: [10.96.0.1, 'fd00::1']}, metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.2}]}}}"
+    ),
+    "
 ingress=10.0.0.2,fc00::
-Normal IPAllocated: Assigned additional IP \"fc00::\"")]
+Normal IPAllocated: Assigned additional IP \"fc00::\""
+)]
 #[case::prefer_dual_cannot_top_up(service("s", "{spec: {ipFamilyPolicy: PreferDualStack, clusterIPs: [10.96.0.1, 'fd00::1']}, metadata: {annotations: {metallb.io/ip-allocated-from-pool: other}}, status: {loadBalancer: {ingress: [{ip: 10.0.1.2}]}}}"), "
 no write
 Normal AdditionalAssignFailed: cannot assign additional IP in PreferDualStack: no available IPs in pool \"other\" for ipv6 IPFamily")]
-#[case::ingress_of_wrong_family(service("s", "{metadata: {annotations: {metallb.io/ip-allocated-from-pool: v6only}}, status: {loadBalancer: {ingress: [{ip: 'fc00:1::1'}]}}}"), "
+#[case::ingress_of_wrong_family(
+    service(
+        "s",
+        "{metadata: {annotations: {metallb.io/ip-allocated-from-pool: v6only}}, status: {loadBalancer: {ingress: [{ip: 'fc00:1::1'}]}}}"
+    ),
+    "
 ingress=10.0.0.0
 metallb.io/ip-allocated-from-pool=default
-Normal IPAllocated: Assigned IP [\"10.0.0.0\"]")]
-#[case::deprecated_annotation_honoured_with_warning(service("s", "{metadata: {annotations: {metallb.universe.tf/address-pool: other}}}"), "
+Normal IPAllocated: Assigned IP [\"10.0.0.0\"]"
+)]
+#[case::deprecated_annotation_honoured_with_warning(
+    service(
+        "s",
+        "{metadata: {annotations: {metallb.universe.tf/address-pool: other}}}"
+    ),
+    "
 ingress=10.0.1.0
 metallb.io/ip-allocated-from-pool=other
 Normal IPAllocated: Assigned IP [\"10.0.1.0\"]
-Warning deprecatedAnnotation: Service uses deprecated annotation metallb.universe.tf/address-pool")]
-#[case::deprecated_quiet_when_converged(service("s", "{metadata: {annotations: {metallb.universe.tf/address-pool: other, metallb.io/ip-allocated-from-pool: other}}, status: {loadBalancer: {ingress: [{ip: 10.0.1.1}]}}}"), "no write")]
+Warning deprecatedAnnotation: Service uses deprecated annotation metallb.universe.tf/address-pool"
+)]
+#[case::deprecated_quiet_when_converged(
+    service(
+        "s",
+        "{metadata: {annotations: {metallb.universe.tf/address-pool: other, metallb.io/ip-allocated-from-pool: other}}, status: {loadBalancer: {ingress: [{ip: 10.0.1.1}]}}}"
+    ),
+    "no write"
+)]
 #[case::old_pool_annotation_replaced(service("s", "{metadata: {annotations: {metallb.universe.tf/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.1}]}}}"), "
 metallb.io/ip-allocated-from-pool=default
 metallb.universe.tf/ip-allocated-from-pool=<removed>
 Warning deprecatedAnnotation: Service uses deprecated annotation metallb.universe.tf/ip-allocated-from-pool")]
-#[case::foreign_ingress_fields_are_rewritten(service("s", "{metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.1, ipMode: Proxy}]}}}"), "ingress=10.0.0.1")]
+#[case::foreign_ingress_fields_are_rewritten(
+    service(
+        "s",
+        "{metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.1, ipMode: Proxy}]}}}"
+    ),
+    "ingress=10.0.0.1"
+)]
 fn single_service(#[case] svc: Service, #[case] expected: &str) {
     check(&[], svc, expected);
 }
@@ -210,10 +316,16 @@ failed"#,
 
 #[test]
 fn sharing_services_get_the_same_ip_and_reprocess_others() {
-    let first = service("a", "{metadata: {annotations: {metallb.io/allow-shared-ip: k}}}");
+    let first = service(
+        "a",
+        "{metadata: {annotations: {metallb.io/allow-shared-ip: k}}}",
+    );
     check(
         &[first],
-        service("b", "{metadata: {annotations: {metallb.io/allow-shared-ip: k}}, spec: {ports: [{port: 443, protocol: TCP}]}}"),
+        service(
+            "b",
+            "{metadata: {annotations: {metallb.io/allow-shared-ip: k}}, spec: {ports: [{port: 443, protocol: TCP}]}}",
+        ),
         "
 ingress=10.0.0.0
 metallb.io/ip-allocated-from-pool=default
@@ -224,10 +336,16 @@ reprocess all",
 
 #[test]
 fn same_port_cannot_share() {
-    let first = service("a", "{metadata: {annotations: {metallb.io/allow-shared-ip: k}}}");
+    let first = service(
+        "a",
+        "{metadata: {annotations: {metallb.io/allow-shared-ip: k}}}",
+    );
     check(
         &[first],
-        service("b", "{metadata: {annotations: {metallb.io/allow-shared-ip: k}}, spec: {loadBalancerIP: 10.0.0.0}}"),
+        service(
+            "b",
+            "{metadata: {annotations: {metallb.io/allow-shared-ip: k}}, spec: {loadBalancerIP: 10.0.0.0}}",
+        ),
         r#"
 no write
 Warning AllocationFailed: Failed to allocate IP for "default/b": port TCP/80 is already in use on "10.0.0.0"
@@ -246,9 +364,15 @@ fn release_hands_the_ip_to_a_waiting_service() {
     assert!(set_balancer(&mut a, &waiting, &labels).failed);
     // Deleting the holder asks for a full pass, in which the waiting one gets it.
     assert!(deleted(&mut a, "default/first").reprocess_all);
-    assert!(!deleted(&mut a, "default/first").reprocess_all, "second delete is a no-op");
+    assert!(
+        !deleted(&mut a, "default/first").reprocess_all,
+        "second delete is a no-op"
+    );
     let d = set_balancer(&mut a, &waiting, &labels);
-    assert_eq!(d.write.and_then(|w| w.ingress), Some(vec!["10.0.0.7".parse().expect("ip")]));
+    assert_eq!(
+        d.write.and_then(|w| w.ingress),
+        Some(vec!["10.0.0.7".parse().expect("ip")])
+    );
 }
 
 #[test]
@@ -257,10 +381,18 @@ fn restart_keeps_every_ip_when_held_services_go_first() {
     // are converged first, so a new service never takes one of theirs.
     let mut a = allocator("- {name: p, spec: {addresses: [10.0.0.0/30]}}");
     let labels = BTreeMap::new();
-    let held = service("held", &format!("{{metadata: {{annotations: {{{ASSIGNED_POOL}: p}}}}, status: {{loadBalancer: {{ingress: [{{ip: 10.0.0.0}}]}}}}}}"));
+    let held = service(
+        "held",
+        &format!(
+            "{{metadata: {{annotations: {{{ASSIGNED_POOL}: p}}}}, status: {{loadBalancer: {{ingress: [{{ip: 10.0.0.0}}]}}}}}}"
+        ),
+    );
     assert_eq!(set_balancer(&mut a, &held, &labels).write, None);
     let d = set_balancer(&mut a, &service("new", ""), &labels);
-    assert_eq!(d.write.and_then(|w| w.ingress), Some(vec!["10.0.0.1".parse().expect("ip")]));
+    assert_eq!(
+        d.write.and_then(|w| w.ingress),
+        Some(vec!["10.0.0.1".parse().expect("ip")])
+    );
 }
 
 #[test]
@@ -282,10 +414,16 @@ fn no_pools_clears_and_fails() {
     let mut a = Allocator::new();
     let d = set_balancer(
         &mut a,
-        &service("s", "{metadata: {annotations: {metallb.io/ip-allocated-from-pool: p}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.1}]}}}"),
+        &service(
+            "s",
+            "{metadata: {annotations: {metallb.io/ip-allocated-from-pool: p}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.1}]}}}",
+        ),
         &BTreeMap::new(),
     );
-    assert_eq!(summary(&d), "ingress=\nmetallb.io/ip-allocated-from-pool=<removed>\nfailed");
+    assert_eq!(
+        summary(&d),
+        "ingress=\nmetallb.io/ip-allocated-from-pool=<removed>\nfailed"
+    );
 }
 
 #[test]
@@ -295,7 +433,15 @@ fn namespace_labels_select_pools() {
     );
     let x = BTreeMap::from([("team".to_owned(), "x".to_owned())]);
     let d = set_balancer(&mut a, &service("ns1/s", ""), &x);
-    assert_eq!(d.write.and_then(|w| w.annotations.get(ASSIGNED_POOL).cloned().flatten()), Some("team".into()));
+    assert_eq!(
+        d.write
+            .and_then(|w| w.annotations.get(ASSIGNED_POOL).cloned().flatten()),
+        Some("team".into())
+    );
     let d = set_balancer(&mut a, &service("ns2/s", ""), &BTreeMap::new());
-    assert_eq!(d.write.and_then(|w| w.annotations.get(ASSIGNED_POOL).cloned().flatten()), Some("any".into()));
+    assert_eq!(
+        d.write
+            .and_then(|w| w.annotations.get(ASSIGNED_POOL).cloned().flatten()),
+        Some("any".into())
+    );
 }

@@ -1,0 +1,639 @@
+//! The controller process: leader election, watches, the work queue, and
+//! the writes [`super::converge`] asks for. One task owns the allocator
+//! and handles one thing at a time, as upstream's single-worker loop does.
+//!
+//! Order of work: nothing is assigned until every watch has listed; then a
+//! full pass converges services that already hold addresses first (so a
+//! restart never moves one), then the rest; afterwards single services as
+//! they change, and a full pass whenever something was freed or the
+//! configuration changed.
+
+use super::converge::{self, Decision, Write};
+use super::service;
+use crate::allocator::Allocator;
+use crate::api::v1beta1::{
+    ConfigurationResult, ConfigurationState, IPAddressPool, IPAddressPoolStatus,
+};
+use crate::config::{Config, Options as ConfigOptions, Pool, Resources};
+use crate::k8s::events::Recorder;
+use crate::k8s::leader::{LeaseLock, Timings};
+use crate::k8s::{self, watch};
+use crate::metrics::{self, AllocatorMetrics, Health, K8sClientMetrics};
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The MetalLB namespace (pools, ConfigurationState, lease).
+    pub namespace: String,
+    /// `--lb-class`.
+    pub lb_class: Option<String>,
+    /// Elect one active replica through a Lease.
+    pub leader_elect: bool,
+    /// This replica's identity (lease holder, event instance).
+    pub identity: String,
+    /// Lease timings.
+    pub lease: Timings,
+    /// Where `/metrics` is served (None: not served).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where `/healthz` and `/readyz` are served.
+    pub health_addr: Option<SocketAddr>,
+}
+
+/// The Lease replicas compete for.
+pub const LEASE_NAME: &str = "metallb-controller";
+/// The ConfigurationState object the controller writes.
+pub const CONFIG_STATE_NAME: &str = "controller";
+/// A pending write older than this no longer holds processing back.
+const PENDING_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug)]
+enum Trigger {
+    Service(String),
+    AllServices,
+    Namespace(String),
+    Pools,
+}
+
+struct Metrics {
+    k8s: K8sClientMetrics,
+    allocator: AllocatorMetrics,
+}
+
+/// Runs the controller until `shutdown` resolves.
+pub async fn run(
+    client: kube::Client,
+    opts: Options,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let registry = prometheus::Registry::new();
+    let metrics = Arc::new(Metrics {
+        k8s: K8sClientMetrics::new(&registry),
+        allocator: AllocatorMetrics::new(&registry),
+    });
+    let health = Arc::new(Health::default());
+    let server = tokio::spawn(metrics::serve(
+        opts.metrics_addr,
+        opts.health_addr,
+        registry,
+        health.clone(),
+    ));
+    let lock = opts.leader_elect.then(|| {
+        LeaseLock::new(
+            client.clone(),
+            &opts.namespace,
+            LEASE_NAME,
+            &opts.identity,
+            opts.lease,
+        )
+    });
+    let work = async {
+        match &lock {
+            None => {
+                let (_tx, rx) = tokio::sync::watch::channel(true);
+                lead(&client, &opts, &metrics, &health, rx).await
+            }
+            Some(lock) => {
+                let (mut leading, election) = lock.clone().run();
+                // Ready means "up and able to take over", not "leading": a
+                // rolling update needs the new replica Ready while the old
+                // one still holds the lease.
+                health.set_ready(true);
+                let _election = AbortOnDrop(election);
+                loop {
+                    while !*leading.borrow_and_update() {
+                        leading.changed().await?;
+                    }
+                    lead(&client, &opts, &metrics, &health, leading.clone()).await?;
+                    tracing::warn!("no longer the leader: stopped acting, waiting to lead again");
+                }
+            }
+        }
+    };
+    let result = tokio::select! {
+        r = work => r,
+        () = shutdown => Ok(()),
+        r = server => match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(e.into()),
+        },
+    };
+    if let Some(lock) = &lock {
+        // Hand over at once instead of making the next leader wait out the lease.
+        match tokio::time::timeout(Duration::from_secs(2), lock.release()).await {
+            Ok(Ok(())) => tracing::info!("released the leader lease"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not release the leader lease"),
+            Err(_) => tracing::warn!("releasing the leader lease timed out"),
+        }
+    }
+    result
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One leadership term: watches, initial full pass, then the queue, until
+/// `leading` turns false (or the watches end).
+async fn lead(
+    client: &kube::Client,
+    opts: &Options,
+    metrics: &Arc<Metrics>,
+    health: &Arc<Health>,
+    mut leading: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
+    let mut tasks = tokio::task::JoinSet::new();
+    let send = |tx: &mpsc::UnboundedSender<Trigger>, t: Trigger| {
+        let _ = tx.send(t);
+    };
+    let services = {
+        let tx = tx.clone();
+        watch::spawn(
+            &mut tasks,
+            Api::<Service>::all(client.clone()),
+            watcher::Config::default(),
+            move |ev| match ev {
+                watcher::Event::Apply(s) | watcher::Event::Delete(s) => {
+                    send(&tx, Trigger::Service(service::key(s)))
+                }
+                watcher::Event::InitDone => send(&tx, Trigger::AllServices),
+                _ => {}
+            },
+        )
+    };
+    let namespaces = {
+        let tx = tx.clone();
+        watch::spawn(
+            &mut tasks,
+            Api::<Namespace>::all(client.clone()),
+            watcher::Config::default(),
+            move |ev| {
+                if let Some(ns) = watch::object(ev) {
+                    send(&tx, Trigger::Namespace(ns.name_any()));
+                }
+            },
+        )
+    };
+    let pools = {
+        let tx = tx.clone();
+        watch::spawn(
+            &mut tasks,
+            Api::<IPAddressPool>::namespaced(client.clone(), &opts.namespace),
+            watcher::Config::default(),
+            move |ev| {
+                if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                    send(&tx, Trigger::Pools);
+                }
+            },
+        )
+    };
+    for (what, ready) in [
+        ("services", services.wait_until_ready().await.is_ok()),
+        ("namespaces", namespaces.wait_until_ready().await.is_ok()),
+        ("pools", pools.wait_until_ready().await.is_ok()),
+    ] {
+        anyhow::ensure!(ready, "the {what} watch stopped before listing");
+    }
+    let mut runner = Runner {
+        client: client.clone(),
+        opts: opts.clone(),
+        recorder: Recorder::new(client.clone(), "metallb-controller", &opts.identity),
+        metrics: metrics.clone(),
+        services,
+        namespaces,
+        pools,
+        alloc: Allocator::new(),
+        config: None,
+        pending: HashMap::new(),
+        namespace_labels: HashMap::new(),
+        retries: HashMap::new(),
+        retry_tx: tx.clone(),
+        leading: leading.clone(),
+        config_state: None,
+    };
+    for ns in runner.namespaces.state() {
+        runner
+            .namespace_labels
+            .insert(ns.name_any(), ns.labels().clone());
+    }
+    runner.reload_config().await;
+    runner.full_pass().await;
+    runner.sync_pools().await;
+    health.set_ready(true);
+    tracing::info!(
+        services = runner.alloc.services().len(),
+        "initial sync done"
+    );
+    loop {
+        let first = tokio::select! {
+            t = rx.recv() => t,
+            changed = leading.changed() => {
+                if changed.is_err() || !*leading.borrow() {
+                    return Ok(());
+                }
+                continue;
+            }
+        };
+        let Some(first) = first else {
+            anyhow::bail!("every watch stopped");
+        };
+        let mut batch = vec![first];
+        while let Ok(t) = rx.try_recv() {
+            batch.push(t);
+        }
+        runner.process(batch).await;
+    }
+}
+
+struct Runner {
+    client: kube::Client,
+    opts: Options,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+    services: Store<Service>,
+    namespaces: Store<Namespace>,
+    pools: Store<IPAddressPool>,
+    alloc: Allocator,
+    /// The configuration in force (the last valid one).
+    config: Option<BTreeMap<String, Pool>>,
+    /// Services we wrote and whose write the watch has not shown yet:
+    /// key -> (resourceVersion written, when).
+    pending: HashMap<String, (String, Instant)>,
+    namespace_labels: HashMap<String, BTreeMap<String, String>>,
+    retries: HashMap<String, u32>,
+    retry_tx: mpsc::UnboundedSender<Trigger>,
+    leading: tokio::sync::watch::Receiver<bool>,
+    config_state: Option<(ConfigurationResult, String)>,
+}
+
+fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+impl Runner {
+    fn may_act(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    async fn process(&mut self, batch: Vec<Trigger>) {
+        let mut all = false;
+        let mut pools = false;
+        let mut keys = BTreeSet::new();
+        for t in batch {
+            match t {
+                Trigger::Service(k) => {
+                    keys.insert(k);
+                }
+                Trigger::AllServices => all = true,
+                Trigger::Pools => pools = true,
+                Trigger::Namespace(ns) => {
+                    let labels = self
+                        .namespaces
+                        .get(&ObjectRef::new(&ns))
+                        .map(|n| n.labels().clone());
+                    let Some(labels) = labels else { continue };
+                    if self.namespace_labels.get(&ns) != Some(&labels) {
+                        self.namespace_labels.insert(ns.clone(), labels);
+                        keys.extend(
+                            self.services
+                                .state()
+                                .iter()
+                                .filter(|s| s.namespace().as_deref() == Some(ns.as_str()))
+                                .map(|s| service::key(s)),
+                        );
+                    }
+                }
+            }
+        }
+        if pools && self.reload_config().await {
+            all = true;
+        }
+        if !all {
+            for key in keys {
+                all |= self.process_service(&key).await;
+            }
+        }
+        if all {
+            self.full_pass().await;
+        }
+        self.sync_pools().await;
+    }
+
+    /// Converges every service, those holding addresses first; repeats
+    /// while a pass frees something (bounded).
+    async fn full_pass(&mut self) {
+        for round in 0..5 {
+            if round > 0 {
+                tracing::debug!(round, "reprocessing all services");
+            }
+            let mut list: Vec<(bool, String)> = self
+                .services
+                .state()
+                .iter()
+                .map(|s| {
+                    (
+                        service::ingress_ips(s)
+                            .map(|i| i.is_empty())
+                            .unwrap_or(true),
+                        service::key(s),
+                    )
+                })
+                .collect();
+            list.sort();
+            // Allocations of services that vanished while we were not looking.
+            let present: BTreeSet<&str> = list.iter().map(|(_, k)| k.as_str()).collect();
+            let gone: Vec<String> = self
+                .alloc
+                .services()
+                .into_iter()
+                .filter(|k| !present.contains(k))
+                .map(str::to_owned)
+                .collect();
+            let mut again = false;
+            for key in gone {
+                again |= converge::deleted(&mut self.alloc, &key).reprocess_all;
+            }
+            for (_, key) in list {
+                again |= self.process_service(&key).await;
+            }
+            if !again {
+                return;
+            }
+        }
+        tracing::warn!("services kept freeing addresses for 5 passes; continuing with the queue");
+    }
+
+    /// Converges one service; true when all must be reprocessed.
+    async fn process_service(&mut self, key: &str) -> bool {
+        let (ns, name) = split_key(key);
+        let Some(svc) = self.services.get(&ObjectRef::new(name).within(ns)) else {
+            self.pending.remove(key);
+            return converge::deleted(&mut self.alloc, key).reprocess_all;
+        };
+        if !service::class_matches(&svc, self.opts.lb_class.as_deref()) {
+            return converge::deleted(&mut self.alloc, key).reprocess_all;
+        }
+        if let Some((rv, at)) = self.pending.get(key) {
+            if svc.resource_version().as_deref() == Some(rv.as_str())
+                || at.elapsed() > PENDING_TIMEOUT
+            {
+                self.pending.remove(key);
+            } else {
+                // Our write is on its way back through the watch; acting on
+                // the older copy would undo it.
+                return false;
+            }
+        }
+        let Some(labels) = self.namespace_labels.get(ns).cloned() else {
+            // Its namespace's watch event has not arrived yet; it will
+            // queue this service.
+            return false;
+        };
+        let decision: Decision = converge::set_balancer(&mut self.alloc, &svc, &labels);
+        self.metrics.k8s.updates.inc();
+        let reference = Recorder::reference(svc.as_ref());
+        for ev in &decision.events {
+            if ev.type_ == crate::k8s::events::EventType::Warning {
+                tracing::warn!(service = %key, reason = %ev.reason, "{}", ev.message);
+            } else {
+                tracing::info!(service = %key, reason = %ev.reason, "{}", ev.message);
+            }
+            self.recorder.publish(&reference, ev).await;
+        }
+        if let Some(write) = &decision.write {
+            if !self.may_act() {
+                return false;
+            }
+            match write_service(&self.client, &svc, write).await {
+                Ok(rv) => {
+                    tracing::info!(service = %key, ingress = ?write.ingress, "updated service");
+                    self.pending.insert(key.to_owned(), (rv, Instant::now()));
+                    self.retries.remove(key);
+                }
+                Err(e) => {
+                    self.metrics.k8s.update_errors.inc();
+                    let n = self.retries.entry(key.to_owned()).or_insert(0);
+                    *n += 1;
+                    let delay = Duration::from_millis(250 * 2u64.pow((*n).min(7)));
+                    tracing::warn!(service = %key, error = %e, retry_in = ?delay, "could not update service");
+                    let tx = self.retry_tx.clone();
+                    let key = key.to_owned();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let _ = tx.send(Trigger::Service(key));
+                    });
+                }
+            }
+        }
+        decision.reprocess_all
+    }
+
+    /// Rebuilds the configuration from the pools; true when it changed
+    /// (and was applied). An invalid one is reported and ignored.
+    async fn reload_config(&mut self) -> bool {
+        let res = Resources {
+            pools: self.pools.state().iter().map(|p| (**p).clone()).collect(),
+            ..Resources::default()
+        };
+        let built = Config::build(
+            &res,
+            &ConfigOptions {
+                namespace: self.opts.namespace.clone(),
+            },
+        );
+        match built {
+            Ok(cfg) => {
+                self.metrics.k8s.config_loaded.set(1);
+                self.metrics.k8s.config_stale.set(0);
+                self.write_config_state(ConfigurationResult::Valid, String::new())
+                    .await;
+                if self.config.as_ref() == Some(&cfg.pools) {
+                    return false;
+                }
+                let removed: Vec<String> = self
+                    .config
+                    .iter()
+                    .flat_map(|c| c.keys())
+                    .filter(|k| !cfg.pools.contains_key(*k))
+                    .cloned()
+                    .collect();
+                let released = self.alloc.set_pools(&cfg.pools);
+                tracing::info!(pools = ?cfg.pools.keys().collect::<Vec<_>>(), released = ?released, "configuration loaded");
+                self.metrics.allocator.update(&self.alloc, &removed);
+                self.config = Some(cfg.pools);
+                true
+            }
+            Err(errors) => {
+                let summary = errors.to_string();
+                if self
+                    .config_state
+                    .as_ref()
+                    .is_none_or(|(_, s)| *s != summary)
+                {
+                    tracing::error!(errors = %summary, "invalid configuration: keeping the last valid one");
+                }
+                if self.config.is_some() {
+                    self.metrics.k8s.config_stale.set(1);
+                }
+                self.write_config_state(ConfigurationResult::Invalid, summary)
+                    .await;
+                false
+            }
+        }
+    }
+
+    /// Keeps every pool's status counters equal to the allocator's (a
+    /// manual edit is reverted on its watch event).
+    async fn sync_pools(&mut self) {
+        self.metrics.allocator.update(&self.alloc, &[]);
+        if !self.may_act() {
+            return;
+        }
+        let api: Api<IPAddressPool> = Api::namespaced(self.client.clone(), &self.opts.namespace);
+        for pool in self.pools.state() {
+            let name = pool.name_any();
+            let Some(c) = self.alloc.counters(&name) else {
+                continue;
+            };
+            let desired = IPAddressPoolStatus {
+                assigned_ipv4: c.assigned_ipv4,
+                assigned_ipv6: c.assigned_ipv6,
+                available_ipv4: c.available_ipv4,
+                available_ipv6: c.available_ipv6,
+            };
+            if pool.status.as_ref() == Some(&desired) {
+                continue;
+            }
+            let patch = json!({ "status": desired });
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                self.metrics.k8s.update_errors.inc();
+                tracing::warn!(pool = %name, error = %e, "could not update pool status");
+            }
+        }
+    }
+
+    /// Writes ConfigurationState "controller" when the result changes.
+    async fn write_config_state(&mut self, result: ConfigurationResult, summary: String) {
+        let state = (result, summary);
+        if self.config_state.as_ref() == Some(&state) || !self.may_act() {
+            return;
+        }
+        match write_config_state(&self.client, &self.opts.namespace, &state.0, &state.1).await {
+            Ok(()) => self.config_state = Some(state),
+            Err(e) => tracing::warn!(error = %e, "could not write ConfigurationState"),
+        }
+    }
+}
+
+/// Applies `w` to `svc`: annotations, then status, each conditional on
+/// the resourceVersion it was decided from. Returns the final one.
+async fn write_service(
+    client: &kube::Client,
+    svc: &Service,
+    w: &Write,
+) -> Result<String, kube::Error> {
+    let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default());
+    let name = svc.name_any();
+    let mut rv = svc.resource_version().unwrap_or_default();
+    if !w.annotations.is_empty() {
+        let anns: serde_json::Map<String, serde_json::Value> = w
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
+        let patch = json!({ "metadata": { "resourceVersion": rv, "annotations": anns } });
+        let updated = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        rv = updated.resource_version().unwrap_or_default();
+    }
+    if let Some(ips) = &w.ingress {
+        let ingress = if ips.is_empty() {
+            serde_json::Value::Null
+        } else {
+            ips.iter()
+                .map(|ip| json!({ "ip": ip.to_string() }))
+                .collect()
+        };
+        let patch = json!({
+            "metadata": { "resourceVersion": rv },
+            "status": { "loadBalancer": { "ingress": ingress } },
+        });
+        let updated = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        rv = updated.resource_version().unwrap_or_default();
+    }
+    Ok(rv)
+}
+
+/// Creates ConfigurationState `controller` if missing and sets its status.
+async fn write_config_state(
+    client: &kube::Client,
+    namespace: &str,
+    result: &ConfigurationResult,
+    summary: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<ConfigurationState> = Api::namespaced(client.clone(), namespace);
+    if api.get_opt(CONFIG_STATE_NAME).await?.is_none() {
+        let obj: ConfigurationState = serde_json::from_value(json!({
+            "apiVersion": "metallb.io/v1beta1",
+            "kind": "ConfigurationState",
+            "metadata": {
+                "name": CONFIG_STATE_NAME,
+                "labels": { "metallb.io/component-type": "controller" },
+            },
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(e)
+                if !k8s::is_transient(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) => {
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let valid = *result == ConfigurationResult::Valid;
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let patch = json!({
+        "status": {
+            "result": result,
+            "errorSummary": if valid { serde_json::Value::Null } else { json!(summary) },
+            "conditions": [{
+                "type": "poolReconcilerValid",
+                "status": if valid { "True" } else { "False" },
+                "reason": if valid { "Reconciled" } else { "ConfigurationError" },
+                "message": if valid { "" } else { summary },
+                "lastTransitionTime": now,
+            }],
+        }
+    });
+    api.patch_status(
+        CONFIG_STATE_NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
