@@ -503,3 +503,68 @@ async fn changing_the_pool_annotation_moves_the_service() {
     .await;
     c.stop().await;
 }
+
+/// GET `path` from `addr` (plain HTTP/1.0): (status line, body).
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+            .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+        (
+            head.lines().next().unwrap_or_default().to_owned(),
+            body.to_owned(),
+        )
+    })
+    .await
+    .expect("http task")
+}
+
+fn free_port() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr")
+}
+
+#[tokio::test]
+async fn serves_upstream_metrics_and_probes() {
+    let (_server, client) = start().await;
+    pool(
+        &client,
+        "p",
+        json!({ "addresses": ["10.0.0.0/30", "fc00::/127"] }),
+    )
+    .await;
+    let addr = free_port();
+    let c = Controller::start(&client, "c1", |o| {
+        o.metrics_addr = Some(addr);
+        o.health_addr = Some(addr);
+    });
+    service(&client, "s", json!({})).await;
+    wait_ips(&client, "s").await;
+    let body = eventually(5, "metrics", || async {
+        let (status, body) = http_get(addr, "/metrics").await;
+        (status.contains("200")
+            && body.contains("metallb_allocator_addresses_in_use_total{pool=\"p\"} 1"))
+        .then_some(body)
+    })
+    .await;
+    for line in [
+        "metallb_allocator_addresses_total{pool=\"p\"} 6",
+        "metallb_allocator_ipv4_addresses_total{pool=\"p\"} 4",
+        "metallb_allocator_ipv6_addresses_total{pool=\"p\"} 2",
+        "metallb_allocator_ipv4_addresses_in_use_total{pool=\"p\"} 1",
+        "metallb_allocator_ipv6_addresses_in_use_total{pool=\"p\"} 0",
+        "metallb_k8s_client_config_loaded_bool 1",
+        "metallb_k8s_client_config_stale_bool 0",
+    ] {
+        assert!(body.contains(line), "{line} missing from:\n{body}");
+    }
+    assert!(body.contains("metallb_k8s_client_updates_total"), "{body}");
+    assert!(http_get(addr, "/readyz").await.0.contains("200"));
+    assert!(http_get(addr, "/healthz").await.0.contains("200"));
+    c.stop().await;
+}

@@ -25,6 +25,23 @@ pub enum Command {
     DevEnvCleanup(CleanupArgs),
     /// Run the e2e suites (ginkgo-style --focus/--skip over full test names)
     E2e(E2eArgs),
+    /// Run a benchmark; each prints its figures beside a baseline measured in the same run
+    Bench(BenchArgs),
+}
+
+/// The benchmarks.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchTarget {
+    /// Allocate/release 10k and 100k services (/16 IPv4, /112 IPv6) vs a naive linear scan
+    Allocator,
+}
+
+/// Flags of `cargo xtask bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Which benchmark
+    #[arg(value_enum)]
+    pub target: BenchTarget,
 }
 
 /// Where a dev cluster comes from.

@@ -2,6 +2,7 @@
 //! repository root, and dispatches to one module per subcommand. Real work
 //! lives in the library crates; this crate stays thin.
 
+mod bench;
 mod codegen;
 mod dev_env;
 mod e2e;
@@ -23,5 +24,6 @@ fn main() -> Result<()> {
         Command::DevEnv(args) => dev_env::run(&args),
         Command::DevEnvCleanup(args) => dev_env::cleanup(&args),
         Command::E2e(args) => e2e::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }

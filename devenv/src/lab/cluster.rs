@@ -57,6 +57,13 @@ pub fn api_port(name: &str) -> u16 {
     6444 + (hash % 1000) as u16
 }
 
+/// The loopback port of the lab controller's metrics and probes: the
+/// controller runs in the root namespace, so each lab needs its own (API
+/// ports are 6443-7443, so these are 26443-27443).
+pub fn controller_metrics_port(api_port: u16) -> u16 {
+    api_port + 20000
+}
+
 /// Where lab `name` keeps kubeconfig, logs and pid files.
 pub fn lab_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join("metallb-rs-lab").join(name)
@@ -218,11 +225,19 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         }
     }
     if spec.metallb {
+        let metrics = format!("127.0.0.1:{}", controller_metrics_port(spec.api_port));
         procs.ensure(
             "controller",
             &[
                 bin("metallb-rs"),
                 "controller".into(),
+                // As in the manifests: the lease makes restarts and a second
+                // replica safe.
+                "--leader-elect".into(),
+                "--metrics-bind-address".into(),
+                metrics.clone(),
+                "--health-bind-address".into(),
+                metrics,
                 "--log-format".into(),
                 "text".into(),
                 "--log-level".into(),
