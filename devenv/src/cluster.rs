@@ -44,6 +44,8 @@ pub trait Cluster: Send + Sync {
     fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()>;
     /// Starts the speaker on `node` again.
     fn start_speaker(&self, node: &str) -> Result<()>;
+    /// Restarts the MetalLB controller (graceful stop, then start).
+    fn restart_controller(&self) -> Result<()>;
 }
 
 /// A cluster known only by its kubeconfig (`--provider kubeconfig`): the
@@ -95,5 +97,8 @@ impl Cluster for KubeconfigCluster {
     }
     fn start_speaker(&self, _: &str) -> Result<()> {
         Err(unavailable("starting speakers"))
+    }
+    fn restart_controller(&self) -> Result<()> {
+        Err(unavailable("restarting the controller"))
     }
 }

@@ -32,6 +32,7 @@
 pub mod backend;
 mod ctx;
 pub mod filter;
+pub mod metallb;
 pub mod namespaces;
 mod runner;
 pub mod spec;
@@ -80,6 +81,9 @@ pub(crate) mod testing {
             bail!("no cluster")
         }
         fn start_speaker(&self, _: &str) -> Result<()> {
+            bail!("no cluster")
+        }
+        fn restart_controller(&self) -> Result<()> {
             bail!("no cluster")
         }
     }

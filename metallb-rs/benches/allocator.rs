@@ -29,9 +29,12 @@ fn service(i: usize, family: ServiceFamily) -> ServiceInfo {
     let mut s =
         ServiceInfo::new(&format!("bench/s{i}")).with_family(family, FamilyPolicy::SingleStack);
     s.sharing = SharingKey::new(&format!("k{}", i / 2), "");
-    s.ports = vec![Port::new("TCP", if i % 2 == 0 { 80 } else { 443 })];
+    s.ports = vec![Port::new("TCP", if i.is_multiple_of(2) { 80 } else { 443 })];
     s
 }
+
+/// One used address: (sharing key, (protocol, port)s in use, users).
+type Use = (String, Vec<(String, i32)>, usize);
 
 /// The naive allocator: a map of used addresses, scanned from the start of
 /// the CIDR on every allocation.
@@ -39,8 +42,7 @@ struct Naive {
     first: u128,
     size: u128,
     v4: bool,
-    /// address -> (sharing key, ports in use, users)
-    used: HashMap<IpAddr, (String, Vec<(String, i32)>, usize)>,
+    used: HashMap<IpAddr, Use>,
     held: HashMap<String, IpAddr>,
 }
 

@@ -77,6 +77,7 @@ pub struct LabCluster {
     lab: netns::Lab,
     bin_dir: PathBuf,
     log_level: String,
+    api_port: u16,
 }
 
 fn healthy(port: u16) -> bool {
@@ -189,6 +190,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         lab,
         bin_dir: spec.bin_dir.clone(),
         log_level: spec.log_level.clone(),
+        api_port: spec.api_port,
     };
     for (i, node) in cluster.lab.nodes.iter().enumerate() {
         // Node namespaces reach the API server on their own 127.0.0.1:PORT.
@@ -225,26 +227,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         }
     }
     if spec.metallb {
-        let metrics = format!("127.0.0.1:{}", controller_metrics_port(spec.api_port));
-        procs.ensure(
-            "controller",
-            &[
-                bin("metallb-rs"),
-                "controller".into(),
-                // As in the manifests: the lease makes restarts and a second
-                // replica safe.
-                "--leader-elect".into(),
-                "--metrics-bind-address".into(),
-                metrics.clone(),
-                "--health-bind-address".into(),
-                metrics,
-                "--log-format".into(),
-                "text".into(),
-                "--log-level".into(),
-                spec.log_level.clone(),
-            ],
-            &[("KUBECONFIG", kubeconfig.display().to_string())],
-        )?;
+        cluster.start_controller()?;
     }
     Ok(cluster)
 }
@@ -343,6 +326,32 @@ impl LabCluster {
     fn procs(&self) -> Processes {
         Processes::new(&self.dir)
     }
+
+    /// Starts the metallb-rs controller (root namespace) unless it runs.
+    pub fn start_controller(&self) -> Result<()> {
+        let metrics = format!("127.0.0.1:{}", controller_metrics_port(self.api_port));
+        let argv = vec![
+            self.bin_dir.join("metallb-rs").display().to_string(),
+            "controller".into(),
+            // As in the manifests: the lease makes restarts and a second
+            // replica safe.
+            "--leader-elect".into(),
+            "--metrics-bind-address".into(),
+            metrics.clone(),
+            "--health-bind-address".into(),
+            metrics,
+            "--log-format".into(),
+            "text".into(),
+            "--log-level".into(),
+            self.log_level.clone(),
+        ];
+        self.procs().ensure(
+            "controller",
+            &argv,
+            &[("KUBECONFIG", self.kubeconfig.display().to_string())],
+        )?;
+        Ok(())
+    }
 }
 
 fn run(argv: &[&str]) -> Result<Output> {
@@ -420,6 +429,12 @@ impl Cluster for LabCluster {
             bail!("no speaker runs on {node}");
         }
         Ok(())
+    }
+
+    fn restart_controller(&self) -> Result<()> {
+        // SIGTERM: it releases its lease, so the new process leads at once.
+        self.procs().stop("controller", Duration::from_secs(5));
+        self.start_controller()
     }
 
     fn start_speaker(&self, node: &str) -> Result<()> {

@@ -349,7 +349,9 @@ fn vips_silent(ctx: &Ctx) -> Result<()> {
     let svcs: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
     let svc: Service = serde_json::from_value(json!({
         "metadata": { "name": "vip" },
-        "spec": { "type": "LoadBalancer", "ports": [{ "port": 80 }] },
+        // Another load balancer's class: the metallb-rs controller leaves
+        // it alone (without a pool it would clear the status set below).
+        "spec": { "type": "LoadBalancer", "loadBalancerClass": "e2e.metallb.io/not-metallb", "ports": [{ "port": 80 }] },
     }))?;
     ctx.block_on(svcs.create(&PostParams::default(), &svc))?;
     let status = json!({ "status": { "loadBalancer": { "ingress": [{ "ip": vip }] } } });

@@ -4,9 +4,10 @@
 use crate::spec::{Spec, Suite};
 
 pub mod devenv;
+pub mod ip_assignment;
 
 /// Every registered suite, in run order.
-pub const SUITES: &[Suite] = &[devenv::specs];
+pub const SUITES: &[Suite] = &[devenv::specs, ip_assignment::specs];
 
 /// Every spec of every registered suite.
 pub fn all() -> Vec<Spec> {

@@ -1,0 +1,221 @@
+//! MetalLB configuration and observations for the specs.
+//!
+//! Configuration objects live in the MetalLB namespace, not the test's, so
+//! namespace deletion does not remove them: [`Config`] labels what it
+//! creates, deletes it when dropped (pass, fail or panic), and first
+//! removes leftovers of an interrupted run (as upstream's
+//! `ConfigUpdater.Clean()`), so one spec's pools never overlap the next's.
+
+use crate::Ctx;
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::core::{ApiResource, DynamicObject};
+use metallb_rs::api::v1beta1;
+use serde_json::{Value, json};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+/// The label on every configuration object the suites create.
+pub const OWNED_LABEL: &str = "e2e.metallb.io/owned";
+
+/// The MetalLB namespace the suites configure.
+pub const NAMESPACE: &str = metallb_rs::api::DEFAULT_NAMESPACE;
+
+fn resources() -> Vec<ApiResource> {
+    vec![
+        ApiResource::erase::<v1beta1::IPAddressPool>(&()),
+        ApiResource::erase::<v1beta1::L2Advertisement>(&()),
+        ApiResource::erase::<v1beta1::BGPAdvertisement>(&()),
+        ApiResource::erase::<v1beta1::Community>(&()),
+        ApiResource::erase::<v1beta1::BFDProfile>(&()),
+        ApiResource::erase::<metallb_rs::api::v1beta2::BGPPeer>(&()),
+    ]
+}
+
+/// The spec's MetalLB configuration objects.
+pub struct Config<'a> {
+    ctx: &'a Ctx,
+    created: Vec<(ApiResource, String)>,
+}
+
+impl<'a> Config<'a> {
+    /// Removes leftovers of earlier runs and returns an empty configuration.
+    pub fn new(ctx: &'a Ctx) -> Result<Self> {
+        let client = ctx.client()?;
+        for ar in resources() {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
+            let left = ctx.block_on(api.list(&ListParams::default().labels(OWNED_LABEL)))?;
+            for obj in left.items {
+                let name = obj.metadata.name.unwrap_or_default();
+                ctx.block_on(api.delete(&name, &DeleteParams::default()))
+                    .with_context(|| format!("removing leftover {} {name}", ar.kind))?;
+            }
+        }
+        Ok(Self {
+            ctx,
+            created: Vec::new(),
+        })
+    }
+
+    fn create(&mut self, ar: ApiResource, name: &str, spec: Value) -> Result<()> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.ctx.client()?, NAMESPACE, &ar);
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": ar.api_version, "kind": ar.kind,
+            "metadata": { "name": name, "namespace": NAMESPACE, "labels": { OWNED_LABEL: "true" } },
+            "spec": spec,
+        }))?;
+        self.ctx
+            .block_on(api.create(&PostParams::default(), &obj))
+            .with_context(|| format!("creating {} {name}", ar.kind))?;
+        self.created.push((ar, name.to_owned()));
+        Ok(())
+    }
+
+    /// Creates an IPAddressPool.
+    pub fn pool(&mut self, name: &str, spec: Value) -> Result<()> {
+        self.create(
+            ApiResource::erase::<v1beta1::IPAddressPool>(&()),
+            name,
+            spec,
+        )
+    }
+
+    /// Creates an L2Advertisement.
+    pub fn l2_advertisement(&mut self, name: &str, spec: Value) -> Result<()> {
+        self.create(
+            ApiResource::erase::<v1beta1::L2Advertisement>(&()),
+            name,
+            spec,
+        )
+    }
+
+    /// Deletes one object this configuration created.
+    pub fn delete(&mut self, kind: &str, name: &str) -> Result<()> {
+        let Some(i) = self
+            .created
+            .iter()
+            .position(|(ar, n)| ar.kind == kind && n == name)
+        else {
+            bail!("{kind} {name} was not created by this spec");
+        };
+        let (ar, name) = self.created.remove(i);
+        let api: Api<DynamicObject> = Api::namespaced_with(self.ctx.client()?, NAMESPACE, &ar);
+        self.ctx
+            .block_on(api.delete(&name, &DeleteParams::default()))?;
+        Ok(())
+    }
+}
+
+impl Drop for Config<'_> {
+    fn drop(&mut self) {
+        let Ok(client) = self.ctx.client() else {
+            return;
+        };
+        for (ar, name) in self.created.drain(..).rev() {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
+            if let Err(e) = self
+                .ctx
+                .block_on(api.delete(&name, &DeleteParams::default()))
+            {
+                eprintln!("e2e: could not delete {} {name}: {e}", ar.kind);
+            }
+        }
+    }
+}
+
+/// Creates a LoadBalancer Service `name` in the test's namespace: TCP/80
+/// unless `extra` (merged into the object) says otherwise.
+pub fn create_service(ctx: &Ctx, name: &str, extra: Value) -> Result<Service> {
+    let mut svc = json!({
+        "metadata": { "name": name },
+        "spec": { "type": "LoadBalancer", "ports": [{ "port": 80, "protocol": "TCP" }] },
+    });
+    merge(&mut svc, &extra);
+    let svc: Service = serde_json::from_value(svc)?;
+    let api: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
+    ctx.block_on(api.create(&PostParams::default(), &svc))
+        .with_context(|| format!("creating service {name}"))
+}
+
+fn merge(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    b.remove(k);
+                } else {
+                    merge(b.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+/// The addresses in a service's `status.loadBalancer.ingress`.
+pub fn ingress(svc: &Service) -> Vec<IpAddr> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.ip.as_deref()?.parse().ok())
+        .collect()
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, failing after
+/// `timeout` with `what` and the last observation.
+pub fn eventually<T>(
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("nothing observed");
+    loop {
+        match check() {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last = format!("{e:#}"),
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what} ({last})");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The service `name` in the test's namespace.
+pub fn get_service(ctx: &Ctx, name: &str) -> Result<Service> {
+    let api: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
+    ctx.block_on(api.get(name))
+        .with_context(|| format!("reading service {name}"))
+}
+
+/// Waits until service `name` shows at least one address; returns them.
+pub fn wait_for_ips(ctx: &Ctx, name: &str, timeout: Duration) -> Result<Vec<IpAddr>> {
+    eventually(timeout, &format!("an IP on service {name}"), || {
+        let ips = ingress(&get_service(ctx, name)?);
+        Ok((!ips.is_empty()).then_some(ips))
+    })
+}
+
+/// Notes of the events with `reason` about object `name` in the test's
+/// namespace, oldest first.
+pub fn events(ctx: &Ctx, name: &str, reason: &str) -> Result<Vec<String>> {
+    let api: Api<Event> = Api::namespaced(ctx.client()?, ctx.namespace());
+    let mut items: Vec<Event> = ctx
+        .block_on(api.list(&ListParams::default()))?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect();
+    items.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    Ok(items.into_iter().filter_map(|e| e.note).collect())
+}
