@@ -12,3 +12,5 @@ pub mod k8s;
 pub mod logging;
 pub mod manifests;
 pub mod metrics;
+pub mod net;
+pub mod speaker;

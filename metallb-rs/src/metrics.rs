@@ -2,7 +2,10 @@
 //! endpoints both components serve: `/metrics`, `/healthz`, `/readyz`.
 
 use crate::allocator::{Allocator, Family};
-use prometheus::{Encoder, GaugeVec, IntCounter, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,6 +156,83 @@ impl AllocatorMetrics {
             self.in_use_v4.with_label_values(&[name]).set(u4 as f64);
             self.in_use_v6.with_label_values(&[name]).set(u6 as f64);
         }
+    }
+}
+
+fn int_counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric definition");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("metric registered once");
+    c
+}
+
+/// `metallb_layer2_*`: the responders' counters, per address (upstream
+/// names), plus what they dropped and why (ours).
+#[derive(Clone)]
+pub struct Layer2Metrics {
+    /// ARP requests / NDP solicitations for an announced address.
+    pub requests_received: IntCounterVec,
+    /// Replies sent.
+    pub responses_sent: IntCounterVec,
+    /// Gratuitous ARP / unsolicited NA sent.
+    pub gratuitous_sent: IntCounterVec,
+    /// Frames not answered, by interface and reason.
+    pub dropped: IntCounterVec,
+}
+
+impl Layer2Metrics {
+    /// Registers them in `registry`.
+    pub fn new(registry: &Registry) -> Self {
+        Self {
+            requests_received: int_counter_vec(
+                registry,
+                "metallb_layer2_requests_received",
+                "Number of layer2 requests received for owned IPs",
+                &["ip"],
+            ),
+            responses_sent: int_counter_vec(
+                registry,
+                "metallb_layer2_responses_sent",
+                "Number of layer2 responses sent for owned IPs",
+                &["ip"],
+            ),
+            gratuitous_sent: int_counter_vec(
+                registry,
+                "metallb_layer2_gratuitous_sent",
+                "Number of gratuitous layer2 packets sent for owned IPs as a result of failovers",
+                &["ip"],
+            ),
+            dropped: int_counter_vec(
+                registry,
+                "metallb_layer2_packets_dropped_total",
+                "ARP/NDP frames received and not answered, by interface and reason",
+                &["interface", "reason"],
+            ),
+        }
+    }
+}
+
+/// `metallb_speaker_announced`: 1 per (service, protocol, node, ip) this
+/// speaker announces; the series is deleted on withdrawal.
+#[derive(Clone)]
+pub struct SpeakerMetrics {
+    /// The gauge.
+    pub announced: IntGaugeVec,
+}
+
+impl SpeakerMetrics {
+    /// Registers it in `registry`.
+    pub fn new(registry: &Registry) -> Self {
+        let g = IntGaugeVec::new(
+            Opts::new("metallb_speaker_announced", "Services being announced from this node. This is desired state, it does not guarantee that the routing protocols have converged."),
+            &["service", "protocol", "node", "ip"],
+        )
+        .expect("valid metric definition");
+        registry
+            .register(Box::new(g.clone()))
+            .expect("metric registered once");
+        Self { announced: g }
     }
 }
 

@@ -1,0 +1,740 @@
+//! Layer 2 announcing: which addresses this node answers for, on which
+//! interfaces; one ARP and one NDP responder task per eligible interface;
+//! gratuitous ARP / unsolicited NA on (re)announcement; solicited-node
+//! multicast membership per IPv6 address.
+//!
+//! An address used by several services is announced once (the union of
+//! their interfaces) and withdrawn with its last service. Responders read
+//! the ownership table directly, so answering never waits for the
+//! speaker's reconcile loop.
+
+use super::election::Interfaces;
+use super::garp::Schedule;
+use crate::metrics::Layer2Metrics;
+use crate::net::ethernet::{ETHERTYPE_ARP, ETHERTYPE_IPV6, Frame, Mac};
+use crate::net::iface::Eligible;
+use crate::net::packet::{PacketSocket, PacketType};
+use crate::net::{arp, ndp};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Instant;
+use tokio::task::JoinHandle;
+
+/// Addresses this node answers for, and where.
+#[derive(Debug, Default)]
+struct Table {
+    ips: HashMap<IpAddr, Interfaces>,
+}
+
+impl Table {
+    fn answers(&self, ip: IpAddr, iface: &str) -> Option<bool> {
+        self.ips.get(&ip).map(|i| match i {
+            Interfaces::All => true,
+            Interfaces::Named(n) => n.contains(iface),
+        })
+    }
+}
+
+type SharedTable = Arc<RwLock<Table>>;
+
+/// A service's addresses could not be announced.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnnounceError {
+    /// None of the selected interfaces exists (and is eligible) here.
+    #[error("the interfaces specified by the L2Advertisements ({}) don't exist on this node", .0.iter().cloned().collect::<Vec<_>>().join(", "))]
+    NoInterface(BTreeSet<String>),
+}
+
+/// One interface's responders.
+struct Responder {
+    iface: Eligible,
+    arp: Option<Arc<PacketSocket>>,
+    ndp: Option<Arc<PacketSocket>>,
+    tasks: Vec<JoinHandle<()>>,
+    /// Solicited-node multicast MACs joined, with the addresses needing each.
+    groups: BTreeMap<Mac, BTreeSet<Ipv6Addr>>,
+}
+
+impl std::ops::Drop for Responder {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The layer 2 announcer of this node.
+pub struct Announcer {
+    table: SharedTable,
+    services: BTreeMap<String, (Vec<IpAddr>, Interfaces)>,
+    responders: BTreeMap<String, Responder>,
+    eligible: Vec<Eligible>,
+    garp: Schedule,
+    metrics: Layer2Metrics,
+}
+
+impl std::fmt::Debug for Announcer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Announcer")
+            .field("services", &self.services.keys().collect::<Vec<_>>())
+            .field("interfaces", &self.responders.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Announcer {
+    /// An announcer with no addresses and no interfaces yet.
+    pub fn new(metrics: Layer2Metrics) -> Self {
+        Self {
+            table: SharedTable::default(),
+            services: BTreeMap::new(),
+            responders: BTreeMap::new(),
+            eligible: Vec::new(),
+            garp: Schedule::new(),
+            metrics,
+        }
+    }
+
+    /// The eligible interfaces currently in use.
+    pub fn interfaces(&self) -> &[Eligible] {
+        &self.eligible
+    }
+
+    /// Which of `wanted` exist here (all eligible ones for `All`), sorted.
+    pub fn resolve(&self, wanted: &Interfaces) -> Vec<String> {
+        self.eligible
+            .iter()
+            .filter(|e| match wanted {
+                Interfaces::All => true,
+                Interfaces::Named(n) => n.contains(&e.name),
+            })
+            .map(|e| e.name.clone())
+            .collect()
+    }
+
+    /// Announces `service`'s `ips` from `interfaces` (replacing what it
+    /// announced). Fails, announcing nothing for it, when none of the
+    /// named interfaces exists.
+    pub async fn set(
+        &mut self,
+        service: &str,
+        ips: &[IpAddr],
+        interfaces: Interfaces,
+    ) -> Result<(), AnnounceError> {
+        if let Interfaces::Named(names) = &interfaces
+            && self.resolve(&interfaces).is_empty()
+        {
+            self.withdraw(service).await;
+            return Err(AnnounceError::NoInterface(names.clone()));
+        }
+        let entry = (ips.to_vec(), interfaces);
+        if self.services.get(service) == Some(&entry) {
+            return Ok(());
+        }
+        self.services.insert(service.to_owned(), entry);
+        self.rebuild(Instant::now()).await;
+        Ok(())
+    }
+
+    /// Stops announcing for `service` (its addresses stay announced while
+    /// another service uses them).
+    pub async fn withdraw(&mut self, service: &str) {
+        if self.services.remove(service).is_some() {
+            self.rebuild(Instant::now()).await;
+        }
+    }
+
+    /// Services announced.
+    pub fn services(&self) -> impl Iterator<Item = &str> {
+        self.services.keys().map(String::as_str)
+    }
+
+    /// Recomputes the table from the services; triggers announcements
+    /// for addresses that are new or moved to other interfaces.
+    async fn rebuild(&mut self, now: Instant) {
+        let mut ips: HashMap<IpAddr, Interfaces> = HashMap::new();
+        for (addrs, ifaces) in self.services.values() {
+            for ip in addrs {
+                let merged = match ips.remove(ip) {
+                    Some(prev) => prev.union(ifaces.clone()),
+                    None => ifaces.clone(),
+                };
+                ips.insert(*ip, merged);
+            }
+        }
+        {
+            let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
+            for (ip, ifaces) in &ips {
+                if table.ips.get(ip) != Some(ifaces) {
+                    self.garp.trigger(*ip, now);
+                }
+            }
+            for ip in table.ips.keys() {
+                if !ips.contains_key(ip) {
+                    self.garp.remove(*ip);
+                }
+            }
+            table.ips = ips;
+        }
+        self.sync_groups();
+        self.send_due(now).await;
+    }
+
+    /// Joins/leaves solicited-node groups so each interface receives the
+    /// solicitations for the IPv6 addresses it announces.
+    fn sync_groups(&mut self) {
+        let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
+        for r in self.responders.values_mut() {
+            let Some(sock) = &r.ndp else { continue };
+            let mut wanted: BTreeMap<Mac, BTreeSet<Ipv6Addr>> = BTreeMap::new();
+            for (ip, _) in table
+                .ips
+                .iter()
+                .filter(|(ip, _)| table.answers(**ip, &r.iface.name) == Some(true))
+            {
+                if let IpAddr::V6(v6) = ip {
+                    wanted
+                        .entry(ndp::multicast_mac(ndp::solicited_node(*v6)))
+                        .or_default()
+                        .insert(*v6);
+                }
+            }
+            for mac in wanted.keys().filter(|m| !r.groups.contains_key(*m)) {
+                if let Err(e) = sock.join_multicast(*mac) {
+                    tracing::warn!(interface = %r.iface.name, group = %mac, error = %e, "could not join multicast group");
+                }
+            }
+            for mac in r.groups.keys().filter(|m| !wanted.contains_key(*m)) {
+                if let Err(e) = sock.leave_multicast(*mac) {
+                    tracing::debug!(interface = %r.iface.name, group = %mac, error = %e, "could not leave multicast group");
+                }
+            }
+            r.groups = wanted;
+        }
+    }
+
+    /// When the next unsolicited announcement is due.
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        self.garp.next_wakeup()
+    }
+
+    /// Sends the unsolicited announcements due at `now`.
+    pub async fn send_due(&mut self, now: Instant) {
+        let due = self.garp.due(now);
+        if due.is_empty() {
+            return;
+        }
+        let owned: Vec<(IpAddr, Interfaces)> = {
+            let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
+            due.iter()
+                .filter_map(|ip| table.ips.get(ip).map(|i| (*ip, i.clone())))
+                .collect()
+        };
+        for (ip, ifaces) in owned {
+            for r in self.responders.values() {
+                let included = match &ifaces {
+                    Interfaces::All => true,
+                    Interfaces::Named(n) => n.contains(&r.iface.name),
+                };
+                if !included {
+                    continue;
+                }
+                let sent = match ip {
+                    IpAddr::V4(v4) => match &r.arp {
+                        Some(sock) => {
+                            let mut ok = true;
+                            for op in [arp::Op::Request, arp::Op::Reply] {
+                                let frame = arp::Arp::gratuitous(op, r.iface.mac, v4)
+                                    .frame(Mac::BROADCAST, r.iface.mac);
+                                ok &= sock.send(&frame).await.is_ok();
+                            }
+                            ok
+                        }
+                        None => false,
+                    },
+                    IpAddr::V6(v6) => match (&r.ndp, r.iface.ndp) {
+                        (Some(sock), Some(src)) => {
+                            let na = ndp::Packet {
+                                src,
+                                dst: ndp::ALL_NODES,
+                                msg: ndp::Message::NeighborAdvertisement {
+                                    flags: ndp::Flags {
+                                        router: false,
+                                        solicited: false,
+                                        override_: true,
+                                    },
+                                    target: v6,
+                                    target_ll: Some(r.iface.mac),
+                                },
+                            };
+                            sock.send(&na.frame(ndp::multicast_mac(ndp::ALL_NODES), r.iface.mac))
+                                .await
+                                .is_ok()
+                        }
+                        _ => false,
+                    },
+                };
+                if sent {
+                    self.metrics
+                        .gratuitous_sent
+                        .with_label_values(&[&ip.to_string()])
+                        .inc();
+                }
+            }
+        }
+    }
+
+    /// Starts responders on newly eligible interfaces and stops those on
+    /// interfaces that vanished or changed. Returns what changed, for logs.
+    pub async fn update_interfaces(&mut self, eligible: Vec<Eligible>) -> Vec<String> {
+        let mut changes = Vec::new();
+        let keep: BTreeSet<&str> = eligible.iter().map(|e| e.name.as_str()).collect();
+        let stale: Vec<String> = self
+            .responders
+            .iter()
+            .filter(|(name, r)| {
+                !keep.contains(name.as_str())
+                    || eligible.iter().any(|e| &e.name == *name && *e != r.iface)
+                    || r.tasks.iter().all(JoinHandle::is_finished)
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in stale {
+            self.responders.remove(&name);
+            changes.push(format!("stopped responders on {name}"));
+        }
+        for e in &eligible {
+            if self.responders.contains_key(&e.name) {
+                continue;
+            }
+            match self.start(e) {
+                Ok(r) => {
+                    changes.push(format!(
+                        "answering on {} ({}{})",
+                        e.name,
+                        if r.arp.is_some() { "ARP" } else { "" },
+                        if r.ndp.is_some() { " NDP" } else { "" }
+                    ));
+                    self.responders.insert(e.name.clone(), r);
+                }
+                Err(err) => changes.push(format!("cannot answer on {}: {err}", e.name)),
+            }
+        }
+        let new_ifaces: Vec<String> = changes
+            .iter()
+            .filter(|c| c.starts_with("answering"))
+            .cloned()
+            .collect();
+        self.eligible = eligible;
+        self.sync_groups();
+        if !new_ifaces.is_empty() {
+            // A new interface: tell its link about what we already own.
+            let now = Instant::now();
+            let ips: Vec<IpAddr> = self
+                .table
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .ips
+                .keys()
+                .copied()
+                .collect();
+            for ip in ips {
+                self.garp.trigger(ip, now);
+            }
+            self.send_due(now).await;
+        }
+        changes
+    }
+
+    fn start(&self, e: &Eligible) -> std::io::Result<Responder> {
+        let mut r = Responder {
+            iface: e.clone(),
+            arp: None,
+            ndp: None,
+            tasks: Vec::new(),
+            groups: BTreeMap::new(),
+        };
+        if e.arp {
+            let sock = Arc::new(PacketSocket::open(e.index, ETHERTYPE_ARP)?);
+            r.tasks.push(tokio::spawn(arp_responder(
+                e.clone(),
+                sock.clone(),
+                self.table.clone(),
+                self.metrics.clone(),
+            )));
+            r.arp = Some(sock);
+        }
+        if let Some(src) = e.ndp {
+            let sock = Arc::new(PacketSocket::open(e.index, ETHERTYPE_IPV6)?);
+            r.tasks.push(tokio::spawn(ndp_responder(
+                e.clone(),
+                src,
+                sock.clone(),
+                self.table.clone(),
+                self.metrics.clone(),
+            )));
+            r.ndp = Some(sock);
+        }
+        Ok(r)
+    }
+
+    /// Stops answering everything (shutdown).
+    pub fn shutdown(&mut self) {
+        self.table
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .ips
+            .clear();
+        self.services.clear();
+        self.responders.clear();
+    }
+}
+
+/// Why a frame was not answered (upstream's drop reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Malformed.
+    Error,
+    /// An ARP reply, not a request.
+    ArpReply,
+    /// Not a neighbor solicitation.
+    MessageType,
+    /// Addressed to another host.
+    EthernetDestination,
+    /// For an address this node does not announce.
+    AnnounceIp,
+    /// For an address announced on other interfaces.
+    NotMatchInterface,
+}
+
+impl DropReason {
+    fn label(self) -> &'static str {
+        match self {
+            DropReason::Error => "Error",
+            DropReason::ArpReply => "ARPReply",
+            DropReason::MessageType => "MessageType",
+            DropReason::EthernetDestination => "EthernetDestination",
+            DropReason::AnnounceIp => "AnnounceIP",
+            DropReason::NotMatchInterface => "NotMatchInterface",
+        }
+    }
+}
+
+/// What to do with one received ARP frame (pure).
+pub fn arp_response(
+    frame: &[u8],
+    iface: &str,
+    mac: Mac,
+    owned: impl Fn(IpAddr, &str) -> Option<bool>,
+) -> Result<(IpAddr, Vec<u8>), DropReason> {
+    let f = Frame::parse(frame).map_err(|_| DropReason::Error)?;
+    let req = arp::Arp::parse(f.payload).map_err(|_| DropReason::Error)?;
+    if req.op != arp::Op::Request {
+        return Err(DropReason::ArpReply);
+    }
+    if f.dst != Mac::BROADCAST && f.dst != mac {
+        return Err(DropReason::EthernetDestination);
+    }
+    let ip = IpAddr::V4(req.tpa);
+    match owned(ip, iface) {
+        None => Err(DropReason::AnnounceIp),
+        Some(false) => Err(DropReason::NotMatchInterface),
+        Some(true) => Ok((ip, req.reply(mac).frame(req.sha, mac))),
+    }
+}
+
+/// What to do with one received IPv6 frame (pure). Solicitations without
+/// a source link-layer option (unicast NUD probes) are answered to the
+/// frame's source MAC (upstream drops them: bug #2920).
+pub fn ndp_response(
+    frame: &[u8],
+    iface: &str,
+    mac: Mac,
+    link_local: Ipv6Addr,
+    owned: impl Fn(IpAddr, &str) -> Option<bool>,
+) -> Result<(IpAddr, Vec<u8>), DropReason> {
+    let f = Frame::parse(frame).map_err(|_| DropReason::Error)?;
+    let pkt = match ndp::Packet::parse(f.payload) {
+        Ok(p) => p,
+        Err(ndp::NdpError::NotNdp) => return Err(DropReason::MessageType),
+        Err(ndp::NdpError::Parse(_)) => return Err(DropReason::Error),
+    };
+    let ndp::Message::NeighborSolicitation { target, source_ll } = pkt.msg else {
+        return Err(DropReason::MessageType);
+    };
+    if f.dst != mac && !f.dst.is_multicast() {
+        return Err(DropReason::EthernetDestination);
+    }
+    let ip = IpAddr::V6(target);
+    match owned(ip, iface) {
+        None => return Err(DropReason::AnnounceIp),
+        Some(false) => return Err(DropReason::NotMatchInterface),
+        Some(true) => {}
+    }
+    let dad = pkt.src.is_unspecified();
+    let na = ndp::Packet {
+        src: link_local,
+        dst: if dad { ndp::ALL_NODES } else { pkt.src },
+        msg: ndp::Message::NeighborAdvertisement {
+            flags: ndp::Flags {
+                router: false,
+                solicited: !dad,
+                override_: dad,
+            },
+            target,
+            target_ll: Some(mac),
+        },
+    };
+    let dst_mac = if dad {
+        ndp::multicast_mac(ndp::ALL_NODES)
+    } else {
+        source_ll.unwrap_or(f.src)
+    };
+    Ok((ip, na.frame(dst_mac, mac)))
+}
+
+fn owned_fn(table: &SharedTable) -> impl Fn(IpAddr, &str) -> Option<bool> + '_ {
+    move |ip, iface| {
+        table
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .answers(ip, iface)
+    }
+}
+
+async fn respond_loop(
+    iface: Eligible,
+    sock: Arc<PacketSocket>,
+    table: SharedTable,
+    metrics: Layer2Metrics,
+    kind: &'static str,
+    decide: impl Fn(&[u8], &SharedTable) -> Result<(IpAddr, Vec<u8>), DropReason>,
+) {
+    let mut buf = vec![0u8; 2048];
+    loop {
+        let (n, pkt_type) = match sock.recv(&mut buf).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(interface = %iface.name, error = %e, "{kind} responder stopped; the interface is rescanned");
+                return;
+            }
+        };
+        if pkt_type == PacketType::Outgoing || pkt_type == PacketType::OtherHost {
+            continue;
+        }
+        match decide(&buf[..n], &table) {
+            Ok((ip, reply)) => {
+                let ip_label = ip.to_string();
+                metrics
+                    .requests_received
+                    .with_label_values(&[&ip_label])
+                    .inc();
+                match sock.send(&reply).await {
+                    Ok(()) => metrics.responses_sent.with_label_values(&[&ip_label]).inc(),
+                    Err(e) => {
+                        tracing::warn!(interface = %iface.name, %ip, error = %e, "could not send {kind} reply")
+                    }
+                }
+            }
+            Err(reason) => {
+                if reason != DropReason::AnnounceIp && reason != DropReason::MessageType {
+                    tracing::debug!(interface = %iface.name, reason = reason.label(), "{kind} frame dropped");
+                }
+                metrics
+                    .dropped
+                    .with_label_values(&[&iface.name, reason.label()])
+                    .inc();
+            }
+        }
+    }
+}
+
+async fn arp_responder(
+    iface: Eligible,
+    sock: Arc<PacketSocket>,
+    table: SharedTable,
+    metrics: Layer2Metrics,
+) {
+    let (name, mac) = (iface.name.clone(), iface.mac);
+    respond_loop(iface, sock, table, metrics, "ARP", move |frame, table| {
+        arp_response(frame, &name, mac, owned_fn(table))
+    })
+    .await;
+}
+
+async fn ndp_responder(
+    iface: Eligible,
+    link_local: Ipv6Addr,
+    sock: Arc<PacketSocket>,
+    table: SharedTable,
+    metrics: Layer2Metrics,
+) {
+    let (name, mac) = (iface.name.clone(), iface.mac);
+    respond_loop(iface, sock, table, metrics, "NDP", move |frame, table| {
+        ndp_response(frame, &name, mac, link_local, owned_fn(table))
+    })
+    .await;
+}
+
+/// Frames for tests and benchmarks: an ARP request from `from` for `ip`.
+pub fn arp_request_frame(
+    from_mac: Mac,
+    from_ip: std::net::Ipv4Addr,
+    ip: std::net::Ipv4Addr,
+) -> Vec<u8> {
+    arp::Arp {
+        op: arp::Op::Request,
+        sha: from_mac,
+        spa: from_ip,
+        tha: Mac::ZERO,
+        tpa: ip,
+    }
+    .frame(Mac::BROADCAST, from_mac)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: Mac = Mac([2, 0, 0, 0, 0, 0xaa]);
+    const THEM: Mac = Mac([2, 0, 0, 0, 0, 0x01]);
+
+    fn owned(ip: IpAddr, iface: &str) -> Option<bool> {
+        match ip.to_string().as_str() {
+            "10.0.0.100" | "fc00::100" => Some(iface == "eth0"),
+            _ => None,
+        }
+    }
+
+    fn v4(s: &str) -> std::net::Ipv4Addr {
+        s.parse().expect("ip")
+    }
+
+    #[test]
+    fn arp_replies_only_for_owned_ips_on_matching_interfaces() {
+        let req = arp_request_frame(THEM, v4("10.0.0.2"), v4("10.0.0.100"));
+        let (ip, reply) = arp_response(&req, "eth0", ME, owned).expect("answered");
+        assert_eq!(ip.to_string(), "10.0.0.100");
+        let f = Frame::parse(&reply).expect("frame");
+        assert_eq!((f.dst, f.src), (THEM, ME));
+        let a = arp::Arp::parse(f.payload).expect("arp");
+        assert_eq!(
+            (a.op, a.sha, a.spa, a.tha, a.tpa),
+            (arp::Op::Reply, ME, v4("10.0.0.100"), THEM, v4("10.0.0.2"))
+        );
+        assert_eq!(
+            arp_response(&req, "eth1", ME, owned).err(),
+            Some(DropReason::NotMatchInterface)
+        );
+        let other = arp_request_frame(THEM, v4("10.0.0.2"), v4("10.0.0.7"));
+        assert_eq!(
+            arp_response(&other, "eth0", ME, owned).err(),
+            Some(DropReason::AnnounceIp)
+        );
+        let reply_frame = arp::Arp::gratuitous(arp::Op::Reply, THEM, v4("10.0.0.100"))
+            .frame(Mac::BROADCAST, THEM);
+        assert_eq!(
+            arp_response(&reply_frame, "eth0", ME, owned).err(),
+            Some(DropReason::ArpReply)
+        );
+        let mut unicast_elsewhere = req.clone();
+        unicast_elsewhere[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x55]);
+        assert_eq!(
+            arp_response(&unicast_elsewhere, "eth0", ME, owned).err(),
+            Some(DropReason::EthernetDestination)
+        );
+        assert_eq!(
+            arp_response(&req[..20], "eth0", ME, owned).err(),
+            Some(DropReason::Error)
+        );
+    }
+
+    fn ns_frame(src: &str, dst_mac: Mac, sll: Option<Mac>) -> Vec<u8> {
+        let target: Ipv6Addr = "fc00::100".parse().expect("ip");
+        let src: Ipv6Addr = src.parse().expect("ip");
+        let dst = if src.is_unspecified() || dst_mac.is_multicast() {
+            ndp::solicited_node(target)
+        } else {
+            "fc00::100".parse().expect("ip")
+        };
+        ndp::Packet {
+            src,
+            dst,
+            msg: ndp::Message::NeighborSolicitation {
+                target,
+                source_ll: sll,
+            },
+        }
+        .frame(dst_mac, THEM)
+    }
+
+    fn parse_na(frame: &[u8]) -> (Frame<'_>, ndp::Packet) {
+        let f = Frame::parse(frame).expect("frame");
+        let p = ndp::Packet::parse(f.payload).expect("na");
+        (f, p)
+    }
+
+    #[test]
+    fn ndp_answers_solicitations_with_and_without_source_ll() {
+        let ll: Ipv6Addr = "fe80::aa".parse().expect("ip");
+        let multicast = ndp::multicast_mac(ndp::solicited_node("fc00::100".parse().expect("ip")));
+        let (_, reply) = ndp_response(
+            &ns_frame("fc00::2", multicast, Some(THEM)),
+            "eth0",
+            ME,
+            ll,
+            owned,
+        )
+        .expect("answered");
+        let (f, p) = parse_na(&reply);
+        assert_eq!((f.dst, f.src, p.src), (THEM, ME, ll));
+        assert_eq!(p.dst, "fc00::2".parse::<Ipv6Addr>().expect("ip"));
+        let ndp::Message::NeighborAdvertisement {
+            flags, target_ll, ..
+        } = p.msg
+        else {
+            panic!("not an NA")
+        };
+        assert!(flags.solicited && !flags.override_);
+        assert_eq!(target_ll, Some(ME));
+        // Upstream bug #2920: a unicast NUD probe without source LL is answered too.
+        let (_, reply) =
+            ndp_response(&ns_frame("fc00::2", ME, None), "eth0", ME, ll, owned).expect("answered");
+        assert_eq!(parse_na(&reply).0.dst, THEM, "to the frame's source MAC");
+        // DAD for our address: defended to all nodes, not solicited.
+        let (_, reply) = ndp_response(&ns_frame("::", multicast, None), "eth0", ME, ll, owned)
+            .expect("answered");
+        let (f, p) = parse_na(&reply);
+        assert_eq!(
+            (f.dst, p.dst),
+            (ndp::multicast_mac(ndp::ALL_NODES), ndp::ALL_NODES)
+        );
+        assert_eq!(
+            ndp_response(
+                &ns_frame("fc00::2", multicast, Some(THEM)),
+                "eth1",
+                ME,
+                ll,
+                owned
+            )
+            .err(),
+            Some(DropReason::NotMatchInterface)
+        );
+        let elsewhere = ns_frame("fc00::2", Mac([2, 0, 0, 0, 0, 0x55]), Some(THEM));
+        assert_eq!(
+            ndp_response(&elsewhere, "eth0", ME, ll, owned).err(),
+            Some(DropReason::EthernetDestination)
+        );
+    }
+
+    #[test]
+    fn garbage_is_dropped_as_error_never_panics() {
+        let ll: Ipv6Addr = "fe80::aa".parse().expect("ip");
+        for len in 0..80 {
+            let junk: Vec<u8> = (0..len).map(|i| (i * 37 % 251) as u8).collect();
+            assert!(arp_response(&junk, "eth0", ME, owned).is_err());
+            assert!(ndp_response(&junk, "eth0", ME, ll, owned).is_err());
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Which node announces a service's addresses in layer 2 (upstream's
+//! `ShouldAnnounce`, with preferred node selectors). Every speaker
+//! evaluates the same pure function on the same inputs and so agrees
+//! without talking to the others.
+//!
+//! 1. No serving endpoint: nobody announces.
+//! 2. The advertisements for the service: L2Advertisements of its pool
+//!    whose serviceSelectors match it (none = all services). A service
+//!    that shares its IP may not be selected by serviceSelectors (two
+//!    sharing services could elect different nodes).
+//! 3. Candidates: nodes with a speaker (membership, or every Node), minus
+//!    NetworkUnavailable=True, minus the exclude-from-external-load-
+//!    balancers label (unless ignored), covered by at least one of those
+//!    advertisements' nodeSelectors; for ExternalTrafficPolicy Local only
+//!    nodes with a serving endpoint.
+//! 4. Order: summed preferredNodeSelectors weight (each advertisement
+//!    scores only nodes it covers) descending, then
+//!    sha256(node + "#" + first IP) ascending. The first announces.
+//!    Hashing the IP keeps services sharing it, and both families of a
+//!    dual-stack service, on one node.
+
+use crate::config::L2Advertisement;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+/// The label that keeps a node out of load balancing.
+pub const EXCLUDE_LB_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/// What election needs of a Node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// The NetworkUnavailable condition is True.
+    pub network_unavailable: bool,
+}
+
+impl NodeInfo {
+    /// From a Node object.
+    pub fn from_node(node: &Node) -> Self {
+        let network_unavailable = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "NetworkUnavailable" && c.status == "True")
+            });
+        Self {
+            name: node.metadata.name.clone().unwrap_or_default(),
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            network_unavailable,
+        }
+    }
+}
+
+/// A service's endpoints as election sees them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Endpoints {
+    /// At least one endpoint is serving.
+    pub any_serving: bool,
+    /// Nodes with a serving endpoint.
+    pub nodes: BTreeSet<String>,
+}
+
+impl Endpoints {
+    /// From the service's EndpointSlices: an endpoint serves when `ready`
+    /// is unset or true, or `serving` is true (terminating but serving).
+    pub fn from_slices<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Self {
+        let mut out = Endpoints::default();
+        for ep in slices.into_iter().flat_map(|s| s.endpoints.iter()) {
+            let c = ep.conditions.as_ref();
+            let ready = c.and_then(|c| c.ready).unwrap_or(true);
+            let serving = c.and_then(|c| c.serving).unwrap_or(false);
+            if ready || serving {
+                out.any_serving = true;
+                if let Some(n) = &ep.node_name {
+                    out.nodes.insert(n.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Which interfaces to announce from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Interfaces {
+    /// Every eligible interface.
+    All,
+    /// Only these (those that exist).
+    Named(BTreeSet<String>),
+}
+
+impl Interfaces {
+    /// The union of two selections.
+    pub fn union(self, other: Interfaces) -> Interfaces {
+        match (self, other) {
+            (Interfaces::Named(mut a), Interfaces::Named(b)) => {
+                a.extend(b);
+                Interfaces::Named(a)
+            }
+            _ => Interfaces::All,
+        }
+    }
+}
+
+/// Why this node does not announce (upstream's reason strings in `Display`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotOwner {
+    /// No serving endpoint anywhere.
+    NoServingEndpoints,
+    /// The pool has no L2Advertisement matching the service.
+    NoAdvertisement,
+    /// The service shares its IP and an advertisement selects services.
+    SharedIpWithServiceSelector,
+    /// No advertisement for the service covers this node.
+    NoMatchingAdvertisement,
+    /// Another node won.
+    NotElected {
+        /// The winner, if any node qualifies.
+        winner: Option<String>,
+    },
+}
+
+impl std::fmt::Display for NotOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotOwner::NoServingEndpoints => f.write_str("noServingEndpoints"),
+            NotOwner::NoAdvertisement => f.write_str("noL2Advertisement"),
+            NotOwner::SharedIpWithServiceSelector => f.write_str("sharedIPWithServiceSelector"),
+            NotOwner::NoMatchingAdvertisement => f.write_str("noMatchingAdvertisement"),
+            NotOwner::NotElected { winner: Some(w) } => write!(f, "notOwner (elected: {w})"),
+            NotOwner::NotElected { winner: None } => f.write_str("notOwner (no eligible node)"),
+        }
+    }
+}
+
+/// The outcome for this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Announce, from these interfaces.
+    Announce(Interfaces),
+    /// Do not.
+    NotOwner(NotOwner),
+}
+
+/// Everything election looks at for one service.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// The service's labels.
+    pub service_labels: &'a BTreeMap<String, String>,
+    /// It has a non-empty allow-shared-ip key.
+    pub shared: bool,
+    /// ExternalTrafficPolicy Local.
+    pub local: bool,
+    /// Its first ingress address.
+    pub first_ip: IpAddr,
+    /// The pool holding its addresses.
+    pub pool: &'a str,
+    /// Every L2Advertisement of the configuration.
+    pub advertisements: &'a [L2Advertisement],
+    /// Every node.
+    pub nodes: &'a [NodeInfo],
+    /// Nodes with a live speaker (None: assume every node has one).
+    pub alive: Option<&'a BTreeSet<String>>,
+    /// Its endpoints.
+    pub endpoints: &'a Endpoints,
+    /// `--ignore-exclude-lb`.
+    pub ignore_exclude_lb: bool,
+}
+
+fn covers(ad: &L2Advertisement, node: &NodeInfo) -> bool {
+    ad.node_selectors.is_empty() || ad.node_selectors.iter().any(|s| s.matches(&node.labels))
+}
+
+/// The advertisements that apply to the service.
+pub fn advertisements_for<'a>(input: &Input<'a>) -> Vec<&'a L2Advertisement> {
+    input
+        .advertisements
+        .iter()
+        .filter(|ad| ad.pools.contains(input.pool))
+        .filter(|ad| {
+            ad.service_selectors.is_empty()
+                || ad
+                    .service_selectors
+                    .iter()
+                    .any(|s| s.matches(input.service_labels))
+        })
+        .collect()
+}
+
+fn hash_key(node: &str, ip: IpAddr) -> [u8; 32] {
+    Sha256::digest(format!("{node}#{ip}").as_bytes()).into()
+}
+
+/// Candidates in election order (best first), and the advertisements
+/// that applied; `Err` when no node can announce at all.
+pub fn ranking<'a>(
+    input: &Input<'a>,
+) -> Result<(Vec<&'a NodeInfo>, Vec<&'a L2Advertisement>), NotOwner> {
+    if !input.endpoints.any_serving {
+        return Err(NotOwner::NoServingEndpoints);
+    }
+    let ads = advertisements_for(input);
+    if ads.is_empty() {
+        return Err(NotOwner::NoAdvertisement);
+    }
+    if input.shared && ads.iter().any(|ad| !ad.service_selectors.is_empty()) {
+        return Err(NotOwner::SharedIpWithServiceSelector);
+    }
+    let mut candidates: Vec<(i64, [u8; 32], &NodeInfo)> = input
+        .nodes
+        .iter()
+        .filter(|n| input.alive.is_none_or(|a| a.contains(&n.name)))
+        .filter(|n| !n.network_unavailable)
+        .filter(|n| input.ignore_exclude_lb || !n.labels.contains_key(EXCLUDE_LB_LABEL))
+        .filter(|n| ads.iter().any(|ad| covers(ad, n)))
+        .filter(|n| !input.local || input.endpoints.nodes.contains(&n.name))
+        .map(|n| {
+            let score: i64 = ads
+                .iter()
+                .filter(|ad| covers(ad, n))
+                .flat_map(|ad| ad.preferred_node_selectors.iter())
+                .filter(|(_, sel)| sel.matches(&n.labels))
+                .map(|(w, _)| i64::from(*w))
+                .sum();
+            (score, hash_key(&n.name, input.first_ip), n)
+        })
+        .collect();
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok((candidates.into_iter().map(|(_, _, n)| n).collect(), ads))
+}
+
+/// Whether `me` announces, and from which interfaces.
+pub fn decide(input: &Input<'_>, me: &str) -> Decision {
+    let (order, ads) = match ranking(input) {
+        Ok(r) => r,
+        Err(reason) => return Decision::NotOwner(reason),
+    };
+    let Some(my_node) = input.nodes.iter().find(|n| n.name == me) else {
+        return Decision::NotOwner(NotOwner::NoMatchingAdvertisement);
+    };
+    let mine: Vec<&&L2Advertisement> = ads.iter().filter(|ad| covers(ad, my_node)).collect();
+    if mine.is_empty() {
+        return Decision::NotOwner(NotOwner::NoMatchingAdvertisement);
+    }
+    match order.first() {
+        Some(winner) if winner.name == me => {
+            let interfaces = mine
+                .iter()
+                .map(|ad| {
+                    if ad.interfaces.is_empty() {
+                        Interfaces::All
+                    } else {
+                        Interfaces::Named(ad.interfaces.iter().cloned().collect())
+                    }
+                })
+                .reduce(Interfaces::union)
+                .unwrap_or(Interfaces::All);
+            Decision::Announce(interfaces)
+        }
+        other => Decision::NotOwner(NotOwner::NotElected {
+            winner: other.map(|n| n.name.clone()),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;
