@@ -83,6 +83,15 @@ struct SpeakerArgs {
     /// Announce from nodes labelled node.kubernetes.io/exclude-from-external-load-balancers too
     #[arg(long)]
     ignore_exclude_lb: bool,
+    /// Where to serve Prometheus metrics (/metrics)
+    #[arg(long, default_value = "0.0.0.0:9120")]
+    metrics_bind_address: std::net::SocketAddr,
+    /// Where to serve the probes (/healthz, /readyz); the node's loopback, as upstream
+    #[arg(long, default_value = "127.0.0.1:17472")]
+    health_bind_address: std::net::SocketAddr,
+    /// The speaker Pod's name (owner of its ServiceL2Status objects)
+    #[arg(long, env = "POD_NAME")]
+    pod_name: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -116,35 +125,8 @@ fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Validate(args) => Ok(validate(&args)),
         Command::Controller(args) => controller(args),
-        Command::Speaker(args) => run_until_signal(
-            || {
-                tracing::info!(namespace = %args.common.namespace, node = %args.node_name, lb_class = ?args.lb_class, ignore_exclude_lb = args.ignore_exclude_lb, "speaker starting");
-            },
-            "speaker",
-        ),
+        Command::Speaker(args) => speaker(args),
     }
-}
-
-/// Until the reconcilers land, the components start, log and exit cleanly on
-/// SIGTERM/SIGINT, so deployments and the lab can already run them. The
-/// handlers are installed before `started` logs, so a signal sent after the
-/// first log line is never lost.
-fn run_until_signal(started: impl FnOnce(), component: &str) -> Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-        started();
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        anyhow::Ok(())
-    })?;
-    tracing::info!("{component} stopping");
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Resolves when SIGTERM or SIGINT arrives. The handlers are installed
@@ -183,6 +165,30 @@ fn controller(args: ControllerArgs) -> Result<ExitCode> {
         metallb_rs::controller::run::run(client, opts, shutdown).await
     })?;
     tracing::info!("controller stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn speaker(args: SpeakerArgs) -> Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let shutdown = shutdown_signal()?;
+        let opts = metallb_rs::speaker::run::Options {
+            namespace: args.common.namespace,
+            node: args.node_name,
+            lb_class: args.lb_class,
+            ignore_exclude_lb: args.ignore_exclude_lb,
+            metrics_addr: Some(args.metrics_bind_address),
+            health_addr: Some(args.health_bind_address),
+            pod_name: args.pod_name.filter(|p| !p.is_empty()),
+            rescan: std::time::Duration::from_secs(10),
+        };
+        tracing::info!(namespace = %opts.namespace, node = %opts.node, lb_class = ?opts.lb_class, ignore_exclude_lb = opts.ignore_exclude_lb, version = env!("CARGO_PKG_VERSION"), "speaker starting");
+        let client = metallb_rs::k8s::client().await?;
+        metallb_rs::speaker::run::run(client, opts, shutdown).await
+    })?;
+    tracing::info!("speaker stopped");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -177,7 +177,11 @@ fn components_log_json_and_stop_on_sigterm() {
     ];
     for (sub, extra) in [
         ("controller", free_ports.to_vec()),
-        ("speaker", vec!["--node-name", "worker"]),
+        ("speaker", {
+            let mut v = vec!["--node-name", "worker"];
+            v.extend(free_ports);
+            v
+        }),
     ] {
         let mut child = bin()
             .arg(sub)

@@ -221,7 +221,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         if i == 0 {
             argv.push("--control-plane".into());
         }
-        procs.ensure(&format!("agent-{}", node.name), &argv, &[])?;
+        procs.ensure_fresh(&format!("agent-{}", node.name), &argv, &[])?;
         if spec.metallb {
             cluster.start_speaker(&node.name)?;
         }
@@ -345,7 +345,7 @@ impl LabCluster {
             "--log-level".into(),
             self.log_level.clone(),
         ];
-        self.procs().ensure(
+        self.procs().ensure_fresh(
             "controller",
             &argv,
             &[("KUBECONFIG", self.kubeconfig.display().to_string())],
@@ -454,7 +454,7 @@ impl Cluster for LabCluster {
             "--log-level".into(),
             self.log_level.clone(),
         ];
-        self.procs().ensure(
+        self.procs().ensure_fresh(
             &format!("speaker-{node}"),
             &argv,
             &[("KUBECONFIG", self.kubeconfig.display().to_string())],

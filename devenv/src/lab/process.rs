@@ -84,6 +84,19 @@ impl Processes {
         Ok(pid)
     }
 
+    /// Like [`Processes::ensure`], but first stops `name` if it runs an
+    /// executable that has since been replaced on disk (a rebuild), so a
+    /// dev-env rerun never leaves an old metallb-rs running. Not for the
+    /// API server, whose state lives in its memory.
+    pub fn ensure_fresh(&self, name: &str, argv: &[String], env: &[(&str, String)]) -> Result<i32> {
+        if let Some(pid) = self.pid(name)
+            && binary_replaced(pid)
+        {
+            self.stop(name, Duration::from_secs(5));
+        }
+        self.ensure(name, argv, env)
+    }
+
     /// Sends `signal` to `name`; false when it was not running.
     pub fn signal(&self, name: &str, signal: nix::sys::signal::Signal) -> bool {
         match self.pid(name) {
@@ -122,6 +135,13 @@ impl Processes {
     }
 }
 
+/// Whether process `pid` runs an executable that was deleted or replaced
+/// since it started (the kernel marks the link " (deleted)").
+pub fn binary_replaced(pid: i32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .is_ok_and(|p| p.to_string_lossy().ends_with(" (deleted)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +161,7 @@ mod tests {
             "not started twice"
         );
         assert_eq!(procs.names(), ["sleeper"]);
+        assert!(!binary_replaced(pid));
         procs.stop("sleeper", Duration::from_secs(2));
         assert_eq!(procs.pid("sleeper"), None);
         assert!(!procs.signal("sleeper", nix::sys::signal::Signal::SIGTERM));

@@ -190,6 +190,23 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The pool holding every address of `ips` (a .0/.255 address does
+    /// not belong to a pool that avoids them), as the allocator sees it.
+    pub fn pool_for(&self, ips: &[std::net::IpAddr]) -> Option<&Pool> {
+        if ips.is_empty() {
+            return None;
+        }
+        self.pools.values().find(|p| {
+            ips.iter().all(|ip| {
+                let buggy = p.avoid_buggy_ips
+                    && matches!(ip, std::net::IpAddr::V4(v4) if matches!(v4.octets()[3], 0 | 255));
+                !buggy && p.cidrs.iter().any(|c| c.contains(ip))
+            })
+        })
+    }
+}
+
 /// Resolves an advertisement's pools: those named plus those whose labels
 /// match a selector; all pools when neither is given. Unknown names are
 /// errors at `field`.

@@ -11,17 +11,15 @@
 use super::converge::{self, Decision, Write};
 use super::service;
 use crate::allocator::Allocator;
-use crate::api::v1beta1::{
-    ConfigurationResult, ConfigurationState, IPAddressPool, IPAddressPoolStatus,
-};
+use crate::api::v1beta1::{ConfigurationResult, IPAddressPool, IPAddressPoolStatus};
 use crate::config::{Config, Options as ConfigOptions, Pool, Resources};
 use crate::k8s::events::Recorder;
 use crate::k8s::leader::{LeaseLock, Timings};
-use crate::k8s::{self, watch};
+use crate::k8s::watch;
 use crate::metrics::{self, AllocatorMetrics, Health, K8sClientMetrics};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -537,7 +535,18 @@ impl Runner {
         if self.config_state.as_ref() == Some(&state) || !self.may_act() {
             return;
         }
-        match write_config_state(&self.client, &self.opts.namespace, &state.0, &state.1).await {
+        let labels = json!({ "metallb.io/component-type": "controller" });
+        match crate::k8s::config_state::write(
+            &self.client,
+            &self.opts.namespace,
+            CONFIG_STATE_NAME,
+            labels,
+            "poolReconcilerValid",
+            &state.0,
+            &state.1,
+        )
+        .await
+        {
             Ok(()) => self.config_state = Some(state),
             Err(e) => tracing::warn!(error = %e, "could not write ConfigurationState"),
         }
@@ -584,56 +593,4 @@ async fn write_service(
         rv = updated.resource_version().unwrap_or_default();
     }
     Ok(rv)
-}
-
-/// Creates ConfigurationState `controller` if missing and sets its status.
-async fn write_config_state(
-    client: &kube::Client,
-    namespace: &str,
-    result: &ConfigurationResult,
-    summary: &str,
-) -> Result<(), kube::Error> {
-    let api: Api<ConfigurationState> = Api::namespaced(client.clone(), namespace);
-    if api.get_opt(CONFIG_STATE_NAME).await?.is_none() {
-        let obj: ConfigurationState = serde_json::from_value(json!({
-            "apiVersion": "metallb.io/v1beta1",
-            "kind": "ConfigurationState",
-            "metadata": {
-                "name": CONFIG_STATE_NAME,
-                "labels": { "metallb.io/component-type": "controller" },
-            },
-        }))
-        .map_err(kube::Error::SerdeError)?;
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => {}
-            Err(e)
-                if !k8s::is_transient(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) => {
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    let valid = *result == ConfigurationResult::Valid;
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let patch = json!({
-        "status": {
-            "result": result,
-            "errorSummary": if valid { serde_json::Value::Null } else { json!(summary) },
-            "conditions": [{
-                "type": "poolReconcilerValid",
-                "status": if valid { "True" } else { "False" },
-                "reason": if valid { "Reconciled" } else { "ConfigurationError" },
-                "message": if valid { "" } else { summary },
-                "lastTransitionTime": now,
-            }],
-        }
-    });
-    api.patch_status(
-        CONFIG_STATE_NAME,
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
 }

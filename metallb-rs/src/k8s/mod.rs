@@ -2,6 +2,7 @@
 //! modules: the client, leader election, events. Only this module, the
 //! controller's and the speaker's runners touch `kube::Api`.
 
+pub mod config_state;
 pub mod events;
 pub mod leader;
 pub mod watch;

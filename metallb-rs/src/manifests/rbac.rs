@@ -129,6 +129,12 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             rule(&[""], &["secrets", "configmaps"], READ),
             // Its own Pod, the owner of its status objects.
             rule(&[""], &["pods"], &["get"]),
+            // speaker::presence: its own lease, and the others' (graceful leave).
+            rule(
+                &["coordination.k8s.io"],
+                &["leases"],
+                &["get", "list", "watch", "create", "update"],
+            ),
         ],
     );
     vec![

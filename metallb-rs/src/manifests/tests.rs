@@ -113,7 +113,7 @@ fn grants(role: &Value) -> Vec<(String, String, String)> {
 }
 
 #[test]
-fn speaker_may_write_only_its_status_kinds_events_and_configuration_state() {
+fn speaker_may_write_only_its_status_kinds_events_configuration_state_and_presence_lease() {
     let objects = native_objects(&NativeOptions::default());
     let mut all = grants(find(&objects, "ClusterRole", "metallb-system:speaker"));
     all.extend(grants(find(&objects, "Role", "speaker")));
@@ -131,6 +131,8 @@ fn speaker_may_write_only_its_status_kinds_events_and_configuration_state() {
         "metallb.io/servicebgpstatuses/status",
         "metallb.io/configurationstates",
         "metallb.io/configurationstates/status",
+        // speaker::presence (graceful leave).
+        "coordination.k8s.io/leases",
     ];
     for w in &writable {
         assert!(allowed.contains(&w.as_str()), "speaker may write {w}");

@@ -61,7 +61,8 @@ pub struct Eligible {
     pub mac: Mac,
     /// May answer ARP.
     pub arp: bool,
-    /// Source address for NDP, when NDP is possible.
+    /// Its link-local address, when NDP is possible (upstream's rule: no
+    /// link-local address, no NDP on the interface).
     pub ndp: Option<Ipv6Addr>,
 }
 

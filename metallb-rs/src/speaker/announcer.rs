@@ -253,10 +253,10 @@ impl Announcer {
                         }
                         None => false,
                     },
-                    IpAddr::V6(v6) => match (&r.ndp, r.iface.ndp) {
-                        (Some(sock), Some(src)) => {
+                    IpAddr::V6(v6) => match &r.ndp {
+                        Some(sock) => {
                             let na = ndp::Packet {
-                                src,
+                                src: v6,
                                 dst: ndp::ALL_NODES,
                                 msg: ndp::Message::NeighborAdvertisement {
                                     flags: ndp::Flags {
@@ -272,7 +272,7 @@ impl Announcer {
                                 .await
                                 .is_ok()
                         }
-                        _ => false,
+                        None => false,
                     },
                 };
                 if sent {
@@ -365,11 +365,10 @@ impl Announcer {
             )));
             r.arp = Some(sock);
         }
-        if let Some(src) = e.ndp {
+        if e.ndp.is_some() {
             let sock = Arc::new(PacketSocket::open(e.index, ETHERTYPE_IPV6)?);
             r.tasks.push(tokio::spawn(ndp_responder(
                 e.clone(),
-                src,
                 sock.clone(),
                 self.table.clone(),
                 self.metrics.clone(),
@@ -451,7 +450,6 @@ pub fn ndp_response(
     frame: &[u8],
     iface: &str,
     mac: Mac,
-    link_local: Ipv6Addr,
     owned: impl Fn(IpAddr, &str) -> Option<bool>,
 ) -> Result<(IpAddr, Vec<u8>), DropReason> {
     let f = Frame::parse(frame).map_err(|_| DropReason::Error)?;
@@ -473,8 +471,11 @@ pub fn ndp_response(
         Some(true) => {}
     }
     let dad = pkt.src.is_unspecified();
+    // From the announced address itself, as a host answering for its own
+    // address does (upstream answers from the link-local address, which
+    // tools such as ndisc6 ignore when they asked for a global address).
     let na = ndp::Packet {
-        src: link_local,
+        src: target,
         dst: if dad { ndp::ALL_NODES } else { pkt.src },
         msg: ndp::Message::NeighborAdvertisement {
             flags: ndp::Flags {
@@ -565,14 +566,13 @@ async fn arp_responder(
 
 async fn ndp_responder(
     iface: Eligible,
-    link_local: Ipv6Addr,
     sock: Arc<PacketSocket>,
     table: SharedTable,
     metrics: Layer2Metrics,
 ) {
     let (name, mac) = (iface.name.clone(), iface.mac);
     respond_loop(iface, sock, table, metrics, "NDP", move |frame, table| {
-        ndp_response(frame, &name, mac, link_local, owned_fn(table))
+        ndp_response(frame, &name, mac, owned_fn(table))
     })
     .await;
 }
@@ -677,18 +677,21 @@ mod tests {
 
     #[test]
     fn ndp_answers_solicitations_with_and_without_source_ll() {
-        let ll: Ipv6Addr = "fe80::aa".parse().expect("ip");
         let multicast = ndp::multicast_mac(ndp::solicited_node("fc00::100".parse().expect("ip")));
         let (_, reply) = ndp_response(
             &ns_frame("fc00::2", multicast, Some(THEM)),
             "eth0",
             ME,
-            ll,
             owned,
         )
         .expect("answered");
         let (f, p) = parse_na(&reply);
-        assert_eq!((f.dst, f.src, p.src), (THEM, ME, ll));
+        assert_eq!((f.dst, f.src), (THEM, ME));
+        assert_eq!(
+            p.src,
+            "fc00::100".parse::<Ipv6Addr>().expect("ip"),
+            "from the announced address"
+        );
         assert_eq!(p.dst, "fc00::2".parse::<Ipv6Addr>().expect("ip"));
         let ndp::Message::NeighborAdvertisement {
             flags, target_ll, ..
@@ -700,11 +703,11 @@ mod tests {
         assert_eq!(target_ll, Some(ME));
         // Upstream bug #2920: a unicast NUD probe without source LL is answered too.
         let (_, reply) =
-            ndp_response(&ns_frame("fc00::2", ME, None), "eth0", ME, ll, owned).expect("answered");
+            ndp_response(&ns_frame("fc00::2", ME, None), "eth0", ME, owned).expect("answered");
         assert_eq!(parse_na(&reply).0.dst, THEM, "to the frame's source MAC");
         // DAD for our address: defended to all nodes, not solicited.
-        let (_, reply) = ndp_response(&ns_frame("::", multicast, None), "eth0", ME, ll, owned)
-            .expect("answered");
+        let (_, reply) =
+            ndp_response(&ns_frame("::", multicast, None), "eth0", ME, owned).expect("answered");
         let (f, p) = parse_na(&reply);
         assert_eq!(
             (f.dst, p.dst),
@@ -715,7 +718,6 @@ mod tests {
                 &ns_frame("fc00::2", multicast, Some(THEM)),
                 "eth1",
                 ME,
-                ll,
                 owned
             )
             .err(),
@@ -723,18 +725,17 @@ mod tests {
         );
         let elsewhere = ns_frame("fc00::2", Mac([2, 0, 0, 0, 0, 0x55]), Some(THEM));
         assert_eq!(
-            ndp_response(&elsewhere, "eth0", ME, ll, owned).err(),
+            ndp_response(&elsewhere, "eth0", ME, owned).err(),
             Some(DropReason::EthernetDestination)
         );
     }
 
     #[test]
     fn garbage_is_dropped_as_error_never_panics() {
-        let ll: Ipv6Addr = "fe80::aa".parse().expect("ip");
         for len in 0..80 {
             let junk: Vec<u8> = (0..len).map(|i| (i * 37 % 251) as u8).collect();
             assert!(arp_response(&junk, "eth0", ME, owned).is_err());
-            assert!(ndp_response(&junk, "eth0", ME, ll, owned).is_err());
+            assert!(ndp_response(&junk, "eth0", ME, owned).is_err());
         }
     }
 }

@@ -6,3 +6,6 @@
 pub mod announcer;
 pub mod election;
 pub mod garp;
+pub mod presence;
+pub mod run;
+pub mod status;

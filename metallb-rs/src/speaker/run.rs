@@ -1,0 +1,922 @@
+//! The speaker process: watches, the per-service loop (elect, announce or
+//! withdraw, ServiceL2Status, events, metrics), interface rescans every
+//! 10 s, unsolicited announcements, graceful leave on SIGTERM.
+//!
+//! It keeps announcing what it last decided when the API server goes
+//! away (watches retry with backoff; the caches stay), and resyncs when
+//! it comes back.
+
+use super::announcer::Announcer;
+use super::election::{self, Decision, Endpoints, Interfaces, NodeInfo};
+use super::{presence, status};
+use crate::api::v1beta1::{
+    BFDProfile, BGPAdvertisement, Community, ConfigurationResult, IPAddressPool, L2Advertisement,
+    ServiceL2Status,
+};
+use crate::api::v1beta2::BGPPeer;
+use crate::config::{Config, Options as ConfigOptions, Resources};
+use crate::controller::service as svcs;
+use crate::k8s::events::{EventSpec, Recorder};
+use crate::k8s::watch;
+use crate::metrics::{self, Health, K8sClientMetrics, Layer2Metrics, SpeakerMetrics};
+use crate::net::iface::{self, Exclusions};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How the speaker runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The MetalLB namespace.
+    pub namespace: String,
+    /// This node.
+    pub node: String,
+    /// `--lb-class`.
+    pub lb_class: Option<String>,
+    /// `--ignore-exclude-lb`.
+    pub ignore_exclude_lb: bool,
+    /// `/metrics` address.
+    pub metrics_addr: Option<SocketAddr>,
+    /// `/healthz`, `/readyz` address.
+    pub health_addr: Option<SocketAddr>,
+    /// The speaker's Pod name, when it runs in one (owner of its status objects).
+    pub pod_name: Option<String>,
+    /// Time between interface rescans.
+    pub rescan: Duration,
+}
+
+/// The ConfigMap listing interfaces never to announce from.
+pub const EXCLUDE_CONFIGMAP: &str = "metallb-excludel2";
+/// Its key.
+pub const EXCLUDE_KEY: &str = "excludel2.yaml";
+
+#[derive(Debug)]
+enum Trigger {
+    Service(String),
+    All,
+    Config,
+    Interfaces,
+}
+
+struct Stores {
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+    nodes: Store<Node>,
+    pools: Store<IPAddressPool>,
+    l2: Store<L2Advertisement>,
+    bgp: Store<BGPAdvertisement>,
+    peers: Store<BGPPeer>,
+    bfd: Store<BFDProfile>,
+    communities: Store<Community>,
+    secrets: Store<Secret>,
+    configmaps: Store<ConfigMap>,
+    statuses: Store<ServiceL2Status>,
+    leases: Store<Lease>,
+}
+
+/// What this speaker announces for one service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Announced {
+    ips: Vec<IpAddr>,
+    /// Interfaces actually used, or None for "all".
+    interfaces: Option<Vec<String>>,
+}
+
+struct Metrics {
+    k8s: K8sClientMetrics,
+    speaker: SpeakerMetrics,
+}
+
+/// Runs the speaker until `shutdown` resolves; then withdraws everything
+/// and leaves.
+pub async fn run(
+    client: kube::Client,
+    opts: Options,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let registry = prometheus::Registry::new();
+    let metrics = Metrics {
+        k8s: K8sClientMetrics::new(&registry),
+        speaker: SpeakerMetrics::new(&registry),
+    };
+    let l2_metrics = Layer2Metrics::new(&registry);
+    let health = Arc::new(Health::default());
+    let server = tokio::spawn(metrics::serve(
+        opts.metrics_addr,
+        opts.health_addr,
+        registry,
+        health.clone(),
+    ));
+    let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
+    let mut tasks = tokio::task::JoinSet::new();
+    let stores = start_watches(&client, &opts, &mut tasks, &tx);
+    let leases_api: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
+    let mut runner = Runner {
+        client: client.clone(),
+        recorder: Recorder::new(client.clone(), "metallb-speaker", &opts.node),
+        opts: opts.clone(),
+        stores,
+        metrics,
+        config: None,
+        config_state: None,
+        announcer: Announcer::new(l2_metrics),
+        announced: BTreeMap::new(),
+        failed: BTreeMap::new(),
+        exclusions: (Vec::new(), Exclusions::defaults()),
+        owner: None,
+    };
+    let work = async {
+        runner.wait_for_caches().await?;
+        if let Err(e) = presence::join(&leases_api, &opts.node).await {
+            tracing::warn!(error = %e, "could not record this speaker's presence (graceful leave will not be seen)");
+        }
+        runner.owner = runner.owner_reference().await;
+        runner.rescan_interfaces().await;
+        runner.reload_config().await;
+        runner.full_pass().await;
+        health.set_ready(true);
+        tracing::info!(announced = runner.announced.len(), "initial sync done");
+        let mut rescan = tokio::time::interval(opts.rescan);
+        let mut renew = tokio::time::interval(Duration::from_secs(presence::RENEW_SECONDS as u64));
+        loop {
+            let garp_at = runner.announcer.next_wakeup();
+            let garp = async {
+                match garp_at {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                t = rx.recv() => {
+                    let Some(first) = t else { anyhow::bail!("every watch stopped") };
+                    let mut batch = vec![first];
+                    while let Ok(t) = rx.try_recv() {
+                        batch.push(t);
+                    }
+                    runner.process(batch).await;
+                }
+                () = garp => runner.announcer.send_due(std::time::Instant::now()).await,
+                _ = rescan.tick() => {
+                    if runner.rescan_interfaces().await {
+                        runner.full_pass().await;
+                    }
+                }
+                _ = renew.tick() => {
+                    if let Err(e) = presence::join(&leases_api, &opts.node).await {
+                        tracing::debug!(error = %e, "could not renew the presence lease");
+                    }
+                }
+            }
+        }
+    };
+    let result: anyhow::Result<()> = tokio::select! {
+        r = work => r,
+        () = shutdown => Ok(()),
+        r = server => match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(e.into()),
+        },
+    };
+    // Withdraw at once (stop answering), then tell the others, best effort.
+    runner.announcer.shutdown();
+    let cleanup = async {
+        if let Err(e) = presence::leave(&leases_api, &opts.node).await {
+            tracing::warn!(error = %e, "could not record this speaker's departure");
+        }
+        runner.delete_own_statuses().await;
+    };
+    if tokio::time::timeout(Duration::from_secs(2), cleanup)
+        .await
+        .is_err()
+    {
+        tracing::warn!("cleanup on shutdown timed out");
+    }
+    tracing::info!("withdrew every announcement");
+    result
+}
+
+fn start_watches(
+    client: &kube::Client,
+    opts: &Options,
+    tasks: &mut tokio::task::JoinSet<()>,
+    tx: &mpsc::UnboundedSender<Trigger>,
+) -> Stores {
+    let ns = opts.namespace.as_str();
+    let send = |t: Trigger, tx: &mpsc::UnboundedSender<Trigger>| {
+        let _ = tx.send(t);
+    };
+    let cfg = watcher::Config::default;
+    let services = {
+        let tx = tx.clone();
+        watch::spawn(
+            tasks,
+            Api::<Service>::all(client.clone()),
+            cfg(),
+            move |ev| match ev {
+                watcher::Event::Apply(s) | watcher::Event::Delete(s) => {
+                    send(Trigger::Service(svcs::key(s)), &tx)
+                }
+                watcher::Event::InitDone => send(Trigger::All, &tx),
+                _ => {}
+            },
+        )
+    };
+    let slices = {
+        let tx = tx.clone();
+        watch::spawn(
+            tasks,
+            Api::<EndpointSlice>::all(client.clone()),
+            cfg(),
+            move |ev| {
+                if let Some(s) = watch::object(ev)
+                    && let Some(name) = s.labels().get("kubernetes.io/service-name")
+                {
+                    send(
+                        Trigger::Service(format!("{}/{name}", s.namespace().unwrap_or_default())),
+                        &tx,
+                    );
+                }
+            },
+        )
+    };
+    let nodes = {
+        let tx = tx.clone();
+        watch::spawn(tasks, Api::<Node>::all(client.clone()), cfg(), move |ev| {
+            if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                send(Trigger::All, &tx);
+            }
+        })
+    };
+    let pools = watch::spawn(
+        tasks,
+        Api::<IPAddressPool>::namespaced(client.clone(), ns),
+        cfg(),
+        config_trigger(tx.clone()),
+    );
+    let l2 = watch::spawn(
+        tasks,
+        Api::<L2Advertisement>::namespaced(client.clone(), ns),
+        cfg(),
+        config_trigger(tx.clone()),
+    );
+    let bgp = watch::spawn(
+        tasks,
+        Api::<BGPAdvertisement>::namespaced(client.clone(), ns),
+        cfg(),
+        config_trigger(tx.clone()),
+    );
+    let peers = watch::spawn(
+        tasks,
+        Api::<BGPPeer>::namespaced(client.clone(), ns),
+        cfg(),
+        config_trigger(tx.clone()),
+    );
+    let bfd = watch::spawn(
+        tasks,
+        Api::<BFDProfile>::namespaced(client.clone(), ns),
+        cfg(),
+        config_trigger(tx.clone()),
+    );
+    let communities = watch::spawn(
+        tasks,
+        Api::<Community>::namespaced(client.clone(), ns),
+        cfg(),
+        config_trigger(tx.clone()),
+    );
+    let secrets = watch::spawn(
+        tasks,
+        Api::<Secret>::namespaced(client.clone(), ns),
+        cfg(),
+        config_trigger(tx.clone()),
+    );
+    let configmaps = {
+        let tx = tx.clone();
+        watch::spawn(
+            tasks,
+            Api::<ConfigMap>::namespaced(client.clone(), ns),
+            watcher::Config::default().fields(&format!("metadata.name={EXCLUDE_CONFIGMAP}")),
+            move |ev| {
+                if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                    send(Trigger::Interfaces, &tx);
+                }
+            },
+        )
+    };
+    let statuses = {
+        let tx = tx.clone();
+        watch::spawn(
+            tasks,
+            Api::<ServiceL2Status>::namespaced(client.clone(), ns),
+            cfg(),
+            move |ev| {
+                if let Some(o) = watch::object(ev) {
+                    let l = o.labels();
+                    if let (Some(ns), Some(name)) = (
+                        l.get(status::SERVICE_NAMESPACE_LABEL),
+                        l.get(status::SERVICE_NAME_LABEL),
+                    ) {
+                        send(Trigger::Service(format!("{ns}/{name}")), &tx);
+                    }
+                }
+            },
+        )
+    };
+    let leases = {
+        let tx = tx.clone();
+        watch::spawn(
+            tasks,
+            Api::<Lease>::namespaced(client.clone(), ns),
+            watcher::Config::default().labels(&format!("{}=speaker", presence::COMPONENT_LABEL)),
+            move |ev| {
+                if matches!(
+                    ev,
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
+                ) {
+                    send(Trigger::All, &tx);
+                }
+            },
+        )
+    };
+    Stores {
+        services,
+        slices,
+        nodes,
+        pools,
+        l2,
+        bgp,
+        peers,
+        bfd,
+        communities,
+        secrets,
+        configmaps,
+        statuses,
+        leases,
+    }
+}
+
+/// Any change of a configuration kind (after the initial list) reloads
+/// the configuration.
+fn config_trigger<K>(
+    tx: mpsc::UnboundedSender<Trigger>,
+) -> impl FnMut(&watcher::Event<K>) + Send + 'static {
+    move |ev| {
+        if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+            let _ = tx.send(Trigger::Config);
+        }
+    }
+}
+
+struct Runner {
+    client: kube::Client,
+    recorder: Recorder,
+    opts: Options,
+    stores: Stores,
+    metrics: Metrics,
+    config: Option<Config>,
+    config_state: Option<(ConfigurationResult, String)>,
+    announcer: Announcer,
+    announced: BTreeMap<String, Announced>,
+    /// Services whose interfaces do not exist here, with the message sent.
+    failed: BTreeMap<String, String>,
+    /// The exclusion patterns in force (source list, compiled).
+    exclusions: (Vec<String>, Exclusions),
+    owner: Option<OwnerReference>,
+}
+
+fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+impl Runner {
+    async fn wait_for_caches(&self) -> anyhow::Result<()> {
+        let s = &self.stores;
+        let ready = [
+            ("services", s.services.wait_until_ready().await.is_ok()),
+            ("endpointslices", s.slices.wait_until_ready().await.is_ok()),
+            ("nodes", s.nodes.wait_until_ready().await.is_ok()),
+            ("ipaddresspools", s.pools.wait_until_ready().await.is_ok()),
+            ("l2advertisements", s.l2.wait_until_ready().await.is_ok()),
+            ("bgpadvertisements", s.bgp.wait_until_ready().await.is_ok()),
+            ("bgppeers", s.peers.wait_until_ready().await.is_ok()),
+            ("bfdprofiles", s.bfd.wait_until_ready().await.is_ok()),
+            (
+                "communities",
+                s.communities.wait_until_ready().await.is_ok(),
+            ),
+            ("secrets", s.secrets.wait_until_ready().await.is_ok()),
+            ("configmaps", s.configmaps.wait_until_ready().await.is_ok()),
+            (
+                "servicel2statuses",
+                s.statuses.wait_until_ready().await.is_ok(),
+            ),
+            ("leases", s.leases.wait_until_ready().await.is_ok()),
+        ];
+        for (what, ok) in ready {
+            anyhow::ensure!(ok, "the {what} watch stopped before listing");
+        }
+        Ok(())
+    }
+
+    /// The speaker Pod as owner of its status objects, when it runs in one.
+    async fn owner_reference(&self) -> Option<OwnerReference> {
+        let name = self.opts.pod_name.as_deref()?;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.opts.namespace);
+        match pods.get_opt(name).await {
+            Ok(Some(pod)) => pod.controller_owner_ref(&()).map(|mut o| {
+                o.controller = Some(false);
+                o.block_owner_deletion = None;
+                o
+            }),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(pod = name, error = %e, "could not read the speaker Pod; status objects get no owner");
+                None
+            }
+        }
+    }
+
+    async fn process(&mut self, batch: Vec<Trigger>) {
+        let mut all = false;
+        let mut config = false;
+        let mut interfaces = false;
+        let mut keys = BTreeSet::new();
+        for t in batch {
+            match t {
+                Trigger::Service(k) => {
+                    keys.insert(k);
+                }
+                Trigger::All => all = true,
+                Trigger::Config => config = true,
+                Trigger::Interfaces => interfaces = true,
+            }
+        }
+        if config && self.reload_config().await {
+            all = true;
+        }
+        if interfaces && self.rescan_interfaces().await {
+            all = true;
+        }
+        if all {
+            self.full_pass().await;
+        } else {
+            for k in keys {
+                self.process_service(&k).await;
+            }
+        }
+    }
+
+    /// Every service with an address, plus what we announce for services
+    /// that vanished.
+    async fn full_pass(&mut self) {
+        let mut keys: BTreeSet<String> = self
+            .stores
+            .services
+            .state()
+            .iter()
+            .filter(|s| !svcs::ingress_ips(s).unwrap_or_default().is_empty())
+            .map(|s| svcs::key(s))
+            .collect();
+        keys.extend(self.announced.keys().cloned());
+        keys.extend(self.own_status_keys());
+        for k in keys {
+            self.process_service(&k).await;
+        }
+    }
+
+    fn own_status_keys(&self) -> Vec<String> {
+        self.stores
+            .statuses
+            .state()
+            .iter()
+            .filter(|o| o.labels().get(status::NODE_LABEL) == Some(&self.opts.node))
+            .filter_map(|o| {
+                let l = o.labels();
+                Some(format!(
+                    "{}/{}",
+                    l.get(status::SERVICE_NAMESPACE_LABEL)?,
+                    l.get(status::SERVICE_NAME_LABEL)?
+                ))
+            })
+            .collect()
+    }
+
+    fn nodes(&self) -> Vec<NodeInfo> {
+        let mut v: Vec<NodeInfo> = self
+            .stores
+            .nodes
+            .state()
+            .iter()
+            .map(|n| NodeInfo::from_node(n))
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    fn alive(&self, nodes: &[NodeInfo]) -> Option<BTreeSet<String>> {
+        let gone = presence::departed(self.stores.leases.state().iter().map(|l| &**l));
+        (!gone.is_empty()).then(|| {
+            nodes
+                .iter()
+                .map(|n| n.name.clone())
+                .filter(|n| !gone.contains(n))
+                .collect()
+        })
+    }
+
+    /// What this node should do for `key`: Some((service, ips, interfaces)) to announce.
+    fn decide(&self, key: &str) -> Option<(Arc<Service>, Vec<IpAddr>, Interfaces)> {
+        let (ns, name) = split_key(key);
+        let svc = self.stores.services.get(&ObjectRef::new(name).within(ns))?;
+        if !svcs::class_matches(&svc, self.opts.lb_class.as_deref())
+            || !svcs::is_load_balancer(&svc)
+        {
+            return None;
+        }
+        let ips = svcs::ingress_ips(&svc).ok().filter(|i| !i.is_empty())?;
+        let config = self.config.as_ref()?;
+        let Some(pool) = config.pool_for(&ips) else {
+            tracing::debug!(service = key, ips = ?ips, "not announcing: the addresses are in no pool");
+            return None;
+        };
+        let slices: Vec<Arc<EndpointSlice>> = self
+            .stores
+            .slices
+            .state()
+            .into_iter()
+            .filter(|s| {
+                s.namespace().as_deref() == Some(ns)
+                    && s.labels()
+                        .get("kubernetes.io/service-name")
+                        .map(String::as_str)
+                        == Some(name)
+            })
+            .collect();
+        let endpoints = Endpoints::from_slices(slices.iter().map(|s| &**s));
+        let nodes = self.nodes();
+        let alive = self.alive(&nodes);
+        let sharing = svcs::sharing_key(&svc);
+        let input = election::Input {
+            service_labels: svc.labels(),
+            shared: !sharing.sharing.is_empty(),
+            local: svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.external_traffic_policy.as_deref())
+                .is_some_and(|p| p == "Local"),
+            first_ip: ips[0],
+            pool: &pool.name,
+            advertisements: &config.l2_advertisements,
+            nodes: &nodes,
+            alive: alive.as_ref(),
+            endpoints: &endpoints,
+            ignore_exclude_lb: self.opts.ignore_exclude_lb,
+        };
+        match election::decide(&input, &self.opts.node) {
+            Decision::Announce(interfaces) => Some((svc, ips, interfaces)),
+            Decision::NotOwner(reason) => {
+                tracing::debug!(service = key, %reason, "not announcing");
+                None
+            }
+        }
+    }
+
+    async fn process_service(&mut self, key: &str) {
+        self.metrics.k8s.updates.inc();
+        let desired = match self.decide(key) {
+            Some((svc, ips, interfaces)) => {
+                match self.announcer.set(key, &ips, interfaces.clone()).await {
+                    Ok(()) => {
+                        self.failed.remove(key);
+                        let used = match &interfaces {
+                            Interfaces::All => None,
+                            Interfaces::Named(_) => Some(self.announcer.resolve(&interfaces)),
+                        };
+                        let now = Announced {
+                            ips,
+                            interfaces: used,
+                        };
+                        if self.announced.get(key) != Some(&now) {
+                            self.withdraw_metrics(key);
+                            for ip in &now.ips {
+                                self.metrics
+                                    .speaker
+                                    .announced
+                                    .with_label_values(&[
+                                        key,
+                                        "layer2",
+                                        &self.opts.node,
+                                        &ip.to_string(),
+                                    ])
+                                    .set(1);
+                            }
+                            if !self.announced.contains_key(key) {
+                                tracing::info!(service = key, ips = ?now.ips, interfaces = ?now.interfaces, "announcing");
+                                let ev = EventSpec::normal(
+                                    "nodeAssigned",
+                                    format!(
+                                        "announcing from node {:?} with protocol {:?}",
+                                        self.opts.node, "layer2"
+                                    ),
+                                );
+                                self.recorder
+                                    .publish(&Recorder::reference(svc.as_ref()), &ev)
+                                    .await;
+                            }
+                            self.announced.insert(key.to_owned(), now);
+                        }
+                        let (ns, name) = split_key(key);
+                        let interfaces = self.announced.get(key).and_then(|a| a.interfaces.clone());
+                        Some(status::desired_status(
+                            &self.opts.node,
+                            ns,
+                            name,
+                            interfaces,
+                        ))
+                    }
+                    Err(e) => {
+                        let message = format!("{e} (node {})", self.opts.node);
+                        if self.failed.get(key) != Some(&message) {
+                            tracing::warn!(service = key, "{message}");
+                            self.recorder
+                                .publish(
+                                    &Recorder::reference(svc.as_ref()),
+                                    &EventSpec::warning("announceFailed", message.clone()),
+                                )
+                                .await;
+                            self.failed.insert(key.to_owned(), message);
+                        }
+                        self.withdraw(key).await;
+                        None
+                    }
+                }
+            }
+            None => {
+                self.failed.remove(key);
+                self.withdraw(key).await;
+                None
+            }
+        };
+        self.sync_status(key, desired.as_ref()).await;
+    }
+
+    fn withdraw_metrics(&self, key: &str) {
+        if let Some(prev) = self.announced.get(key) {
+            for ip in &prev.ips {
+                let _ = self.metrics.speaker.announced.remove_label_values(&[
+                    key,
+                    "layer2",
+                    &self.opts.node,
+                    &ip.to_string(),
+                ]);
+            }
+        }
+    }
+
+    async fn withdraw(&mut self, key: &str) {
+        if self.announced.contains_key(key) {
+            tracing::info!(service = key, "withdrawing");
+            self.withdraw_metrics(key);
+            self.announced.remove(key);
+        }
+        self.announcer.withdraw(key).await;
+    }
+
+    /// Brings the ServiceL2Status objects for `key` to `desired`.
+    async fn sync_status(
+        &mut self,
+        key: &str,
+        desired: Option<&crate::api::v1beta1::MetalLBServiceL2Status>,
+    ) {
+        let (ns, name) = split_key(key);
+        let existing: Vec<Arc<ServiceL2Status>> = self
+            .stores
+            .statuses
+            .state()
+            .into_iter()
+            .filter(|o| {
+                let l = o.labels();
+                l.get(status::SERVICE_NAME_LABEL).map(String::as_str) == Some(name)
+                    && l.get(status::SERVICE_NAMESPACE_LABEL).map(String::as_str) == Some(ns)
+            })
+            .collect();
+        let refs: Vec<&ServiceL2Status> = existing.iter().map(|o| &**o).collect();
+        let actions = status::plan(&self.opts.node, &refs, desired);
+        let api: Api<ServiceL2Status> = Api::namespaced(self.client.clone(), &self.opts.namespace);
+        for action in actions {
+            let result = match &action {
+                status::Action::Delete { name } => {
+                    match api.delete(name, &DeleteParams::default()).await {
+                        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                        other => other.map(|_| ()),
+                    }
+                }
+                status::Action::PatchStatus { name, status } => api
+                    .patch_status(
+                        name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({ "status": status })),
+                    )
+                    .await
+                    .map(|_| ()),
+                status::Action::Create(st) => self.create_status(&api, ns, name, st).await,
+            };
+            if let Err(e) = result {
+                self.metrics.k8s.update_errors.inc();
+                tracing::warn!(service = key, action = ?action, error = %e, "could not update ServiceL2Status");
+            }
+        }
+    }
+
+    async fn create_status(
+        &self,
+        api: &Api<ServiceL2Status>,
+        ns: &str,
+        name: &str,
+        st: &crate::api::v1beta1::MetalLBServiceL2Status,
+    ) -> Result<(), kube::Error> {
+        let mut obj = ServiceL2Status::new("", Default::default());
+        obj.metadata.name = None;
+        obj.metadata.generate_name = Some(status::GENERATE_NAME.into());
+        obj.metadata.namespace = Some(self.opts.namespace.clone());
+        obj.metadata.labels = Some(
+            [
+                (status::NODE_LABEL.to_owned(), self.opts.node.clone()),
+                (status::SERVICE_NAME_LABEL.to_owned(), name.to_owned()),
+                (status::SERVICE_NAMESPACE_LABEL.to_owned(), ns.to_owned()),
+            ]
+            .into(),
+        );
+        obj.metadata.owner_references = self.owner.clone().map(|o| vec![o]);
+        let created = api.create(&PostParams::default(), &obj).await?;
+        api.patch_status(
+            &created.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": st })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_own_statuses(&self) {
+        let api: Api<ServiceL2Status> = Api::namespaced(self.client.clone(), &self.opts.namespace);
+        for o in self.stores.statuses.state() {
+            if o.labels().get(status::NODE_LABEL) == Some(&self.opts.node) {
+                let _ = api.delete(&o.name_any(), &DeleteParams::default()).await;
+            }
+        }
+    }
+
+    /// Rebuilds the configuration; true when it changed and was applied.
+    async fn reload_config(&mut self) -> bool {
+        let s = &self.stores;
+        let res = Resources {
+            pools: s.pools.state().iter().map(|o| (**o).clone()).collect(),
+            l2_advertisements: s.l2.state().iter().map(|o| (**o).clone()).collect(),
+            bgp_advertisements: s.bgp.state().iter().map(|o| (**o).clone()).collect(),
+            peers: s.peers.state().iter().map(|o| (**o).clone()).collect(),
+            bfd_profiles: s.bfd.state().iter().map(|o| (**o).clone()).collect(),
+            communities: s
+                .communities
+                .state()
+                .iter()
+                .map(|o| (**o).clone())
+                .collect(),
+            secrets: s.secrets.state().iter().map(|o| (**o).clone()).collect(),
+        };
+        match Config::build(
+            &res,
+            &ConfigOptions {
+                namespace: self.opts.namespace.clone(),
+            },
+        ) {
+            Ok(cfg) => {
+                self.metrics.k8s.config_loaded.set(1);
+                self.metrics.k8s.config_stale.set(0);
+                self.write_config_state(ConfigurationResult::Valid, String::new())
+                    .await;
+                if self.config.as_ref() == Some(&cfg) {
+                    return false;
+                }
+                tracing::info!(
+                    pools = cfg.pools.len(),
+                    l2_advertisements = cfg.l2_advertisements.len(),
+                    "configuration loaded"
+                );
+                self.config = Some(cfg);
+                true
+            }
+            Err(errors) => {
+                let summary = errors.to_string();
+                if self
+                    .config_state
+                    .as_ref()
+                    .is_none_or(|(_, s)| *s != summary)
+                {
+                    tracing::error!(errors = %summary, "invalid configuration: keeping the last valid one");
+                }
+                if self.config.is_some() {
+                    self.metrics.k8s.config_stale.set(1);
+                }
+                self.write_config_state(ConfigurationResult::Invalid, summary)
+                    .await;
+                false
+            }
+        }
+    }
+
+    async fn write_config_state(&mut self, result: ConfigurationResult, summary: String) {
+        let state = (result, summary);
+        if self.config_state.as_ref() == Some(&state) {
+            return;
+        }
+        let name = format!("speaker-{}", self.opts.node);
+        let labels = json!({ "metallb.io/component-type": "speaker", "metallb.io/node-name": self.opts.node });
+        match crate::k8s::config_state::write(
+            &self.client,
+            &self.opts.namespace,
+            &name,
+            labels,
+            "configReconcilerValid",
+            &state.0,
+            &state.1,
+        )
+        .await
+        {
+            Ok(()) => self.config_state = Some(state),
+            Err(e) => tracing::warn!(error = %e, "could not write ConfigurationState"),
+        }
+    }
+
+    /// Reads the exclusion list and the interfaces; updates the
+    /// responders. True when the eligible set changed.
+    async fn rescan_interfaces(&mut self) -> bool {
+        let patterns = self.exclusion_patterns();
+        if patterns != self.exclusions.0 {
+            match Exclusions::new(&patterns) {
+                Ok(ex) => {
+                    tracing::info!(patterns = ?patterns, "interface exclusions");
+                    self.exclusions = (patterns, ex);
+                }
+                Err(e) => {
+                    tracing::error!(configmap = EXCLUDE_CONFIGMAP, error = %e, "keeping the previous interface exclusions")
+                }
+            }
+        }
+        let listed = match iface::list() {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list interfaces");
+                return false;
+            }
+        };
+        let eligible = iface::eligible(&listed, &self.exclusions.1);
+        let before = self.announcer.interfaces().to_vec();
+        let changes = self.announcer.update_interfaces(eligible).await;
+        for c in &changes {
+            tracing::info!("{c}");
+        }
+        self.announcer.interfaces() != before.as_slice()
+    }
+
+    /// The exclusion patterns: the ConfigMap's list, or upstream's defaults.
+    fn exclusion_patterns(&self) -> Vec<String> {
+        let cm = self
+            .stores
+            .configmaps
+            .get(&ObjectRef::new(EXCLUDE_CONFIGMAP).within(&self.opts.namespace));
+        let Some(text) = cm
+            .as_ref()
+            .and_then(|c| c.data.as_ref())
+            .and_then(|d| d.get(EXCLUDE_KEY))
+        else {
+            return iface::DEFAULT_EXCLUDES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
+        };
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Excludes {
+            announced_interfaces_to_exclude: Vec<String>,
+        }
+        match serde_yaml::from_str::<Excludes>(text) {
+            Ok(e) => e.announced_interfaces_to_exclude,
+            Err(e) => {
+                tracing::error!(configmap = EXCLUDE_CONFIGMAP, error = %e, "invalid {EXCLUDE_KEY}: expected `announcedInterfacesToExclude: [regex, ...]`; keeping the previous list");
+                self.exclusions.0.clone()
+            }
+        }
+    }
+}

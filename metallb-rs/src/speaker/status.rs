@@ -1,0 +1,231 @@
+//! ServiceL2Status objects: what this speaker must create, patch or delete
+//! for one service (pure). Each speaker manages only objects labelled with
+//! its node, except that the announcing node removes other nodes' objects
+//! for the service: it replaces them (delete, then its own), never patches
+//! them - their `node` field is immutable, and patching it is the error
+//! loop of upstream #2930.
+
+use crate::api::v1beta1::{InterfaceInfo, MetalLBServiceL2Status, ServiceL2Status};
+use kube::ResourceExt;
+
+/// Label: the node that wrote the object.
+pub const NODE_LABEL: &str = "metallb.io/node";
+/// Label: the service's name.
+pub const SERVICE_NAME_LABEL: &str = "metallb.io/service-name";
+/// Label: the service's namespace.
+pub const SERVICE_NAMESPACE_LABEL: &str = "metallb.io/service-namespace";
+/// `generateName` of the objects.
+pub const GENERATE_NAME: &str = "l2-";
+
+/// The status this node's object should carry.
+pub fn desired_status(
+    node: &str,
+    namespace: &str,
+    name: &str,
+    interfaces: Option<Vec<String>>,
+) -> MetalLBServiceL2Status {
+    MetalLBServiceL2Status {
+        node: Some(node.to_owned()),
+        service_name: Some(name.to_owned()),
+        service_namespace: Some(namespace.to_owned()),
+        interfaces: interfaces.map(|list| {
+            list.into_iter()
+                .map(|n| InterfaceInfo { name: Some(n) })
+                .collect()
+        }),
+    }
+}
+
+/// One change to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Create this node's object with this status.
+    Create(MetalLBServiceL2Status),
+    /// Set the status of object `name` (ours, immutable fields equal).
+    PatchStatus {
+        /// Object name.
+        name: String,
+        /// The status.
+        status: MetalLBServiceL2Status,
+    },
+    /// Delete object `name`.
+    Delete {
+        /// Object name.
+        name: String,
+    },
+}
+
+fn same_identity(a: &MetalLBServiceL2Status, b: &MetalLBServiceL2Status) -> bool {
+    a.node == b.node
+        && a.service_name == b.service_name
+        && a.service_namespace == b.service_namespace
+}
+
+/// The actions that bring `existing` (every object labelled with this
+/// service, any node) to `desired` (Some when this node announces).
+pub fn plan(
+    me: &str,
+    existing: &[&ServiceL2Status],
+    desired: Option<&MetalLBServiceL2Status>,
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let (mine, others): (Vec<&&ServiceL2Status>, Vec<&&ServiceL2Status>) = existing
+        .iter()
+        .partition(|o| o.labels().get(NODE_LABEL).map(String::as_str) == Some(me));
+    let Some(desired) = desired else {
+        actions.extend(mine.iter().map(|o| Action::Delete { name: o.name_any() }));
+        return actions;
+    };
+    // We announce: other nodes' objects for the service are stale.
+    actions.extend(others.iter().map(|o| Action::Delete { name: o.name_any() }));
+    // Keep the best of ours (one whose identity fields already match, so
+    // only `interfaces` may need a patch), delete the rest.
+    let mut mine: Vec<&&ServiceL2Status> = mine;
+    mine.sort_by_key(|o| {
+        let matches = o.status.as_ref().is_some_and(|s| same_identity(s, desired));
+        (!matches, o.name_any())
+    });
+    let mut iter = mine.into_iter();
+    match iter.next() {
+        Some(keep) => match &keep.status {
+            Some(s) if s == desired => {}
+            Some(s)
+                if !same_identity(s, desired)
+                    && (s.node.is_some()
+                        || s.service_name.is_some()
+                        || s.service_namespace.is_some()) =>
+            {
+                // Immutable fields differ (edited by hand): replace it.
+                actions.push(Action::Delete {
+                    name: keep.name_any(),
+                });
+                actions.push(Action::Create(desired.clone()));
+            }
+            _ => actions.push(Action::PatchStatus {
+                name: keep.name_any(),
+                status: desired.clone(),
+            }),
+        },
+        None => actions.push(Action::Create(desired.clone())),
+    }
+    actions.extend(iter.map(|o| Action::Delete { name: o.name_any() }));
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(
+        name: &str,
+        node: &str,
+        status_node: Option<&str>,
+        interfaces: Option<&[&str]>,
+    ) -> ServiceL2Status {
+        let mut o = ServiceL2Status::new(name, Default::default());
+        o.metadata.labels = Some(
+            [
+                (NODE_LABEL.to_owned(), node.to_owned()),
+                (SERVICE_NAME_LABEL.to_owned(), "web".to_owned()),
+                (SERVICE_NAMESPACE_LABEL.to_owned(), "shop".to_owned()),
+            ]
+            .into(),
+        );
+        o.status = status_node.map(|n| {
+            desired_status(
+                n,
+                "shop",
+                "web",
+                interfaces.map(|i| i.iter().map(|s| (*s).to_owned()).collect()),
+            )
+        });
+        o
+    }
+
+    fn want(interfaces: Option<&[&str]>) -> MetalLBServiceL2Status {
+        desired_status(
+            "a",
+            "shop",
+            "web",
+            interfaces.map(|i| i.iter().map(|s| (*s).to_owned()).collect()),
+        )
+    }
+
+    #[test]
+    fn leader_creates_its_own_and_replaces_others() {
+        let b = obj("l2-b", "b", Some("b"), None);
+        assert_eq!(
+            plan("a", &[&b], Some(&want(None))),
+            [
+                Action::Delete {
+                    name: "l2-b".into()
+                },
+                Action::Create(want(None))
+            ]
+        );
+    }
+
+    #[test]
+    fn converged_is_quiet_and_interfaces_are_patched() {
+        let mine = obj("l2-a", "a", Some("a"), None);
+        assert_eq!(plan("a", &[&mine], Some(&want(None))), []);
+        assert_eq!(
+            plan("a", &[&mine], Some(&want(Some(&["eth1"])))),
+            [Action::PatchStatus {
+                name: "l2-a".into(),
+                status: want(Some(&["eth1"]))
+            }]
+        );
+    }
+
+    #[test]
+    fn status_wiped_by_a_user_is_restored() {
+        let mine = obj("l2-a", "a", None, None);
+        assert_eq!(
+            plan("a", &[&mine], Some(&want(None))),
+            [Action::PatchStatus {
+                name: "l2-a".into(),
+                status: want(None)
+            }]
+        );
+    }
+
+    #[test]
+    fn edited_immutable_field_means_replace_never_patch() {
+        let edited = obj("l2-a", "a", Some("zzz"), None);
+        assert_eq!(
+            plan("a", &[&edited], Some(&want(None))),
+            [
+                Action::Delete {
+                    name: "l2-a".into()
+                },
+                Action::Create(want(None))
+            ]
+        );
+    }
+
+    #[test]
+    fn duplicates_of_ours_are_deleted_keeping_the_matching_one() {
+        let wrong = obj("l2-a1", "a", Some("zzz"), None);
+        let right = obj("l2-a2", "a", Some("a"), None);
+        assert_eq!(
+            plan("a", &[&wrong, &right], Some(&want(None))),
+            [Action::Delete {
+                name: "l2-a1".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn not_announcing_deletes_only_ours() {
+        let mine = obj("l2-a", "a", Some("a"), None);
+        let theirs = obj("l2-b", "b", Some("b"), None);
+        assert_eq!(
+            plan("a", &[&mine, &theirs], None),
+            [Action::Delete {
+                name: "l2-a".into()
+            }]
+        );
+        assert_eq!(plan("c", &[&mine, &theirs], None), []);
+    }
+}
