@@ -13,4 +13,5 @@ pub mod logging;
 pub mod manifests;
 pub mod metrics;
 pub mod net;
+pub mod report;
 pub mod speaker;

@@ -43,6 +43,19 @@ enum Command {
     Speaker(SpeakerArgs),
     /// Check MetalLB YAML offline: every error with its object and field
     Validate(ValidateArgs),
+    /// Show each LoadBalancer service's IPs, pool, and the node(s) announcing it
+    Status(StatusArgs),
+}
+
+#[derive(Args, Debug)]
+struct StatusArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Only services of this namespace (default: all namespaces)
+    #[arg(short = 'n', long = "service-namespace")]
+    service_namespace: Option<String>,
+    /// Only this service (name, or namespace/name)
+    service: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -108,7 +121,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `validate` is a user-facing tool: human text unless asked otherwise.
     let format = match (&cli.command, std::env::var_os("METALLB_LOG_FORMAT")) {
-        (Command::Validate(_), None) => LogFormat::Text,
+        (Command::Validate(_) | Command::Status(_), None) => LogFormat::Text,
         _ => cli.log_format,
     };
     logging::init(format, cli.log_level);
@@ -126,7 +139,33 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Validate(args) => Ok(validate(&args)),
         Command::Controller(args) => controller(args),
         Command::Speaker(args) => speaker(args),
+        Command::Status(args) => status(args),
     }
+}
+
+fn status(args: StatusArgs) -> Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (ns_filter, name_filter) = match args.service.as_deref().map(|s| s.split_once('/')) {
+        Some(Some((ns, name))) => (Some(ns.to_owned()), Some(name.to_owned())),
+        Some(None) => (args.service_namespace.clone(), args.service.clone()),
+        None => (args.service_namespace.clone(), None),
+    };
+    let rows = rt.block_on(async {
+        let client = metallb_rs::k8s::client().await?;
+        anyhow::Ok(metallb_rs::report::fetch(&client, &args.common.namespace, ns_filter.as_deref()).await?)
+    })?;
+    let rows: Vec<_> = rows
+        .into_iter()
+        .filter(|r| name_filter.as_ref().is_none_or(|n| r.service.rsplit('/').next() == Some(n.as_str())))
+        .collect();
+    if rows.is_empty() {
+        eprintln!("no LoadBalancer service found");
+        return Ok(ExitCode::from(1));
+    }
+    print!("{}", metallb_rs::report::render(&rows));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Resolves when SIGTERM or SIGINT arrives. The handlers are installed

@@ -1,0 +1,185 @@
+//! `metallb-rs status`: for each LoadBalancer service, its addresses,
+//! pool, and which node(s) announce it from which interfaces - read from
+//! the API (Services, ServiceL2Status, events), the question users
+//! otherwise answer by hand with arping. [`rows`] and [`render`] are pure;
+//! [`fetch`] reads the cluster.
+
+use crate::api::v1beta1::{ServiceBGPStatus, ServiceL2Status};
+use crate::controller::service::{self as svcs, annotation};
+use crate::speaker::status as l2;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use std::collections::BTreeMap;
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// `namespace/name`.
+    pub service: String,
+    /// Addresses, or `<pending>`.
+    pub ips: String,
+    /// Pool (the allocated-from annotation), or `-`.
+    pub pool: String,
+    /// `layer2`, `bgp`, both, or `-`.
+    pub protocol: String,
+    /// Announcing nodes, or `-`.
+    pub nodes: String,
+    /// Interfaces (`all` when not restricted), or `-`.
+    pub interfaces: String,
+    /// Why it is not served, from the latest Warning event, if any.
+    pub note: String,
+}
+
+/// Builds the rows from what the API holds.
+pub fn rows(services: &[Service], l2_statuses: &[ServiceL2Status], bgp_statuses: &[ServiceBGPStatus], events: &[Event]) -> Vec<Row> {
+    let mut out = Vec::new();
+    for svc in services.iter().filter(|s| svcs::is_load_balancer(s)) {
+        let key = svcs::key(svc);
+        let (ns, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
+        let ips = svcs::ingress_ips(svc).unwrap_or_default();
+        let for_service = |labels: &BTreeMap<String, String>| {
+            labels.get(l2::SERVICE_NAME_LABEL) == Some(&name) && labels.get(l2::SERVICE_NAMESPACE_LABEL) == Some(&ns)
+        };
+        let mut l2_nodes = Vec::new();
+        let mut interfaces = Vec::new();
+        for st in l2_statuses.iter().filter(|o| for_service(o.labels())) {
+            let Some(status) = &st.status else { continue };
+            l2_nodes.extend(status.node.clone());
+            match &status.interfaces {
+                Some(list) => interfaces.extend(list.iter().filter_map(|i| i.name.clone())),
+                None => interfaces.push("all".to_owned()),
+            }
+        }
+        let mut bgp_nodes = Vec::new();
+        for st in bgp_statuses.iter().filter(|o| for_service(o.labels())) {
+            if let Some(node) = st.status.as_ref().and_then(|s| s.node.clone()) {
+                bgp_nodes.push(node);
+            }
+        }
+        let protocol = match (l2_nodes.is_empty(), bgp_nodes.is_empty()) {
+            (false, false) => "layer2+bgp",
+            (false, true) => "layer2",
+            (true, false) => "bgp",
+            (true, true) => "-",
+        };
+        let mut nodes = l2_nodes;
+        nodes.extend(bgp_nodes);
+        nodes.sort();
+        nodes.dedup();
+        interfaces.sort();
+        interfaces.dedup();
+        let note = events
+            .iter()
+            .filter(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                    && e.regarding.as_ref().and_then(|r| r.namespace.as_deref()) == Some(ns.as_str())
+            })
+            .max_by_key(|e| e.event_time.as_ref().map(|t| t.0))
+            .map(|e| format!("{}: {}", e.reason.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
+            .unwrap_or_default();
+        let dash = |v: Vec<String>| if v.is_empty() { "-".to_owned() } else { v.join(",") };
+        out.push(Row {
+            service: key,
+            ips: if ips.is_empty() {
+                "<pending>".to_owned()
+            } else {
+                ips.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+            },
+            pool: svc
+                .annotations()
+                .get(&annotation::current(annotation::IP_ALLOCATED_FROM_POOL))
+                .cloned()
+                .unwrap_or_else(|| "-".to_owned()),
+            protocol: protocol.to_owned(),
+            nodes: dash(nodes),
+            interfaces: dash(interfaces),
+            note,
+        });
+    }
+    out.sort_by(|a, b| a.service.cmp(&b.service));
+    out
+}
+
+/// The rows as an aligned table.
+pub fn render(rows: &[Row]) -> String {
+    let header = ["SERVICE", "IPS", "POOL", "PROTOCOL", "NODES", "INTERFACES", "NOTE"];
+    let cells: Vec<[&str; 7]> = rows
+        .iter()
+        .map(|r| [r.service.as_str(), &r.ips, &r.pool, &r.protocol, &r.nodes, &r.interfaces, &r.note])
+        .collect();
+    let mut widths = header.map(str::len);
+    for c in &cells {
+        for (w, v) in widths.iter_mut().zip(c) {
+            *w = (*w).max(v.len());
+        }
+    }
+    let mut out = String::new();
+    for line in std::iter::once(header).chain(cells) {
+        let parts: Vec<String> = line.iter().zip(widths).map(|(v, w)| format!("{v:<w$}")).collect();
+        out.push_str(parts.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Reads services (of `namespace`, or all) and MetalLB's status objects
+/// and events, and builds the report.
+pub async fn fetch(client: &kube::Client, metallb_namespace: &str, namespace: Option<&str>) -> Result<Vec<Row>, kube::Error> {
+    let services: Api<Service> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let events: Api<Event> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let lp = ListParams::default();
+    let services = services.list(&lp).await?.items;
+    let l2: Api<ServiceL2Status> = Api::namespaced(client.clone(), metallb_namespace);
+    let bgp: Api<ServiceBGPStatus> = Api::namespaced(client.clone(), metallb_namespace);
+    let l2 = l2.list(&lp).await?.items;
+    // Clusters without the BGP status CRD still get a layer 2 report.
+    let bgp = bgp.list(&lp).await.map(|l| l.items).unwrap_or_default();
+    let events = events.list(&lp).await.map(|l| l.items).unwrap_or_default();
+    Ok(rows(&services, &l2, &bgp, &events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).expect("object")
+    }
+
+    #[test]
+    fn report_shows_ips_pool_nodes_interfaces_and_why_pending() {
+        let services: Vec<Service> = vec![
+            from(json!({ "metadata": { "name": "web", "namespace": "shop", "annotations": { "metallb.io/ip-allocated-from-pool": "prod" } },
+                "spec": { "type": "LoadBalancer" }, "status": { "loadBalancer": { "ingress": [{ "ip": "10.0.0.1" }, { "ip": "fc00::1" }] } } })),
+            from(json!({ "metadata": { "name": "db", "namespace": "shop" }, "spec": { "type": "LoadBalancer" } })),
+            from(json!({ "metadata": { "name": "internal", "namespace": "shop" }, "spec": { "type": "ClusterIP" } })),
+        ];
+        let status: ServiceL2Status = from(json!({
+            "apiVersion": "metallb.io/v1beta1", "kind": "ServiceL2Status",
+            "metadata": { "name": "l2-x", "labels": { "metallb.io/node": "n1", "metallb.io/service-name": "web", "metallb.io/service-namespace": "shop" } },
+            "status": { "node": "n1", "serviceName": "web", "serviceNamespace": "shop", "interfaces": [{ "name": "eth1" }] },
+        }));
+        let event: Event = from(json!({ "metadata": { "name": "e" }, "eventTime": "2026-01-01T00:00:00.000000Z", "type": "Warning", "reason": "AllocationFailed",
+            "note": "Failed to allocate IP for \"shop/db\": no available IPs", "regarding": { "name": "db", "namespace": "shop" } }));
+        let rows = rows(&services, &[status], &[], &[event]);
+        assert_eq!(rows.len(), 2, "only LoadBalancer services");
+        assert_eq!(rows[1].service, "shop/web");
+        assert_eq!((rows[1].ips.as_str(), rows[1].pool.as_str(), rows[1].protocol.as_str()), ("10.0.0.1,fc00::1", "prod", "layer2"));
+        assert_eq!((rows[1].nodes.as_str(), rows[1].interfaces.as_str()), ("n1", "eth1"));
+        assert_eq!(rows[0].ips, "<pending>");
+        assert!(rows[0].note.starts_with("AllocationFailed: Failed to allocate"), "{:?}", rows[0]);
+        let table = render(&rows);
+        assert!(table.starts_with("SERVICE "), "{table}");
+        assert!(table.lines().nth(2).is_some_and(|l| l.contains("shop/web") && l.contains("eth1")), "{table}");
+    }
+}
