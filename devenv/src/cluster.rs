@@ -46,6 +46,10 @@ pub trait Cluster: Send + Sync {
     fn start_speaker(&self, node: &str) -> Result<()>;
     /// Restarts the MetalLB controller (graceful stop, then start).
     fn restart_controller(&self) -> Result<()>;
+    /// Cuts `node` off the API server (its link stays up) or reconnects it.
+    fn set_api_reachable(&self, node: &str, reachable: bool) -> Result<()>;
+    /// The controller's `/metrics` text.
+    fn controller_metrics(&self) -> Result<String>;
 }
 
 /// A cluster known only by its kubeconfig (`--provider kubeconfig`): the
@@ -100,5 +104,11 @@ impl Cluster for KubeconfigCluster {
     }
     fn restart_controller(&self) -> Result<()> {
         Err(unavailable("restarting the controller"))
+    }
+    fn set_api_reachable(&self, _: &str, _: bool) -> Result<()> {
+        Err(unavailable("cutting a node off the API"))
+    }
+    fn controller_metrics(&self) -> Result<String> {
+        Err(unavailable("scraping the controller"))
     }
 }

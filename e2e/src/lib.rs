@@ -31,6 +31,7 @@
 
 pub mod backend;
 mod ctx;
+pub mod external;
 pub mod filter;
 pub mod metallb;
 pub mod namespaces;
@@ -84,6 +85,12 @@ pub(crate) mod testing {
             bail!("no cluster")
         }
         fn restart_controller(&self) -> Result<()> {
+            bail!("no cluster")
+        }
+        fn set_api_reachable(&self, _: &str, _: bool) -> Result<()> {
+            bail!("no cluster")
+        }
+        fn controller_metrics(&self) -> Result<String> {
             bail!("no cluster")
         }
     }

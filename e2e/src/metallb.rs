@@ -46,6 +46,15 @@ impl<'a> Config<'a> {
         let client = ctx.client()?;
         for ar in resources() {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
+            let foreign =
+                ctx.block_on(api.list(&ListParams::default().labels(&format!("!{OWNED_LABEL}"))))?;
+            for obj in foreign.items {
+                eprintln!(
+                    "e2e: warning: {} {NAMESPACE}/{} was not created by the suites; if it overlaps their pools the configuration is invalid and specs fail (run the suites on a fresh dev-env)",
+                    ar.kind,
+                    obj.metadata.name.unwrap_or_default()
+                );
+            }
             let left = ctx.block_on(api.list(&ListParams::default().labels(OWNED_LABEL)))?;
             for obj in left.items {
                 let name = obj.metadata.name.unwrap_or_default();
@@ -204,7 +213,8 @@ pub fn wait_for_ips(ctx: &Ctx, name: &str, timeout: Duration) -> Result<Vec<IpAd
 }
 
 /// Notes of the events with `reason` about object `name` in the test's
-/// namespace, oldest first.
+/// namespace, least recently seen first (a repeated event counts at its
+/// last occurrence).
 pub fn events(ctx: &Ctx, name: &str, reason: &str) -> Result<Vec<String>> {
     let api: Api<Event> = Api::namespaced(ctx.client()?, ctx.namespace());
     let mut items: Vec<Event> = ctx
@@ -216,6 +226,45 @@ pub fn events(ctx: &Ctx, name: &str, reason: &str) -> Result<Vec<String>> {
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
         })
         .collect();
-    items.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    items.sort_by_key(|e| {
+        e.series
+            .as_ref()
+            .map(|s| s.last_observed_time.0)
+            .or(e.event_time.as_ref().map(|t| t.0))
+    });
     Ok(items.into_iter().filter_map(|e| e.note).collect())
+}
+
+/// The node of the latest `nodeAssigned` event about service `name`
+/// (message `announcing from node "<node>" with protocol "<protocol>"`).
+pub fn announcing_node(ctx: &Ctx, name: &str) -> Result<Option<String>> {
+    Ok(events(ctx, name, "nodeAssigned")?
+        .last()
+        .and_then(|note| note.strip_prefix("announcing from node \""))
+        .and_then(|rest| rest.split('"').next())
+        .map(str::to_owned))
+}
+
+/// The ServiceL2Status objects of service `name` in the test's namespace.
+pub fn l2_statuses(ctx: &Ctx, name: &str) -> Result<Vec<v1beta1::ServiceL2Status>> {
+    let api: Api<v1beta1::ServiceL2Status> = Api::namespaced(ctx.client()?, NAMESPACE);
+    let selector = format!(
+        "metallb.io/service-name={name},metallb.io/service-namespace={}",
+        ctx.namespace()
+    );
+    Ok(ctx
+        .block_on(api.list(&ListParams::default().labels(&selector)))?
+        .items)
+}
+
+/// Waits until exactly one ServiceL2Status exists for `name` and returns
+/// its node.
+pub fn wait_for_l2_node(ctx: &Ctx, name: &str, timeout: Duration) -> Result<String> {
+    eventually(timeout, &format!("one ServiceL2Status for {name}"), || {
+        let list = l2_statuses(ctx, name)?;
+        Ok(match list.as_slice() {
+            [one] => one.status.as_ref().and_then(|s| s.node.clone()),
+            _ => None,
+        })
+    })
 }

@@ -154,11 +154,18 @@ fn status(args: StatusArgs) -> Result<ExitCode> {
     };
     let rows = rt.block_on(async {
         let client = metallb_rs::k8s::client().await?;
-        anyhow::Ok(metallb_rs::report::fetch(&client, &args.common.namespace, ns_filter.as_deref()).await?)
+        anyhow::Ok(
+            metallb_rs::report::fetch(&client, &args.common.namespace, ns_filter.as_deref())
+                .await?,
+        )
     })?;
     let rows: Vec<_> = rows
         .into_iter()
-        .filter(|r| name_filter.as_ref().is_none_or(|n| r.service.rsplit('/').next() == Some(n.as_str())))
+        .filter(|r| {
+            name_filter
+                .as_ref()
+                .is_none_or(|n| r.service.rsplit('/').next() == Some(n.as_str()))
+        })
         .collect();
     if rows.is_empty() {
         eprintln!("no LoadBalancer service found");

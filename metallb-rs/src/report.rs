@@ -33,14 +33,20 @@ pub struct Row {
 }
 
 /// Builds the rows from what the API holds.
-pub fn rows(services: &[Service], l2_statuses: &[ServiceL2Status], bgp_statuses: &[ServiceBGPStatus], events: &[Event]) -> Vec<Row> {
+pub fn rows(
+    services: &[Service],
+    l2_statuses: &[ServiceL2Status],
+    bgp_statuses: &[ServiceBGPStatus],
+    events: &[Event],
+) -> Vec<Row> {
     let mut out = Vec::new();
     for svc in services.iter().filter(|s| svcs::is_load_balancer(s)) {
         let key = svcs::key(svc);
         let (ns, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
         let ips = svcs::ingress_ips(svc).unwrap_or_default();
         let for_service = |labels: &BTreeMap<String, String>| {
-            labels.get(l2::SERVICE_NAME_LABEL) == Some(&name) && labels.get(l2::SERVICE_NAMESPACE_LABEL) == Some(&ns)
+            labels.get(l2::SERVICE_NAME_LABEL) == Some(&name)
+                && labels.get(l2::SERVICE_NAMESPACE_LABEL) == Some(&ns)
         };
         let mut l2_nodes = Vec::new();
         let mut interfaces = Vec::new();
@@ -75,18 +81,34 @@ pub fn rows(services: &[Service], l2_statuses: &[ServiceL2Status], bgp_statuses:
             .filter(|e| {
                 e.type_.as_deref() == Some("Warning")
                     && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
-                    && e.regarding.as_ref().and_then(|r| r.namespace.as_deref()) == Some(ns.as_str())
+                    && e.regarding.as_ref().and_then(|r| r.namespace.as_deref())
+                        == Some(ns.as_str())
             })
             .max_by_key(|e| e.event_time.as_ref().map(|t| t.0))
-            .map(|e| format!("{}: {}", e.reason.clone().unwrap_or_default(), e.note.clone().unwrap_or_default()))
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e.reason.clone().unwrap_or_default(),
+                    e.note.clone().unwrap_or_default()
+                )
+            })
             .unwrap_or_default();
-        let dash = |v: Vec<String>| if v.is_empty() { "-".to_owned() } else { v.join(",") };
+        let dash = |v: Vec<String>| {
+            if v.is_empty() {
+                "-".to_owned()
+            } else {
+                v.join(",")
+            }
+        };
         out.push(Row {
             service: key,
             ips: if ips.is_empty() {
                 "<pending>".to_owned()
             } else {
-                ips.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+                ips.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
             },
             pool: svc
                 .annotations()
@@ -105,10 +127,28 @@ pub fn rows(services: &[Service], l2_statuses: &[ServiceL2Status], bgp_statuses:
 
 /// The rows as an aligned table.
 pub fn render(rows: &[Row]) -> String {
-    let header = ["SERVICE", "IPS", "POOL", "PROTOCOL", "NODES", "INTERFACES", "NOTE"];
+    let header = [
+        "SERVICE",
+        "IPS",
+        "POOL",
+        "PROTOCOL",
+        "NODES",
+        "INTERFACES",
+        "NOTE",
+    ];
     let cells: Vec<[&str; 7]> = rows
         .iter()
-        .map(|r| [r.service.as_str(), &r.ips, &r.pool, &r.protocol, &r.nodes, &r.interfaces, &r.note])
+        .map(|r| {
+            [
+                r.service.as_str(),
+                &r.ips,
+                &r.pool,
+                &r.protocol,
+                &r.nodes,
+                &r.interfaces,
+                &r.note,
+            ]
+        })
         .collect();
     let mut widths = header.map(str::len);
     for c in &cells {
@@ -118,7 +158,11 @@ pub fn render(rows: &[Row]) -> String {
     }
     let mut out = String::new();
     for line in std::iter::once(header).chain(cells) {
-        let parts: Vec<String> = line.iter().zip(widths).map(|(v, w)| format!("{v:<w$}")).collect();
+        let parts: Vec<String> = line
+            .iter()
+            .zip(widths)
+            .map(|(v, w)| format!("{v:<w$}"))
+            .collect();
         out.push_str(parts.join("  ").trim_end());
         out.push('\n');
     }
@@ -127,7 +171,11 @@ pub fn render(rows: &[Row]) -> String {
 
 /// Reads services (of `namespace`, or all) and MetalLB's status objects
 /// and events, and builds the report.
-pub async fn fetch(client: &kube::Client, metallb_namespace: &str, namespace: Option<&str>) -> Result<Vec<Row>, kube::Error> {
+pub async fn fetch(
+    client: &kube::Client,
+    metallb_namespace: &str,
+    namespace: Option<&str>,
+) -> Result<Vec<Row>, kube::Error> {
     let services: Api<Service> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -159,27 +207,57 @@ mod tests {
     #[test]
     fn report_shows_ips_pool_nodes_interfaces_and_why_pending() {
         let services: Vec<Service> = vec![
-            from(json!({ "metadata": { "name": "web", "namespace": "shop", "annotations": { "metallb.io/ip-allocated-from-pool": "prod" } },
-                "spec": { "type": "LoadBalancer" }, "status": { "loadBalancer": { "ingress": [{ "ip": "10.0.0.1" }, { "ip": "fc00::1" }] } } })),
-            from(json!({ "metadata": { "name": "db", "namespace": "shop" }, "spec": { "type": "LoadBalancer" } })),
-            from(json!({ "metadata": { "name": "internal", "namespace": "shop" }, "spec": { "type": "ClusterIP" } })),
+            from(
+                json!({ "metadata": { "name": "web", "namespace": "shop", "annotations": { "metallb.io/ip-allocated-from-pool": "prod" } },
+                "spec": { "type": "LoadBalancer" }, "status": { "loadBalancer": { "ingress": [{ "ip": "10.0.0.1" }, { "ip": "fc00::1" }] } } }),
+            ),
+            from(
+                json!({ "metadata": { "name": "db", "namespace": "shop" }, "spec": { "type": "LoadBalancer" } }),
+            ),
+            from(
+                json!({ "metadata": { "name": "internal", "namespace": "shop" }, "spec": { "type": "ClusterIP" } }),
+            ),
         ];
         let status: ServiceL2Status = from(json!({
             "apiVersion": "metallb.io/v1beta1", "kind": "ServiceL2Status",
             "metadata": { "name": "l2-x", "labels": { "metallb.io/node": "n1", "metallb.io/service-name": "web", "metallb.io/service-namespace": "shop" } },
             "status": { "node": "n1", "serviceName": "web", "serviceNamespace": "shop", "interfaces": [{ "name": "eth1" }] },
         }));
-        let event: Event = from(json!({ "metadata": { "name": "e" }, "eventTime": "2026-01-01T00:00:00.000000Z", "type": "Warning", "reason": "AllocationFailed",
-            "note": "Failed to allocate IP for \"shop/db\": no available IPs", "regarding": { "name": "db", "namespace": "shop" } }));
+        let event: Event = from(
+            json!({ "metadata": { "name": "e" }, "eventTime": "2026-01-01T00:00:00.000000Z", "type": "Warning", "reason": "AllocationFailed",
+            "note": "Failed to allocate IP for \"shop/db\": no available IPs", "regarding": { "name": "db", "namespace": "shop" } }),
+        );
         let rows = rows(&services, &[status], &[], &[event]);
         assert_eq!(rows.len(), 2, "only LoadBalancer services");
         assert_eq!(rows[1].service, "shop/web");
-        assert_eq!((rows[1].ips.as_str(), rows[1].pool.as_str(), rows[1].protocol.as_str()), ("10.0.0.1,fc00::1", "prod", "layer2"));
-        assert_eq!((rows[1].nodes.as_str(), rows[1].interfaces.as_str()), ("n1", "eth1"));
+        assert_eq!(
+            (
+                rows[1].ips.as_str(),
+                rows[1].pool.as_str(),
+                rows[1].protocol.as_str()
+            ),
+            ("10.0.0.1,fc00::1", "prod", "layer2")
+        );
+        assert_eq!(
+            (rows[1].nodes.as_str(), rows[1].interfaces.as_str()),
+            ("n1", "eth1")
+        );
         assert_eq!(rows[0].ips, "<pending>");
-        assert!(rows[0].note.starts_with("AllocationFailed: Failed to allocate"), "{:?}", rows[0]);
+        assert!(
+            rows[0]
+                .note
+                .starts_with("AllocationFailed: Failed to allocate"),
+            "{:?}",
+            rows[0]
+        );
         let table = render(&rows);
         assert!(table.starts_with("SERVICE "), "{table}");
-        assert!(table.lines().nth(2).is_some_and(|l| l.contains("shop/web") && l.contains("eth1")), "{table}");
+        assert!(
+            table
+                .lines()
+                .nth(2)
+                .is_some_and(|l| l.contains("shop/web") && l.contains("eth1")),
+            "{table}"
+        );
     }
 }

@@ -161,6 +161,9 @@ pub fn lease_object(cfg: &AgentConfig, now: Timestamp) -> Lease {
     }
 }
 
+/// The node conditions kubelet (this agent) owns.
+const KUBELET_CONDITIONS: &[&str] = &["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"];
+
 fn node_status(cfg: &AgentConfig, now: Timestamp, current: Option<&Node>) -> NodeStatus {
     let previous = |type_: &str| {
         current
@@ -194,33 +197,44 @@ fn node_status(cfg: &AgentConfig, now: Timestamp, current: Option<&Node>) -> Nod
         type_: "Hostname".to_owned(),
         address: cfg.node.clone(),
     });
+    // Conditions other components own (NetworkUnavailable: the network
+    // plugin; tests set it) are kept, as kubelet's patch keeps them.
+    let foreign = current
+        .and_then(|n| n.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+        .cloned();
+    let mut conditions = vec![
+        condition(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        ),
+        condition(
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+        ),
+        condition(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        ),
+        condition(
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status",
+        ),
+    ];
+    conditions.extend(foreign);
     NodeStatus {
-        conditions: Some(vec![
-            condition(
-                "MemoryPressure",
-                "False",
-                "KubeletHasSufficientMemory",
-                "kubelet has sufficient memory available",
-            ),
-            condition(
-                "DiskPressure",
-                "False",
-                "KubeletHasNoDiskPressure",
-                "kubelet has no disk pressure",
-            ),
-            condition(
-                "PIDPressure",
-                "False",
-                "KubeletHasSufficientPID",
-                "kubelet has sufficient PID available",
-            ),
-            condition(
-                "Ready",
-                "True",
-                "KubeletReady",
-                "kubelet is posting ready status",
-            ),
-        ]),
+        conditions: Some(conditions),
         addresses: Some(addresses),
         node_info: Some(NodeSystemInfo {
             architecture: "amd64".to_owned(),
@@ -653,6 +667,26 @@ mod tests {
             patch["status"]["conditions"].as_array().map(Vec::len),
             Some(4)
         );
+    }
+
+    #[test]
+    fn heartbeat_keeps_conditions_owned_by_others() {
+        let now = ts("2026-01-01T00:01:00Z");
+        let mut node = node_object(&cfg(), now);
+        node.status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .expect("conditions")
+            .push(NodeCondition {
+                type_: "NetworkUnavailable".into(),
+                status: "True".into(),
+                ..NodeCondition::default()
+            });
+        let patch = status_patch(&cfg(), now, Some(&node));
+        let mut patched = node.clone();
+        patched.status = Some(serde_json::from_value(patch["status"].clone()).expect("status"));
+        assert_eq!(condition(&patched, "NetworkUnavailable").status, "True");
+        assert_eq!(condition(&patched, "Ready").status, "True");
     }
 
     #[test]

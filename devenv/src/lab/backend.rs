@@ -55,14 +55,17 @@ async fn serve_http(port: u16, node: String) -> Result<()> {
             let name = name.clone();
             async move { name }
         });
-    let listener = tokio::net::TcpListener::bind(("::", port))
-        .await
-        .or_else(|_| {
-            std::net::TcpListener::bind(("0.0.0.0", port)).and_then(|l| {
-                l.set_nonblocking(true)?;
-                tokio::net::TcpListener::from_std(l)
+    let listener = bind_retrying(port, || async {
+        tokio::net::TcpListener::bind(("::", port))
+            .await
+            .or_else(|_| {
+                std::net::TcpListener::bind(("0.0.0.0", port)).and_then(|l| {
+                    l.set_nonblocking(true)?;
+                    tokio::net::TcpListener::from_std(l)
+                })
             })
-        })?;
+    })
+    .await?;
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -71,11 +74,36 @@ async fn serve_http(port: u16, node: String) -> Result<()> {
     Ok(())
 }
 
+/// Binds with `bind`, retrying for 10 s while the port is still held by
+/// a pod that is going away (the way consecutive test pods reuse a port).
+async fn bind_retrying<T, F, Fut>(port: u16, bind: F) -> std::io::Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match bind().await {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tracing::debug!(port, "port still in use, retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 async fn serve_udp(port: u16, node: String) -> Result<()> {
-    let socket = match tokio::net::UdpSocket::bind(("::", port)).await {
-        Ok(s) => s,
-        Err(_) => tokio::net::UdpSocket::bind(("0.0.0.0", port)).await?,
-    };
+    let socket = bind_retrying(port, || async {
+        match tokio::net::UdpSocket::bind(("::", port)).await {
+            Ok(s) => Ok(s),
+            Err(_) => tokio::net::UdpSocket::bind(("0.0.0.0", port)).await,
+        }
+    })
+    .await?;
     let mut buf = [0u8; 2048];
     loop {
         let (n, peer) = socket.recv_from(&mut buf).await?;
@@ -123,7 +151,19 @@ async fn reconcile(
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await?
         .items;
-    let mut live = std::collections::BTreeSet::new();
+    // Stop pods that went away first: a new pod may reuse their ports.
+    let live: std::collections::BTreeSet<(String, String, String)> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            (
+                p.metadata.namespace.clone().unwrap_or_default(),
+                p.metadata.name.clone().unwrap_or_default(),
+                p.metadata.uid.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    running.retain(|k, _| live.contains(k));
     for pod in &pods {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -132,7 +172,6 @@ async fn reconcile(
             name.clone(),
             pod.metadata.uid.clone().unwrap_or_default(),
         );
-        live.insert(key.clone());
         if running.contains_key(&key) || pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
@@ -186,7 +225,6 @@ async fn reconcile(
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
             .await?;
     }
-    running.retain(|k, _| live.contains(k));
     Ok(())
 }
 

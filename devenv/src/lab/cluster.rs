@@ -431,6 +431,37 @@ impl Cluster for LabCluster {
         Ok(())
     }
 
+    /// Freezes (SIGSTOP) or thaws the node's API forwarder: its agent and
+    /// speaker lose the API server while its network stays up.
+    fn set_api_reachable(&self, node: &str, reachable: bool) -> Result<()> {
+        self.namespace_of(node)?;
+        let signal = if reachable {
+            nix::sys::signal::Signal::SIGCONT
+        } else {
+            nix::sys::signal::Signal::SIGSTOP
+        };
+        if !self.procs().signal(&format!("forward-{node}"), signal) {
+            bail!("no API forwarder runs for {node}");
+        }
+        Ok(())
+    }
+
+    fn controller_metrics(&self) -> Result<String> {
+        use std::io::{Read, Write};
+        let addr =
+            std::net::SocketAddr::from(([127, 0, 0, 1], controller_metrics_port(self.api_port)));
+        let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+            .with_context(|| format!("connecting to the controller's metrics at {addr}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        Ok(out
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default())
+    }
+
     fn restart_controller(&self) -> Result<()> {
         // SIGTERM: it releases its lease, so the new process leads at once.
         self.procs().stop("controller", Duration::from_secs(5));
