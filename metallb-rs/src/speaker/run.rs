@@ -65,6 +65,8 @@ pub const EXCLUDE_KEY: &str = "excludel2.yaml";
 enum Trigger {
     Service(String),
     All,
+    /// Node objects changed (most changes are heartbeats: checked first).
+    Nodes,
     Config,
     Interfaces,
 }
@@ -135,6 +137,8 @@ pub async fn run(
         failed: BTreeMap::new(),
         exclusions: (Vec::new(), Exclusions::defaults()),
         owner: None,
+        node_view: Vec::new(),
+        created: BTreeMap::new(),
     };
     let work = async {
         runner.wait_for_caches().await?;
@@ -255,7 +259,7 @@ fn start_watches(
         let tx = tx.clone();
         watch::spawn(tasks, Api::<Node>::all(client.clone()), cfg(), move |ev| {
             if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
-                send(Trigger::All, &tx);
+                send(Trigger::Nodes, &tx);
             }
         })
     };
@@ -393,6 +397,46 @@ struct Runner {
     /// The exclusion patterns in force (source list, compiled).
     exclusions: (Vec<String>, Exclusions),
     owner: Option<OwnerReference>,
+    /// What election last saw of the nodes (heartbeats do not change it).
+    node_view: Vec<NodeInfo>,
+    /// Status objects we created and the watch has not shown yet: no
+    /// second one is created meanwhile.
+    created: BTreeMap<String, std::time::Instant>,
+}
+
+/// The objects of one service, looked up once per pass instead of per
+/// service (a full pass over n services would otherwise cost n^2).
+#[derive(Default)]
+struct Index {
+    slices: BTreeMap<String, Vec<Arc<EndpointSlice>>>,
+    statuses: BTreeMap<String, Vec<Arc<ServiceL2Status>>>,
+}
+
+impl Index {
+    fn build(stores: &Stores, only: Option<&str>) -> Self {
+        let mut index = Index::default();
+        for s in stores.slices.state() {
+            if let Some(name) = s.labels().get("kubernetes.io/service-name") {
+                let key = format!("{}/{name}", s.namespace().unwrap_or_default());
+                if only.is_none_or(|o| o == key) {
+                    index.slices.entry(key).or_default().push(s);
+                }
+            }
+        }
+        for o in stores.statuses.state() {
+            let l = o.labels();
+            if let (Some(ns), Some(name)) = (
+                l.get(status::SERVICE_NAMESPACE_LABEL),
+                l.get(status::SERVICE_NAME_LABEL),
+            ) {
+                let key = format!("{ns}/{name}");
+                if only.is_none_or(|o| o == key) {
+                    index.statuses.entry(key).or_default().push(o);
+                }
+            }
+        }
+        index
+    }
 }
 
 fn split_key(key: &str) -> (&str, &str) {
@@ -458,6 +502,13 @@ impl Runner {
                     keys.insert(k);
                 }
                 Trigger::All => all = true,
+                Trigger::Nodes => {
+                    let view = self.nodes();
+                    if view != self.node_view {
+                        self.node_view = view;
+                        all = true;
+                    }
+                }
                 Trigger::Config => config = true,
                 Trigger::Interfaces => interfaces = true,
             }
@@ -472,7 +523,8 @@ impl Runner {
             self.full_pass().await;
         } else {
             for k in keys {
-                self.process_service(&k).await;
+                let index = Index::build(&self.stores, Some(&k));
+                self.process_service(&k, &index).await;
             }
         }
     }
@@ -490,8 +542,10 @@ impl Runner {
             .collect();
         keys.extend(self.announced.keys().cloned());
         keys.extend(self.own_status_keys());
+        self.node_view = self.nodes();
+        let index = Index::build(&self.stores, None);
         for k in keys {
-            self.process_service(&k).await;
+            self.process_service(&k, &index).await;
         }
     }
 
@@ -536,7 +590,7 @@ impl Runner {
     }
 
     /// What this node should do for `key`: Some((service, ips, interfaces)) to announce.
-    fn decide(&self, key: &str) -> Option<(Arc<Service>, Vec<IpAddr>, Interfaces)> {
+    fn decide(&self, key: &str, index: &Index) -> Option<(Arc<Service>, Vec<IpAddr>, Interfaces)> {
         let (ns, name) = split_key(key);
         let svc = self.stores.services.get(&ObjectRef::new(name).within(ns))?;
         if !svcs::class_matches(&svc, self.opts.lb_class.as_deref())
@@ -550,21 +604,9 @@ impl Runner {
             tracing::debug!(service = key, ips = ?ips, "not announcing: the addresses are in no pool");
             return None;
         };
-        let slices: Vec<Arc<EndpointSlice>> = self
-            .stores
-            .slices
-            .state()
-            .into_iter()
-            .filter(|s| {
-                s.namespace().as_deref() == Some(ns)
-                    && s.labels()
-                        .get("kubernetes.io/service-name")
-                        .map(String::as_str)
-                        == Some(name)
-            })
-            .collect();
+        let slices = index.slices.get(key).map(Vec::as_slice).unwrap_or_default();
         let endpoints = Endpoints::from_slices(slices.iter().map(|s| &**s));
-        let nodes = self.nodes();
+        let nodes = &self.node_view;
         let alive = self.alive(&nodes);
         let sharing = svcs::sharing_key(&svc);
         let input = election::Input {
@@ -578,7 +620,7 @@ impl Runner {
             first_ip: ips[0],
             pool: &pool.name,
             advertisements: &config.l2_advertisements,
-            nodes: &nodes,
+            nodes,
             alive: alive.as_ref(),
             endpoints: &endpoints,
             ignore_exclude_lb: self.opts.ignore_exclude_lb,
@@ -592,9 +634,9 @@ impl Runner {
         }
     }
 
-    async fn process_service(&mut self, key: &str) {
+    async fn process_service(&mut self, key: &str, index: &Index) {
         self.metrics.k8s.updates.inc();
-        let desired = match self.decide(key) {
+        let desired = match self.decide(key, index) {
             Some((svc, ips, interfaces)) => {
                 match self.announcer.set(key, &ips, interfaces.clone()).await {
                     Ok(()) => {
@@ -668,7 +710,7 @@ impl Runner {
                 None
             }
         };
-        self.sync_status(key, desired.as_ref()).await;
+        self.sync_status(key, desired.as_ref(), index).await;
     }
 
     fn withdraw_metrics(&self, key: &str) {
@@ -698,21 +740,29 @@ impl Runner {
         &mut self,
         key: &str,
         desired: Option<&crate::api::v1beta1::MetalLBServiceL2Status>,
+        index: &Index,
     ) {
         let (ns, name) = split_key(key);
-        let existing: Vec<Arc<ServiceL2Status>> = self
-            .stores
+        let existing = index
             .statuses
-            .state()
-            .into_iter()
-            .filter(|o| {
-                let l = o.labels();
-                l.get(status::SERVICE_NAME_LABEL).map(String::as_str) == Some(name)
-                    && l.get(status::SERVICE_NAMESPACE_LABEL).map(String::as_str) == Some(ns)
-            })
-            .collect();
+            .get(key)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let refs: Vec<&ServiceL2Status> = existing.iter().map(|o| &**o).collect();
-        let actions = status::plan(&self.opts.node, &refs, desired);
+        let mine_seen = refs
+            .iter()
+            .any(|o| o.labels().get(status::NODE_LABEL) == Some(&self.opts.node));
+        if mine_seen {
+            self.created.remove(key);
+        }
+        let creating = self
+            .created
+            .get(key)
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(10));
+        let actions: Vec<status::Action> = status::plan(&self.opts.node, &refs, desired)
+            .into_iter()
+            .filter(|a| !(creating && matches!(a, status::Action::Create(_))))
+            .collect();
         let api: Api<ServiceL2Status> = Api::namespaced(self.client.clone(), &self.opts.namespace);
         for action in actions {
             let result = match &action {
@@ -730,7 +780,14 @@ impl Runner {
                     )
                     .await
                     .map(|_| ()),
-                status::Action::Create(st) => self.create_status(&api, ns, name, st).await,
+                status::Action::Create(st) => {
+                    let r = self.create_status(&api, ns, name, st).await;
+                    if r.is_ok() {
+                        self.created
+                            .insert(key.to_owned(), std::time::Instant::now());
+                    }
+                    r
+                }
             };
             if let Err(e) = result {
                 self.metrics.k8s.update_errors.inc();
