@@ -607,7 +607,7 @@ impl Runner {
         let slices = index.slices.get(key).map(Vec::as_slice).unwrap_or_default();
         let endpoints = Endpoints::from_slices(slices.iter().map(|s| &**s));
         let nodes = &self.node_view;
-        let alive = self.alive(&nodes);
+        let alive = self.alive(nodes);
         let sharing = svcs::sharing_key(&svc);
         let input = election::Input {
             service_labels: svc.labels(),
