@@ -2,5 +2,6 @@
 //! dev-env`: the lab (network namespaces, an API server, node agents) and,
 //! later, kind. Both hand the e2e suites one [`cluster::Cluster`] handle.
 
+pub mod bench;
 pub mod cluster;
 pub mod lab;

@@ -1,10 +1,16 @@
 //! `cargo xtask bench <target>`: benchmarks that print their figures next
 //! to a baseline measured in the same run (never asserted: numbers vary by
 //! machine; tests check behaviour).
+//!
+//! The lab benchmarks run on a lab of their own ("bench", removed
+//! afterwards) made from release binaries, so figures are those of what
+//! users run.
 
 use crate::flags::{BenchArgs, BenchTarget};
 use crate::tools;
 use anyhow::Result;
+use devenv::lab::cluster::{LabCluster, LabSpec};
+use std::path::PathBuf;
 
 /// Runs the chosen benchmark.
 pub fn run(args: &BenchArgs) -> Result<()> {
@@ -22,5 +28,42 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 "allocator",
             ],
         ),
+        BenchTarget::Arp => {
+            on_bench_lab(|lab| devenv::bench::arp::run(lab, args.rounds, args.burst).map(drop))
+        }
+        BenchTarget::Scale => {
+            on_bench_lab(|lab| devenv::bench::scale::run(lab, args.services).map(drop))
+        }
     }
+}
+
+/// Builds release binaries, brings up lab "bench", runs `f`, removes the lab.
+fn on_bench_lab(f: impl FnOnce(&LabCluster) -> Result<()>) -> Result<()> {
+    devenv::lab::netns::require_privileges()?;
+    tools::run(
+        "cargo",
+        &[
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "metallb-rs",
+            "-p",
+            "devenv",
+            "--bins",
+        ],
+    )?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| tools::project_root().join("target"));
+    let mut spec = LabSpec::new(&target.join("release"));
+    spec.name = "bench".into();
+    spec.api_port = devenv::lab::cluster::api_port("bench");
+    spec.log_level = "warn".into();
+    let lab = devenv::lab::cluster::up(&spec);
+    let result = lab.and_then(|lab| f(&lab));
+    let cleanup = devenv::lab::cluster::down("bench");
+    result?;
+    cleanup?;
+    Ok(())
 }

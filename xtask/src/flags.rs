@@ -34,6 +34,10 @@ pub enum Command {
 pub enum BenchTarget {
     /// Allocate/release 10k and 100k services (/16 IPv4, /112 IPv6) vs a naive linear scan
     Allocator,
+    /// ARP reply latency and rate: speaker-answered VIP vs the node kernel's own address (lab, root)
+    Arp,
+    /// N services at once: time to IPs, announcements and statuses; controller/speaker memory (lab, root)
+    Scale,
 }
 
 /// Flags of `cargo xtask bench`.
@@ -42,6 +46,15 @@ pub struct BenchArgs {
     /// Which benchmark
     #[arg(value_enum)]
     pub target: BenchTarget,
+    /// Services created at once (scale)
+    #[arg(long, default_value_t = 1000)]
+    pub services: usize,
+    /// Sequential request/reply rounds per target (arp)
+    #[arg(long, default_value_t = 1000)]
+    pub rounds: usize,
+    /// Back-to-back requests per target for the rate (arp)
+    #[arg(long, default_value_t = 20000)]
+    pub burst: usize,
 }
 
 /// Where a dev cluster comes from.

@@ -327,6 +327,16 @@ impl LabCluster {
         Processes::new(&self.dir)
     }
 
+    /// The external host's network namespace.
+    pub fn external_namespace(&self) -> &str {
+        &self.lab.external.namespace
+    }
+
+    /// The pid of lab process `name` (`controller`, `speaker-<node>`, ...).
+    pub fn pid_of(&self, name: &str) -> Option<i32> {
+        self.procs().pid(name)
+    }
+
     /// Starts the metallb-rs controller (root namespace) unless it runs.
     pub fn start_controller(&self) -> Result<()> {
         let metrics = format!("127.0.0.1:{}", controller_metrics_port(self.api_port));

@@ -13,10 +13,28 @@ use tokio::task::JoinSet;
 /// Starts watching `api` in `tasks` (aborted when the set is dropped) and
 /// returns the store it fills. `on_event` sees every event after the
 /// store applied it; watch errors are logged and retried with backoff.
+/// Objects are cached without `managedFields` and kubectl's
+/// last-applied annotation (often most of an object's size).
 pub fn spawn<K>(
     tasks: &mut JoinSet<()>,
     api: Api<K>,
     config: watcher::Config,
+    on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> Store<K>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    spawn_trimmed(tasks, api, config, |_| {}, on_event)
+}
+
+/// Like [`spawn`], with `trim` removing further fields the caller never
+/// reads before objects are cached.
+pub fn spawn_trimmed<K>(
+    tasks: &mut JoinSet<()>,
+    api: Api<K>,
+    config: watcher::Config,
+    mut trim: impl FnMut(&mut K) + Send + 'static,
     mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> Store<K>
 where
@@ -25,7 +43,17 @@ where
 {
     let (reader, writer) = reflector::store();
     let kind = K::kind(&K::DynamicType::default()).to_string();
-    let stream = watcher(api, config).default_backoff().reflect(writer);
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(move |obj: &mut K| {
+            let meta = obj.meta_mut();
+            meta.managed_fields = None;
+            if let Some(a) = meta.annotations.as_mut() {
+                a.remove("kubectl.kubernetes.io/last-applied-configuration");
+            }
+            trim(obj);
+        })
+        .reflect(writer);
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {

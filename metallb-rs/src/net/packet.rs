@@ -160,6 +160,28 @@ impl PacketSocket {
         Ok(())
     }
 
+    /// Asks for a receive buffer of `bytes` (SO_RCVBUFFORCE as root, else
+    /// capped by net.core.rmem_max), so bursts are not dropped.
+    pub fn set_recv_buffer(&self, bytes: usize) -> io::Result<()> {
+        let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+            // SAFETY: `v` is a valid c_int of the size passed.
+            let r = unsafe {
+                libc::setsockopt(
+                    self.fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&raw const v).cast(),
+                    size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if r == 0 {
+                return Ok(());
+            }
+        }
+        Err(io::Error::last_os_error())
+    }
+
     /// Makes the interface accept frames sent to multicast `mac` (for a
     /// VIP's solicited-node group); kept while the socket lives.
     pub fn join_multicast(&self, mac: Mac) -> io::Result<()> {

@@ -239,10 +239,23 @@ fn start_watches(
     };
     let slices = {
         let tx = tx.clone();
-        watch::spawn(
+        // Election reads only each endpoint's node and conditions.
+        let trim = |s: &mut EndpointSlice| {
+            s.ports = None;
+            for ep in &mut s.endpoints {
+                ep.addresses.clear();
+                ep.target_ref = None;
+                ep.hints = None;
+                ep.deprecated_topology = None;
+                ep.hostname = None;
+                ep.zone = None;
+            }
+        };
+        watch::spawn_trimmed(
             tasks,
             Api::<EndpointSlice>::all(client.clone()),
             cfg(),
+            trim,
             move |ev| {
                 if let Some(s) = watch::object(ev)
                     && let Some(name) = s.labels().get("kubernetes.io/service-name")

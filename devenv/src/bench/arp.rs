@@ -1,0 +1,282 @@
+//! `cargo xtask bench arp`: ARP reply latency and replies per second for
+//! a VIP answered by the metallb-rs speaker, against the announcing
+//! node's own address answered by its kernel - same node, same link, same
+//! run. Measured from the external host with a raw socket of our own.
+
+use super::{percentile, service, setup, teardown};
+use crate::cluster::Cluster;
+use crate::lab::cluster::LabCluster;
+use anyhow::{Context, Result, bail};
+use kube::api::{Api, PostParams};
+use metallb_rs::net::arp::{Arp, Op};
+use metallb_rs::net::ethernet::{ETHERTYPE_ARP, Frame, Mac};
+use metallb_rs::net::packet::{PacketSocket, PacketType};
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+/// What was measured for one target address.
+#[derive(Debug, Clone)]
+pub struct Figures {
+    /// What answered.
+    pub label: String,
+    /// Median request-to-reply time.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Replies per second under a burst of back-to-back requests.
+    pub replies_per_s: f64,
+    /// Requests in the burst / replies received.
+    pub burst: (usize, usize),
+    /// Replier's MAC.
+    pub mac: Mac,
+}
+
+struct Prober {
+    sock: PacketSocket,
+    mac: Mac,
+    ip: Ipv4Addr,
+}
+
+impl Prober {
+    fn request(&self, target: Ipv4Addr) -> Vec<u8> {
+        Arp {
+            op: Op::Request,
+            sha: self.mac,
+            spa: self.ip,
+            tha: Mac::ZERO,
+            tpa: target,
+        }
+        .frame(Mac::BROADCAST, self.mac)
+    }
+
+    /// Waits for a reply from `target` until `deadline`: its MAC.
+    async fn reply(&self, target: Ipv4Addr, deadline: tokio::time::Instant) -> Option<Mac> {
+        let mut buf = [0u8; 256];
+        loop {
+            let (n, kind) = tokio::time::timeout_at(deadline, self.sock.recv(&mut buf))
+                .await
+                .ok()?
+                .ok()?;
+            if kind == PacketType::Outgoing {
+                continue;
+            }
+            let Ok(f) = Frame::parse(&buf[..n]) else {
+                continue;
+            };
+            if let Ok(a) = Arp::parse(f.payload)
+                && a.op == Op::Reply
+                && a.spa == target
+            {
+                return Some(a.sha);
+            }
+        }
+    }
+
+    async fn measure(
+        &self,
+        label: &str,
+        target: Ipv4Addr,
+        rounds: usize,
+        burst: usize,
+    ) -> Result<Figures> {
+        let mut rtts = Vec::with_capacity(rounds);
+        let mut mac = None;
+        for _ in 0..rounds {
+            let t0 = Instant::now();
+            self.sock.send(&self.request(target)).await?;
+            match self
+                .reply(target, tokio::time::Instant::now() + Duration::from_secs(1))
+                .await
+            {
+                Some(m) => {
+                    rtts.push(t0.elapsed());
+                    mac = Some(m);
+                }
+                None => bail!("{label} ({target}) did not answer within 1 s"),
+            }
+        }
+        rtts.sort();
+        // Burst: send back to back while counting replies; the rate is
+        // replies over the time from the first send to the last reply.
+        let frame = self.request(target);
+        let start = Instant::now();
+        let (sent, received, last) = {
+            let count = async {
+                let mut got = 0usize;
+                let mut last = start;
+                while self
+                    .reply(
+                        target,
+                        tokio::time::Instant::now() + Duration::from_millis(500),
+                    )
+                    .await
+                    .is_some()
+                {
+                    got += 1;
+                    last = Instant::now();
+                }
+                (got, last)
+            };
+            let send = async {
+                let mut sent = 0usize;
+                for i in 0..burst {
+                    if self.sock.send(&frame).await.is_ok() {
+                        sent += 1;
+                    }
+                    // Let the receiver drain between small batches.
+                    if i % 32 == 31 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                sent
+            };
+            let (sent, (got, last)) = tokio::join!(send, count);
+            (sent, got, last)
+        };
+        let secs = last.duration_since(start).as_secs_f64().max(1e-6);
+        Ok(Figures {
+            label: label.to_owned(),
+            p50: percentile(&rtts, 50.0),
+            p99: percentile(&rtts, 99.0),
+            replies_per_s: received as f64 / secs,
+            burst: (sent, received),
+            mac: mac.context("no reply")?,
+        })
+    }
+}
+
+/// Runs the benchmark on `cluster` and prints the results.
+pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figures>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let client = rt.block_on(crate::lab::cluster::client(cluster.kubeconfig()))?;
+    let nodes: Vec<String> = cluster.nodes().into_iter().map(|n| n.name).collect();
+    rt.block_on(setup(&client, &["172.30.0.220-172.30.0.229"], &nodes))?;
+    let result = (|| -> Result<Vec<Figures>> {
+        let svcs: Api<k8s_openapi::api::core::v1::Service> =
+            Api::namespaced(client.clone(), super::NAMESPACE);
+        rt.block_on(svcs.create(&PostParams::default(), &service("arp")?))?;
+        let vip = rt.block_on(async {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let s = svcs.get("arp").await?;
+                let ip = metallb_rs::controller::service::ingress_ips(&s)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .next();
+                if let Some(IpAddr::V4(v4)) = ip {
+                    return anyhow::Ok(v4);
+                }
+                anyhow::ensure!(
+                    Instant::now() < deadline,
+                    "the service got no IPv4 address within 60 s"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })?;
+        let ns = cluster.external_namespace().to_owned();
+        let nodes = cluster.nodes();
+        let figures = crate::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async {
+                let eth0 = metallb_rs::net::iface::list()?
+                    .into_iter()
+                    .find(|i| i.name == "eth0")
+                    .context("the external host has no eth0")?;
+                let ip = eth0
+                    .addresses
+                    .iter()
+                    .find_map(|a| match a {
+                        IpAddr::V4(v4) => Some(*v4),
+                        IpAddr::V6(_) => None,
+                    })
+                    .context("the external host's eth0 has no IPv4 address")?;
+                let sock = PacketSocket::open(eth0.index, ETHERTYPE_ARP)?;
+                sock.set_recv_buffer(16 << 20)?;
+                let prober = Prober {
+                    sock,
+                    mac: eth0.mac.context("eth0 has no MAC")?,
+                    ip,
+                };
+                // Wait for the announcement, then find the announcing node.
+                let deadline = Instant::now() + Duration::from_secs(60);
+                let mac = loop {
+                    prober.sock.send(&prober.request(vip)).await?;
+                    if let Some(m) = prober
+                        .reply(
+                            vip,
+                            tokio::time::Instant::now() + Duration::from_millis(500),
+                        )
+                        .await
+                    {
+                        break m;
+                    }
+                    anyhow::ensure!(
+                        Instant::now() < deadline,
+                        "{vip} was not announced within 60 s"
+                    );
+                };
+                let speaker = prober
+                    .measure(
+                        &format!("VIP {vip} (metallb-rs speaker)"),
+                        vip,
+                        rounds,
+                        burst,
+                    )
+                    .await?;
+                let mut node_ip = None;
+                for n in &nodes {
+                    if let Some(IpAddr::V4(a)) = n.addresses.iter().find(|a| a.is_ipv4()) {
+                        prober.sock.send(&prober.request(*a)).await?;
+                        if prober
+                            .reply(*a, tokio::time::Instant::now() + Duration::from_millis(500))
+                            .await
+                            == Some(mac)
+                        {
+                            node_ip = Some((n.name.clone(), *a));
+                        }
+                    }
+                }
+                let (node, addr) =
+                    node_ip.context("no node's own address is answered with the VIP's MAC")?;
+                let kernel = prober
+                    .measure(&format!("{addr} ({node}'s kernel)"), addr, rounds, burst)
+                    .await?;
+                Ok(vec![speaker, kernel])
+            })
+        })??;
+        Ok(figures)
+    })();
+    rt.block_on(teardown(&client))?;
+    let figures = result?;
+    print(&figures);
+    Ok(figures)
+}
+
+fn print(f: &[Figures]) {
+    println!(
+        "{:<44} {:>10} {:>10} {:>12} {:>14}",
+        "answered by", "p50", "p99", "replies/s", "burst got"
+    );
+    for x in f {
+        println!(
+            "{:<44} {:>10.1?} {:>10.1?} {:>12.0} {:>14}",
+            x.label,
+            x.p50,
+            x.p99,
+            x.replies_per_s,
+            format!("{}/{}", x.burst.1, x.burst.0)
+        );
+    }
+    if let [speaker, kernel] = f {
+        println!(
+            "ratio speaker/kernel: latency p50 {:.2}x, p99 {:.2}x, throughput {:.2}x",
+            speaker.p50.as_secs_f64() / kernel.p50.as_secs_f64().max(1e-9),
+            speaker.p99.as_secs_f64() / kernel.p99.as_secs_f64().max(1e-9),
+            speaker.replies_per_s / kernel.replies_per_s.max(1e-9),
+        );
+    }
+}

@@ -1,0 +1,138 @@
+//! Benchmarks that need a running lab (`cargo xtask bench arp|scale`).
+//! Each prints its figures next to a baseline measured in the same run;
+//! nothing here asserts a time. Shared here: MetalLB configuration and
+//! backends for a benchmark, removed afterwards.
+
+pub mod arp;
+pub mod scale;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// The namespace benchmark services and pods live in.
+pub const NAMESPACE: &str = "metallb-bench";
+
+/// Creates the bench namespace, a pool `bench` with `addresses`, an
+/// L2Advertisement, and a netexec backend labelled `app=bench` on every
+/// node.
+pub async fn setup(client: &kube::Client, addresses: &[&str], nodes: &[String]) -> Result<()> {
+    teardown(client).await?;
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .context("creating the bench namespace")?;
+    let pools: Api<metallb_rs::api::v1beta1::IPAddressPool> =
+        Api::namespaced(client.clone(), metallb_rs::api::DEFAULT_NAMESPACE);
+    pools
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+                "metadata": { "name": "bench" }, "spec": { "addresses": addresses },
+            }))?,
+        )
+        .await
+        .context("creating pool bench (another pool overlapping it? use a fresh lab)")?;
+    let ads: Api<metallb_rs::api::v1beta1::L2Advertisement> =
+        Api::namespaced(client.clone(), metallb_rs::api::DEFAULT_NAMESPACE);
+    ads.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
+            "metadata": { "name": "bench" }, "spec": {},
+        }))?,
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    for node in nodes {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": format!("bench-{node}"), "labels": { "app": "bench" } },
+            "spec": { "nodeName": node, "containers": [{
+                "name": "netexec", "image": crate::lab::backend::NETEXEC_IMAGE,
+                "args": ["netexec", "--http-port=18080", "--udp-port=18081"],
+            }] },
+        }))?;
+        pods.create(&PostParams::default(), &pod).await?;
+    }
+    Ok(())
+}
+
+/// A LoadBalancer service `name` selecting the bench backends.
+pub fn service(name: &str) -> Result<Service> {
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "type": "LoadBalancer", "selector": { "app": "bench" }, "ports": [{ "port": 18080, "protocol": "TCP" }] },
+    }))?)
+}
+
+/// Removes everything [`setup`] made (also leftovers of an interrupted run).
+pub async fn teardown(client: &kube::Client) -> Result<()> {
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    if ns_api.get_opt(NAMESPACE).await?.is_some() {
+        ns_api.delete(NAMESPACE, &DeleteParams::default()).await?;
+    }
+    let metallb = metallb_rs::api::DEFAULT_NAMESPACE;
+    let pools: Api<metallb_rs::api::v1beta1::IPAddressPool> =
+        Api::namespaced(client.clone(), metallb);
+    let ads: Api<metallb_rs::api::v1beta1::L2Advertisement> =
+        Api::namespaced(client.clone(), metallb);
+    if pools.get_opt("bench").await?.is_some() {
+        pools.delete("bench", &DeleteParams::default()).await?;
+    }
+    if ads.get_opt("bench").await?.is_some() {
+        ads.delete("bench", &DeleteParams::default()).await?;
+    }
+    // Namespace deletion is immediate in the lab; give controllers a moment.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ns_api.get_opt(NAMESPACE).await?.is_some() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Resident memory of process `pid` in KiB (VmRSS).
+pub fn rss_kib(pid: i32) -> Option<u64> {
+    status_kib(pid, "VmRSS")
+}
+
+/// A `/proc/<pid>/status` figure in KiB (`VmRSS`, `RssAnon`, `RssFile`).
+pub fn status_kib(pid: i32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// p-th percentile (0-100) of sorted `samples`.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&v, 50.0), Duration::from_millis(51));
+        assert_eq!(percentile(&v, 99.0), Duration::from_millis(99));
+        assert_eq!(percentile(&v, 100.0), Duration::from_millis(100));
+        assert_eq!(percentile(&[], 50.0), Duration::ZERO);
+    }
+
+    #[test]
+    fn rss_of_this_process() {
+        let kib = rss_kib(std::process::id() as i32).expect("VmRSS");
+        assert!(kib > 0);
+    }
+}
