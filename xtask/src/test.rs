@@ -49,6 +49,12 @@ pub fn run(args: &TestArgs) -> Result<()> {
     }
     tools::run("cargo", &["test", "--workspace", "--all-targets"])?;
     tools::run("cargo", &["test", "--workspace", "--doc"])?;
+    // The cargo-fuzz targets (ARP, NDP parsers) live in a workspace of
+    // their own; fuzzing needs nightly, building them does not.
+    tools::run(
+        "cargo",
+        &["check", "--manifest-path", "fuzz/Cargo.toml", "--target-dir", "target/fuzz-check"],
+    )?;
     let check = CheckArgs { check: true };
     codegen::gen_crds(&check)?;
     codegen::gen_manifests(&check)?;
