@@ -53,7 +53,13 @@ pub fn run(args: &TestArgs) -> Result<()> {
     // their own; fuzzing needs nightly, building them does not.
     tools::run(
         "cargo",
-        &["check", "--manifest-path", "fuzz/Cargo.toml", "--target-dir", "target/fuzz-check"],
+        &[
+            "check",
+            "--manifest-path",
+            "fuzz/Cargo.toml",
+            "--target-dir",
+            "target/fuzz-check",
+        ],
     )?;
     let check = CheckArgs { check: true };
     codegen::gen_crds(&check)?;

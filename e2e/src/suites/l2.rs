@@ -137,6 +137,18 @@ pub fn specs() -> Vec<Spec> {
             interface_node_selector,
         ),
         Spec::new(
+            "L2-interface selector",
+            "should start announcing when the selected interface appears and stop when it vanishes",
+            &["IPV4"],
+            interface_appears,
+        ),
+        Spec::new(
+            "L2-interface selector",
+            "should not announce from interfaces excluded by the metallb-excludel2 ConfigMap",
+            &["IPV4"],
+            interface_excluded,
+        ),
+        Spec::new(
             "L2",
             "should announce only from nodes matched by nodeSelectors",
             &["IPV4"],
@@ -717,6 +729,86 @@ fn interface_node_selector(ctx: &Ctx) -> Result<()> {
         drop(config);
     }
     Ok(())
+}
+
+/// The node named in the latest announceFailed message ("... (node X)").
+fn failed_on(ctx: &Ctx, svc: &str) -> Result<String> {
+    eventually(WAIT, "announceFailed", || {
+        let notes = metallb::events(ctx, svc, "announceFailed")?;
+        Ok(notes
+            .last()
+            .and_then(|n| n.rsplit("(node ").next())
+            .and_then(|rest| rest.strip_suffix(')'))
+            .map(str::to_owned))
+    })
+}
+
+fn interface_appears(ctx: &Ctx) -> Result<()> {
+    let _config = interface_config(ctx, &[("new-nic", json!({ "interfaces": ["e2etest0"] }))])?;
+    backends(ctx, &[])?;
+    web_service(ctx, "web", json!({}))?;
+    let node = failed_on(ctx, "web")?;
+    let run = |args: &[&str]| -> Result<()> {
+        let out = ctx.cluster().exec_on_node(&node, args)?;
+        ensure!(
+            out.status.success(),
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    run(&[
+        "ip", "link", "add", "e2etest0", "type", "veth", "peer", "name", "e2etest1",
+    ])?;
+    let result = (|| -> Result<()> {
+        run(&["ip", "link", "set", "e2etest1", "up"])?;
+        run(&["ip", "link", "set", "e2etest0", "up"])?;
+        // The next interface scan (every 10 s) finds it.
+        let interfaces = eventually(WAIT, "announced on e2etest0", || {
+            let list = metallb::l2_statuses(ctx, "web")?;
+            Ok(list
+                .first()
+                .and_then(|o| o.status.as_ref()?.interfaces.clone()))
+        })?;
+        let names: Vec<String> = interfaces.into_iter().filter_map(|i| i.name).collect();
+        ensure!(names == ["e2etest0"], "status interfaces {names:?}");
+        ensure!(wait_for_l2_node(ctx, "web", WAIT)? == node);
+        run(&["ip", "link", "del", "e2etest0"])?;
+        eventually(WAIT, "withdrawn after the interface vanished", || {
+            Ok(metallb::l2_statuses(ctx, "web")?.is_empty().then_some(()))
+        })
+    })();
+    let _ = ctx
+        .cluster()
+        .exec_on_node(&node, &["ip", "link", "del", "e2etest0"]);
+    result
+}
+
+fn interface_excluded(ctx: &Ctx) -> Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let _config = interface_config(ctx, &[("on-eth1", json!({ "interfaces": ["eth1"] }))])?;
+    let cms: Api<ConfigMap> = Api::namespaced(ctx.client()?, metallb::NAMESPACE);
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "metallb-excludel2" },
+        "data": { "excludel2.yaml": "announcedInterfacesToExclude: [\"^eth1$\", \"^lo$\"]\n" },
+    }))?;
+    ctx.block_on(cms.create(&kube::api::PostParams::default(), &cm))?;
+    let result = (|| -> Result<()> {
+        backends(ctx, &[])?;
+        let ips = web_service(ctx, "web", json!({}))?;
+        failed_on(ctx, "web")?;
+        ensure!(
+            arp_macs(ctx, ips[0], "eth1", 2)?.is_empty(),
+            "answered on an excluded interface"
+        );
+        ctx.block_on(cms.delete("metallb-excludel2", &DeleteParams::default()))?;
+        let node = wait_for_l2_node(ctx, "web", WAIT)?;
+        ensure!(answering_node(ctx, ips[0], "eth1")? == node);
+        Ok(())
+    })();
+    let _ = ctx.block_on(cms.delete("metallb-excludel2", &DeleteParams::default()));
+    result
 }
 
 fn node_selectors(ctx: &Ctx) -> Result<()> {
