@@ -11,6 +11,7 @@ pub mod controller;
 pub mod k8s;
 pub mod logging;
 pub mod manifests;
+pub mod memory;
 pub mod metrics;
 pub mod net;
 pub mod report;

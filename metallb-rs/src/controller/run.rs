@@ -238,6 +238,8 @@ async fn lead(
         services = runner.alloc.services().len(),
         "initial sync done"
     );
+    let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
+    trimmer.maybe_trim();
     loop {
         let first = tokio::select! {
             t = rx.recv() => t,
@@ -256,6 +258,7 @@ async fn lead(
             batch.push(t);
         }
         runner.process(batch).await;
+        trimmer.maybe_trim();
     }
 }
 

@@ -67,13 +67,22 @@ struct SeriesKey {
     message: String,
 }
 
+/// What is kept of a published event to extend its series: its name,
+/// count and when it was last seen (not the whole object).
+#[derive(Clone)]
+struct Published {
+    name: String,
+    count: i32,
+    last: Timestamp,
+}
+
 /// Publishes events as one component instance.
 #[derive(Clone)]
 pub struct Recorder {
     client: kube::Client,
     controller: String,
     instance: String,
-    series: Arc<Mutex<HashMap<SeriesKey, Event>>>,
+    series: Arc<Mutex<HashMap<SeriesKey, Published>>>,
 }
 
 impl Recorder {
@@ -124,23 +133,19 @@ impl Recorder {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let previous = {
             let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-            series.retain(|_, e| last_seen(e).is_some_and(|t| t + SERIES_WINDOW > now));
+            series.retain(|_, p| p.last + SERIES_WINDOW > now);
             series.get(&key).cloned()
         };
-        let event = if let Some(mut event) = previous {
-            let count = event.series.as_ref().map_or(2, |s| s.count + 1);
-            event.series = Some(EventSeries {
-                count,
+        let published = if let Some(mut p) = previous {
+            p.count += 1;
+            p.last = now;
+            let patch = serde_json::json!({ "series": EventSeries {
+                count: p.count,
                 last_observed_time: MicroTime(now),
-            });
-            let patch = serde_json::json!({ "series": event.series });
-            api.patch(
-                &event.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
-            event
+            } });
+            api.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            p
         } else {
             let event = Event {
                 metadata: ObjectMeta {
@@ -168,19 +173,17 @@ impl Recorder {
                 reporting_instance: Some(format!("{}-{}", self.controller, self.instance)),
                 ..Event::default()
             };
-            api.create(&PostParams::default(), &event).await?
+            let created = api.create(&PostParams::default(), &event).await?;
+            Published {
+                name: created.name_any(),
+                count: 1,
+                last: now,
+            }
         };
         self.series
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, event);
+            .insert(key, published);
         Ok(())
     }
-}
-
-fn last_seen(e: &Event) -> Option<Timestamp> {
-    e.series
-        .as_ref()
-        .map(|s| s.last_observed_time.0)
-        .or(e.event_time.as_ref().map(|t| t.0))
 }

@@ -151,6 +151,8 @@ pub async fn run(
         runner.full_pass().await;
         health.set_ready(true);
         tracing::info!(announced = runner.announced.len(), "initial sync done");
+        let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
+        trimmer.maybe_trim();
         let mut rescan = tokio::time::interval(opts.rescan);
         let mut renew = tokio::time::interval(Duration::from_secs(presence::RENEW_SECONDS as u64));
         loop {
@@ -169,6 +171,7 @@ pub async fn run(
                         batch.push(t);
                     }
                     runner.process(batch).await;
+                    trimmer.maybe_trim();
                 }
                 () = garp => runner.announcer.send_due(std::time::Instant::now()).await,
                 _ = rescan.tick() => {
