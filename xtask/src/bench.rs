@@ -10,7 +10,6 @@ use crate::flags::{BenchArgs, BenchTarget};
 use crate::tools;
 use anyhow::Result;
 use devenv::lab::cluster::{LabCluster, LabSpec};
-use std::path::PathBuf;
 
 /// Runs the chosen benchmark.
 pub fn run(args: &BenchArgs) -> Result<()> {

@@ -12,22 +12,40 @@ use std::time::Instant;
 
 /// Builds the binaries the lab runs and returns their directory.
 pub fn build_binaries() -> Result<PathBuf> {
-    tools::run(
-        "cargo",
-        &[
-            "build",
-            "--quiet",
-            "-p",
-            "metallb-rs",
-            "-p",
-            "devenv",
-            "--bins",
-        ],
-    )?;
+    build_lab_binaries(Profile::Debug)
+}
+
+/// Which cargo profile the lab binaries are built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// Fast to build (dev-env, e2e).
+    Debug,
+    /// What users run (benchmarks).
+    Release,
+}
+
+/// Builds metallb-rs and the lab's binaries with `profile`; their directory.
+pub fn build_lab_binaries(profile: Profile) -> Result<PathBuf> {
+    let mut args = vec![
+        "build",
+        "--quiet",
+        "-p",
+        "metallb-rs",
+        "-p",
+        "devenv",
+        "--bins",
+    ];
+    if profile == Profile::Release {
+        args.push("--release");
+    }
+    tools::run("cargo", &args)?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| tools::project_root().join("target"));
-    Ok(target.join("debug"))
+    Ok(target.join(match profile {
+        Profile::Debug => "debug",
+        Profile::Release => "release",
+    }))
 }
 
 fn kind_available() -> bool {

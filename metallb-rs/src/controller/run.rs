@@ -11,7 +11,7 @@
 use super::converge::{self, Decision, Write};
 use super::service;
 use crate::allocator::Allocator;
-use crate::api::v1beta1::{ConfigurationResult, IPAddressPool, IPAddressPoolStatus};
+use crate::api::v1beta1::{IPAddressPool, IPAddressPoolStatus};
 use crate::config::{Config, Options as ConfigOptions, Pool, Resources};
 use crate::k8s::events::Recorder;
 use crate::k8s::leader::{LeaseLock, Timings};
@@ -223,7 +223,14 @@ async fn lead(
         retries: HashMap::new(),
         retry_tx: tx.clone(),
         leading: leading.clone(),
-        config_state: None,
+        config_state: crate::k8s::config_state::Reporter::new(
+            client.clone(),
+            &opts.namespace,
+            CONFIG_STATE_NAME,
+            json!({ "metallb.io/component-type": "controller" }),
+            "poolReconcilerValid",
+            metrics.k8s.clone(),
+        ),
     };
     for ns in runner.namespaces.state() {
         runner
@@ -280,7 +287,7 @@ struct Runner {
     retries: HashMap<String, u32>,
     retry_tx: mpsc::UnboundedSender<Trigger>,
     leading: tokio::sync::watch::Receiver<bool>,
-    config_state: Option<(ConfigurationResult, String)>,
+    config_state: crate::k8s::config_state::Reporter,
 }
 
 fn split_key(key: &str) -> (&str, &str) {
@@ -460,10 +467,7 @@ impl Runner {
         );
         match built {
             Ok(cfg) => {
-                self.metrics.k8s.config_loaded.set(1);
-                self.metrics.k8s.config_stale.set(0);
-                self.write_config_state(ConfigurationResult::Valid, String::new())
-                    .await;
+                self.config_state.valid().await;
                 if self.config.as_ref() == Some(&cfg.pools) {
                     return false;
                 }
@@ -481,19 +485,8 @@ impl Runner {
                 true
             }
             Err(errors) => {
-                let summary = errors.to_string();
-                if self
-                    .config_state
-                    .as_ref()
-                    .is_none_or(|(_, s)| *s != summary)
-                {
-                    tracing::error!(errors = %summary, "invalid configuration: keeping the last valid one");
-                }
-                if self.config.is_some() {
-                    self.metrics.k8s.config_stale.set(1);
-                }
-                self.write_config_state(ConfigurationResult::Invalid, summary)
-                    .await;
+                let stale = self.config.is_some();
+                self.config_state.invalid(errors.to_string(), stale).await;
                 false
             }
         }
@@ -529,29 +522,6 @@ impl Runner {
                 self.metrics.k8s.update_errors.inc();
                 tracing::warn!(pool = %name, error = %e, "could not update pool status");
             }
-        }
-    }
-
-    /// Writes ConfigurationState "controller" when the result changes.
-    async fn write_config_state(&mut self, result: ConfigurationResult, summary: String) {
-        let state = (result, summary);
-        if self.config_state.as_ref() == Some(&state) || !self.may_act() {
-            return;
-        }
-        let labels = json!({ "metallb.io/component-type": "controller" });
-        match crate::k8s::config_state::write(
-            &self.client,
-            &self.opts.namespace,
-            CONFIG_STATE_NAME,
-            labels,
-            "poolReconcilerValid",
-            &state.0,
-            &state.1,
-        )
-        .await
-        {
-            Ok(()) => self.config_state = Some(state),
-            Err(e) => tracing::warn!(error = %e, "could not write ConfigurationState"),
         }
     }
 }

@@ -51,3 +51,78 @@ pub async fn write(
         .await?;
     Ok(())
 }
+
+/// Reports one component's configuration results: the
+/// `metallb_k8s_client_config_*` gauges, an error log when the errors
+/// change, and the ConfigurationState object, written only on change.
+pub struct Reporter {
+    client: kube::Client,
+    namespace: String,
+    name: String,
+    labels: Value,
+    condition: &'static str,
+    metrics: crate::metrics::K8sClientMetrics,
+    last: Option<(ConfigurationResult, String)>,
+}
+
+impl Reporter {
+    /// The reporter of ConfigurationState `namespace/name`.
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        name: &str,
+        labels: Value,
+        condition: &'static str,
+        metrics: crate::metrics::K8sClientMetrics,
+    ) -> Self {
+        Self {
+            client,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            labels,
+            condition,
+            metrics,
+            last: None,
+        }
+    }
+
+    /// The latest configuration is valid and in force.
+    pub async fn valid(&mut self) {
+        self.metrics.config_loaded.set(1);
+        self.metrics.config_stale.set(0);
+        self.write(ConfigurationResult::Valid, String::new()).await;
+    }
+
+    /// The latest configuration is invalid (`summary` lists every error);
+    /// `stale` when an older valid one stays in force.
+    pub async fn invalid(&mut self, summary: String, stale: bool) {
+        if self.last.as_ref().is_none_or(|(_, s)| *s != summary) {
+            tracing::error!(errors = %summary, "invalid configuration: keeping the last valid one");
+        }
+        if stale {
+            self.metrics.config_stale.set(1);
+        }
+        self.write(ConfigurationResult::Invalid, summary).await;
+    }
+
+    async fn write(&mut self, result: ConfigurationResult, summary: String) {
+        let state = (result, summary);
+        if self.last.as_ref() == Some(&state) {
+            return;
+        }
+        match write(
+            &self.client,
+            &self.namespace,
+            &self.name,
+            self.labels.clone(),
+            self.condition,
+            &state.0,
+            &state.1,
+        )
+        .await
+        {
+            Ok(()) => self.last = Some(state),
+            Err(e) => tracing::warn!(error = %e, "could not write ConfigurationState"),
+        }
+    }
+}

@@ -10,8 +10,7 @@ use super::announcer::Announcer;
 use super::election::{self, Decision, Endpoints, Interfaces, NodeInfo};
 use super::{presence, status};
 use crate::api::v1beta1::{
-    BFDProfile, BGPAdvertisement, Community, ConfigurationResult, IPAddressPool, L2Advertisement,
-    ServiceL2Status,
+    BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement, ServiceL2Status,
 };
 use crate::api::v1beta2::BGPPeer;
 use crate::config::{Config, Options as ConfigOptions, Resources};
@@ -124,6 +123,14 @@ pub async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     let stores = start_watches(&client, &opts, &mut tasks, &tx);
     let leases_api: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
+    let reporter = crate::k8s::config_state::Reporter::new(
+        client.clone(),
+        &opts.namespace,
+        &format!("speaker-{}", opts.node),
+        json!({ "metallb.io/component-type": "speaker", "metallb.io/node-name": opts.node }),
+        "configReconcilerValid",
+        metrics.k8s.clone(),
+    );
     let mut runner = Runner {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), "metallb-speaker", &opts.node),
@@ -131,7 +138,7 @@ pub async fn run(
         stores,
         metrics,
         config: None,
-        config_state: None,
+        config_state: reporter,
         announcer: Announcer::new(l2_metrics),
         announced: BTreeMap::new(),
         failed: BTreeMap::new(),
@@ -405,7 +412,7 @@ struct Runner {
     stores: Stores,
     metrics: Metrics,
     config: Option<Config>,
-    config_state: Option<(ConfigurationResult, String)>,
+    config_state: crate::k8s::config_state::Reporter,
     announcer: Announcer,
     announced: BTreeMap<String, Announced>,
     /// Services whose interfaces do not exist here, with the message sent.
@@ -875,10 +882,7 @@ impl Runner {
             },
         ) {
             Ok(cfg) => {
-                self.metrics.k8s.config_loaded.set(1);
-                self.metrics.k8s.config_stale.set(0);
-                self.write_config_state(ConfigurationResult::Valid, String::new())
-                    .await;
+                self.config_state.valid().await;
                 if self.config.as_ref() == Some(&cfg) {
                     return false;
                 }
@@ -891,44 +895,10 @@ impl Runner {
                 true
             }
             Err(errors) => {
-                let summary = errors.to_string();
-                if self
-                    .config_state
-                    .as_ref()
-                    .is_none_or(|(_, s)| *s != summary)
-                {
-                    tracing::error!(errors = %summary, "invalid configuration: keeping the last valid one");
-                }
-                if self.config.is_some() {
-                    self.metrics.k8s.config_stale.set(1);
-                }
-                self.write_config_state(ConfigurationResult::Invalid, summary)
-                    .await;
+                let stale = self.config.is_some();
+                self.config_state.invalid(errors.to_string(), stale).await;
                 false
             }
-        }
-    }
-
-    async fn write_config_state(&mut self, result: ConfigurationResult, summary: String) {
-        let state = (result, summary);
-        if self.config_state.as_ref() == Some(&state) {
-            return;
-        }
-        let name = format!("speaker-{}", self.opts.node);
-        let labels = json!({ "metallb.io/component-type": "speaker", "metallb.io/node-name": self.opts.node });
-        match crate::k8s::config_state::write(
-            &self.client,
-            &self.opts.namespace,
-            &name,
-            labels,
-            "configReconcilerValid",
-            &state.0,
-            &state.1,
-        )
-        .await
-        {
-            Ok(()) => self.config_state = Some(state),
-            Err(e) => tracing::warn!(error = %e, "could not write ConfigurationState"),
         }
     }
 
