@@ -39,23 +39,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 /// Builds release binaries, brings up lab "bench", runs `f`, removes the lab.
 fn on_bench_lab(f: impl FnOnce(&LabCluster) -> Result<()>) -> Result<()> {
     devenv::lab::netns::require_privileges()?;
-    tools::run(
-        "cargo",
-        &[
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "metallb-rs",
-            "-p",
-            "devenv",
-            "--bins",
-        ],
-    )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tools::project_root().join("target"));
-    let mut spec = LabSpec::new(&target.join("release"));
+    let bin_dir = crate::dev_env::build_lab_binaries(crate::dev_env::Profile::Release)?;
+    let mut spec = LabSpec::new(&bin_dir);
     spec.name = "bench".into();
     spec.api_port = devenv::lab::cluster::api_port("bench");
     spec.log_level = "warn".into();
