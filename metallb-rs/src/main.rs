@@ -191,51 +191,58 @@ fn shutdown_signal() -> Result<impl Future<Output = ()>> {
     })
 }
 
-fn controller(args: ControllerArgs) -> Result<ExitCode> {
+/// Runs a long-lived component on a single-threaded runtime: the signal
+/// handlers are installed before `start` logs, so a signal sent after the
+/// first log line is never lost; `start` gets the shutdown future.
+fn run_component<F, Fut>(name: &str, start: F) -> Result<ExitCode>
+where
+    F: FnOnce(std::pin::Pin<Box<dyn Future<Output = ()>>>) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         let shutdown = shutdown_signal()?;
-        let opts = metallb_rs::controller::run::Options {
-            namespace: args.common.namespace,
-            lb_class: args.lb_class,
-            leader_elect: args.leader_elect,
-            identity: metallb_rs::k8s::identity(),
-            lease: metallb_rs::k8s::leader::Timings::default(),
-            metrics_addr: Some(args.metrics_bind_address),
-            health_addr: Some(args.health_bind_address),
-        };
-        tracing::info!(namespace = %opts.namespace, leader_elect = opts.leader_elect, lb_class = ?opts.lb_class, identity = %opts.identity, version = env!("CARGO_PKG_VERSION"), "controller starting");
-        let client = metallb_rs::k8s::client().await?;
-        metallb_rs::controller::run::run(client, opts, shutdown).await
+        start(Box::pin(shutdown)).await
     })?;
-    tracing::info!("controller stopped");
+    tracing::info!("{name} stopped");
     Ok(ExitCode::SUCCESS)
 }
 
+fn controller(args: ControllerArgs) -> Result<ExitCode> {
+    let opts = metallb_rs::controller::run::Options {
+        namespace: args.common.namespace,
+        lb_class: args.lb_class,
+        leader_elect: args.leader_elect,
+        identity: metallb_rs::k8s::identity(),
+        lease: metallb_rs::k8s::leader::Timings::default(),
+        metrics_addr: Some(args.metrics_bind_address),
+        health_addr: Some(args.health_bind_address),
+    };
+    run_component("controller", |shutdown| async move {
+        tracing::info!(namespace = %opts.namespace, leader_elect = opts.leader_elect, lb_class = ?opts.lb_class, identity = %opts.identity, version = env!("CARGO_PKG_VERSION"), "controller starting");
+        let client = metallb_rs::k8s::client().await?;
+        metallb_rs::controller::run::run(client, opts, shutdown).await
+    })
+}
+
 fn speaker(args: SpeakerArgs) -> Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let shutdown = shutdown_signal()?;
-        let opts = metallb_rs::speaker::run::Options {
-            namespace: args.common.namespace,
-            node: args.node_name,
-            lb_class: args.lb_class,
-            ignore_exclude_lb: args.ignore_exclude_lb,
-            metrics_addr: Some(args.metrics_bind_address),
-            health_addr: Some(args.health_bind_address),
-            pod_name: args.pod_name.filter(|p| !p.is_empty()),
-            rescan: std::time::Duration::from_secs(10),
-        };
+    let opts = metallb_rs::speaker::run::Options {
+        namespace: args.common.namespace,
+        node: args.node_name,
+        lb_class: args.lb_class,
+        ignore_exclude_lb: args.ignore_exclude_lb,
+        metrics_addr: Some(args.metrics_bind_address),
+        health_addr: Some(args.health_bind_address),
+        pod_name: args.pod_name.filter(|p| !p.is_empty()),
+        rescan: std::time::Duration::from_secs(10),
+    };
+    run_component("speaker", |shutdown| async move {
         tracing::info!(namespace = %opts.namespace, node = %opts.node, lb_class = ?opts.lb_class, ignore_exclude_lb = opts.ignore_exclude_lb, version = env!("CARGO_PKG_VERSION"), "speaker starting");
         let client = metallb_rs::k8s::client().await?;
         metallb_rs::speaker::run::run(client, opts, shutdown).await
-    })?;
-    tracing::info!("speaker stopped");
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 fn validate(args: &ValidateArgs) -> ExitCode {
