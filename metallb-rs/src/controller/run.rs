@@ -81,12 +81,6 @@ pub async fn run(
         allocator: AllocatorMetrics::new(&registry),
     });
     let health = Arc::new(Health::default());
-    let server = tokio::spawn(metrics::serve(
-        opts.metrics_addr,
-        opts.health_addr,
-        registry,
-        health.clone(),
-    ));
     let lock = opts.leader_elect.then(|| {
         LeaseLock::new(
             client.clone(),
@@ -122,11 +116,8 @@ pub async fn run(
     let result = tokio::select! {
         r = work => r,
         () = shutdown => Ok(()),
-        r = server => match r {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e),
-            Err(e) => Err(e.into()),
-        },
+        // Serves until the process stops; returns only on a server error.
+        r = metrics::serve(opts.metrics_addr, opts.health_addr, registry, health.clone()) => r,
     };
     if let Some(lock) = &lock {
         // Hand over at once instead of making the next leader wait out the lease.

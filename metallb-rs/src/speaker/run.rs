@@ -113,12 +113,6 @@ pub async fn run(
     };
     let l2_metrics = Layer2Metrics::new(&registry);
     let health = Arc::new(Health::default());
-    let server = tokio::spawn(metrics::serve(
-        opts.metrics_addr,
-        opts.health_addr,
-        registry,
-        health.clone(),
-    ));
     let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
     let mut tasks = tokio::task::JoinSet::new();
     let stores = start_watches(&client, &opts, &mut tasks, &tx);
@@ -197,11 +191,8 @@ pub async fn run(
     let result: anyhow::Result<()> = tokio::select! {
         r = work => r,
         () = shutdown => Ok(()),
-        r = server => match r {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e),
-            Err(e) => Err(e.into()),
-        },
+        // Serves until the process stops; returns only on a server error.
+        r = metrics::serve(opts.metrics_addr, opts.health_addr, registry, health.clone()) => r,
     };
     // Withdraw at once (stop answering), then tell the others, best effort.
     runner.announcer.shutdown();
