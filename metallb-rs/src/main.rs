@@ -45,6 +45,10 @@ enum Command {
     Validate(ValidateArgs),
     /// Show each LoadBalancer service's IPs, pool, and the node(s) announcing it
     Status(StatusArgs),
+    /// Wait for SIGTERM or SIGINT, then exit 0: the process of test containers
+    /// of the image, which has no shell and no sleep
+    #[command(hide = true)]
+    Pause,
 }
 
 #[derive(Args, Debug)]
@@ -140,6 +144,11 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Controller(args) => controller(args),
         Command::Speaker(args) => speaker(args),
         Command::Status(args) => status(args),
+        Command::Pause => run_component("pause", |shutdown| async move {
+            tracing::info!("pausing until SIGTERM or SIGINT");
+            shutdown.await;
+            Ok(())
+        }),
     }
 }
 

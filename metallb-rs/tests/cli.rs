@@ -229,3 +229,27 @@ fn controller_without_any_kubeconfig_says_what_to_do() {
         "{stderr}"
     );
 }
+
+#[test]
+fn pause_is_hidden_and_exits_zero_on_sigterm() {
+    let help = bin().arg("--help").output().expect("runs");
+    assert!(!stdout(&help).contains("pause"), "{}", stdout(&help));
+
+    let mut child = bin()
+        .arg("pause")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    // The first log line comes after the signal handlers are installed.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("piped"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).expect("a log line");
+    assert!(line.contains("pausing until SIGTERM"), "{line}");
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success(), "{kill}");
+    let status = child.wait().expect("exits");
+    assert!(status.success(), "{status}");
+}
