@@ -1,0 +1,531 @@
+//! Against the Docker engine at `DOCKER_HOST` (or the default socket): the
+//! image built from this tree, and free address blocks on a fresh network
+//! with containers of that image on it.
+//!
+//! Each test prints `skipped: <reason>` and passes when no engine answers.
+//! The image is built once per test binary (minutes cold: a static release
+//! build) and kept, tagged `ghcr.io/metallb-rs/metallb-rs:test`; every
+//! container and network a test creates is removed by a guard, also when the
+//! test fails.
+
+use bollard::Docker;
+use bollard::models::{
+    ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig,
+    NetworkCreateRequest, NetworkingConfig,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListNetworksOptions, RemoveContainerOptionsBuilder,
+};
+use devenv::docker::{self, AddressRange, DockerError, Families};
+use devenv::image::{self, BuiltImage};
+use ipnet::IpNet;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::OnceCell;
+
+/// Marks what these tests create, so leftovers are easy to find.
+const TEST_LABEL: &str = "dev.metallb-rs.test";
+
+fn project_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_owned()
+}
+
+/// A client, or `None` after printing why the test is skipped.
+async fn engine() -> Option<Docker> {
+    match docker::available().await {
+        Ok(docker) => Some(docker),
+        Err(e) => {
+            println!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// The image of this tree, built once per test binary.
+async fn built_image() -> &'static (BuiltImage, Duration) {
+    static BUILT: OnceCell<(BuiltImage, Duration)> = OnceCell::const_new();
+    BUILT
+        .get_or_init(|| async {
+            let started = Instant::now();
+            let root = project_root();
+            let binary = tokio::task::spawn_blocking(move || image::build_static_binary(&root))
+                .await
+                .expect("the build thread")
+                .unwrap_or_else(|e| panic!("static build: {e:#}"));
+            let docker = docker::connect()
+                .await
+                .expect("the engine answered a moment ago");
+            let reference = image::reference(image::DEFAULT_REGISTRY, "test");
+            let built = image::build_image(
+                &docker,
+                &binary,
+                &reference,
+                &image::labels(&project_root()),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("image build: {e}"));
+            let took = started.elapsed();
+            println!(
+                "built {} ({}) in {took:.1?}: {:.1} MiB",
+                built.reference,
+                built.id,
+                built.size_bytes as f64 / (1024.0 * 1024.0)
+            );
+            (built, took)
+        })
+        .await
+}
+
+/// Removes every container and network it was told about when dropped,
+/// through its own runtime on its own thread (a test's runtime may be the
+/// one unwinding), and through the `docker` CLI if that fails.
+#[derive(Default)]
+struct Cleanup {
+    containers: Mutex<Vec<String>>,
+    networks: Mutex<Vec<String>>,
+}
+
+impl Cleanup {
+    /// Registers a container by name; call before creating it.
+    fn container(&self, name: &str) {
+        if let Ok(mut list) = self.containers.lock() {
+            list.push(name.to_owned());
+        }
+    }
+
+    /// Registers a network by name; call before creating it.
+    fn network(&self, name: &str) {
+        if let Ok(mut list) = self.networks.lock() {
+            list.push(name.to_owned());
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let containers = self
+            .containers
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default();
+        let networks = self.networks.lock().map(|l| l.clone()).unwrap_or_default();
+        if containers.is_empty() && networks.is_empty() {
+            return;
+        }
+        let (c, n) = (containers.clone(), networks.clone());
+        let through_api = std::thread::spawn(move || -> Result<(), String> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(async {
+                let docker = docker::connect().await.map_err(|e| e.to_string())?;
+                let force = RemoveContainerOptionsBuilder::default().force(true).build();
+                for name in &c {
+                    match docker.remove_container(name, Some(force.clone())).await {
+                        Ok(())
+                        | Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 404,
+                            ..
+                        }) => {}
+                        Err(e) => return Err(format!("removing container {name}: {e}")),
+                    }
+                }
+                for name in &n {
+                    match docker.remove_network(name).await {
+                        Ok(())
+                        | Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 404,
+                            ..
+                        }) => {}
+                        Err(e) => return Err(format!("removing network {name}: {e}")),
+                    }
+                }
+                Ok(())
+            })
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the cleanup thread panicked".into()));
+        if let Err(e) = through_api {
+            eprintln!("cleanup through the API failed ({e}): trying the docker CLI");
+            let mut args = vec!["rm".to_owned(), "-f".to_owned()];
+            args.extend(containers);
+            let _ = duct::cmd("docker", args).unchecked().run();
+            for network in networks {
+                let _ = duct::cmd!("docker", "network", "rm", network)
+                    .unchecked()
+                    .run();
+            }
+        }
+    }
+}
+
+/// Every subnet of every Docker network.
+async fn docker_subnets(docker: &Docker) -> Vec<IpNet> {
+    docker
+        .list_networks(None::<ListNetworksOptions>)
+        .await
+        .expect("list networks")
+        .into_iter()
+        .flat_map(|n| n.ipam.and_then(|i| i.config).unwrap_or_default())
+        .filter_map(|c| c.subnet?.parse().ok())
+        .collect()
+}
+
+fn overlaps(a: &IpNet, b: &IpNet) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// A dual-stack network `name` on the first 10.250.X.0/24 +
+/// fd00:250:X::/64 that overlaps no Docker network (another run may take
+/// one between the check and the creation: then the next is tried).
+async fn create_test_network(docker: &Docker, cleanup: &Cleanup, name: &str) -> (IpNet, IpNet) {
+    let taken = docker_subnets(docker).await;
+    cleanup.network(name);
+    let mut last_error = None;
+    for x in 200..=254u8 {
+        let v4: IpNet = format!("10.250.{x}.0/24").parse().expect("cidr");
+        let v6: IpNet = format!("fd00:250:{x}::/64").parse().expect("cidr");
+        if taken.iter().any(|t| overlaps(t, &v4) || overlaps(t, &v6)) {
+            continue;
+        }
+        let request = NetworkCreateRequest {
+            name: name.to_owned(),
+            driver: Some("bridge".into()),
+            enable_ipv6: Some(true),
+            ipam: Some(Ipam {
+                config: Some(vec![
+                    IpamConfig {
+                        subnet: Some(v4.to_string()),
+                        ..Default::default()
+                    },
+                    IpamConfig {
+                        subnet: Some(v6.to_string()),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }),
+            labels: Some(HashMap::from([(TEST_LABEL.into(), "devenv-docker".into())])),
+            ..Default::default()
+        };
+        match docker.create_network(request).await {
+            Ok(_) => return (v4, v6),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    panic!("no free 10.250.X.0/24 for a test network: {last_error:?}");
+}
+
+/// How to run a `pause` container of the image.
+#[derive(Default)]
+struct Pause<'a> {
+    /// The network to attach it to (default: Docker's default bridge).
+    network: Option<&'a str>,
+    /// Static addresses on `network`.
+    ipv4: Option<IpAddr>,
+    ipv6: Option<IpAddr>,
+    /// Overrides the image's user.
+    user: Option<&'a str>,
+    /// Capabilities and the like.
+    host_config: HostConfig,
+}
+
+/// Starts container `name` of the image running `pause` and returns its
+/// name.
+async fn start_pause(docker: &Docker, cleanup: &Cleanup, name: &str, spec: Pause<'_>) -> String {
+    let (built, _) = built_image().await;
+    let networking_config = spec.network.map(|net| NetworkingConfig {
+        endpoints_config: Some(HashMap::from([(
+            net.to_owned(),
+            EndpointSettings {
+                ipam_config: Some(EndpointIpamConfig {
+                    ipv4_address: spec.ipv4.map(|ip| ip.to_string()),
+                    ipv6_address: spec.ipv6.map(|ip| ip.to_string()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )])),
+    });
+    let host_config = HostConfig {
+        network_mode: spec
+            .network
+            .map(str::to_owned)
+            .or(spec.host_config.network_mode),
+        ..spec.host_config
+    };
+    cleanup.container(name);
+    docker
+        .create_container(
+            Some(CreateContainerOptionsBuilder::default().name(name).build()),
+            ContainerCreateBody {
+                image: Some(built.reference.clone()),
+                cmd: Some(vec!["pause".into()]),
+                user: spec.user.map(str::to_owned),
+                labels: Some(HashMap::from([(TEST_LABEL.into(), "devenv-docker".into())])),
+                host_config: Some(host_config),
+                networking_config,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("create container {name}: {e}"));
+    docker
+        .start_container(name, None)
+        .await
+        .unwrap_or_else(|e| panic!("start container {name}: {e}"));
+    name.to_owned()
+}
+
+/// The addresses the engine gave container `name` on `network`, read from
+/// the container (not from the network the code under test reads).
+async fn container_addresses(docker: &Docker, name: &str, network: &str) -> Vec<IpAddr> {
+    let inspect = docker
+        .inspect_container(name, None)
+        .await
+        .unwrap_or_else(|e| panic!("inspect {name}: {e}"));
+    let endpoint = inspect
+        .network_settings
+        .and_then(|s| s.networks)
+        .and_then(|mut n| n.remove(network))
+        .unwrap_or_else(|| panic!("{name} is not on {network}"));
+    [endpoint.ip_address, endpoint.global_ipv6_address]
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.parse().ok())
+        .collect()
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{prefix}-{}-{nanos:x}", std::process::id())
+}
+
+#[tokio::test]
+async fn image_has_the_labels_the_user_and_the_entrypoint() {
+    let Some(docker) = engine().await else { return };
+    let (built, took) = built_image().await;
+    println!(
+        "image {} is {} bytes ({:.1} MiB), built in {took:.1?}",
+        built.reference,
+        built.size_bytes,
+        built.size_bytes as f64 / (1024.0 * 1024.0)
+    );
+    let inspect = docker
+        .inspect_image(&built.reference)
+        .await
+        .expect("inspect image");
+    assert_eq!(inspect.id.as_deref(), Some(built.id.as_str()));
+    let config = inspect.config.expect("image config");
+    assert_eq!(config.user.as_deref(), Some(image::IMAGE_USER));
+    assert_eq!(
+        config.entrypoint,
+        Some(vec![image::BINARY_IN_IMAGE.to_owned()])
+    );
+    let labels = config.labels.unwrap_or_default();
+    for (key, value) in image::labels(&project_root()) {
+        assert_eq!(labels.get(&key), Some(&value), "label {key}");
+    }
+    assert_eq!(
+        labels
+            .get("org.opencontainers.image.version")
+            .map(String::as_str),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    // One layer: the binary.
+    let layers = inspect.root_fs.and_then(|r| r.layers).unwrap_or_default();
+    assert_eq!(layers.len(), 1, "{layers:?}");
+    assert!(built.size_bytes > 1_000_000, "{}", built.size_bytes);
+}
+
+#[tokio::test]
+async fn free_block_avoids_every_container_and_conflicts_find_latecomers() {
+    let Some(docker) = engine().await else { return };
+    let cleanup = Cleanup::default();
+    let net = unique("devenv-test");
+    let (v4, v6) = create_test_network(&docker, &cleanup, &net).await;
+    let at = |subnet: &IpNet, offset: u128| -> IpAddr {
+        match subnet.network() {
+            IpAddr::V4(base) => IpAddr::V4((u32::from(base) + offset as u32).into()),
+            IpAddr::V6(base) => IpAddr::V6((u128::from(base) + offset).into()),
+        }
+    };
+    let v6_top = (1u128 << 64) - 1;
+
+    // Two containers where Docker puts them (bottom-up), one pinned high:
+    // the top blocks would hold it.
+    let mut names = Vec::new();
+    for i in 1..=2 {
+        let name = format!("{net}-c{i}");
+        let on_net = Pause {
+            network: Some(&net),
+            ..Default::default()
+        };
+        names.push(start_pause(&docker, &cleanup, &name, on_net).await);
+    }
+    let pinned = (at(&v4, 250), at(&v6, v6_top - 7));
+    let name = format!("{net}-pinned");
+    let pinned_spec = Pause {
+        network: Some(&net),
+        ipv4: Some(pinned.0),
+        ipv6: Some(pinned.1),
+        ..Default::default()
+    };
+    names.push(start_pause(&docker, &cleanup, &name, pinned_spec).await);
+
+    let network = docker::inspect(&docker, &net)
+        .await
+        .expect("inspect test network");
+    let ranges =
+        docker::free_block(&network, Families::Dual, docker::DEFAULT_BLOCK).expect("blocks fit");
+    println!(
+        "{net}: {v4} {v6} -> {}",
+        ranges
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    assert_eq!(
+        ranges,
+        [
+            AddressRange {
+                first: at(&v4, 234),
+                last: at(&v4, 249)
+            },
+            AddressRange {
+                first: at(&v6, v6_top - 23),
+                last: at(&v6, v6_top - 8)
+            },
+        ]
+    );
+
+    let mut taken = vec![at(&v4, 0), at(&v4, 1), at(&v4, 255), at(&v6, 0), at(&v6, 1)];
+    for name in &names {
+        let addresses = container_addresses(&docker, name, &net).await;
+        assert_eq!(addresses.len(), 2, "{name}: {addresses:?}");
+        taken.extend(addresses);
+    }
+    assert!(taken.contains(&pinned.0) && taken.contains(&pinned.1));
+    for address in &taken {
+        for range in &ranges {
+            assert!(!range.contains(*address), "{range} holds {address}");
+        }
+    }
+    assert_eq!(docker::conflicts(&ranges, &network), []);
+
+    // A container started afterwards inside the blocks is reported.
+    let late = (at(&v4, 240), at(&v6, v6_top - 10));
+    let late_name = format!("{net}-late");
+    let late_spec = Pause {
+        network: Some(&net),
+        ipv4: Some(late.0),
+        ipv6: Some(late.1),
+        ..Default::default()
+    };
+    start_pause(&docker, &cleanup, &late_name, late_spec).await;
+    let network = docker::inspect(&docker, &net)
+        .await
+        .expect("inspect test network");
+    assert_eq!(
+        docker::conflicts(&ranges, &network),
+        [(late_name.clone(), late.0), (late_name, late.1)]
+    );
+}
+
+#[tokio::test]
+async fn a_missing_network_says_what_to_do() {
+    let Some(docker) = engine().await else { return };
+    let name = unique("devenv-test-missing");
+    let err = docker::inspect(&docker, &name)
+        .await
+        .expect_err("no such network");
+    assert!(
+        matches!(err, DockerError::NetworkNotFound { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "docker network {name} not found: is the kind cluster up? (set KIND_EXPERIMENTAL_DOCKER_NETWORK for another network)"
+        )
+    );
+}
+
+/// CapEff of the process of container `name`, read from the host's /proc;
+/// `None` when the engine runs elsewhere (or in another PID namespace).
+async fn effective_capabilities(docker: &Docker, name: &str) -> Option<u64> {
+    let pid = docker
+        .inspect_container(name, None)
+        .await
+        .ok()?
+        .state?
+        .pid?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
+}
+
+/// Why the speaker's container sets `runAsUser: 0`: the image runs as
+/// 65534, and a capability added for a non-root user is not effective (no
+/// ambient capabilities), so the speaker would lose its raw sockets.
+#[tokio::test]
+async fn net_raw_is_effective_only_for_root() {
+    let Some(docker) = engine().await else { return };
+    let cleanup = Cleanup::default();
+    let prefix = unique("devenv-test-caps");
+    const CAP_NET_RAW: u64 = 1 << 13;
+    // The speaker container's security context, without its host network.
+    let speaker_like = |user| Pause {
+        user,
+        host_config: HostConfig {
+            network_mode: Some("none".into()),
+            cap_drop: Some(vec!["ALL".into()]),
+            cap_add: Some(vec!["NET_RAW".into()]),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let image_user = start_pause(
+        &docker,
+        &cleanup,
+        &format!("{prefix}-image-user"),
+        speaker_like(None),
+    )
+    .await;
+    let root = start_pause(
+        &docker,
+        &cleanup,
+        &format!("{prefix}-root"),
+        speaker_like(Some("0:0")),
+    )
+    .await;
+    let (Some(as_image_user), Some(as_root)) = (
+        effective_capabilities(&docker, &image_user).await,
+        effective_capabilities(&docker, &root).await,
+    ) else {
+        println!(
+            "skipped: the containers' /proc/<pid>/status is not readable here (remote engine?)"
+        );
+        return;
+    };
+    assert_eq!(
+        as_image_user & CAP_NET_RAW,
+        0,
+        "CapEff {as_image_user:x} as {}",
+        image::IMAGE_USER
+    );
+    assert_eq!(
+        as_root & CAP_NET_RAW,
+        CAP_NET_RAW,
+        "CapEff {as_root:x} as root"
+    );
+}
