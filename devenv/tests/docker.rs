@@ -15,6 +15,7 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListNetworksOptions, RemoveContainerOptionsBuilder,
+    RemoveImageOptionsBuilder,
 };
 use devenv::docker::{self, AddressRange, DockerError, Families};
 use devenv::image::{self, BuiltImage};
@@ -46,8 +47,16 @@ async fn engine() -> Option<Docker> {
 }
 
 /// The image of this tree, built once per test binary.
-async fn built_image() -> &'static (BuiltImage, Duration) {
-    static BUILT: OnceCell<(BuiltImage, Duration)> = OnceCell::const_new();
+struct Built {
+    image: BuiltImage,
+    /// The static binary in it.
+    binary: PathBuf,
+    /// Binary and image build time.
+    took: Duration,
+}
+
+async fn built_image() -> &'static Built {
+    static BUILT: OnceCell<Built> = OnceCell::const_new();
     BUILT
         .get_or_init(|| async {
             let started = Instant::now();
@@ -60,7 +69,7 @@ async fn built_image() -> &'static (BuiltImage, Duration) {
                 .await
                 .expect("the engine answered a moment ago");
             let reference = image::reference(image::DEFAULT_REGISTRY, "test");
-            let built = image::build_image(
+            let image = image::build_image(
                 &docker,
                 &binary,
                 &reference,
@@ -71,11 +80,15 @@ async fn built_image() -> &'static (BuiltImage, Duration) {
             let took = started.elapsed();
             println!(
                 "built {} ({}) in {took:.1?}: {:.1} MiB",
-                built.reference,
-                built.id,
-                built.size_bytes as f64 / (1024.0 * 1024.0)
+                image.reference,
+                image.id,
+                image.size_bytes as f64 / (1024.0 * 1024.0)
             );
-            (built, took)
+            Built {
+                image,
+                binary,
+                took,
+            }
         })
         .await
 }
@@ -87,12 +100,20 @@ async fn built_image() -> &'static (BuiltImage, Duration) {
 struct Cleanup {
     containers: Mutex<Vec<String>>,
     networks: Mutex<Vec<String>>,
+    images: Mutex<Vec<String>>,
 }
 
 impl Cleanup {
     /// Registers a container by name; call before creating it.
     fn container(&self, name: &str) {
         if let Ok(mut list) = self.containers.lock() {
+            list.push(name.to_owned());
+        }
+    }
+
+    /// Registers an image by reference or ID.
+    fn image(&self, name: &str) {
+        if let Ok(mut list) = self.images.lock() {
             list.push(name.to_owned());
         }
     }
@@ -107,61 +128,71 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let containers = self
-            .containers
-            .lock()
-            .map(|l| l.clone())
-            .unwrap_or_default();
-        let networks = self.networks.lock().map(|l| l.clone()).unwrap_or_default();
-        if containers.is_empty() && networks.is_empty() {
+        let take = |list: &Mutex<Vec<String>>| list.lock().map(|l| l.clone()).unwrap_or_default();
+        let containers = take(&self.containers);
+        let networks = take(&self.networks);
+        let images = take(&self.images);
+        if containers.is_empty() && networks.is_empty() && images.is_empty() {
             return;
         }
-        let (c, n) = (containers.clone(), networks.clone());
-        let through_api = std::thread::spawn(move || -> Result<(), String> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            rt.block_on(async {
-                let docker = docker::connect().await.map_err(|e| e.to_string())?;
-                let force = RemoveContainerOptionsBuilder::default().force(true).build();
-                for name in &c {
-                    match docker.remove_container(name, Some(force.clone())).await {
-                        Ok(())
-                        | Err(bollard::errors::Error::DockerResponseServerError {
-                            status_code: 404,
-                            ..
-                        }) => {}
-                        Err(e) => return Err(format!("removing container {name}: {e}")),
-                    }
-                }
-                for name in &n {
-                    match docker.remove_network(name).await {
-                        Ok(())
-                        | Err(bollard::errors::Error::DockerResponseServerError {
-                            status_code: 404,
-                            ..
-                        }) => {}
-                        Err(e) => return Err(format!("removing network {name}: {e}")),
-                    }
-                }
-                Ok(())
-            })
-        })
-        .join()
-        .unwrap_or_else(|_| Err("the cleanup thread panicked".into()));
+        let lists = (containers.clone(), networks.clone(), images.clone());
+        let through_api =
+            std::thread::spawn(move || remove_through_api(&lists.0, &lists.1, &lists.2))
+                .join()
+                .unwrap_or_else(|_| Err("the cleanup thread panicked".into()));
         if let Err(e) = through_api {
             eprintln!("cleanup through the API failed ({e}): trying the docker CLI");
-            let mut args = vec!["rm".to_owned(), "-f".to_owned()];
-            args.extend(containers);
-            let _ = duct::cmd("docker", args).unchecked().run();
-            for network in networks {
-                let _ = duct::cmd!("docker", "network", "rm", network)
-                    .unchecked()
-                    .run();
-            }
+            let cli = |mut args: Vec<String>, names: Vec<String>| {
+                if !names.is_empty() {
+                    args.extend(names);
+                    let _ = duct::cmd("docker", args).unchecked().run();
+                }
+            };
+            cli(vec!["rm".into(), "-f".into()], containers);
+            cli(vec!["network".into(), "rm".into()], networks);
+            cli(vec!["rmi".into(), "-f".into()], images);
         }
     }
+}
+
+/// Removes containers, then networks, then images, on a runtime of its
+/// own; what is already gone is fine.
+fn remove_through_api(
+    containers: &[String],
+    networks: &[String],
+    images: &[String],
+) -> Result<(), String> {
+    let gone = |result: Result<(), bollard::errors::Error>, what: &str| match result {
+        Ok(())
+        | Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(()),
+        Err(e) => Err(format!("removing {what}: {e}")),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let docker = docker::connect().await.map_err(|e| e.to_string())?;
+        let force = RemoveContainerOptionsBuilder::default().force(true).build();
+        for name in containers {
+            let result = docker.remove_container(name, Some(force.clone())).await;
+            gone(result, &format!("container {name}"))?;
+        }
+        for name in networks {
+            gone(
+                docker.remove_network(name).await,
+                &format!("network {name}"),
+            )?;
+        }
+        for name in images {
+            let force = RemoveImageOptionsBuilder::default().force(true).build();
+            let result = docker.remove_image(name, Some(force), None).await;
+            gone(result.map(drop), &format!("image {name}"))?;
+        }
+        Ok(())
+    })
 }
 
 /// Every subnet of every Docker network.
@@ -238,7 +269,7 @@ struct Pause<'a> {
 /// Starts container `name` of the image running `pause` and returns its
 /// name.
 async fn start_pause(docker: &Docker, cleanup: &Cleanup, name: &str, spec: Pause<'_>) -> String {
-    let (built, _) = built_image().await;
+    let built = &built_image().await.image;
     let networking_config = spec.network.map(|net| NetworkingConfig {
         endpoints_config: Some(HashMap::from([(
             net.to_owned(),
@@ -312,7 +343,9 @@ fn unique(prefix: &str) -> String {
 #[tokio::test]
 async fn image_has_the_labels_the_user_and_the_entrypoint() {
     let Some(docker) = engine().await else { return };
-    let (built, took) = built_image().await;
+    let Built {
+        image: built, took, ..
+    } = built_image().await;
     println!(
         "image {} is {} bytes ({:.1} MiB), built in {took:.1?}",
         built.reference,
@@ -344,6 +377,32 @@ async fn image_has_the_labels_the_user_and_the_entrypoint() {
     let layers = inspect.root_fs.and_then(|r| r.layers).unwrap_or_default();
     assert_eq!(layers.len(), 1, "{layers:?}");
     assert!(built.size_bytes > 1_000_000, "{}", built.size_bytes);
+}
+
+#[tokio::test]
+async fn rebuilding_a_tag_removes_the_image_it_replaced() {
+    let Some(docker) = engine().await else { return };
+    let built = built_image().await;
+    let cleanup = Cleanup::default();
+    let reference = image::reference(image::DEFAULT_REGISTRY, &unique("test-rebuild"));
+    cleanup.image(&reference);
+    let mut labels = image::labels(&project_root());
+    let mut ids = Vec::new();
+    for run in ["first", "second"] {
+        labels.insert("dev.metallb-rs.test.run".into(), run.into());
+        let rebuilt = image::build_image(&docker, &built.binary, &reference, &labels)
+            .await
+            .unwrap_or_else(|e| panic!("{run} build: {e}"));
+        cleanup.image(&rebuilt.id);
+        ids.push(rebuilt.id);
+    }
+    assert_ne!(ids[0], ids[1], "the label differs, so does the image");
+    assert!(
+        docker.inspect_image(&ids[0]).await.is_err(),
+        "{} is still there",
+        ids[0]
+    );
+    assert!(docker.inspect_image(&reference).await.is_ok());
 }
 
 #[tokio::test]
