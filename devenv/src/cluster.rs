@@ -15,6 +15,19 @@ pub struct NodeInfo {
     pub addresses: Vec<IpAddr>,
 }
 
+/// Address ranges the suites may put in their pools: free on the
+/// cluster's networks and apart from any pool the dev-env made itself.
+/// Each is `FIRST-LAST`; `None` where the cluster has no such network.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolRanges {
+    /// IPv4, on the nodes' primary network (their eth0).
+    pub v4: Option<String>,
+    /// IPv6, on the primary network.
+    pub v6: Option<String>,
+    /// IPv4, on the second network (the nodes' eth1).
+    pub secondary_v4: Option<String>,
+}
+
 /// How to stop a speaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopSignal {
@@ -50,6 +63,11 @@ pub trait Cluster: Send + Sync {
     fn set_api_reachable(&self, node: &str, reachable: bool) -> Result<()>;
     /// The controller's `/metrics` text.
     fn controller_metrics(&self) -> Result<String>;
+    /// Ranges the suites' pools take addresses from.
+    fn pool_ranges(&self) -> PoolRanges;
+    /// The external host's interface on the network of the nodes'
+    /// `node_iface` (`eth0`, `eth1`).
+    fn external_interface(&self, node_iface: &str) -> Result<String>;
 }
 
 /// A cluster known only by its kubeconfig (`--provider kubeconfig`): the
@@ -110,5 +128,11 @@ impl Cluster for KubeconfigCluster {
     }
     fn controller_metrics(&self) -> Result<String> {
         Err(unavailable("scraping the controller"))
+    }
+    fn pool_ranges(&self) -> PoolRanges {
+        PoolRanges::default()
+    }
+    fn external_interface(&self, _: &str) -> Result<String> {
+        Err(unavailable("the external host"))
     }
 }

@@ -3,7 +3,7 @@
 //! pure and unit-tested; running goes through the Cluster handle.
 
 use crate::Ctx;
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
@@ -32,9 +32,10 @@ pub fn parse_ndisc6(output: &str) -> Option<String> {
         .map(|m| m.trim().to_lowercase())
 }
 
-/// The MACs answering ARP for `ip` on the external host's `iface`
-/// (`count` requests).
-pub fn arp_macs(ctx: &Ctx, ip: IpAddr, iface: &str, count: u32) -> Result<BTreeSet<String>> {
+/// The MACs answering ARP for `ip` on the external host's leg of the
+/// nodes' network `node_iface` (`eth0`, `eth1`), `count` requests.
+pub fn arp_macs(ctx: &Ctx, ip: IpAddr, node_iface: &str, count: u32) -> Result<BTreeSet<String>> {
+    let iface = ctx.cluster().external_interface(node_iface)?;
     let out = ctx.cluster().exec_on_external(&[
         "arping",
         "-c",
@@ -42,14 +43,16 @@ pub fn arp_macs(ctx: &Ctx, ip: IpAddr, iface: &str, count: u32) -> Result<BTreeS
         "-w",
         &(count + 1).to_string(),
         "-I",
-        iface,
+        &iface,
         &ip.to_string(),
     ])?;
     Ok(parse_arping(&stdout(&out)))
 }
 
-/// The MAC answering NDP for `ip` on `iface`, if any.
-pub fn ndp_mac(ctx: &Ctx, ip: IpAddr, iface: &str) -> Result<Option<String>> {
+/// The MAC answering NDP for `ip` on the external host's leg of the
+/// nodes' network `node_iface`, if any.
+pub fn ndp_mac(ctx: &Ctx, ip: IpAddr, node_iface: &str) -> Result<Option<String>> {
+    let iface = ctx.cluster().external_interface(node_iface)?;
     let out = ctx.cluster().exec_on_external(&[
         "ndisc6",
         "-r",
@@ -57,12 +60,13 @@ pub fn ndp_mac(ctx: &Ctx, ip: IpAddr, iface: &str) -> Result<Option<String>> {
         "-w",
         "1000",
         &ip.to_string(),
-        iface,
+        &iface,
     ])?;
     Ok(parse_ndisc6(&stdout(&out)))
 }
 
-/// The MAC answering for `ip` (ARP or NDP by family) on `iface`.
+/// The MAC answering for `ip` (ARP or NDP by family) on the nodes'
+/// network `node_iface`.
 pub fn mac_for(ctx: &Ctx, ip: IpAddr, iface: &str) -> Result<Option<String>> {
     match ip {
         IpAddr::V4(_) => Ok(arp_macs(ctx, ip, iface, 1)?.into_iter().next()),
@@ -166,18 +170,6 @@ pub fn sample(text: &str, metric: &str, labels: &[&str]) -> Option<f64> {
         .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
         .find(|l| labels.iter().all(|s| l.contains(s)))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-/// The external host's interface facing the node's `node_iface`.
-pub fn external_iface(node_iface: &str) -> Result<&'static str> {
-    match node_iface {
-        "eth0" => Ok("eth0"),
-        "eth1" => Ok("eth1"),
-        other => Err(anyhow::anyhow!(
-            "no external interface on the network of {other}"
-        ))
-        .context("the lab has eth0 and eth1"),
-    }
 }
 
 #[cfg(test)]

@@ -93,5 +93,11 @@ pub(crate) mod testing {
         fn controller_metrics(&self) -> Result<String> {
             bail!("no cluster")
         }
+        fn pool_ranges(&self) -> devenv::cluster::PoolRanges {
+            devenv::cluster::PoolRanges::default()
+        }
+        fn external_interface(&self, _: &str) -> Result<String> {
+            bail!("no cluster")
+        }
     }
 }

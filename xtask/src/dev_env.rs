@@ -1,7 +1,7 @@
-//! `dev-env` and `dev-env-cleanup`: thin wrappers over `devenv::lab`
-//! (kind arrives with issue #6).
+//! `dev-env` and `dev-env-cleanup`: thin wrappers over `devenv::lab` and
+//! `devenv::kind`.
 
-use crate::flags::{CleanupArgs, DevEnvArgs, IpFamily, Provider};
+use crate::flags::{self, CleanupArgs, DevEnvArgs, IpFamily, Provider};
 use crate::tools;
 use anyhow::{Result, bail};
 use devenv::cluster::Cluster;
@@ -49,42 +49,63 @@ pub fn build_lab_binaries(profile: Profile) -> Result<PathBuf> {
 }
 
 fn kind_available() -> bool {
-    let ok = |p: &str, a: &[&str]| {
-        duct::cmd(p, a)
+    devenv::kind::cli::available()
+        && duct::cmd("docker", ["info"])
             .stdout_null()
             .stderr_null()
             .unchecked()
             .run()
             .is_ok_and(|o| o.status.success())
-    };
-    ok("kind", &["version"]) && ok("docker", &["info"])
 }
 
 /// Picks the provider for `auto`, saying which and why.
 pub fn resolve(provider: Provider) -> Result<Provider> {
     match provider {
         Provider::Auto if kind_available() => {
-            println!(
-                "provider: kind and a Docker engine were found, but the kind provider lands with issue #6; using the lab"
-            );
-            Ok(Provider::Lab)
+            println!("provider: kind (kind and a Docker engine answer)");
+            Ok(Provider::Kind)
         }
         Provider::Auto => {
             println!("provider: lab (no working kind + Docker engine here)");
             Ok(Provider::Lab)
         }
-        Provider::Kind => {
-            bail!("the kind provider is not implemented yet (issue #6): use --provider lab")
-        }
         p => Ok(p),
+    }
+}
+
+/// The cluster name: the flag, or the provider's default.
+pub fn cluster_name(name: &Option<String>, provider: Provider) -> String {
+    name.clone()
+        .unwrap_or_else(|| flags::default_name(provider).to_owned())
+}
+
+/// The kind spec for these flags.
+pub fn kind_spec(args: &DevEnvArgs) -> devenv::kind::KindSpec {
+    use devenv::kind::config::IpFamily as KindFamily;
+    devenv::kind::KindSpec {
+        name: cluster_name(&args.name, Provider::Kind),
+        ip_family: match args.ip_family {
+            IpFamily::Ipv4 => KindFamily::Ipv4,
+            IpFamily::Ipv6 => KindFamily::Ipv6,
+            IpFamily::Dual => KindFamily::Dual,
+        },
+        protocol: match args.protocol {
+            flags::Protocol::Layer2 => devenv::kind::Protocol::Layer2,
+            flags::Protocol::Bgp => devenv::kind::Protocol::Bgp,
+        },
+        node_image: args.node_image.clone(),
+        build_images: !args.no_build_images,
+        image: devenv::image::reference(&args.registry, &args.tag),
+        log_level: args.log_level.clone(),
+        workers: args.nodes.saturating_sub(1),
     }
 }
 
 /// The lab spec for these flags.
 pub fn lab_spec(args: &DevEnvArgs, bin_dir: PathBuf) -> LabSpec {
     let mut spec = LabSpec::new(&bin_dir);
-    spec.name = args.name.clone();
-    spec.api_port = devenv::lab::cluster::api_port(&args.name);
+    spec.name = cluster_name(&args.name, Provider::Lab);
+    spec.api_port = devenv::lab::cluster::api_port(&spec.name);
     spec.nodes = args.nodes;
     spec.family = match args.ip_family {
         IpFamily::Ipv4 => Family::Ipv4,
@@ -102,12 +123,22 @@ pub fn lab_up(spec: &LabSpec) -> Result<LabCluster> {
 
 /// `cargo xtask dev-env`.
 pub fn run(args: &DevEnvArgs) -> Result<()> {
-    resolve(args.provider)?;
-    let bin_dir = build_binaries()?;
+    let provider = resolve(args.provider)?;
+    if provider == Provider::Kubeconfig {
+        bail!("dev-env makes clusters: use --provider lab or kind (kubeconfig is for e2e)");
+    }
     let started = Instant::now();
-    let cluster = lab_up(&lab_spec(args, bin_dir))?;
+    let cluster: Box<dyn Cluster> = if provider == Provider::Kind {
+        Box::new(devenv::kind::up(&kind_spec(args))?)
+    } else {
+        if args.protocol == flags::Protocol::Bgp {
+            bail!("--protocol bgp on the lab arrives with the BGP speaker (issue #8): use layer2");
+        }
+        let bin_dir = build_binaries()?;
+        Box::new(lab_up(&lab_spec(args, bin_dir))?)
+    };
     println!(
-        "lab {:?} ready in {:.1}s",
+        "{provider:?} cluster {:?} ready in {:.1}s",
         cluster.name(),
         started.elapsed().as_secs_f64()
     );
@@ -115,7 +146,10 @@ pub fn run(args: &DevEnvArgs) -> Result<()> {
         let addrs: Vec<String> = node.addresses.iter().map(ToString::to_string).collect();
         println!("  node {} {}", node.name, addrs.join(" "));
     }
-    println!("  logs      {}", cluster.dir().join("logs").display());
+    if provider == Provider::Lab {
+        let dir = devenv::lab::cluster::lab_dir(cluster.name());
+        println!("  logs      {}", dir.join("logs").display());
+    }
     println!("  kubeconfig {}", cluster.kubeconfig().display());
     println!("export KUBECONFIG={}", cluster.kubeconfig().display());
     Ok(())
@@ -123,12 +157,15 @@ pub fn run(args: &DevEnvArgs) -> Result<()> {
 
 /// `cargo xtask dev-env-cleanup`.
 pub fn cleanup(args: &CleanupArgs) -> Result<()> {
-    if args.provider == Provider::Kind {
-        bail!("the kind provider is not implemented yet (issue #6)");
-    }
-    let removed = devenv::lab::cluster::down(&args.name)?;
+    let provider = resolve(args.provider)?;
+    let name = cluster_name(&args.name, provider);
+    let removed = match provider {
+        Provider::Kind => devenv::kind::down(&name)?,
+        Provider::Lab => devenv::lab::cluster::down(&name)?,
+        other => bail!("dev-env-cleanup removes lab or kind clusters, not {other:?}"),
+    };
     if removed.is_empty() {
-        println!("lab {:?}: nothing to remove", args.name);
+        println!("{provider:?} {name:?}: nothing to remove");
     }
     for r in removed {
         println!("removed {r}");

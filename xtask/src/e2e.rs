@@ -1,7 +1,7 @@
 //! `cargo xtask e2e`: picks the cluster (lab, kind or a kubeconfig) and
 //! hands the selected suites to the e2e harness.
 
-use crate::dev_env::{build_binaries, lab_spec, lab_up, resolve};
+use crate::dev_env::{build_binaries, cluster_name, lab_spec, lab_up, resolve};
 use crate::flags::{DevEnvArgs, E2eArgs, Provider};
 use anyhow::{Context, Result, bail};
 use devenv::cluster::{Cluster, KubeconfigCluster};
@@ -25,6 +25,14 @@ pub fn run(args: &E2eArgs) -> Result<()> {
                     .clone()
                     .context("--provider kubeconfig needs --kubeconfig PATH")?;
                 Arc::new(KubeconfigCluster::new(&path))
+            }
+            Provider::Kind => {
+                let kind =
+                    devenv::kind::KindCluster::open(&cluster_name(&args.name, Provider::Kind))?;
+                for d in kind.remove_dev_env_config()? {
+                    println!("e2e: deleted the dev-env's {d} (the suites bring their own pools)");
+                }
+                Arc::new(kind)
             }
             _ => {
                 let dev = DevEnvArgs {

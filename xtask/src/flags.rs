@@ -27,6 +27,32 @@ pub enum Command {
     E2e(E2eArgs),
     /// Run a benchmark; each prints its figures beside a baseline measured in the same run
     Bench(BenchArgs),
+    /// Build the static metallb-rs binary and its FROM-scratch image through the Docker API
+    BuildImages(BuildImagesArgs),
+    /// Run the CI pipeline's steps that can run here (ci/github/workflows/ci.yaml), with a summary
+    Ci(CiArgs),
+}
+
+/// Flags of `cargo xtask build-images`.
+#[derive(Args, Debug, Clone)]
+pub struct BuildImagesArgs {
+    /// Image tag
+    #[arg(long, default_value = "dev")]
+    pub tag: String,
+    /// Registry and organisation the image is named under
+    #[arg(long, default_value = devenv::image::DEFAULT_REGISTRY)]
+    pub registry: String,
+    /// Also load the image into this kind cluster
+    #[arg(long, value_name = "NAME")]
+    pub load_kind: Option<String>,
+}
+
+/// Flags of `cargo xtask ci`.
+#[derive(Args, Debug, Clone)]
+pub struct CiArgs {
+    /// Also run the kind e2e matrix (ipv4, ipv6, dual) when kind and Docker work
+    #[arg(long)]
+    pub kind: bool,
 }
 
 /// The benchmarks.
@@ -64,7 +90,7 @@ pub enum Provider {
     Auto,
     /// Network namespaces on this machine (needs root)
     Lab,
-    /// A kind cluster (issue #6)
+    /// A kind cluster (needs the kind CLI, a Docker engine and registry access)
     Kind,
     /// An existing cluster named by --kubeconfig (e2e only)
     Kubeconfig,
@@ -81,15 +107,24 @@ pub enum IpFamily {
     Dual,
 }
 
+/// How the dev-env announces service IPs.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// ARP/NDP: a pool from the node network and an L2Advertisement
+    Layer2,
+    /// BGP to an FRR router (kind: a container on the kind network)
+    Bgp,
+}
+
 /// Flags of `cargo xtask dev-env`.
 #[derive(Args, Debug, Clone)]
 pub struct DevEnvArgs {
     /// Provider
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_enum, default_value = "lab")]
     pub provider: Provider,
-    /// Cluster name (prefix of every lab namespace)
-    #[arg(long, default_value = "lab")]
-    pub name: String,
+    /// Cluster name [default: lab for the lab, kind for kind]
+    #[arg(long)]
+    pub name: Option<String>,
     /// Number of nodes, control plane included
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
@@ -99,17 +134,46 @@ pub struct DevEnvArgs {
     /// metallb-rs log level
     #[arg(long, default_value = "info")]
     pub log_level: String,
+    /// layer2 or bgp (kind)
+    #[arg(long, value_enum, default_value = "layer2")]
+    pub protocol: Protocol,
+    /// kind node image, e.g. kindest/node:v1.31.0 (kind's default when absent)
+    #[arg(long)]
+    pub node_image: Option<String>,
+    /// Do not build the image; load the one already in Docker (kind)
+    #[arg(long)]
+    pub no_build_images: bool,
+    /// Tag of the image the cluster runs (kind)
+    #[arg(long, default_value = "dev")]
+    pub tag: String,
+    /// Registry of the image the cluster runs (kind)
+    #[arg(long, default_value = devenv::image::DEFAULT_REGISTRY)]
+    pub registry: String,
 }
 
 impl Default for DevEnvArgs {
     fn default() -> Self {
         Self {
-            provider: Provider::Auto,
-            name: "lab".into(),
+            provider: Provider::Lab,
+            name: None,
             nodes: 3,
             ip_family: IpFamily::Dual,
             log_level: "info".into(),
+            protocol: Protocol::Layer2,
+            node_image: None,
+            no_build_images: false,
+            tag: "dev".into(),
+            registry: devenv::image::DEFAULT_REGISTRY.into(),
         }
+    }
+}
+
+/// The default cluster name of each provider (upstream's kind default is
+/// `kind`; the lab's namespaces start with its name).
+pub fn default_name(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Kind => "kind",
+        _ => "lab",
     }
 }
 
@@ -119,20 +183,20 @@ pub struct CleanupArgs {
     /// Provider
     #[arg(long, value_enum, default_value = "lab")]
     pub provider: Provider,
-    /// Cluster name
-    #[arg(long, default_value = "lab")]
-    pub name: String,
+    /// Cluster name [default: lab for the lab, kind for kind]
+    #[arg(long)]
+    pub name: Option<String>,
 }
 
 /// Flags of `cargo xtask e2e`.
 #[derive(Args, Debug, Clone)]
 pub struct E2eArgs {
-    /// Cluster to test (the lab is created or reused)
+    /// Cluster to test (the lab is created or reused; kind must have been made by dev-env)
     #[arg(long, value_enum, default_value = "lab")]
     pub provider: Provider,
-    /// Lab name
-    #[arg(long, default_value = "lab")]
-    pub name: String,
+    /// Cluster name [default: lab for the lab, kind for kind]
+    #[arg(long)]
+    pub name: Option<String>,
     /// Kubeconfig of an existing cluster (with --provider kubeconfig)
     #[arg(long)]
     pub kubeconfig: Option<std::path::PathBuf>,

@@ -3,6 +3,8 @@
 //! lives in the library crates; this crate stays thin.
 
 mod bench;
+mod build_images;
+mod ci;
 mod codegen;
 mod dev_env;
 mod e2e;
@@ -25,5 +27,7 @@ fn main() -> Result<()> {
         Command::DevEnvCleanup(args) => dev_env::cleanup(&args),
         Command::E2e(args) => e2e::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::BuildImages(args) => build_images::run(&args),
+        Command::Ci(args) => ci::run(&args),
     }
 }

@@ -4,7 +4,7 @@
 
 use super::netns::{self, Family, Topology};
 use super::process::Processes;
-use crate::cluster::{Cluster, NodeInfo, StopSignal};
+use crate::cluster::{Cluster, NodeInfo, PoolRanges, StopSignal};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -470,6 +470,23 @@ impl Cluster for LabCluster {
             .split_once("\r\n\r\n")
             .map(|(_, b)| b.to_owned())
             .unwrap_or_default())
+    }
+    /// Host numbers 100-119 of the node subnets (nodes use 10+, the
+    /// external host 2; see `netns`).
+    fn pool_ranges(&self) -> PoolRanges {
+        PoolRanges {
+            v4: Some("172.30.0.100-172.30.0.119".into()),
+            v6: Some("fc00:f853:ccd:e793::100-fc00:f853:ccd:e793::11f".into()),
+            secondary_v4: Some("172.30.1.100-172.30.1.119".into()),
+        }
+    }
+    /// The external namespace has one leg on each bridge, named like the
+    /// nodes' legs.
+    fn external_interface(&self, node_iface: &str) -> Result<String> {
+        match node_iface {
+            "eth0" | "eth1" => Ok(node_iface.to_owned()),
+            other => bail!("the lab has eth0 and eth1, not {other}"),
+        }
     }
 
     fn restart_controller(&self) -> Result<()> {

@@ -17,10 +17,6 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(60);
-const POOL_V4: &str = "172.30.0.100-172.30.0.119";
-const POOL_V6: &str = "fc00:f853:ccd:e793::100-fc00:f853:ccd:e793::11f";
-/// On the second network (eth1), for the interface selector specs.
-const POOL_NET2: &str = "172.30.1.100-172.30.1.119";
 const HTTP_PORT: u16 = 8080;
 const UDP_PORT: u16 = 8081;
 const EXCLUDE_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
@@ -206,6 +202,26 @@ fn merge(base: &mut Value, patch: &Value) {
     }
 }
 
+/// Which of the cluster's pool ranges (see `Cluster::pool_ranges`).
+#[derive(Clone, Copy)]
+enum Net {
+    V4,
+    V6,
+    /// IPv4 on the second network (eth1), for the interface selector specs.
+    SecondaryV4,
+}
+
+/// The cluster's range for the suites' pools on `net`.
+fn pool(ctx: &Ctx, net: Net) -> Result<String> {
+    let ranges = ctx.cluster().pool_ranges();
+    let (range, what) = match net {
+        Net::V4 => (ranges.v4, "IPv4"),
+        Net::V6 => (ranges.v6, "IPv6"),
+        Net::SecondaryV4 => (ranges.secondary_v4, "IPv4 on the second network"),
+    };
+    range.with_context(|| format!("this cluster offers no {what} range for pools"))
+}
+
 fn l2_config<'a>(ctx: &'a Ctx, addresses: &[&str], ad: Value) -> Result<Config<'a>> {
     let mut config = Config::new(ctx)?;
     config.pool("l2-test", json!({ "addresses": addresses }))?;
@@ -216,9 +232,8 @@ fn l2_config<'a>(ctx: &'a Ctx, addresses: &[&str], ad: Value) -> Result<Config<'
 /// The node whose `iface` MAC answers for `ip` on the external host,
 /// once it answers.
 fn answering_node(ctx: &Ctx, ip: IpAddr, iface: &str) -> Result<String> {
-    let ext = external::external_iface(iface)?;
-    eventually(WAIT, &format!("{ip} answered on {ext}"), || {
-        let Some(mac) = mac_for(ctx, ip, ext)? else {
+    eventually(WAIT, &format!("{ip} answered on {iface}"), || {
+        let Some(mac) = mac_for(ctx, ip, iface)? else {
             return Ok(None);
         };
         node_with_mac(ctx, &mac, iface)
@@ -271,15 +286,19 @@ fn check_cluster_policy(ctx: &Ctx, addresses: &[&str], family: &str) -> Result<(
 }
 
 fn etp_cluster_v4(ctx: &Ctx) -> Result<()> {
-    check_cluster_policy(ctx, &[POOL_V4], "IPv4")
+    check_cluster_policy(ctx, &[pool(ctx, Net::V4)?.as_str()], "IPv4")
 }
 
 fn etp_cluster_v6(ctx: &Ctx) -> Result<()> {
-    check_cluster_policy(ctx, &[POOL_V6], "IPv6")
+    check_cluster_policy(ctx, &[pool(ctx, Net::V6)?.as_str()], "IPv6")
 }
 
 fn dual_stack(ctx: &Ctx) -> Result<()> {
-    let _config = l2_config(ctx, &[POOL_V4, POOL_V6], json!({}))?;
+    let _config = l2_config(
+        ctx,
+        &[pool(ctx, Net::V4)?.as_str(), pool(ctx, Net::V6)?.as_str()],
+        json!({}),
+    )?;
     backends(ctx, &[])?;
     let ips = web_service(
         ctx,
@@ -301,7 +320,7 @@ fn dual_stack(ctx: &Ctx) -> Result<()> {
 }
 
 fn l2_status(ctx: &Ctx) -> Result<()> {
-    let _config = l2_config(ctx, &[POOL_V4], json!({}))?;
+    let _config = l2_config(ctx, &[pool(ctx, Net::V4)?.as_str()], json!({}))?;
     backends(ctx, &[])?;
     web_service(ctx, "web", json!({}))?;
     let node = wait_for_l2_node(ctx, "web", WAIT)?;
@@ -352,7 +371,7 @@ fn l2_status(ctx: &Ctx) -> Result<()> {
 fn etp_local(ctx: &Ctx) -> Result<()> {
     let all = nodes(ctx);
     let target = all.last().context("no nodes")?.clone();
-    let _config = l2_config(ctx, &[POOL_V4], json!({}))?;
+    let _config = l2_config(ctx, &[pool(ctx, Net::V4)?.as_str()], json!({}))?;
     backends(ctx, &[&target])?;
     let ips = web_service(
         ctx,
@@ -373,7 +392,7 @@ fn etp_local(ctx: &Ctx) -> Result<()> {
 }
 
 fn mixed_protocols(ctx: &Ctx) -> Result<()> {
-    let _config = l2_config(ctx, &[POOL_V4], json!({}))?;
+    let _config = l2_config(ctx, &[pool(ctx, Net::V4)?.as_str()], json!({}))?;
     backends(ctx, &[])?;
     let ips = web_service(
         ctx,
@@ -422,7 +441,7 @@ fn moves_away_and_back(
     away: &dyn Fn(&str) -> Result<()>,
     back: &dyn Fn(&str) -> Result<()>,
 ) -> Result<()> {
-    let _config = l2_config(ctx, &[POOL_V4], json!({}))?;
+    let _config = l2_config(ctx, &[pool(ctx, Net::V4)?.as_str()], json!({}))?;
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
     let first = answering_node(ctx, ips[0], "eth0")?;
@@ -508,15 +527,15 @@ fn check_shared(ctx: &Ctx, addresses: &[&str], family: &str) -> Result<()> {
 }
 
 fn shared_ip_v4(ctx: &Ctx) -> Result<()> {
-    check_shared(ctx, &[POOL_V4], "IPv4")
+    check_shared(ctx, &[pool(ctx, Net::V4)?.as_str()], "IPv4")
 }
 
 fn shared_ip_v6(ctx: &Ctx) -> Result<()> {
-    check_shared(ctx, &[POOL_V6], "IPv6")
+    check_shared(ctx, &[pool(ctx, Net::V6)?.as_str()], "IPv6")
 }
 
 fn metrics(ctx: &Ctx) -> Result<()> {
-    let _config = l2_config(ctx, &[POOL_V4], json!({}))?;
+    let _config = l2_config(ctx, &[pool(ctx, Net::V4)?.as_str()], json!({}))?;
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
     let ip = ips[0].to_string();
@@ -584,7 +603,7 @@ fn metrics(ctx: &Ctx) -> Result<()> {
 }
 
 fn api_outage(ctx: &Ctx) -> Result<()> {
-    let _config = l2_config(ctx, &[POOL_V4], json!({}))?;
+    let _config = l2_config(ctx, &[pool(ctx, Net::V4)?.as_str()], json!({}))?;
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
     let node = answering_node(ctx, ips[0], "eth0")?;
@@ -609,7 +628,10 @@ fn api_outage(ctx: &Ctx) -> Result<()> {
 
 fn interface_config<'a>(ctx: &'a Ctx, ads: &[(&str, Value)]) -> Result<Config<'a>> {
     let mut config = Config::new(ctx)?;
-    config.pool("l2-test", json!({ "addresses": [POOL_NET2] }))?;
+    config.pool(
+        "l2-test",
+        json!({ "addresses": [pool(ctx, Net::SecondaryV4)?.as_str()] }),
+    )?;
     for (name, spec) in ads {
         config.l2_advertisement(name, spec.clone())?;
     }
@@ -816,7 +838,7 @@ fn node_selectors(ctx: &Ctx) -> Result<()> {
     let target = all.get(1).context("need two nodes")?;
     let _config = l2_config(
         ctx,
-        &[POOL_V4],
+        &[pool(ctx, Net::V4)?.as_str()],
         json!({ "nodeSelectors": [{ "matchLabels": { "kubernetes.io/hostname": target } }] }),
     )?;
     backends(ctx, &[])?;
@@ -837,7 +859,10 @@ fn service_selectors(ctx: &Ctx) -> Result<()> {
         all.get(1).context("need two nodes")?,
     );
     let mut config = Config::new(ctx)?;
-    config.pool("l2-test", json!({ "addresses": [POOL_V4] }))?;
+    config.pool(
+        "l2-test",
+        json!({ "addresses": [pool(ctx, Net::V4)?.as_str()] }),
+    )?;
     config.l2_advertisement(
         "for-red",
         json!({
@@ -884,7 +909,7 @@ fn preferred_nodes(ctx: &Ctx) -> Result<()> {
     let result = (|| -> Result<()> {
         let _config = l2_config(
             ctx,
-            &[POOL_V4],
+            &[pool(ctx, Net::V4)?.as_str()],
             json!({ "preferredNodeSelectors": [{ "weight": 100, "preference": { "matchLabels": { label: "true" } } }] }),
         )?;
         backends(ctx, &[])?;

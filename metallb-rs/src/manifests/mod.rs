@@ -229,6 +229,18 @@ fn speaker(opts: &NativeOptions) -> Value {
     if let Some(list) = env.as_array_mut() {
         list.insert(0, json!({ "name": "NODE_NAME", "valueFrom": { "fieldRef": { "fieldPath": "spec.nodeName" } } }));
     }
+    // Raw ARP/NDP sockets need NET_RAW, and an added capability is only
+    // effective for root: the image's default user is 65534 (right for
+    // the controller), so the speaker says runAsUser 0 - nothing else.
+    let mut speaker_container = container(
+        "speaker",
+        opts,
+        json!([]),
+        env,
+        Some("127.0.0.1"),
+        json!({ "drop": ["ALL"], "add": ["NET_RAW"] }),
+    );
+    speaker_container["securityContext"]["runAsUser"] = json!(0);
     json!({
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -253,15 +265,7 @@ fn speaker(opts: &NativeOptions) -> Value {
                         { "key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule" },
                         { "key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule" },
                     ],
-                    // Raw ARP/NDP sockets need root with NET_RAW; nothing else.
-                    "containers": [container(
-                        "speaker",
-                        opts,
-                        json!([]),
-                        env,
-                        Some("127.0.0.1"),
-                        json!({ "drop": ["ALL"], "add": ["NET_RAW"] }),
-                    )],
+                    "containers": [speaker_container],
                 },
             },
         },

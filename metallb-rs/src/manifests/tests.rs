@@ -57,6 +57,9 @@ fn speaker_daemonset_has_host_network_net_raw_and_node_name() {
         container["securityContext"]["capabilities"]["drop"],
         json!(["ALL"])
     );
+    // The image runs as 65534 by default; an added capability only takes
+    // effect for root.
+    assert_eq!(container["securityContext"]["runAsUser"], 0);
     let env = container["env"].as_array().expect("env");
     assert!(
         env.iter().any(|e| e["name"] == "NODE_NAME"
