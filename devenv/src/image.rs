@@ -56,6 +56,22 @@ pub fn static_target_dir(project_root: &Path) -> PathBuf {
     project_root.join("target").join("static")
 }
 
+/// Whether `name` is one of the variables cargo sets for a binary or test
+/// it runs (not configuration such as `CARGO_HOME` or `CARGO_TERM_*`).
+pub fn inherited_from_cargo_run(name: &str) -> bool {
+    matches!(
+        name,
+        "CARGO_MANIFEST_DIR"
+            | "CARGO_MANIFEST_PATH"
+            | "CARGO_CRATE_NAME"
+            | "CARGO_BIN_NAME"
+            | "CARGO_PRIMARY_PACKAGE"
+            | "CARGO_TARGET_TMPDIR"
+            | "CARGO_MANIFEST_LINKS"
+    ) || name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_EXE_")
+}
+
 /// The `cargo` arguments of the static release build for `target`.
 pub fn cargo_build_args(target: &str) -> Vec<String> {
     [
@@ -83,7 +99,17 @@ pub fn build_static_binary(project_root: &Path) -> anyhow::Result<PathBuf> {
     let target = host_target();
     let target_dir = static_target_dir(project_root);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    duct::cmd(&cargo, cargo_build_args(&target))
+    let mut command = duct::cmd(&cargo, cargo_build_args(&target));
+    // Variables cargo sets for the process it runs (this one, under `cargo
+    // run` or `cargo test`) describe that package; build scripts such as
+    // ring's track CARGO_MANIFEST_DIR, so inheriting them would rebuild
+    // every dependency whenever xtask and the tests take turns.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(inherited_from_cargo_run) {
+            command = command.env_remove(name);
+        }
+    }
+    command
         .dir(project_root)
         .env("RUSTFLAGS", STATIC_RUSTFLAGS)
         .env("CARGO_TARGET_DIR", &target_dir)

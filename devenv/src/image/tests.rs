@@ -295,3 +295,24 @@ fn build_failures_carry_the_engine_message_and_the_output_before_it() {
          Step 1/4 : FROM scratch\n  Step 2/4 : COPY metallb-rs /metallb-rs"
     );
 }
+
+#[test]
+fn only_the_variables_cargo_sets_for_a_run_are_dropped() {
+    for name in [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_PKG_NAME",
+        "CARGO_BIN_EXE_metallb-rs",
+        "CARGO_CRATE_NAME",
+    ] {
+        assert!(inherited_from_cargo_run(name), "{name}");
+    }
+    for name in [
+        "CARGO_HOME",
+        "CARGO_TARGET_DIR",
+        "CARGO_TERM_COLOR",
+        "CARGO",
+        "RUSTFLAGS",
+    ] {
+        assert!(!inherited_from_cargo_run(name), "{name}");
+    }
+}

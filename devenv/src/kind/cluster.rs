@@ -449,6 +449,9 @@ pub async fn choose_ranges(
                 .extend(blocks.iter().map(ToString::to_string));
         }
     }
+    let dir = state_dir(name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(dir.join("ranges.json"), serde_json::to_vec_pretty(&ranges)?)?;
     Ok(ranges)
 }
 
@@ -565,7 +568,20 @@ pub fn down(name: &str) -> Result<Vec<String>> {
                 ));
             }
             let net = secondary_network(name);
-            if docker.inspect_network(&net, None).await.is_ok() {
+            if let Ok(inspected) = docker.inspect_network(&net, None).await {
+                // Nodes still attached (kind delete failed or was not
+                // run) would keep the network alive.
+                for container in inspected.containers.unwrap_or_default().into_keys() {
+                    docker
+                        .disconnect_network(
+                            &net,
+                            bollard::models::NetworkDisconnectRequest {
+                                container,
+                                force: Some(true),
+                            },
+                        )
+                        .await?;
+                }
                 docker.remove_network(&net).await?;
                 removed.push(format!("docker network {net}"));
             }
