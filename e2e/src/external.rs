@@ -172,6 +172,35 @@ pub fn sample(text: &str, metric: &str, labels: &[&str]) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
+/// The tools the suites run on the external host and the nodes, with the
+/// Debian package of each.
+pub const TOOLS: [(&str, &str); 4] = [
+    ("arping", "iputils-arping"),
+    ("ndisc6", "ndisc6"),
+    ("curl", "curl"),
+    ("python3", "python3"),
+];
+
+/// Fails naming the packages to install when a tool the suites run here is
+/// missing (better than every spec failing on "exec of arping failed").
+pub fn require_tools() -> Result<()> {
+    let missing: Vec<&str> = TOOLS
+        .iter()
+        .filter(|(tool, _)| {
+            !std::env::var_os("PATH")
+                .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(tool).is_file()))
+        })
+        .map(|(_, package)| *package)
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "the e2e suites run arping, ndisc6, curl and python3 on this machine; install them: apt-get install {}",
+            missing.join(" ")
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

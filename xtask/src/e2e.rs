@@ -27,6 +27,7 @@ pub fn run(args: &E2eArgs) -> Result<()> {
                 Arc::new(KubeconfigCluster::new(&path))
             }
             Provider::Kind => {
+                e2e::external::require_tools()?;
                 let kind =
                     devenv::kind::KindCluster::open(&cluster_name(&args.name, Provider::Kind))?;
                 for d in kind.remove_dev_env_config()? {
@@ -35,6 +36,7 @@ pub fn run(args: &E2eArgs) -> Result<()> {
                 Arc::new(kind)
             }
             _ => {
+                e2e::external::require_tools()?;
                 let dev = DevEnvArgs {
                     name: args.name.clone(),
                     ..DevEnvArgs::default()
