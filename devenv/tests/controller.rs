@@ -57,6 +57,7 @@ impl Controller {
             },
             metrics_addr: None,
             health_addr: None,
+            memberlist_secret: Some("memberlist".into()),
         };
         tweak(&mut opts);
         let (tx, rx) = oneshot::channel();
@@ -240,6 +241,15 @@ async fn restart_keeps_every_ip() {
         before.push(ips_of(&client, &format!("s{i}")).await);
     }
     c.stop().await;
+    // The speakers' gossip key was created, and a restart keeps it.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), NS);
+    let key = |s: k8s_openapi::api::core::v1::Secret| {
+        s.data
+            .and_then(|mut d| d.remove("secretkey"))
+            .expect("secretkey")
+    };
+    let first_key = key(secrets.get("memberlist").await.expect("memberlist secret"));
+    assert_eq!(first_key.0.len(), 128);
     // While it is down: the lowest address frees up and a new service
     // arrives, listed before the holders (by name).
     Api::<Service>::namespaced(client.clone(), "default")
@@ -261,6 +271,11 @@ async fn restart_keeps_every_ip() {
         );
     }
     c.stop().await;
+    assert_eq!(
+        key(secrets.get("memberlist").await.expect("memberlist secret")),
+        first_key,
+        "an existing gossip key is never replaced"
+    );
 }
 
 #[tokio::test]

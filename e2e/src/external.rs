@@ -174,11 +174,12 @@ pub fn sample(text: &str, metric: &str, labels: &[&str]) -> Option<f64> {
 
 /// The tools the suites run on the external host and the nodes, with the
 /// Debian package of each.
-pub const TOOLS: [(&str, &str); 4] = [
+pub const TOOLS: [(&str, &str); 5] = [
     ("arping", "iputils-arping"),
     ("ndisc6", "ndisc6"),
     ("curl", "curl"),
     ("python3", "python3"),
+    ("nft", "nftables"),
 ];
 
 /// Fails naming the packages to install when a tool the suites run here is
@@ -194,7 +195,7 @@ pub fn require_tools() -> Result<()> {
         .collect();
     if !missing.is_empty() {
         bail!(
-            "the e2e suites run arping, ndisc6, curl and python3 on this machine; install them: apt-get install {}",
+            "the e2e suites run arping, ndisc6, curl, python3 and nft on this machine; install them: apt-get install {}",
             missing.join(" ")
         );
     }

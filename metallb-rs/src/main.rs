@@ -85,6 +85,9 @@ struct ControllerArgs {
     /// Where to serve the probes (/healthz, /readyz)
     #[arg(long, default_value = "0.0.0.0:17472")]
     health_bind_address: std::net::SocketAddr,
+    /// Create this Secret (the speakers' gossip key) when it is missing
+    #[arg(long, env = "METALLB_ML_SECRET_NAME")]
+    ml_secret_name: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -109,6 +112,27 @@ struct SpeakerArgs {
     /// The speaker Pod's name (owner of its ServiceL2Status objects)
     #[arg(long, env = "POD_NAME")]
     pod_name: Option<String>,
+    /// Gossip membership: the address to gossip on (the node's); membership is off without it
+    #[arg(long, env = "METALLB_ML_BIND_ADDR")]
+    ml_bindaddr: Option<std::net::IpAddr>,
+    /// Gossip port (UDP)
+    #[arg(long, env = "METALLB_ML_BIND_PORT", default_value_t = metallb_rs::speaker::membership::DEFAULT_PORT)]
+    ml_bindport: u16,
+    /// Accepted for compatibility with upstream's manifests; members are found from the Nodes' InternalIPs
+    #[arg(long, env = "METALLB_ML_LABELS")]
+    ml_labels: Option<String>,
+    /// File holding the gossip key (the mounted memberlist Secret); read from the API when absent
+    #[arg(long, env = "METALLB_ML_SECRET_KEY_PATH")]
+    ml_secret_key_path: Option<PathBuf>,
+    /// The Secret holding the gossip key (key `secretkey`)
+    #[arg(long, env = "METALLB_ML_SECRET_NAME", default_value = metallb_rs::k8s::memberlist::DEFAULT_SECRET_NAME)]
+    ml_secret_name: String,
+    /// Gossip probe period in milliseconds (detection is a few periods; see `membership::Timing`)
+    #[arg(long, env = "METALLB_ML_PROBE_PERIOD_MS")]
+    ml_probe_period_ms: Option<u64>,
+    /// Milliseconds a suspected member has to refute before it is declared down
+    #[arg(long, env = "METALLB_ML_SUSPECT_TIMEOUT_MS")]
+    ml_suspect_timeout_ms: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -228,6 +252,7 @@ fn controller(args: ControllerArgs) -> Result<ExitCode> {
         lease: metallb_rs::k8s::leader::Timings::default(),
         metrics_addr: Some(args.metrics_bind_address),
         health_addr: Some(args.health_bind_address),
+        memberlist_secret: args.ml_secret_name.filter(|n| !n.is_empty()),
     };
     run_component("controller", |shutdown| async move {
         tracing::info!(namespace = %opts.namespace, leader_elect = opts.leader_elect, lb_class = ?opts.lb_class, identity = %opts.identity, version = env!("CARGO_PKG_VERSION"), "controller starting");
@@ -237,6 +262,11 @@ fn controller(args: ControllerArgs) -> Result<ExitCode> {
 }
 
 fn speaker(args: SpeakerArgs) -> Result<ExitCode> {
+    if let Some(labels) = &args.ml_labels {
+        eprintln!(
+            "note: --ml-labels {labels:?} is accepted for upstream compatibility; gossip members are found from the Nodes' InternalIPs"
+        );
+    }
     let opts = metallb_rs::speaker::run::Options {
         namespace: args.common.namespace,
         node: args.node_name,
@@ -246,6 +276,21 @@ fn speaker(args: SpeakerArgs) -> Result<ExitCode> {
         health_addr: Some(args.health_bind_address),
         pod_name: args.pod_name.filter(|p| !p.is_empty()),
         rescan: std::time::Duration::from_secs(10),
+        membership: args.ml_bindaddr.map(|ip| {
+            let mut timing = metallb_rs::speaker::membership::Timing::default();
+            if let Some(ms) = args.ml_probe_period_ms {
+                timing.probe_period = std::time::Duration::from_millis(ms);
+            }
+            if let Some(ms) = args.ml_suspect_timeout_ms {
+                timing.suspect_to_down_after = std::time::Duration::from_millis(ms);
+            }
+            metallb_rs::speaker::run::MembershipOptions {
+                bind: std::net::SocketAddr::new(ip, args.ml_bindport),
+                secret_path: args.ml_secret_key_path,
+                secret_name: args.ml_secret_name,
+                timing,
+            }
+        }),
     };
     run_component("speaker", |shutdown| async move {
         tracing::info!(namespace = %opts.namespace, node = %opts.node, lb_class = ?opts.lb_class, ignore_exclude_lb = opts.ignore_exclude_lb, version = env!("CARGO_PKG_VERSION"), "speaker starting");

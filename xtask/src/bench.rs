@@ -33,6 +33,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         BenchTarget::Scale => {
             on_bench_lab(|lab| devenv::bench::scale::run(lab, args.services).map(drop))
         }
+        BenchTarget::Failover => {
+            on_bench_lab(|lab| devenv::bench::failover::run(lab, args.runs).map(drop))
+        }
     }
 }
 

@@ -64,6 +64,8 @@ pub enum BenchTarget {
     Arp,
     /// N services at once: time to IPs, announcements and statuses; controller/speaker memory (lab, root)
     Scale,
+    /// Time until an address answers from another node after SIGKILL, SIGTERM or link loss (lab, root)
+    Failover,
 }
 
 /// Flags of `cargo xtask bench`.
@@ -81,6 +83,9 @@ pub struct BenchArgs {
     /// Back-to-back requests per target for the rate (arp)
     #[arg(long, default_value_t = 20000)]
     pub burst: usize,
+    /// Runs per disruption (failover)
+    #[arg(long, default_value_t = 10)]
+    pub runs: usize,
 }
 
 /// Where a dev cluster comes from.

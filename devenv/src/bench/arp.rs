@@ -31,13 +31,45 @@ pub struct Figures {
     pub mac: Mac,
 }
 
-struct Prober {
+/// ARP requests and replies on the external host's eth0 through a raw
+/// socket of our own (the kernel's neighbour cache plays no part).
+pub(super) struct Prober {
     sock: PacketSocket,
     mac: Mac,
     ip: Ipv4Addr,
 }
 
 impl Prober {
+    /// A prober on this network namespace's eth0 (call inside the external
+    /// host's namespace, with a tokio runtime).
+    pub(super) fn on_eth0() -> Result<Self> {
+        let eth0 = metallb_rs::net::iface::list()?
+            .into_iter()
+            .find(|i| i.name == "eth0")
+            .context("the external host has no eth0")?;
+        let ip = eth0
+            .addresses
+            .iter()
+            .find_map(|a| match a {
+                IpAddr::V4(v4) => Some(*v4),
+                IpAddr::V6(_) => None,
+            })
+            .context("the external host's eth0 has no IPv4 address")?;
+        let sock = PacketSocket::open(eth0.index, ETHERTYPE_ARP)?;
+        sock.set_recv_buffer(16 << 20)?;
+        Ok(Prober {
+            sock,
+            mac: eth0.mac.context("eth0 has no MAC")?,
+            ip,
+        })
+    }
+
+    /// Asks once who has `target`; the MAC that answers within `wait`.
+    pub(super) async fn resolve(&self, target: Ipv4Addr, wait: Duration) -> Result<Option<Mac>> {
+        self.sock.send(&self.request(target)).await?;
+        Ok(self.reply(target, tokio::time::Instant::now() + wait).await)
+    }
+
     fn request(&self, target: Ipv4Addr) -> Vec<u8> {
         Arp {
             op: Op::Request,
@@ -157,24 +189,7 @@ pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figu
         let svcs: Api<k8s_openapi::api::core::v1::Service> =
             Api::namespaced(client.clone(), super::NAMESPACE);
         rt.block_on(svcs.create(&PostParams::default(), &service("arp")?))?;
-        let vip = rt.block_on(async {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            loop {
-                let s = svcs.get("arp").await?;
-                let ip = metallb_rs::controller::service::ingress_ips(&s)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .next();
-                if let Some(IpAddr::V4(v4)) = ip {
-                    return anyhow::Ok(v4);
-                }
-                anyhow::ensure!(
-                    Instant::now() < deadline,
-                    "the service got no IPv4 address within 60 s"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })?;
+        let vip = rt.block_on(super::wait_for_ipv4(&svcs, "arp"))?;
         let ns = cluster.external_namespace().to_owned();
         let nodes = cluster.nodes();
         let figures = crate::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
@@ -182,25 +197,7 @@ pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figu
                 .enable_all()
                 .build()?;
             rt.block_on(async {
-                let eth0 = metallb_rs::net::iface::list()?
-                    .into_iter()
-                    .find(|i| i.name == "eth0")
-                    .context("the external host has no eth0")?;
-                let ip = eth0
-                    .addresses
-                    .iter()
-                    .find_map(|a| match a {
-                        IpAddr::V4(v4) => Some(*v4),
-                        IpAddr::V6(_) => None,
-                    })
-                    .context("the external host's eth0 has no IPv4 address")?;
-                let sock = PacketSocket::open(eth0.index, ETHERTYPE_ARP)?;
-                sock.set_recv_buffer(16 << 20)?;
-                let prober = Prober {
-                    sock,
-                    mac: eth0.mac.context("eth0 has no MAC")?,
-                    ip,
-                };
+                let prober = Prober::on_eth0()?;
                 // Wait for the announcement, then find the announcing node.
                 let deadline = Instant::now() + Duration::from_secs(60);
                 let mac = loop {

@@ -4,6 +4,7 @@
 //! backends for a benchmark, removed afterwards.
 
 pub mod arp;
+pub mod failover;
 pub mod scale;
 
 use anyhow::{Context, Result};
@@ -67,6 +68,26 @@ pub fn service(name: &str) -> Result<Service> {
         "metadata": { "name": name },
         "spec": { "type": "LoadBalancer", "selector": { "app": "bench" }, "ports": [{ "port": 18080, "protocol": "TCP" }] },
     }))?)
+}
+
+/// The IPv4 address the controller gives service `name`, within 60 s.
+pub async fn wait_for_ipv4(svcs: &Api<Service>, name: &str) -> Result<std::net::Ipv4Addr> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = svcs.get(name).await?;
+        let ip = metallb_rs::controller::service::ingress_ips(&s)
+            .unwrap_or_default()
+            .into_iter()
+            .next();
+        if let Some(std::net::IpAddr::V4(v4)) = ip {
+            return Ok(v4);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "service {name} got no IPv4 address within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Removes everything [`setup`] made (also leftovers of an interrupted run).

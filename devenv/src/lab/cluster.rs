@@ -346,6 +346,8 @@ impl LabCluster {
             // As in the manifests: the lease makes restarts and a second
             // replica safe.
             "--leader-elect".into(),
+            "--ml-secret-name".into(),
+            metallb_rs::k8s::memberlist::DEFAULT_SECRET_NAME.into(),
             "--metrics-bind-address".into(),
             metrics.clone(),
             "--health-bind-address".into(),
@@ -498,6 +500,14 @@ impl Cluster for LabCluster {
     fn start_speaker(&self, node: &str) -> Result<()> {
         let ns = self.namespace_of(node)?.to_owned();
         let bin = self.bin_dir.join("metallb-rs").display().to_string();
+        // Gossip on the node's first address, as the manifests do with
+        // the pod (= node) IP.
+        let gossip_addr = self
+            .nodes()
+            .into_iter()
+            .find(|n| n.name == node)
+            .and_then(|n| n.addresses.first().copied())
+            .with_context(|| format!("node {node} has no address"))?;
         let argv = vec![
             "ip".into(),
             "netns".into(),
@@ -507,6 +517,8 @@ impl Cluster for LabCluster {
             "speaker".into(),
             "--node-name".into(),
             node.to_owned(),
+            "--ml-bindaddr".into(),
+            gossip_addr.to_string(),
             "--log-format".into(),
             "text".into(),
             "--log-level".into(),

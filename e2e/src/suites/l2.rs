@@ -104,6 +104,24 @@ pub fn specs() -> Vec<Spec> {
         ),
         Spec::new(
             "L2",
+            "should move L2 advertisement when the announcing node stops running a ready speaker (SIGKILL), and back",
+            &["IPV4"],
+            speaker_killed,
+        ),
+        Spec::new(
+            "L2",
+            "should move L2 advertisement when the announcing node's link goes down, and back",
+            &["IPV4"],
+            link_down,
+        ),
+        Spec::new(
+            "L2",
+            "should never answer from two nodes when the announcing node is partitioned from the others",
+            &["IPV4"],
+            partition,
+        ),
+        Spec::new(
+            "L2",
             "should keep announcing while the announcing node is cut off from the API server",
             &["IPV4"],
             api_outage,
@@ -485,6 +503,116 @@ fn speaker_stops(ctx: &Ctx) -> Result<()> {
         &|n| ctx.cluster().stop_speaker(n, StopSignal::Term),
         &|n| ctx.cluster().start_speaker(n),
     )
+}
+
+fn speaker_killed(ctx: &Ctx) -> Result<()> {
+    use devenv::cluster::StopSignal;
+    moves_away_and_back(
+        ctx,
+        &|n| ctx.cluster().stop_speaker(n, StopSignal::Kill),
+        &|n| ctx.cluster().start_speaker(n),
+    )
+}
+
+fn link_down(ctx: &Ctx) -> Result<()> {
+    moves_away_and_back(ctx, &|n| ctx.cluster().node_down(n), &|n| {
+        ctx.cluster().node_up(n)
+    })
+}
+
+/// The longest time two MACs may answer for one address while a
+/// partition is detected (see `speaker::liveness`): the announcing node
+/// keeps renewing its lease, so the others never take over; the bound is
+/// the lease renewal period plus its overdue margin, should one renewal
+/// be slow.
+const TWO_MACS_WINDOW: Duration = Duration::from_millis(2500);
+
+/// Drops (or stops dropping) every packet between `node` and `peers` on
+/// the node, with nftables: the node keeps its API server and the
+/// external host.
+fn partition_node(ctx: &Ctx, node: &str, peers: &[IpAddr], on: bool) -> Result<()> {
+    let table = "e2e_partition";
+    let run = |argv: &[&str]| -> Result<()> {
+        let out = ctx.cluster().exec_on_node(node, argv)?;
+        ensure!(
+            out.status.success(),
+            "{} on {node}: {}",
+            argv.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Ok(())
+    };
+    if !on {
+        return run(&["nft", "delete", "table", "inet", table]);
+    }
+    // nft joins its arguments: one argument per command keeps it readable.
+    run(&["nft", &format!("add table inet {table}")])?;
+    for (chain, hook) in [("in", "input"), ("out", "output")] {
+        run(&[
+            "nft",
+            &format!(
+                "add chain inet {table} {chain} {{ type filter hook {hook} priority -10 ; policy accept ; }}"
+            ),
+        ])?;
+    }
+    for peer in peers {
+        let family = if peer.is_ipv6() { "ip6" } else { "ip" };
+        run(&[
+            "nft",
+            &format!("add rule inet {table} in {family} saddr {peer} drop"),
+        ])?;
+        run(&[
+            "nft",
+            &format!("add rule inet {table} out {family} daddr {peer} drop"),
+        ])?;
+    }
+    Ok(())
+}
+
+fn partition(ctx: &Ctx) -> Result<()> {
+    let _config = l2_config(ctx, &[pool(ctx, Net::V4)?.as_str()], json!({}))?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let leader = answering_node(ctx, ips[0], "eth0")?;
+    let peers: Vec<IpAddr> = ctx
+        .cluster()
+        .nodes()
+        .into_iter()
+        .filter(|n| n.name != leader)
+        .flat_map(|n| n.addresses)
+        .collect();
+    partition_node(ctx, &leader, &peers, true)?;
+    let result = (|| -> Result<()> {
+        // Long enough for gossip to declare the partitioned node down and
+        // for several lease renewals.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let (mut longest, mut since) = (Duration::ZERO, None::<Instant>);
+        let mut seen = std::collections::BTreeSet::new();
+        while Instant::now() < deadline {
+            let macs = arp_macs(ctx, ips[0], "eth0", 1)?;
+            seen.extend(macs.iter().cloned());
+            if macs.len() > 1 {
+                let start = *since.get_or_insert_with(Instant::now);
+                longest = longest.max(start.elapsed());
+            } else {
+                since = None;
+            }
+        }
+        ensure!(
+            longest <= TWO_MACS_WINDOW,
+            "two MACs answered for {} during {longest:?} (window {TWO_MACS_WINDOW:?}); MACs seen: {seen:?}",
+            ips[0]
+        );
+        // Still served: the partition is between nodes only.
+        reachable(ctx, ips[0]).context("the address during the partition")?;
+        Ok(())
+    })();
+    partition_node(ctx, &leader, &peers, false)?;
+    result?;
+    // Healed: exactly one node answers.
+    eventually(WAIT, "one MAC after healing", || {
+        Ok((arp_macs(ctx, ips[0], "eth0", 2)?.len() == 1).then_some(()))
+    })
 }
 
 fn pool_by_cidr(ctx: &Ctx) -> Result<()> {

@@ -47,6 +47,8 @@ pub struct Options {
     pub metrics_addr: Option<SocketAddr>,
     /// Where `/healthz` and `/readyz` are served.
     pub health_addr: Option<SocketAddr>,
+    /// The speakers' gossip Secret, created when missing (None: not managed).
+    pub memberlist_secret: Option<String>,
 }
 
 /// The Lease replicas compete for.
@@ -146,6 +148,15 @@ async fn lead(
     health: &Arc<Health>,
     mut leading: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    if let Some(name) = &opts.memberlist_secret {
+        match crate::k8s::memberlist::ensure(client, &opts.namespace, name).await {
+            Ok(true) => tracing::info!(secret = %name, "created the speakers' gossip secret"),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(secret = %name, error = %e, "could not create the speakers' gossip secret; speakers with membership wait for it")
+            }
+        }
+    }
     let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
     let mut tasks = tokio::task::JoinSet::new();
     let send = |tx: &mpsc::UnboundedSender<Trigger>, t: Trigger| {

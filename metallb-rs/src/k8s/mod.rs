@@ -5,6 +5,7 @@
 pub mod config_state;
 pub mod events;
 pub mod leader;
+pub mod memberlist;
 pub mod watch;
 
 use anyhow::Context;

@@ -20,7 +20,12 @@ pub mod ports {
     pub const METRICS: u16 = 9120;
     /// Liveness and readiness (`/healthz`, `/readyz`).
     pub const HEALTH: u16 = 17472;
+    /// Speaker gossip (UDP).
+    pub const MEMBERLIST: u16 = crate::speaker::membership::DEFAULT_PORT;
 }
+
+/// The speakers' gossip Secret.
+const MEMBERLIST_SECRET: &str = crate::k8s::memberlist::DEFAULT_SECRET_NAME;
 
 /// What can vary between renderings of `metallb-native.yaml`.
 #[derive(Debug, Clone)]
@@ -186,6 +191,11 @@ fn container(
 }
 
 fn controller(opts: &NativeOptions) -> Value {
+    let mut controller_env = common_env();
+    if let Some(list) = controller_env.as_array_mut() {
+        // Creates the speakers' gossip key when missing.
+        list.push(json!({ "name": "METALLB_ML_SECRET_NAME", "value": MEMBERLIST_SECRET }));
+    }
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -214,7 +224,7 @@ fn controller(opts: &NativeOptions) -> Value {
                         "controller",
                         opts,
                         json!(["--leader-elect"]),
-                        common_env(),
+                        controller_env,
                         None,
                         json!({ "drop": ["ALL"] }),
                     )],
@@ -228,6 +238,10 @@ fn speaker(opts: &NativeOptions) -> Value {
     let mut env = common_env();
     if let Some(list) = env.as_array_mut() {
         list.insert(0, json!({ "name": "NODE_NAME", "valueFrom": { "fieldRef": { "fieldPath": "spec.nodeName" } } }));
+        // Gossip membership on the node's address (host network: the pod
+        // IP is the node's), keyed by the Secret the controller creates.
+        list.push(json!({ "name": "METALLB_ML_BIND_ADDR", "valueFrom": { "fieldRef": { "fieldPath": "status.podIP" } } }));
+        list.push(json!({ "name": "METALLB_ML_SECRET_NAME", "value": MEMBERLIST_SECRET }));
     }
     // Raw ARP/NDP sockets need NET_RAW, and an added capability is only
     // effective for root: the image's default user is 65534 (right for
@@ -241,6 +255,9 @@ fn speaker(opts: &NativeOptions) -> Value {
         json!({ "drop": ["ALL"], "add": ["NET_RAW"] }),
     );
     speaker_container["securityContext"]["runAsUser"] = json!(0);
+    if let Some(list) = speaker_container["ports"].as_array_mut() {
+        list.push(json!({ "name": "memberlist-udp", "containerPort": ports::MEMBERLIST, "protocol": "UDP" }));
+    }
     json!({
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",

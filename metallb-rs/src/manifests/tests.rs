@@ -71,7 +71,32 @@ fn speaker_daemonset_has_host_network_net_raw_and_node_name() {
         .iter()
         .map(|p| p["containerPort"].clone())
         .collect();
-    assert_eq!(ports, vec![json!(ports::METRICS), json!(ports::HEALTH)]);
+    assert_eq!(
+        ports,
+        vec![
+            json!(ports::METRICS),
+            json!(ports::HEALTH),
+            json!(ports::MEMBERLIST)
+        ]
+    );
+    // Gossip on the node address, keyed by the Secret the controller makes.
+    let var = |name: &str| env.iter().find(|e| e["name"] == name).cloned();
+    assert_eq!(
+        var("METALLB_ML_BIND_ADDR").expect("bind address")["valueFrom"]["fieldRef"]["fieldPath"],
+        "status.podIP"
+    );
+    assert_eq!(
+        var("METALLB_ML_SECRET_NAME").expect("secret name")["value"],
+        "memberlist"
+    );
+    let controller = find(&objects, "Deployment", "controller");
+    let cenv = controller["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("controller env");
+    assert!(
+        cenv.iter()
+            .any(|e| e["name"] == "METALLB_ML_SECRET_NAME" && e["value"] == "memberlist")
+    );
 }
 
 #[test]

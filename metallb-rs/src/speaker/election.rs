@@ -38,23 +38,35 @@ pub struct NodeInfo {
     pub labels: BTreeMap<String, String>,
     /// The NetworkUnavailable condition is True.
     pub network_unavailable: bool,
+    /// The Ready condition is True (election ignores it, as upstream;
+    /// `liveness` uses it to tell a lost node).
+    pub ready: bool,
+    /// Tainted `node.kubernetes.io/out-of-service` (`liveness`).
+    pub out_of_service: bool,
 }
+
+/// The taint an admin puts on a node that is gone for good.
+pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
 
 impl NodeInfo {
     /// From a Node object.
     pub fn from_node(node: &Node) -> Self {
-        let network_unavailable = node
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| {
-                c.iter()
-                    .any(|c| c.type_ == "NetworkUnavailable" && c.status == "True")
-            });
+        let condition = |kind: &str| {
+            node.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == kind && c.status == "True"))
+        };
         Self {
             name: node.metadata.name.clone().unwrap_or_default(),
             labels: node.metadata.labels.clone().unwrap_or_default(),
-            network_unavailable,
+            network_unavailable: condition("NetworkUnavailable"),
+            ready: condition("Ready"),
+            out_of_service: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key == OUT_OF_SERVICE_TAINT)),
         }
     }
 }

@@ -6,6 +6,8 @@
 pub mod announcer;
 pub mod election;
 pub mod garp;
+pub mod liveness;
+pub mod membership;
 pub mod presence;
 pub mod run;
 pub mod status;

@@ -8,7 +8,8 @@
 
 use super::announcer::Announcer;
 use super::election::{self, Decision, Endpoints, Interfaces, NodeInfo};
-use super::{presence, status};
+use super::membership::Membership;
+use super::{liveness, presence, status};
 use crate::api::v1beta1::{
     BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement, ServiceL2Status,
 };
@@ -16,6 +17,7 @@ use crate::api::v1beta2::BGPPeer;
 use crate::config::{Config, Options as ConfigOptions, Resources};
 use crate::controller::service as svcs;
 use crate::k8s::events::{EventSpec, Recorder};
+use crate::k8s::memberlist::SECRET_KEY;
 use crate::k8s::watch;
 use crate::metrics::{self, Health, K8sClientMetrics, Layer2Metrics, SpeakerMetrics};
 use crate::net::iface::{self, Exclusions};
@@ -31,7 +33,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 
 /// How the speaker runs.
@@ -53,6 +55,83 @@ pub struct Options {
     pub pod_name: Option<String>,
     /// Time between interface rescans.
     pub rescan: Duration,
+    /// Gossip membership (`--ml-bindaddr`); off when None.
+    pub membership: Option<MembershipOptions>,
+}
+
+/// How the speaker joins the gossip membership.
+#[derive(Debug, Clone)]
+pub struct MembershipOptions {
+    /// Address and port to gossip on (the node's address, 7946).
+    pub bind: SocketAddr,
+    /// File holding the shared secret (the mounted `memberlist` Secret);
+    /// read from the API when None.
+    pub secret_path: Option<std::path::PathBuf>,
+    /// The Secret holding it (key `secretkey`).
+    pub secret_name: String,
+    /// Detection timings.
+    pub timing: super::membership::Timing,
+}
+
+/// Reads the gossip secret: the mounted file, or the Secret through the
+/// API; the error says which and what to do.
+async fn membership_secret(
+    client: &kube::Client,
+    namespace: &str,
+    ml: &MembershipOptions,
+) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context as _;
+    if let Some(path) = &ml.secret_path {
+        return std::fs::read(path).with_context(|| {
+            format!(
+                "reading the memberlist secret from {} (--ml-secret-key-path): mount Secret {}",
+                path.display(),
+                ml.secret_name
+            )
+        });
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = secrets.get_opt(&ml.secret_name).await?.with_context(|| {
+        format!(
+            "Secret {namespace}/{} does not exist yet: the controller creates it; or create it with a random `{SECRET_KEY}`",
+            ml.secret_name
+        )
+    })?;
+    let data = secret
+        .data
+        .and_then(|mut d| d.remove(SECRET_KEY))
+        .filter(|v| !v.0.is_empty())
+        .with_context(|| {
+            format!(
+                "Secret {namespace}/{} has no `{SECRET_KEY}`",
+                ml.secret_name
+            )
+        })?;
+    Ok(data.0)
+}
+
+/// Where each other node's speaker gossips: its InternalIP of the bind
+/// address's family, on the bind port (speakers use the host network).
+fn seeds(nodes: &[Arc<Node>], me: &str, bind: SocketAddr) -> Vec<(String, SocketAddr)> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let name = n.metadata.name.clone()?;
+            if name == me {
+                return None;
+            }
+            let ip = n
+                .status
+                .as_ref()?
+                .addresses
+                .as_ref()?
+                .iter()
+                .filter(|a| a.type_ == "InternalIP")
+                .filter_map(|a| a.address.parse::<IpAddr>().ok())
+                .find(|ip| ip.is_ipv6() == bind.is_ipv6())?;
+            Some((name, SocketAddr::new(ip, bind.port())))
+        })
+        .collect()
 }
 
 /// The ConfigMap listing interfaces never to announce from.
@@ -68,6 +147,9 @@ enum Trigger {
     Nodes,
     Config,
     Interfaces,
+    /// Presence leases or the gossip view changed, or time passed: who
+    /// counts as alive may have changed.
+    Liveness,
 }
 
 struct Stores {
@@ -140,12 +222,17 @@ pub async fn run(
         owner: None,
         node_view: Vec::new(),
         created: BTreeMap::new(),
+        alive: BTreeSet::new(),
+        isolated: false,
+        membership: None,
+        last_api_ok: std::time::Instant::now(),
     };
     let work = async {
         runner.wait_for_caches().await?;
         if let Err(e) = presence::join(&leases_api, &opts.node).await {
             tracing::warn!(error = %e, "could not record this speaker's presence (graceful leave will not be seen)");
         }
+        runner.start_membership().await;
         runner.owner = runner.owner_reference().await;
         runner.rescan_interfaces().await;
         runner.reload_config().await;
@@ -156,6 +243,10 @@ pub async fn run(
         trimmer.maybe_trim();
         let mut rescan = tokio::time::interval(opts.rescan);
         let mut renew = tokio::time::interval(Duration::from_secs(presence::RENEW_SECONDS as u64));
+        // Renewals become overdue with time alone: look again often.
+        let mut liveness_tick = tokio::time::interval(Duration::from_millis(250));
+        let mut view_changes = runner.membership.as_ref().map(|m| m.subscribe());
+        let mut membership_wanted = opts.membership.is_some() && runner.membership.is_none();
         loop {
             let garp_at = runner.announcer.next_wakeup();
             let garp = async {
@@ -181,8 +272,34 @@ pub async fn run(
                     }
                 }
                 _ = renew.tick() => {
-                    if let Err(e) = presence::join(&leases_api, &opts.node).await {
-                        tracing::debug!(error = %e, "could not renew the presence lease");
+                    match presence::join(&leases_api, &opts.node).await {
+                        Ok(()) => runner.last_api_ok = std::time::Instant::now(),
+                        Err(e) => tracing::debug!(error = %e, "could not renew the presence lease"),
+                    }
+                    if let (Some(m), Some(ml)) = (&runner.membership, &opts.membership) {
+                        m.join(seeds(&runner.stores.nodes.state(), &opts.node, ml.bind));
+                    }
+                    if membership_wanted {
+                        runner.start_membership().await;
+                        if let Some(m) = &runner.membership {
+                            view_changes = Some(m.subscribe());
+                            membership_wanted = false;
+                        }
+                    }
+                }
+                _ = liveness_tick.tick() => {
+                    if runner.refresh_liveness() {
+                        runner.full_pass().await;
+                    }
+                }
+                Ok(()) = async {
+                    match view_changes.as_mut() {
+                        Some(rx) => rx.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if runner.refresh_liveness() {
+                        runner.full_pass().await;
                     }
                 }
             }
@@ -196,6 +313,9 @@ pub async fn run(
     };
     // Withdraw at once (stop answering), then tell the others, best effort.
     runner.announcer.shutdown();
+    if let Some(m) = runner.membership.take() {
+        m.leave().await;
+    }
     let cleanup = async {
         if let Err(e) = presence::leave(&leases_api, &opts.node).await {
             tracing::warn!(error = %e, "could not record this speaker's departure");
@@ -358,11 +478,13 @@ fn start_watches(
             Api::<Lease>::namespaced(client.clone(), ns),
             watcher::Config::default().labels(&format!("{}=speaker", presence::COMPONENT_LABEL)),
             move |ev| {
+                // Renewals arrive every few seconds per node: only a change
+                // of who counts as alive makes a full pass.
                 if matches!(
                     ev,
                     watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
                 ) {
-                    send(Trigger::All, &tx);
+                    send(Trigger::Liveness, &tx);
                 }
             },
         )
@@ -416,6 +538,14 @@ struct Runner {
     /// Status objects we created and the watch has not shown yet: no
     /// second one is created meanwhile.
     created: BTreeMap<String, std::time::Instant>,
+    /// Nodes whose speaker counts (see `liveness`).
+    alive: BTreeSet<String>,
+    /// Cut off from the API server and most speakers: announce nothing.
+    isolated: bool,
+    /// Gossip membership, when on.
+    membership: Option<Membership>,
+    /// When this speaker last renewed its presence lease.
+    last_api_ok: std::time::Instant,
 }
 
 /// The objects of one service, looked up once per pass instead of per
@@ -525,7 +655,13 @@ impl Runner {
                 }
                 Trigger::Config => config = true,
                 Trigger::Interfaces => interfaces = true,
+                Trigger::Liveness => {}
             }
+        }
+        // Every batch may follow a change of leases, gossip or node
+        // conditions, or simply time passing (a renewal became overdue).
+        if self.refresh_liveness() {
+            all = true;
         }
         if config && self.reload_config().await {
             all = true;
@@ -557,6 +693,7 @@ impl Runner {
         keys.extend(self.announced.keys().cloned());
         keys.extend(self.own_status_keys());
         self.node_view = self.nodes();
+        self.refresh_liveness();
         let index = Index::build(&self.stores, None);
         for k in keys {
             self.process_service(&k, &index).await;
@@ -592,15 +729,107 @@ impl Runner {
         v
     }
 
-    fn alive(&self, nodes: &[NodeInfo]) -> Option<BTreeSet<String>> {
-        let gone = presence::departed(self.stores.leases.state().iter().map(|l| &**l));
-        (!gone.is_empty()).then(|| {
-            nodes
+    /// Recomputes who counts as alive and whether this speaker is cut off
+    /// (see `liveness`); true when either changed.
+    fn refresh_liveness(&mut self) -> bool {
+        let now = SystemTime::now();
+        let leases = presence::states(self.stores.leases.state().iter().map(|l| &**l));
+        let view = self.membership.as_ref().map(|m| m.view());
+        let ctx = liveness::Context {
+            now,
+            api_ok: self.api_ok(),
+            membership: view.is_some(),
+        };
+        let gossip = |node: &str| -> Option<liveness::Gossip> {
+            let view = view.as_ref()?;
+            if view.alive.contains(node) {
+                return Some(liveness::Gossip::Alive);
+            }
+            view.down.get(node).map(|d| liveness::Gossip::Down {
+                since: d.since,
+                left: d.left,
+            })
+        };
+        let (alive, gone) = liveness::alive(
+            self.node_view.iter().map(|n| {
+                (
+                    n.name.as_str(),
+                    liveness::Evidence {
+                        ready: n.ready,
+                        out_of_service: n.out_of_service,
+                        lease: leases.get(&n.name).copied(),
+                        gossip: gossip(&n.name),
+                    },
+                )
+            }),
+            &ctx,
+        );
+        let isolated = view.as_ref().is_some_and(|v| {
+            let known = self
+                .node_view
                 .iter()
-                .map(|n| n.name.clone())
-                .filter(|n| !gone.contains(n))
-                .collect()
-        })
+                .filter(|n| {
+                    v.alive.contains(&n.name)
+                        || v.down.contains_key(&n.name)
+                        || leases.contains_key(&n.name)
+                })
+                .count();
+            liveness::isolated(ctx.api_ok, v.alive.len(), known)
+        });
+        let changed = alive != self.alive || isolated != self.isolated;
+        if changed {
+            if !gone.is_empty() {
+                tracing::info!(?gone, "speakers not counted");
+            }
+            if isolated != self.isolated {
+                if isolated {
+                    tracing::warn!(
+                        "cut off from the API server and from most speakers: not answering for any address until either comes back"
+                    );
+                } else {
+                    tracing::info!("no longer cut off: announcing again");
+                }
+            }
+            self.alive = alive;
+            self.isolated = isolated;
+        }
+        changed
+    }
+
+    /// Starts gossip membership when configured and its secret is
+    /// readable; until then the speaker runs on leases alone (as upstream
+    /// would wait for the Secret to be mounted) and retries on every lease
+    /// renewal.
+    async fn start_membership(&mut self) {
+        let Some(ml) = self.opts.membership.clone() else {
+            return;
+        };
+        let started = async {
+            let secret = membership_secret(&self.client, &self.opts.namespace, &ml).await?;
+            let membership = Membership::start(super::membership::Config {
+                node: self.opts.node.clone(),
+                bind: ml.bind,
+                secret,
+                timing: ml.timing.clone(),
+            })
+            .await?;
+            anyhow::Ok(membership)
+        };
+        match started.await {
+            Ok(m) => {
+                m.join(seeds(&self.stores.nodes.state(), &self.opts.node, ml.bind));
+                tracing::info!(bind = %ml.bind, "gossip membership started");
+                self.membership = Some(m);
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "gossip membership not started yet; retrying");
+            }
+        }
+    }
+
+    /// This speaker renewed its presence lease recently.
+    fn api_ok(&self) -> bool {
+        self.last_api_ok.elapsed() < liveness::API_TIMEOUT
     }
 
     /// What this node should do for `key`: Some((service, ips, interfaces)) to announce.
@@ -620,8 +849,10 @@ impl Runner {
         };
         let slices = index.slices.get(key).map(Vec::as_slice).unwrap_or_default();
         let endpoints = Endpoints::from_slices(slices.iter().map(|s| &**s));
+        if self.isolated {
+            return None;
+        }
         let nodes = &self.node_view;
-        let alive = self.alive(nodes);
         let sharing = svcs::sharing_key(&svc);
         let input = election::Input {
             service_labels: svc.labels(),
@@ -635,7 +866,7 @@ impl Runner {
             pool: &pool.name,
             advertisements: &config.l2_advertisements,
             nodes,
-            alive: alive.as_ref(),
+            alive: Some(&self.alive),
             endpoints: &endpoints,
             ignore_exclude_lb: self.opts.ignore_exclude_lb,
         };

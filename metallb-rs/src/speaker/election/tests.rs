@@ -41,6 +41,8 @@ fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
             .map(|(k, v)| ((*k).into(), (*v).into()))
             .collect(),
         network_unavailable: false,
+        ready: true,
+        out_of_service: false,
     }
 }
 
@@ -228,4 +230,26 @@ fn dual_stack_and_shared_ips_stay_together() {
     for me in ["node-a", "node-b", "node-c"] {
         assert_eq!(decide(&a.input(), me), decide(&b.input(), me));
     }
+}
+
+#[test]
+fn node_info_reads_conditions_and_the_out_of_service_taint() {
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "n1", "labels": { "zone": "x" } },
+        "spec": { "taints": [{ "key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute" }] },
+        "status": { "conditions": [
+            { "type": "Ready", "status": "False" },
+            { "type": "NetworkUnavailable", "status": "True" },
+        ] },
+    }))
+    .expect("node");
+    let info = NodeInfo::from_node(&node);
+    assert!(info.out_of_service && info.network_unavailable && !info.ready);
+    let plain: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "n2" },
+        "status": { "conditions": [{ "type": "Ready", "status": "True" }] },
+    }))
+    .expect("node");
+    let info = NodeInfo::from_node(&plain);
+    assert!(info.ready && !info.out_of_service && !info.network_unavailable);
 }

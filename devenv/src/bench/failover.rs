@@ -1,0 +1,235 @@
+//! `cargo xtask bench failover`: how long a service address is lost when
+//! its announcing node's speaker is killed (SIGKILL), stopped (SIGTERM) or
+//! its link goes down - from the disruption until the external host
+//! resolves the address to another node's MAC, and until HTTP to it
+//! succeeds. Measured from the external host with our own ARP prober;
+//! printed beside the detection timings the speakers run with.
+
+use super::arp::Prober;
+use super::{percentile, service, setup, teardown};
+use crate::cluster::{Cluster, StopSignal};
+use crate::lab::cluster::LabCluster;
+use anyhow::{Context, Result, bail};
+use kube::api::{Api, PostParams};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// What takes the announcing node away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// SIGKILL of its speaker: nothing is said, detection decides.
+    Kill,
+    /// SIGTERM: the speaker leaves (lease cleared, gossip leave).
+    Term,
+    /// The node's link goes down (and its API access with it).
+    LinkDown,
+}
+
+impl Scenario {
+    fn label(self) -> &'static str {
+        match self {
+            Scenario::Kill => "speaker SIGKILL",
+            Scenario::Term => "speaker SIGTERM",
+            Scenario::LinkDown => "link down",
+        }
+    }
+
+    fn disrupt(self, cluster: &LabCluster, node: &str) -> Result<()> {
+        match self {
+            Scenario::Kill => cluster.stop_speaker(node, StopSignal::Kill),
+            Scenario::Term => cluster.stop_speaker(node, StopSignal::Term),
+            Scenario::LinkDown => cluster.node_down(node),
+        }
+    }
+
+    fn restore(self, cluster: &LabCluster, node: &str) -> Result<()> {
+        match self {
+            Scenario::Kill | Scenario::Term => cluster.start_speaker(node),
+            Scenario::LinkDown => cluster.node_up(node),
+        }
+    }
+}
+
+/// The figures of one scenario.
+#[derive(Debug, Clone)]
+pub struct Figures {
+    /// Which disruption.
+    pub scenario: Scenario,
+    /// Until ARP names another node, per run, sorted.
+    pub arp: Vec<Duration>,
+    /// Until HTTP succeeds through it, per run, sorted.
+    pub http: Vec<Duration>,
+}
+
+/// One run's timings: (ARP moved, HTTP answered), from the disruption.
+fn measure_once(
+    rt: &tokio::runtime::Runtime,
+    prober: &Prober,
+    vip: Ipv4Addr,
+    old: &str,
+    node_macs: &BTreeMap<String, String>,
+    disrupt: impl FnOnce() -> Result<()>,
+) -> Result<(Duration, Duration)> {
+    let t0 = Instant::now();
+    disrupt()?;
+    let deadline = t0 + Duration::from_secs(60);
+    let arp = loop {
+        if let Some(mac) = rt.block_on(prober.resolve(vip, Duration::from_millis(50)))? {
+            let mac = mac.to_string();
+            if mac != old && node_macs.values().any(|m| *m == mac) {
+                break t0.elapsed();
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("{vip} still answered by {old} 60 s after the disruption");
+        }
+    };
+    let http = loop {
+        // The kernel's neighbour entry may still name the old node.
+        let _ = std::process::Command::new("ip")
+            .args(["neigh", "flush", "to", &vip.to_string()])
+            .status();
+        if http_ok(SocketAddr::new(IpAddr::V4(vip), 18080)) {
+            break t0.elapsed();
+        }
+        if Instant::now() > deadline {
+            bail!("HTTP to {vip} did not answer within 60 s of the disruption");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok((arp, http))
+}
+
+fn http_ok(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(300)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"GET /hostname HTTP/1.0\r\nHost: bench\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    s.read(&mut buf)
+        .is_ok_and(|n| buf[..n].starts_with(b"HTTP/1."))
+}
+
+/// The MAC announcing `vip` now, once one node answers steadily.
+fn current_mac(rt: &tokio::runtime::Runtime, prober: &Prober, vip: Ipv4Addr) -> Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let a = rt.block_on(prober.resolve(vip, Duration::from_millis(300)))?;
+        std::thread::sleep(Duration::from_millis(300));
+        let b = rt.block_on(prober.resolve(vip, Duration::from_millis(300)))?;
+        if let (Some(a), Some(b)) = (a, b)
+            && a == b
+        {
+            return Ok(a.to_string());
+        }
+        if Instant::now() > deadline {
+            bail!("{vip} is not answered steadily by one node");
+        }
+    }
+}
+
+/// Runs `rounds` of each scenario on `cluster` and prints the results.
+pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let client = rt.block_on(crate::lab::cluster::client(cluster.kubeconfig()))?;
+    let nodes: Vec<String> = cluster.nodes().into_iter().map(|n| n.name).collect();
+    let mut node_macs = BTreeMap::new();
+    for n in &nodes {
+        let out = cluster.exec_on_node(n, &["cat", "/sys/class/net/eth0/address"])?;
+        node_macs.insert(
+            n.clone(),
+            String::from_utf8_lossy(&out.stdout).trim().to_lowercase(),
+        );
+    }
+    rt.block_on(setup(&client, &["172.30.0.230-172.30.0.239"], &nodes))?;
+    let result = (|| -> Result<Vec<Figures>> {
+        let svcs: Api<k8s_openapi::api::core::v1::Service> =
+            Api::namespaced(client.clone(), super::NAMESPACE);
+        rt.block_on(svcs.create(&PostParams::default(), &service("failover")?))?;
+        let vip = rt.block_on(super::wait_for_ipv4(&svcs, "failover"))?;
+        let ns = cluster.external_namespace().to_owned();
+        crate::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let prober = rt.block_on(async { Prober::on_eth0() })?;
+            let mut all = Vec::new();
+            for scenario in [Scenario::Term, Scenario::Kill, Scenario::LinkDown] {
+                let (mut arp, mut http) = (Vec::new(), Vec::new());
+                for round in 0..rounds {
+                    let mac = current_mac(&rt, &prober, vip)?;
+                    let old = node_macs
+                        .iter()
+                        .find(|(_, m)| **m == mac)
+                        .map(|(n, _)| n.clone())
+                        .with_context(|| format!("{mac} is no node's eth0"))?;
+                    let timed = measure_once(&rt, &prober, vip, &mac, &node_macs, || {
+                        scenario.disrupt(cluster, &old)
+                    });
+                    scenario.restore(cluster, &old)?;
+                    let (a, h) = timed
+                        .with_context(|| format!("{} round {}", scenario.label(), round + 1))?;
+                    arp.push(a);
+                    http.push(h);
+                    // Let the restored node rejoin and take its addresses
+                    // back before the next round.
+                    std::thread::sleep(Duration::from_secs(4));
+                }
+                arp.sort();
+                http.sort();
+                all.push(Figures {
+                    scenario,
+                    arp,
+                    http,
+                });
+            }
+            Ok(all)
+        })?
+    })();
+    rt.block_on(teardown(&client))?;
+    let figures = result?;
+    print(&figures);
+    Ok(figures)
+}
+
+fn print(figures: &[Figures]) {
+    let timing = metallb_rs::speaker::membership::Timing::default();
+    println!(
+        "failover of one L2 address (lab, {} round(s) each):",
+        figures.first().map_or(0, |f| f.arp.len())
+    );
+    println!(
+        "  {:<16} {:>10} {:>10} {:>10} {:>10}",
+        "disruption", "ARP p50", "ARP max", "HTTP p50", "HTTP max"
+    );
+    for f in figures {
+        let max = |v: &[Duration]| v.last().copied().unwrap_or_default();
+        println!(
+            "  {:<16} {:>9.0}ms {:>9.0}ms {:>9.0}ms {:>9.0}ms",
+            f.scenario.label(),
+            percentile(&f.arp, 50.0).as_secs_f64() * 1e3,
+            max(&f.arp).as_secs_f64() * 1e3,
+            percentile(&f.http, 50.0).as_secs_f64() * 1e3,
+            max(&f.http).as_secs_f64() * 1e3,
+        );
+    }
+    println!(
+        "  configured: gossip probe period {:?}, declared down after ~{:?} (expected detection); presence lease renewed every {} s, overdue {:?} later",
+        timing.probe_period,
+        timing.expected_detection(),
+        metallb_rs::speaker::presence::RENEW_SECONDS,
+        metallb_rs::speaker::liveness::OVERDUE_MARGIN,
+    );
+    println!(
+        "  goal: SIGTERM < 1 s; SIGKILL and link down < 3 s. Upstream without memberlist never moves a killed speaker's address; with memberlist ~4 s + GARP."
+    );
+}

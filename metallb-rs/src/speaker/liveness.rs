@@ -1,0 +1,356 @@
+//! Whose speaker counts as running, from three kinds of evidence: the
+//! node (Ready, the `node.kubernetes.io/out-of-service` taint), the
+//! speaker's presence Lease (renewed every [`presence::RENEW_SECONDS`],
+//! holder cleared on SIGTERM) and, when membership is on, the gossip view.
+//! Pure: the runner gathers the evidence, this decides.
+//!
+//! The rules, in order (the first that applies wins):
+//!
+//! 1. A node tainted `node.kubernetes.io/out-of-service` has no speaker
+//!    (the admin says the node is gone; upstream #3116).
+//! 2. A cleared lease holder means the speaker left (SIGTERM).
+//! 3. Gossip says the member left: gone.
+//! 4. Gossip says the member failed: gone once its lease is overdue too -
+//!    or at once when this speaker cannot reach the API server (then
+//!    gossip is all it knows). A member that failed in gossip but keeps
+//!    renewing its lease is cut off from us, not dead: it keeps its
+//!    addresses, so a partition between speakers never makes two nodes
+//!    answer for one address.
+//! 5. Gossip says alive: alive.
+//! 6. No gossip evidence (membership off, or not seen yet): a NotReady
+//!    node whose lease is overdue or missing has no speaker (#3116);
+//!    otherwise the lease decides when there is one, and a node without
+//!    lease counts as running one when membership is off (upstream's
+//!    assumption) and not when it is on (upstream uses live members only).
+//!
+//! Partition safety ([`isolated`]): a speaker that cannot reach the API
+//! server and sees at most half of the known speakers alive stops
+//! answering altogether, because the majority side is taking its
+//! addresses over.
+
+use super::presence;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+/// A lease renewal this much later than due is overdue: the margin covers
+/// a renewal in flight and clock differences between nodes.
+pub const OVERDUE_MARGIN: Duration = Duration::from_millis(500);
+
+/// What the presence lease of a node says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseState {
+    /// A holder is set (cleared on graceful leave).
+    pub held: bool,
+    /// When it was last renewed (the renewer's clock).
+    pub renewed: SystemTime,
+}
+
+impl LeaseState {
+    /// The next renewal is overdue at `now`.
+    pub fn overdue(&self, now: SystemTime) -> bool {
+        let due = self.renewed + Duration::from_secs(presence::RENEW_SECONDS as u64);
+        now.duration_since(due)
+            .is_ok_and(|late| late > OVERDUE_MARGIN)
+    }
+}
+
+/// What gossip says of a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gossip {
+    /// Seen alive.
+    Alive,
+    /// Declared down at `since` (this speaker's clock); `left` when it said
+    /// goodbye.
+    Down {
+        /// When this speaker declared it down.
+        since: SystemTime,
+        /// It left gracefully.
+        left: bool,
+    },
+}
+
+/// The evidence about one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evidence {
+    /// The node's Ready condition is True.
+    pub ready: bool,
+    /// It carries the out-of-service taint.
+    pub out_of_service: bool,
+    /// Its speaker's presence lease, if any.
+    pub lease: Option<LeaseState>,
+    /// Its gossip state, if membership is on and has heard of it.
+    pub gossip: Option<Gossip>,
+}
+
+/// Why a node's speaker is not counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gone {
+    /// Tainted out-of-service.
+    OutOfService,
+    /// Its speaker left gracefully.
+    Left,
+    /// Gossip declared it failed and its lease stopped.
+    Failed,
+    /// NotReady, and its speaker stopped renewing its lease.
+    NotReadyWithoutSpeaker,
+    /// Membership is on and nothing shows a speaker there.
+    NoSpeaker,
+}
+
+impl std::fmt::Display for Gone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Gone::OutOfService => "node tainted node.kubernetes.io/out-of-service",
+            Gone::Left => "its speaker left",
+            Gone::Failed => "its speaker failed (gossip) and stopped renewing its lease",
+            Gone::NotReadyWithoutSpeaker => {
+                "node NotReady and its speaker stopped renewing its lease"
+            }
+            Gone::NoSpeaker => "no speaker seen on it",
+        })
+    }
+}
+
+/// What this speaker knows besides the per-node evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Context {
+    /// Now, on this speaker's clock.
+    pub now: SystemTime,
+    /// This speaker reached the API server recently (its own lease renewal
+    /// succeeded within [`API_TIMEOUT`]).
+    pub api_ok: bool,
+    /// Gossip membership is on.
+    pub membership: bool,
+}
+
+/// Without a successful renewal for this long, a speaker considers the API
+/// server unreachable.
+pub const API_TIMEOUT: Duration = Duration::from_secs(2 * presence::RENEW_SECONDS as u64);
+
+/// Whether the speaker of a node with `e` counts, and if not, why.
+pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
+    if e.out_of_service {
+        return Err(Gone::OutOfService);
+    }
+    if e.lease.is_some_and(|l| !l.held) {
+        return Err(Gone::Left);
+    }
+    let lease_fresh = e.lease.is_some_and(|l| !l.overdue(ctx.now));
+    match e.gossip {
+        Some(Gossip::Down { left: true, .. }) => Err(Gone::Left),
+        Some(Gossip::Down { left: false, .. }) => {
+            if ctx.api_ok && lease_fresh {
+                Ok(())
+            } else {
+                Err(Gone::Failed)
+            }
+        }
+        Some(Gossip::Alive) => Ok(()),
+        None => {
+            let lease_gone = e.lease.is_none_or(|l| l.overdue(ctx.now));
+            if !e.ready && lease_gone {
+                Err(Gone::NotReadyWithoutSpeaker)
+            } else if e.lease.is_some() || !ctx.membership {
+                // Overdue lease on a Ready node without gossip evidence:
+                // counted, as upstream counts every node (an API outage of
+                // ours must not move addresses).
+                Ok(())
+            } else {
+                Err(Gone::NoSpeaker)
+            }
+        }
+    }
+}
+
+/// The nodes whose speaker counts, and why the others do not.
+pub fn alive<'a>(
+    evidence: impl IntoIterator<Item = (&'a str, Evidence)>,
+    ctx: &Context,
+) -> (BTreeSet<String>, BTreeMap<String, Gone>) {
+    let mut alive = BTreeSet::new();
+    let mut gone = BTreeMap::new();
+    for (node, e) in evidence {
+        match judge(&e, ctx) {
+            Ok(()) => {
+                alive.insert(node.to_owned());
+            }
+            Err(why) => {
+                gone.insert(node.to_owned(), why);
+            }
+        }
+    }
+    (alive, gone)
+}
+
+/// Partition safety: this speaker cannot reach the API server and sees at
+/// most half of the `known` speakers (itself included) alive in gossip, so
+/// the majority is taking its addresses over: it must stop answering.
+/// Never with membership off (nothing to compare with) or alone.
+pub fn isolated(api_ok: bool, alive_in_gossip: usize, known: usize) -> bool {
+    !api_ok && known > 1 && alive_in_gossip * 2 <= known
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    const T0: u64 = 1_000_000;
+
+    fn at(secs_after: f64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(T0) + Duration::from_secs_f64(secs_after)
+    }
+
+    fn lease(held: bool, renewed: f64) -> Option<LeaseState> {
+        Some(LeaseState {
+            held,
+            renewed: at(renewed),
+        })
+    }
+
+    fn down(since: f64, left: bool) -> Option<Gossip> {
+        Some(Gossip::Down {
+            since: at(since),
+            left,
+        })
+    }
+
+    fn ev(ready: bool, oos: bool, lease: Option<LeaseState>, gossip: Option<Gossip>) -> Evidence {
+        Evidence {
+            ready,
+            out_of_service: oos,
+            lease,
+            gossip,
+        }
+    }
+
+    /// `now` is 10 s after T0; renewals are due every RENEW_SECONDS (2 s)
+    /// and overdue one margin (0.5 s) later, so a lease renewed at 7.5 is
+    /// fresh, one renewed at 6.9 is overdue.
+    #[rstest]
+    #[case::alive_in_gossip(ev(true, false, lease(true, 9.0), Some(Gossip::Alive)), true, true, Ok(()))]
+    #[case::out_of_service_beats_everything(
+        ev(true, true, lease(true, 9.0), Some(Gossip::Alive)),
+        true,
+        true,
+        Err(Gone::OutOfService)
+    )]
+    #[case::left_by_lease(
+        ev(true, false, lease(false, 9.0), Some(Gossip::Alive)),
+        true,
+        true,
+        Err(Gone::Left)
+    )]
+    #[case::left_by_gossip(
+        ev(true, false, lease(true, 9.5), down(9.6, true)),
+        true,
+        true,
+        Err(Gone::Left)
+    )]
+    #[case::failed_and_lease_overdue(
+        ev(true, false, lease(true, 6.9), down(9.0, false)),
+        true,
+        true,
+        Err(Gone::Failed)
+    )]
+    #[case::failed_but_still_renewing_is_a_partition(ev(true, false, lease(true, 9.5), down(9.0, false)), true, true, Ok(()))]
+    #[case::failed_lease_not_yet_overdue_waits(ev(true, false, lease(true, 7.5), down(9.0, false)), true, true, Ok(()))]
+    #[case::failed_and_we_lost_the_api_trust_gossip(
+        ev(true, false, lease(true, 9.5), down(9.0, false)),
+        false,
+        true,
+        Err(Gone::Failed)
+    )]
+    #[case::failed_without_lease(
+        ev(true, false, None, down(9.0, false)),
+        true,
+        true,
+        Err(Gone::Failed)
+    )]
+    #[case::unseen_with_fresh_lease(ev(true, false, lease(true, 9.0), None), true, true, Ok(()))]
+    #[case::unseen_without_lease_membership_on(
+        ev(true, false, None, None),
+        true,
+        true,
+        Err(Gone::NoSpeaker)
+    )]
+    #[case::no_lease_membership_off_like_upstream(ev(true, false, None, None), true, false, Ok(()))]
+    #[case::not_ready_and_lease_overdue(
+        ev(false, false, lease(true, 3.0), None),
+        true,
+        false,
+        Err(Gone::NotReadyWithoutSpeaker)
+    )]
+    #[case::not_ready_without_lease(
+        ev(false, false, None, None),
+        true,
+        false,
+        Err(Gone::NotReadyWithoutSpeaker)
+    )]
+    #[case::not_ready_but_speaker_renewing(ev(false, false, lease(true, 9.0), None), true, false, Ok(()))]
+    #[case::ready_with_overdue_lease_is_kept(ev(true, false, lease(true, 3.0), None), true, false, Ok(()))]
+    #[case::not_ready_alive_in_gossip(ev(false, false, lease(true, 3.0), Some(Gossip::Alive)), true, true, Ok(()))]
+    fn judging(
+        #[case] e: Evidence,
+        #[case] api_ok: bool,
+        #[case] membership: bool,
+        #[case] want: Result<(), Gone>,
+    ) {
+        let ctx = Context {
+            now: at(10.0),
+            api_ok,
+            membership,
+        };
+        assert_eq!(judge(&e, &ctx), want);
+    }
+
+    #[test]
+    fn overdue_uses_the_renewal_period_and_margin() {
+        let l = LeaseState {
+            held: true,
+            renewed: at(0.0),
+        };
+        let period = presence::RENEW_SECONDS as f64;
+        assert!(!l.overdue(at(period)));
+        assert!(!l.overdue(at(period + 0.4)));
+        assert!(l.overdue(at(period + 0.6)));
+        // A renewal from a clock ahead of ours is never overdue.
+        assert!(!l.overdue(at(0.0) - Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn alive_splits_nodes_and_says_why() {
+        let ctx = Context {
+            now: at(10.0),
+            api_ok: true,
+            membership: true,
+        };
+        let (alive, gone) = alive(
+            [
+                ("a", ev(true, false, lease(true, 9.0), Some(Gossip::Alive))),
+                ("b", ev(true, true, lease(true, 9.0), Some(Gossip::Alive))),
+                ("c", ev(true, false, lease(true, 1.0), down(8.0, false))),
+            ],
+            &ctx,
+        );
+        assert_eq!(alive, BTreeSet::from(["a".to_owned()]));
+        assert_eq!(gone.get("b"), Some(&Gone::OutOfService));
+        assert_eq!(gone.get("c"), Some(&Gone::Failed));
+        assert!(Gone::Failed.to_string().contains("gossip"));
+    }
+
+    #[rstest]
+    #[case::api_ok_never(true, 1, 3, false)]
+    #[case::minority_without_api(false, 1, 3, true)]
+    #[case::half_without_api(false, 2, 4, true)]
+    #[case::majority_without_api(false, 2, 3, false)]
+    #[case::alone_is_not_isolated(false, 1, 1, false)]
+    fn isolation(
+        #[case] api_ok: bool,
+        #[case] alive: usize,
+        #[case] known: usize,
+        #[case] want: bool,
+    ) {
+        assert_eq!(isolated(api_ok, alive, known), want);
+    }
+}

@@ -1,0 +1,260 @@
+//! What travels inside the envelope: member identities and the frames
+//! (a SWIM packet for foca, or this module's own leave handshake).
+
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// One speaker instance: its node, where it listens, and which run of
+/// it this is.
+///
+/// Foca's address of an identity ([`foca::Identity::Addr`]) is the node
+/// name, so one node is one member whatever its instances: when a
+/// speaker restarts, its new identity (a larger `bump`) replaces the old
+/// one everywhere instead of appearing beside it.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub(crate) struct Identity {
+    /// The Node name.
+    pub(crate) node: String,
+    /// Where this instance receives datagrams.
+    pub(crate) addr: SocketAddr,
+    /// Which run: milliseconds since the epoch at start, plus one per
+    /// automatic rejoin. Larger wins over smaller for the same node.
+    pub(crate) bump: u64,
+}
+
+impl Identity {
+    /// A new instance of `node` listening on `addr`: its bump is the
+    /// current time, so it wins over every earlier run of the node (a
+    /// restart is more than a millisecond apart).
+    pub(crate) fn new(node: String, addr: SocketAddr) -> Self {
+        let bump = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            // A clock before 1970 only loses the restart tie-break.
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or_default();
+        Self { node, addr, bump }
+    }
+
+    /// The identity to announce to a seed: its real bump is unknown, and
+    /// foca accepts an announce addressed to any identity of the node.
+    pub(crate) fn seed(node: String, addr: SocketAddr) -> Self {
+        Self {
+            node,
+            addr,
+            bump: 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for Identity {
+    // Compact: identities appear in most gossip log lines.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}#{}", self.node, self.addr, self.bump)
+    }
+}
+
+impl foca::Identity for Identity {
+    type Addr = String;
+
+    // Opting in to automatic rejoin: a speaker the others wrongly
+    // declared down (a long pause, a partition) comes back at once as
+    // the next identity instead of staying out until restarted.
+    fn renew(&self) -> Option<Self> {
+        Some(Self {
+            node: self.node.clone(),
+            addr: self.addr,
+            bump: self.bump.wrapping_add(1),
+        })
+    }
+
+    fn addr(&self) -> String {
+        self.node.clone()
+    }
+
+    fn win_addr_conflict(&self, adversary: &Self) -> bool {
+        self.bump > adversary.bump
+    }
+}
+
+const FOCA: u8 = 0;
+const LEAVE: u8 = 1;
+const LEAVE_ACK: u8 = 2;
+
+/// One plaintext datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Frame<'a> {
+    /// A SWIM packet, for foca.
+    Foca(&'a [u8]),
+    /// "This identity leaves the cluster now." Sent by the leaver to every
+    /// member it knows, so each hears it first-hand and can tell a leave
+    /// from a failure.
+    Leave(Identity),
+    /// "`by` has taken note that `leaver` left": lets the leaver stop
+    /// resending and exit early.
+    LeaveAck {
+        /// The identity that left.
+        leaver: Identity,
+        /// The node acknowledging.
+        by: String,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Ack {
+    leaver: Identity,
+    by: String,
+}
+
+/// Why a (authenticated) plaintext is not a frame: a peer speaking
+/// another protocol version under the same secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FrameError {
+    /// Nothing inside the envelope.
+    #[error("empty frame")]
+    Empty,
+    /// A frame kind this speaker does not know.
+    #[error("unknown frame kind {0}: is a peer running another metallb-rs release?")]
+    Kind(u8),
+    /// The body does not decode.
+    #[error("undecodable {what} frame: {reason}")]
+    Body {
+        /// The frame kind.
+        what: &'static str,
+        /// The decoder's message.
+        reason: String,
+    },
+}
+
+impl<'a> Frame<'a> {
+    /// The frame's bytes (kind byte, then body).
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, postcard::Error> {
+        match self {
+            Frame::Foca(packet) => {
+                let mut out = Vec::with_capacity(1 + packet.len());
+                out.push(FOCA);
+                out.extend_from_slice(packet);
+                Ok(out)
+            }
+            Frame::Leave(id) => {
+                let mut out = vec![LEAVE];
+                out.extend_from_slice(&postcard::to_allocvec(id)?);
+                Ok(out)
+            }
+            Frame::LeaveAck { leaver, by } => {
+                let mut out = vec![LEAVE_ACK];
+                let ack = Ack {
+                    leaver: leaver.clone(),
+                    by: by.clone(),
+                };
+                out.extend_from_slice(&postcard::to_allocvec(&ack)?);
+                Ok(out)
+            }
+        }
+    }
+
+    /// The frame in `bytes`.
+    pub(crate) fn decode(bytes: &'a [u8]) -> Result<Self, FrameError> {
+        let (&kind, body) = bytes.split_first().ok_or(FrameError::Empty)?;
+        match kind {
+            FOCA => Ok(Frame::Foca(body)),
+            LEAVE => Ok(Frame::Leave(whole(body, "leave")?)),
+            LEAVE_ACK => {
+                let Ack { leaver, by } = whole(body, "leave-ack")?;
+                Ok(Frame::LeaveAck { leaver, by })
+            }
+            other => Err(FrameError::Kind(other)),
+        }
+    }
+}
+
+/// `T` decoded from all of `body` (trailing bytes are an error: they
+/// would mean the sender meant something else).
+fn whole<'de, T: Deserialize<'de>>(body: &'de [u8], what: &'static str) -> Result<T, FrameError> {
+    let body_error = |reason: String| FrameError::Body { what, reason };
+    let (value, rest) =
+        postcard::take_from_bytes::<T>(body).map_err(|e| body_error(e.to_string()))?;
+    if rest.is_empty() {
+        Ok(value)
+    } else {
+        Err(body_error(format!("{} trailing bytes", rest.len())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use foca::Identity as _;
+    use proptest::prelude::*;
+
+    fn id(node: &str, bump: u64) -> Identity {
+        Identity {
+            node: node.into(),
+            addr: "10.0.0.1:7946".parse().expect("addr"),
+            bump,
+        }
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let frames = [
+            Frame::Foca(b"swim"),
+            Frame::Foca(b""),
+            Frame::Leave(id("a", 7)),
+            Frame::LeaveAck {
+                leaver: id("a", 7),
+                by: "b".into(),
+            },
+        ];
+        for frame in frames {
+            let bytes = frame.encode().expect("encode");
+            assert_eq!(Frame::decode(&bytes), Ok(frame));
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_errors() {
+        assert_eq!(Frame::decode(&[]), Err(FrameError::Empty));
+        assert_eq!(Frame::decode(&[9, 1, 2]), Err(FrameError::Kind(9)));
+        assert!(matches!(
+            Frame::decode(&[LEAVE, 200]),
+            Err(FrameError::Body { what: "leave", .. })
+        ));
+        let mut bytes = Frame::Leave(id("a", 1)).encode().expect("encode");
+        bytes.push(0);
+        assert!(matches!(
+            Frame::decode(&bytes),
+            Err(FrameError::Body { what: "leave", .. })
+        ));
+    }
+
+    #[test]
+    fn identities_of_one_node_are_one_member() {
+        let old = id("a", 1);
+        let new = old.renew().expect("renewable");
+        assert_eq!(old.addr(), new.addr());
+        assert!(new.win_addr_conflict(&old));
+        assert!(!old.win_addr_conflict(&new));
+    }
+
+    #[test]
+    fn a_restart_wins_over_the_previous_run() {
+        let addr = "10.0.0.1:7946".parse().expect("addr");
+        let first = Identity::new("a".into(), addr);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let second = Identity::new("a".into(), addr);
+        assert!(second.win_addr_conflict(&first));
+    }
+
+    #[test]
+    fn debug_is_compact() {
+        assert_eq!(format!("{:?}", id("a", 3)), "a@10.0.0.1:7946#3");
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = Frame::decode(&bytes);
+        }
+    }
+}
