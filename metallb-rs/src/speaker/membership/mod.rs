@@ -5,10 +5,10 @@
 //! The speakers run the SWIM protocol ([`foca`]) over UDP on the node
 //! address (port [`DEFAULT_PORT`]). Members are node names: a restarted
 //! speaker replaces its previous run instead of appearing beside it.
-//! Every datagram is encrypted and authenticated with a key derived from
-//! the `memberlist` Secret (see [`crypto`]); anything that does not open
-//! or decode is dropped and counted ([`Membership::dropped`]), never
-//! trusted.
+//! Every datagram is encrypted and authenticated (XChaCha20-Poly1305,
+//! random nonce per datagram) with the SHA-256 of the `memberlist`
+//! Secret as key; anything that does not open or decode is dropped and
+//! counted ([`Membership::dropped`]), never trusted.
 //!
 //! A graceful [`Membership::leave`] is told to every member at once and
 //! acknowledged, so the others re-elect without waiting for failure

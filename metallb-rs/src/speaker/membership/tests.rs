@@ -193,6 +193,24 @@ async fn a_leave_is_seen_at_once_and_before_a_simultaneous_crash() {
 }
 
 #[tokio::test]
+async fn a_leave_is_bounded_when_a_member_never_confirms() {
+    traced(async {
+        let (a, b, c) = (start("a").await, start("b").await, start("c").await);
+        join_all(&[&a, &b, &c]);
+        all_see(&[&a, &b, &c], "all alive", alive(&["a", "b", "c"])).await;
+        // c is gone but not yet detected: a's leave goes unconfirmed by
+        // it, and returns after the leave timeout all the same.
+        crash(c).await;
+        tokio::time::timeout(PATIENCE, a.leave())
+            .await
+            .expect("leave is bounded");
+        let view = b.view();
+        assert!(view.down.get("a").is_some_and(|d| d.left), "{view:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_restarted_member_is_alive_again_everywhere() {
     traced(async {
         let (a, b, c) = (start("a").await, start("b").await, start("c").await);
@@ -479,6 +497,13 @@ async fn a_busy_port_is_a_bind_error() {
 }
 
 #[test]
+fn the_handle_can_be_shared_across_tasks() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Membership>();
+    send_sync::<View>();
+}
+
+#[test]
 fn default_timing_is_valid_and_fast() {
     let t = Timing::default();
     t.validate().expect("valid");
@@ -520,7 +545,7 @@ async fn detection_times() {
     let timing = Timing::default();
     let mut crashes = Vec::new();
     let mut leaves = Vec::new();
-    for round in 0..10 {
+    for round in 0..20 {
         let (a, b) = (start("a").await, start("b").await);
         let c = start("c").await;
         join_all(&[&a, &b, &c]);
