@@ -75,15 +75,20 @@ fn measure_once(
     let t0 = Instant::now();
     disrupt()?;
     let deadline = t0 + Duration::from_secs(60);
+    let mut last = None;
     let arp = loop {
         if let Some(mac) = rt.block_on(prober.resolve(vip, Duration::from_millis(50)))? {
             let mac = mac.to_string();
             if mac != old && node_macs.values().any(|m| *m == mac) {
                 break t0.elapsed();
             }
+            last = Some(mac);
         }
         if Instant::now() > deadline {
-            bail!("{vip} still answered by {old} 60 s after the disruption");
+            bail!(
+                "no other node answered for {vip} within 60 s of the disruption (last answer: {})",
+                last.as_deref().unwrap_or("none")
+            );
         }
     };
     let http = loop {
@@ -175,6 +180,16 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
                     let timed = measure_once(&rt, &prober, vip, &mac, &node_macs, || {
                         scenario.disrupt(cluster, &old)
                     });
+                    // A stopped speaker finishes its goodbye (up to 2 s)
+                    // before a new one may start in its place.
+                    let speaker = format!("speaker-{old}");
+                    let gone_by = Instant::now() + Duration::from_secs(5);
+                    while cluster.pid_of(&speaker).is_some()
+                        && scenario != Scenario::LinkDown
+                        && Instant::now() < gone_by
+                    {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
                     scenario.restore(cluster, &old)?;
                     let (a, h) = timed
                         .with_context(|| format!("{} round {}", scenario.label(), round + 1))?;

@@ -116,6 +116,12 @@ pub fn specs() -> Vec<Spec> {
         ),
         Spec::new(
             "L2",
+            "should move L2 advertisement off a node tainted out-of-service, and back",
+            &["IPV4"],
+            out_of_service,
+        ),
+        Spec::new(
+            "L2",
             "should never answer from two nodes when the announcing node is partitioned from the others",
             &["IPV4"],
             partition,
@@ -445,6 +451,28 @@ fn set_network_unavailable(ctx: &Ctx, node: &str, unavailable: bool) -> Result<(
     Ok(())
 }
 
+/// Puts the out-of-service taint on `node`, or takes it off (other taints
+/// are kept).
+fn set_out_of_service(ctx: &Ctx, node: &str, on: bool) -> Result<()> {
+    const TAINT: &str = "node.kubernetes.io/out-of-service";
+    let nodes: Api<Node> = Api::all(ctx.client()?);
+    let current = ctx.block_on(nodes.get(node))?;
+    let mut taints: Vec<Value> = current
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != TAINT)
+        .map(|t| serde_json::to_value(t).map_err(anyhow::Error::from))
+        .collect::<Result<_>>()?;
+    if on {
+        taints.push(json!({ "key": TAINT, "value": "nodeshutdown", "effect": "NoExecute" }));
+    }
+    let patch = json!({ "spec": { "taints": taints } });
+    ctx.block_on(nodes.patch(node, &PatchParams::default(), &Patch::Merge(patch)))?;
+    Ok(())
+}
+
 fn set_label(ctx: &Ctx, node: &str, key: &str, value: Option<&str>) -> Result<()> {
     let nodes: Api<Node> = Api::all(ctx.client()?);
     let patch = json!({ "metadata": { "labels": { key: value } } });
@@ -503,6 +531,12 @@ fn speaker_stops(ctx: &Ctx) -> Result<()> {
         &|n| ctx.cluster().stop_speaker(n, StopSignal::Term),
         &|n| ctx.cluster().start_speaker(n),
     )
+}
+
+fn out_of_service(ctx: &Ctx) -> Result<()> {
+    moves_away_and_back(ctx, &|n| set_out_of_service(ctx, n, true), &|n| {
+        set_out_of_service(ctx, n, false)
+    })
 }
 
 fn speaker_killed(ctx: &Ctx) -> Result<()> {
