@@ -135,7 +135,7 @@ fn current_mac(rt: &tokio::runtime::Runtime, prober: &Prober, vip: Ipv4Addr) -> 
             return Ok(a.to_string());
         }
         if Instant::now() > deadline {
-            bail!("{vip} is not answered steadily by one node");
+            bail!("{vip} is not answered steadily by one node (last two answers: {a:?}, {b:?})");
         }
     }
 }
@@ -193,6 +193,11 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
                     scenario.restore(cluster, &old)?;
                     let (a, h) = timed
                         .with_context(|| format!("{} round {}", scenario.label(), round + 1))?;
+                    eprintln!(
+                        "{} round {}: {old} -> ARP {a:.2?}, HTTP {h:.2?}",
+                        scenario.label(),
+                        round + 1
+                    );
                     arp.push(a);
                     http.push(h);
                     // Let the restored node rejoin and take its addresses
