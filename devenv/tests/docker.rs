@@ -662,13 +662,7 @@ async fn kind_provider_networks_ranges_and_handle_on_stand_in_nodes() {
         2,
         "docker gave the second network IPv4 too"
     );
-    let parse = |r: &String| -> AddressRange {
-        let (a, b) = r.split_once('-').expect("FIRST-LAST");
-        AddressRange {
-            first: a.parse().expect("first"),
-            last: b.parse().expect("last"),
-        }
-    };
+    let parse = |r: &String| -> AddressRange { r.parse().expect("FIRST-LAST") };
     for (dev, e2e) in ranges
         .dev_env
         .iter()

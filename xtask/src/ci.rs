@@ -3,6 +3,7 @@
 //! `cargo xtask test` it goes on after a failure, so one run reports
 //! everything; it fails when any step failed.
 
+use crate::dev_env::docker_answers;
 use crate::flags::{CiArgs, DevEnvArgs, E2eArgs, IpFamily, Provider};
 use crate::test::{Outcome, Step, lab_e2e, lint_steps, test_steps};
 use crate::tools;
@@ -36,15 +37,6 @@ pub const KIND_MATRIX: [KindJob; 3] = [
         skip: "DevEnv|BGP",
     },
 ];
-
-fn docker_answers() -> bool {
-    duct::cmd("docker", ["info"])
-        .stdout_null()
-        .stderr_null()
-        .unchecked()
-        .run()
-        .is_ok_and(|o| o.status.success())
-}
 
 fn build_images() -> Result<Outcome> {
     if !docker_answers() {

@@ -48,14 +48,18 @@ pub fn build_lab_binaries(profile: Profile) -> Result<PathBuf> {
     }))
 }
 
+/// A Docker engine answers `docker info`.
+pub fn docker_answers() -> bool {
+    duct::cmd("docker", ["info"])
+        .stdout_null()
+        .stderr_null()
+        .unchecked()
+        .run()
+        .is_ok_and(|o| o.status.success())
+}
+
 fn kind_available() -> bool {
-    devenv::kind::cli::available()
-        && duct::cmd("docker", ["info"])
-            .stdout_null()
-            .stderr_null()
-            .unchecked()
-            .run()
-            .is_ok_and(|o| o.status.success())
+    devenv::kind::cli::available() && docker_answers()
 }
 
 /// Picks the provider for `auto`, saying which and why.

@@ -141,11 +141,58 @@ impl AddressRange {
             && self.first <= ip
             && ip <= self.last
     }
+
+    /// The top `n` addresses of the range and the rest below them; None
+    /// unless the range holds more than `n`.
+    pub fn split_top(&self, n: u128) -> Option<(AddressRange, AddressRange)> {
+        if n == 0 || self.len() <= n {
+            return None;
+        }
+        let cut = to_u128(self.last) - n + 1;
+        let family = self.family();
+        Some((
+            AddressRange {
+                first: from_u128(family, cut),
+                last: self.last,
+            },
+            AddressRange {
+                first: self.first,
+                last: from_u128(family, cut - 1),
+            },
+        ))
+    }
 }
 
 impl fmt::Display for AddressRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.first, self.last)
+    }
+}
+
+/// Reads the `FIRST-LAST` form [`fmt::Display`] writes (and IPAddressPool
+/// uses): both addresses of one family, `FIRST` not above `LAST`.
+impl FromStr for AddressRange {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (a, b) = s
+            .split_once('-')
+            .ok_or_else(|| format!("range {s:?} is not FIRST-LAST"))?;
+        let parse = |v: &str| {
+            v.trim()
+                .parse::<IpAddr>()
+                .map_err(|e| format!("range {s:?}: {v:?}: {e}"))
+        };
+        let range = AddressRange {
+            first: parse(a)?,
+            last: parse(b)?,
+        };
+        if range.is_empty() {
+            return Err(format!(
+                "range {s:?} is empty: both ends must be of one family, the first not above the last"
+            ));
+        }
+        Ok(range)
     }
 }
 
@@ -488,6 +535,3 @@ fn from_u128(family: Family, n: u128) -> IpAddr {
         Family::V6 => IpAddr::V6(Ipv6Addr::from(n)),
     }
 }
-
-#[cfg(test)]
-mod tests;

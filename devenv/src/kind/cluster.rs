@@ -89,40 +89,13 @@ pub struct Ranges {
 /// Splits the block taken from the top of a subnet: the top
 /// [`DEV_ENV_BLOCK`] addresses for the dev-env pool, the rest for e2e.
 pub fn split_block(block: &AddressRange) -> Result<(AddressRange, AddressRange)> {
-    let first = ip_to_u128(block.first);
-    let last = ip_to_u128(block.last);
     let want = u128::from(DEV_ENV_BLOCK + E2E_BLOCK);
-    if last < first || last - first + 1 < want {
+    if block.len() < want {
         bail!("{block}: need {want} addresses to split");
     }
-    let cut = last + 1 - u128::from(DEV_ENV_BLOCK);
-    let back = |v: u128| u128_to_ip(v, block.first.is_ipv6());
-    Ok((
-        AddressRange {
-            first: back(cut),
-            last: block.last,
-        },
-        AddressRange {
-            first: block.first,
-            last: back(cut - 1),
-        },
-    ))
-}
-
-fn ip_to_u128(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
-    }
-}
-
-fn u128_to_ip(v: u128, v6: bool) -> IpAddr {
-    if v6 {
-        IpAddr::V6(v.into())
-    } else {
-        // Only ever called with values that came from an IPv4 address.
-        IpAddr::V4(u32::try_from(v).unwrap_or(u32::MAX).into())
-    }
+    block
+        .split_top(u128::from(DEV_ENV_BLOCK))
+        .with_context(|| format!("{block}: cannot split off {DEV_ENV_BLOCK} addresses"))
 }
 
 fn families(f: IpFamily) -> Families {
@@ -288,15 +261,7 @@ fn project_root() -> PathBuf {
 fn parse_ranges(ranges: &[String]) -> Result<Vec<AddressRange>> {
     ranges
         .iter()
-        .map(|r| {
-            let (a, b) = r
-                .split_once('-')
-                .with_context(|| format!("range {r:?} is not FIRST-LAST"))?;
-            Ok(AddressRange {
-                first: a.parse().with_context(|| format!("range {r:?}"))?,
-                last: b.parse().with_context(|| format!("range {r:?}"))?,
-            })
-        })
+        .map(|r| r.parse().map_err(anyhow::Error::msg))
         .collect()
 }
 

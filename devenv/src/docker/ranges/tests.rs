@@ -481,3 +481,32 @@ fn exhaustive_against_brute_force(
         }
     }
 }
+
+#[test]
+fn ranges_read_back_and_split_at_the_top() {
+    let r: AddressRange = "10.0.0.1-10.0.0.36".parse().expect("range");
+    assert_eq!(r.len(), 36);
+    assert_eq!(r.to_string().parse::<AddressRange>(), Ok(r));
+    let (top, rest) = r.split_top(16).expect("36 > 16");
+    assert_eq!(top.to_string(), "10.0.0.21-10.0.0.36");
+    assert_eq!(rest.to_string(), "10.0.0.1-10.0.0.20");
+    assert_eq!(r.split_top(36), None);
+    let v6: AddressRange = "fc00::ffdc-fc00::ffff".parse().expect("v6");
+    let (top, rest) = v6.split_top(16).expect("split");
+    assert_eq!(
+        (top.to_string(), rest.to_string()),
+        (
+            "fc00::fff0-fc00::ffff".into(),
+            "fc00::ffdc-fc00::ffef".into()
+        )
+    );
+    for bad in [
+        "10.0.0.1",
+        "10.0.0.9-10.0.0.1",
+        "10.0.0.1-fc00::1",
+        "x-10.0.0.1",
+    ] {
+        assert!(bad.parse::<AddressRange>().is_err(), "{bad}");
+    }
+}
+}
