@@ -180,16 +180,6 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
                     let timed = measure_once(&rt, &prober, vip, &mac, &node_macs, || {
                         scenario.disrupt(cluster, &old)
                     });
-                    // A stopped speaker finishes its goodbye (up to 2 s)
-                    // before a new one may start in its place.
-                    let speaker = format!("speaker-{old}");
-                    let gone_by = Instant::now() + Duration::from_secs(5);
-                    while cluster.pid_of(&speaker).is_some()
-                        && scenario != Scenario::LinkDown
-                        && Instant::now() < gone_by
-                    {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
                     scenario.restore(cluster, &old)?;
                     let (a, h) = timed
                         .with_context(|| format!("{} round {}", scenario.label(), round + 1))?;

@@ -440,6 +440,7 @@ impl Cluster for LabCluster {
         if !self.procs().signal(&name, sig) {
             bail!("no speaker runs on {node}");
         }
+        self.procs().mark_stopping(&name);
         Ok(())
     }
 
@@ -499,6 +500,14 @@ impl Cluster for LabCluster {
 
     fn start_speaker(&self, node: &str) -> Result<()> {
         let ns = self.namespace_of(node)?.to_owned();
+        // A speaker stopped a moment ago may still be saying goodbye; a
+        // start now would find it "running" and start nothing.
+        let name = format!("speaker-{node}");
+        if self.procs().take_stopping(&name)
+            && !self.procs().wait_exit(&name, Duration::from_secs(5))
+        {
+            bail!("the stopped speaker on {node} did not exit within 5 s");
+        }
         let bin = self.bin_dir.join("metallb-rs").display().to_string();
         // Gossip on the node's first address, as the manifests do with
         // the pod (= node) IP.

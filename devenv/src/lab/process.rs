@@ -97,6 +97,30 @@ impl Processes {
         self.ensure(name, argv, env)
     }
 
+    /// Waits up to `timeout` for `name` to exit; true when it did (or was
+    /// not running).
+    pub fn wait_exit(&self, name: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.pid(name).is_some() {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    /// Marks `name` as being stopped by a signal, so a later start waits
+    /// for it to finish (a SIGTERMed speaker says goodbye for up to 2 s).
+    pub fn mark_stopping(&self, name: &str) {
+        let _ = std::fs::write(self.pid_file(name).with_extension("stopping"), "");
+    }
+
+    /// Whether `name` was marked stopping; clears the mark.
+    pub fn take_stopping(&self, name: &str) -> bool {
+        std::fs::remove_file(self.pid_file(name).with_extension("stopping")).is_ok()
+    }
+
     /// Sends `signal` to `name`; false when it was not running.
     pub fn signal(&self, name: &str, signal: nix::sys::signal::Signal) -> bool {
         match self.pid(name) {
