@@ -225,7 +225,7 @@ pub async fn run(
         alive: BTreeSet::new(),
         isolated: false,
         membership: None,
-        last_api_ok: std::time::Instant::now(),
+        last_api_ok: Arc::new(std::sync::Mutex::new(std::time::Instant::now())),
     };
     let work = async {
         runner.wait_for_caches().await?;
@@ -247,6 +247,7 @@ pub async fn run(
         let mut liveness_tick = tokio::time::interval(Duration::from_millis(250));
         let mut view_changes = runner.membership.as_ref().map(|m| m.subscribe());
         let mut membership_wanted = opts.membership.is_some() && runner.membership.is_none();
+        let mut renewal: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             let garp_at = runner.announcer.next_wakeup();
             let garp = async {
@@ -272,9 +273,22 @@ pub async fn run(
                     }
                 }
                 _ = renew.tick() => {
-                    match presence::join(&leases_api, &opts.node).await {
-                        Ok(()) => runner.last_api_ok = std::time::Instant::now(),
-                        Err(e) => tracing::debug!(error = %e, "could not renew the presence lease"),
+                    // Renewals run beside the loop: a call hanging on a cut
+                    // off API server must not stop the liveness checks.
+                    if renewal.as_ref().is_none_or(|r| r.is_finished()) {
+                        let (api, node, ok) = (leases_api.clone(), opts.node.clone(), runner.last_api_ok.clone());
+                        renewal = Some(tokio::spawn(async move {
+                            let timeout = Duration::from_secs(presence::RENEW_SECONDS as u64);
+                            match tokio::time::timeout(timeout, presence::join(&api, &node)).await {
+                                Ok(Ok(())) => {
+                                    if let Ok(mut t) = ok.lock() {
+                                        *t = std::time::Instant::now();
+                                    }
+                                }
+                                Ok(Err(e)) => tracing::debug!(error = %e, "could not renew the presence lease"),
+                                Err(_) => tracing::debug!("renewing the presence lease timed out"),
+                            }
+                        }));
                     }
                     if let (Some(m), Some(ml)) = (&runner.membership, &opts.membership) {
                         m.join(seeds(&runner.stores.nodes.state(), &opts.node, ml.bind));
@@ -544,8 +558,9 @@ struct Runner {
     isolated: bool,
     /// Gossip membership, when on.
     membership: Option<Membership>,
-    /// When this speaker last renewed its presence lease.
-    last_api_ok: std::time::Instant,
+    /// When this speaker last renewed its presence lease (written by the
+    /// renewal task).
+    last_api_ok: Arc<std::sync::Mutex<std::time::Instant>>,
 }
 
 /// The objects of one service, looked up once per pass instead of per
@@ -694,6 +709,14 @@ impl Runner {
         keys.extend(self.own_status_keys());
         self.node_view = self.nodes();
         self.refresh_liveness();
+        if self.isolated {
+            // Stop answering everywhere first: the status work below talks
+            // to an API server that may not answer for a long time.
+            let keys: Vec<String> = self.announced.keys().cloned().collect();
+            for k in keys {
+                self.withdraw(&k).await;
+            }
+        }
         let index = Index::build(&self.stores, None);
         for k in keys {
             self.process_service(&k, &index).await;
@@ -829,7 +852,11 @@ impl Runner {
 
     /// This speaker renewed its presence lease recently.
     fn api_ok(&self) -> bool {
-        self.last_api_ok.elapsed() < liveness::API_TIMEOUT
+        self.last_api_ok
+            .lock()
+            .map(|t| t.elapsed() < liveness::API_TIMEOUT)
+            // A poisoned lock: a renewal panicked; count the API as gone.
+            .unwrap_or(false)
     }
 
     /// What this node should do for `key`: Some((service, ips, interfaces)) to announce.
