@@ -296,7 +296,9 @@ impl Announcer {
             .filter(|(name, r)| {
                 !keep.contains(name.as_str())
                     || eligible.iter().any(|e| &e.name == *name && *e != r.iface)
-                    || r.tasks.iter().all(JoinHandle::is_finished)
+                    // One dead responder task (ARP or NDP) is reason
+                    // enough to start the interface's responders again.
+                    || r.tasks.iter().any(JoinHandle::is_finished)
             })
             .map(|(n, _)| n.clone())
             .collect();
@@ -516,6 +518,14 @@ async fn respond_loop(
     loop {
         let (n, pkt_type) = match sock.recv(&mut buf).await {
             Ok(r) => r,
+            // The link went down under us: the socket stays valid and
+            // works again once the link is back (a responder that quit
+            // here stayed silent after the link returned).
+            Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) => {
+                tracing::debug!(interface = %iface.name, "{kind} responder: link down; waiting");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(interface = %iface.name, error = %e, "{kind} responder stopped; the interface is rescanned");
                 return;
