@@ -9,3 +9,13 @@ pub mod docker;
 pub mod image;
 pub mod kind;
 pub mod lab;
+
+/// A current-thread tokio runtime for the synchronous entry points (the
+/// `Cluster` handle, benchmarks) that make a few async calls.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context as _;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a tokio runtime")
+}

@@ -3,11 +3,10 @@
 //! node's own address answered by its kernel - same node, same link, same
 //! run. Measured from the external host with a raw socket of our own.
 
-use super::{percentile, service, setup, teardown};
+use super::{percentile, with_service};
 use crate::cluster::Cluster;
 use crate::lab::cluster::LabCluster;
 use anyhow::{Context, Result, bail};
-use kube::api::{Api, PostParams};
 use metallb_rs::net::arp::{Arp, Op};
 use metallb_rs::net::ethernet::{ETHERTYPE_ARP, Frame, Mac};
 use metallb_rs::net::packet::{PacketSocket, PacketType};
@@ -179,24 +178,11 @@ impl Prober {
 
 /// Runs the benchmark on `cluster` and prints the results.
 pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figures>> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let client = rt.block_on(crate::lab::cluster::client(cluster.kubeconfig()))?;
-    let nodes: Vec<String> = cluster.nodes().into_iter().map(|n| n.name).collect();
-    rt.block_on(setup(&client, &["172.30.0.220-172.30.0.229"], &nodes))?;
-    let result = (|| -> Result<Vec<Figures>> {
-        let svcs: Api<k8s_openapi::api::core::v1::Service> =
-            Api::namespaced(client.clone(), super::NAMESPACE);
-        rt.block_on(svcs.create(&PostParams::default(), &service("arp")?))?;
-        let vip = rt.block_on(super::wait_for_ipv4(&svcs, "arp"))?;
+    let figures = with_service(cluster, &["172.30.0.220-172.30.0.229"], "arp", |vip| {
         let ns = cluster.external_namespace().to_owned();
         let nodes = cluster.nodes();
         let figures = crate::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async {
+            crate::runtime()?.block_on(async {
                 let prober = Prober::on_eth0()?;
                 // Wait for the announcement, then find the announcing node.
                 let deadline = Instant::now() + Duration::from_secs(60);
@@ -246,9 +232,7 @@ pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figu
             })
         })??;
         Ok(figures)
-    })();
-    rt.block_on(teardown(&client))?;
-    let figures = result?;
+    })?;
     print(&figures);
     Ok(figures)
 }

@@ -6,11 +6,10 @@
 //! printed beside the detection timings the speakers run with.
 
 use super::arp::Prober;
-use super::{percentile, service, setup, teardown};
+use super::{percentile, with_service};
 use crate::cluster::{Cluster, StopSignal};
 use crate::lab::cluster::LabCluster;
 use anyhow::{Context, Result, bail};
-use kube::api::{Api, PostParams};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -142,10 +141,6 @@ fn current_mac(rt: &tokio::runtime::Runtime, prober: &Prober, vip: Ipv4Addr) -> 
 
 /// Runs `rounds` of each scenario on `cluster` and prints the results.
 pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let client = rt.block_on(crate::lab::cluster::client(cluster.kubeconfig()))?;
     let nodes: Vec<String> = cluster.nodes().into_iter().map(|n| n.name).collect();
     let mut node_macs = BTreeMap::new();
     for n in &nodes {
@@ -155,17 +150,10 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
             String::from_utf8_lossy(&out.stdout).trim().to_lowercase(),
         );
     }
-    rt.block_on(setup(&client, &["172.30.0.230-172.30.0.239"], &nodes))?;
-    let result = (|| -> Result<Vec<Figures>> {
-        let svcs: Api<k8s_openapi::api::core::v1::Service> =
-            Api::namespaced(client.clone(), super::NAMESPACE);
-        rt.block_on(svcs.create(&PostParams::default(), &service("failover")?))?;
-        let vip = rt.block_on(super::wait_for_ipv4(&svcs, "failover"))?;
+    let figures = with_service(cluster, &["172.30.0.230-172.30.0.239"], "failover", |vip| {
         let ns = cluster.external_namespace().to_owned();
         crate::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
+            let rt = crate::runtime()?;
             let prober = rt.block_on(async { Prober::on_eth0() })?;
             let mut all = Vec::new();
             for scenario in [Scenario::Term, Scenario::Kill, Scenario::LinkDown] {
@@ -204,9 +192,7 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
             }
             Ok(all)
         })?
-    })();
-    rt.block_on(teardown(&client))?;
-    let figures = result?;
+    })?;
     print(&figures);
     Ok(figures)
 }

@@ -70,6 +70,30 @@ pub fn service(name: &str) -> Result<Service> {
     }))?)
 }
 
+/// Sets up the bench config with `addresses`, creates service `name` and
+/// waits for its IPv4 address, runs `measure` with it, then removes
+/// everything whatever the outcome.
+pub fn with_service<T>(
+    cluster: &crate::lab::cluster::LabCluster,
+    addresses: &[&str],
+    name: &str,
+    measure: impl FnOnce(std::net::Ipv4Addr) -> Result<T>,
+) -> Result<T> {
+    use crate::cluster::Cluster;
+    let rt = crate::runtime()?;
+    let client = rt.block_on(crate::lab::cluster::client(cluster.kubeconfig()))?;
+    let nodes: Vec<String> = cluster.nodes().into_iter().map(|n| n.name).collect();
+    rt.block_on(setup(&client, addresses, &nodes))?;
+    let result = (|| {
+        let svcs: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
+        rt.block_on(svcs.create(&PostParams::default(), &service(name)?))?;
+        let vip = rt.block_on(wait_for_ipv4(&svcs, name))?;
+        measure(vip)
+    })();
+    rt.block_on(teardown(&client))?;
+    result
+}
+
 /// The IPv4 address the controller gives service `name`, within 60 s.
 pub async fn wait_for_ipv4(svcs: &Api<Service>, name: &str) -> Result<std::net::Ipv4Addr> {
     let deadline = Instant::now() + Duration::from_secs(60);

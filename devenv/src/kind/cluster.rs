@@ -160,16 +160,9 @@ pub struct KindCluster {
     gateways: Vec<IpAddr>,
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting a tokio runtime")
-}
-
 /// Creates (or reuses) kind cluster `spec.name` and installs metallb-rs.
 pub fn up(spec: &KindSpec) -> Result<KindCluster> {
-    runtime()?.block_on(up_async(spec))
+    crate::runtime()?.block_on(up_async(spec))
 }
 
 async fn up_async(spec: &KindSpec) -> Result<KindCluster> {
@@ -499,7 +492,7 @@ async fn container_addresses(
 /// Removes cluster `name`, its second network, its FRR container and its
 /// state directory; returns what it removed.
 pub fn down(name: &str) -> Result<Vec<String>> {
-    runtime()?.block_on(async {
+    crate::runtime()?.block_on(async {
         let mut removed = Vec::new();
         if cli::available() && cli::clusters()?.iter().any(|c| c == name) {
             cli::run(&cli::delete_args(name))?;
@@ -563,7 +556,7 @@ pub fn down(name: &str) -> Result<Vec<String>> {
 impl KindCluster {
     /// The running cluster `name` that `dev-env --provider kind` made.
     pub fn open(name: &str) -> Result<Self> {
-        runtime()?.block_on(async {
+        crate::runtime()?.block_on(async {
             let docker = docker::connect().await?;
             Self::open_with(&docker, name, &docker::network_name()).await
         })
@@ -672,7 +665,7 @@ impl KindCluster {
     }
 
     fn kube<T>(&self, f: impl AsyncFnOnce(kube::Client) -> Result<T>) -> Result<T> {
-        runtime()?.block_on(async {
+        crate::runtime()?.block_on(async {
             let client = client_for(&self.kubeconfig).await?;
             f(client).await
         })
