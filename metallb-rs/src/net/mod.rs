@@ -1,8 +1,9 @@
 //! Wire formats and raw sockets: Ethernet, ARP and NDP codecs (pure,
-//! fuzzed), AF_PACKET sockets and the node's interfaces. BGP's codec
-//! joins here with issue #8.
+//! fuzzed), AF_PACKET sockets and the node's interfaces, and BGP
+//! messages.
 
 pub mod arp;
+pub mod bgp;
 pub mod ethernet;
 pub mod iface;
 pub mod ndp;
