@@ -159,6 +159,14 @@ impl AllocatorMetrics {
     }
 }
 
+fn int_gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric definition");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("metric registered once");
+    g
+}
+
 fn int_counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric definition");
     registry
@@ -210,6 +218,60 @@ impl Layer2Metrics {
                 &["interface", "reason"],
             ),
         }
+    }
+}
+
+/// `metallb_bgp_*`: one series per peer (`address:port`), as upstream.
+#[derive(Clone)]
+pub struct BgpMetrics {
+    /// 1 while the session is Established.
+    pub session_up: IntGaugeVec,
+    /// UPDATE messages sent.
+    pub updates: IntCounterVec,
+    /// Prefixes the peer has been sent.
+    pub announced_prefixes: IntGaugeVec,
+    /// Prefixes to announce that the peer has not been sent (session down,
+    /// family not negotiated, no next hop of the family).
+    pub pending_prefixes: IntGaugeVec,
+}
+
+impl BgpMetrics {
+    /// Registers them in `registry`.
+    pub fn new(registry: &Registry) -> Self {
+        Self {
+            session_up: int_gauge_vec(
+                registry,
+                "metallb_bgp_session_up",
+                "BGP session state (1 is up, 0 is down)",
+                &["peer"],
+            ),
+            updates: int_counter_vec(
+                registry,
+                "metallb_bgp_updates_total",
+                "Number of BGP UPDATE messages sent",
+                &["peer"],
+            ),
+            announced_prefixes: int_gauge_vec(
+                registry,
+                "metallb_bgp_announced_prefixes_total",
+                "Number of prefixes currently being advertised on the BGP session",
+                &["peer"],
+            ),
+            pending_prefixes: int_gauge_vec(
+                registry,
+                "metallb_bgp_pending_prefixes_total",
+                "Number of prefixes that should be advertised on the BGP session",
+                &["peer"],
+            ),
+        }
+    }
+
+    /// Removes a peer's series (its BGPPeer is gone).
+    pub fn forget(&self, peer: &str) {
+        let _ = self.session_up.remove_label_values(&[peer]);
+        let _ = self.updates.remove_label_values(&[peer]);
+        let _ = self.announced_prefixes.remove_label_values(&[peer]);
+        let _ = self.pending_prefixes.remove_label_values(&[peer]);
     }
 }
 

@@ -1,9 +1,11 @@
 //! The speaker: one per node. Decides which service addresses this node
 //! announces ([`election`], pure), announces them in layer 2
 //! ([`announcer`]: ARP/NDP responders and unsolicited announcements on a
-//! [`garp`] schedule) and reports it (ServiceL2Status, events, metrics).
+//! [`garp`] schedule) or over BGP ([`bgp`]: sessions to the BGPPeers) and
+//! reports it (ServiceL2Status, ServiceBGPStatus, events, metrics).
 
 pub mod announcer;
+pub mod bgp;
 pub mod election;
 pub mod garp;
 pub mod liveness;

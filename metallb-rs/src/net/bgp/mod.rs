@@ -42,6 +42,9 @@ pub struct Context {
 }
 
 /// A BGP message.
+// Messages live briefly, one at a time per session: boxing the large
+// UPDATE would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     /// Type 1.

@@ -1,0 +1,260 @@
+//! BGP mode: one session per BGPPeer selected for this node, each keeping
+//! its peer's routes equal to what the services ask for.
+//!
+//! - [`advertise`] (pure): which prefixes this node announces for a
+//!   service, to which peers, with which attributes.
+//! - [`updates`] (pure): route changes as UPDATE messages.
+//! - [`session`]: the finite state machine over TCP ([`socket`]: source
+//!   address, TTL, TCP MD5).
+//! - [`Speaker`] (here): the sessions and the per-peer tables, built from
+//!   every service's contribution (several services may share an
+//!   aggregated prefix).
+
+pub mod advertise;
+pub mod session;
+pub mod socket;
+pub mod updates;
+
+use crate::config::{Peer, PeerAsn};
+use crate::metrics::BgpMetrics;
+use crate::net::bgp::{Afi, Notification, code};
+use advertise::{PeerRoutes, RouteAttrs};
+use ipnet::IpNet;
+use session::{Session, SessionConfig, Status, Table};
+use socket::Dial;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Hold time when the BGPPeer sets none (upstream's default).
+pub const DEFAULT_HOLD_TIME: Duration = Duration::from_secs(90);
+/// Longest wait between connection attempts when `connectTime` is unset.
+pub const DEFAULT_CONNECT_RETRY: Duration = Duration::from_secs(10);
+/// How long one connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// This node's addresses, next hops of the family a session's own
+/// connection is not of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeAddresses {
+    /// First IPv4 InternalIP.
+    pub v4: Option<Ipv4Addr>,
+    /// First IPv6 InternalIP.
+    pub v6: Option<Ipv6Addr>,
+}
+
+/// The session a BGPPeer asks for.
+pub fn session_config(peer: &Peer, node: NodeAddresses) -> SessionConfig {
+    let ebgp = match peer.peer_asn {
+        PeerAsn::Fixed(a) => a != peer.my_asn,
+        PeerAsn::External => true,
+        PeerAsn::Internal => false,
+    };
+    let own = if peer.address.is_ipv4() {
+        Afi::Ipv4
+    } else {
+        Afi::Ipv6
+    };
+    let mut families = vec![own];
+    if peer.dual_stack_address_family {
+        families.push(if own == Afi::Ipv4 {
+            Afi::Ipv6
+        } else {
+            Afi::Ipv4
+        });
+    }
+    SessionConfig {
+        name: peer.name.clone(),
+        dial: Dial {
+            peer: SocketAddr::new(peer.address, peer.port),
+            source: peer.source_address,
+            password: peer.password.clone(),
+            // A directly connected eBGP peer is one hop away; multihop and
+            // iBGP peers may be further.
+            ttl: if ebgp && !peer.ebgp_multi_hop { 1 } else { 255 },
+            timeout: CONNECT_TIMEOUT,
+        },
+        my_asn: peer.my_asn,
+        peer_asn: peer.peer_asn,
+        router_id: peer.router_id,
+        hold_time: peer.hold_time.unwrap_or(DEFAULT_HOLD_TIME),
+        keepalive: peer.keepalive_time,
+        max_backoff: peer.connect_time.unwrap_or(DEFAULT_CONNECT_RETRY),
+        families,
+        node_v4: node.v4,
+        node_v6: node.v6,
+    }
+}
+
+/// The node's first InternalIP of each family.
+pub fn node_addresses(addresses: impl IntoIterator<Item = IpAddr>) -> NodeAddresses {
+    let mut out = NodeAddresses::default();
+    for a in addresses {
+        match a {
+            IpAddr::V4(a) if out.v4.is_none() => out.v4 = Some(a),
+            IpAddr::V6(a) if out.v6.is_none() => out.v6 = Some(a),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The sessions of this node and what each peer should have.
+pub struct Speaker {
+    metrics: BgpMetrics,
+    sessions: BTreeMap<String, Session>,
+    /// Each service's routes per peer.
+    services: BTreeMap<String, PeerRoutes>,
+    /// Per peer: prefix -> the services asking for it, with attributes.
+    tables: BTreeMap<String, BTreeMap<IpNet, BTreeMap<String, RouteAttrs>>>,
+    /// Peers whose table changed since the last flush.
+    dirty: BTreeSet<String>,
+}
+
+impl Speaker {
+    /// No sessions yet.
+    pub fn new(metrics: BgpMetrics) -> Self {
+        Self {
+            metrics,
+            sessions: BTreeMap::new(),
+            services: BTreeMap::new(),
+            tables: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+        }
+    }
+
+    /// Runs exactly these sessions: starts new ones, ends removed ones
+    /// (Cease, peer de-configured) and restarts changed ones (Cease,
+    /// configuration change).
+    pub async fn set_peers(&mut self, wanted: Vec<SessionConfig>) {
+        let wanted: BTreeMap<String, SessionConfig> =
+            wanted.into_iter().map(|c| (c.name.clone(), c)).collect();
+        let names: Vec<String> = self.sessions.keys().cloned().collect();
+        for name in names {
+            let why = match wanted.get(&name) {
+                None => Notification::new(code::CEASE, code::CEASE_PEER_DECONFIGURED, []),
+                Some(c) if c != self.sessions[&name].config() => {
+                    Notification::new(code::CEASE, code::CEASE_CONFIG_CHANGE, [])
+                }
+                Some(_) => continue,
+            };
+            if let Some(s) = self.sessions.remove(&name) {
+                let label = s.config().label();
+                tracing::info!(peer = name, reason = %why, "ending BGP session");
+                s.stop(why).await;
+                if !wanted.values().any(|c| c.label() == label) {
+                    self.metrics.forget(&label);
+                }
+            }
+        }
+        for (name, cfg) in wanted {
+            if !self.sessions.contains_key(&name) {
+                tracing::info!(peer = name, address = %cfg.dial.peer, "starting BGP session");
+                let table = Arc::new(self.table(&name));
+                self.sessions
+                    .insert(name, Session::start(cfg, table, self.metrics.clone()));
+            }
+        }
+    }
+
+    /// Sets what `key` announces (empty: nothing).
+    pub fn set_service(&mut self, key: &str, routes: PeerRoutes) {
+        let old = self.services.remove(key).unwrap_or_default();
+        if old == routes {
+            if !routes.is_empty() {
+                self.services.insert(key.to_owned(), routes);
+            }
+            return;
+        }
+        for (peer, prefixes) in &old {
+            if let Some(t) = self.tables.get_mut(peer) {
+                for p in prefixes.keys() {
+                    if let Some(by) = t.get_mut(p) {
+                        by.remove(key);
+                        if by.is_empty() {
+                            t.remove(p);
+                        }
+                    }
+                }
+            }
+            self.dirty.insert(peer.clone());
+        }
+        for (peer, prefixes) in &routes {
+            let t = self.tables.entry(peer.clone()).or_default();
+            for (p, a) in prefixes {
+                t.entry(*p).or_default().insert(key.to_owned(), a.clone());
+            }
+            self.dirty.insert(peer.clone());
+        }
+        if !routes.is_empty() {
+            self.services.insert(key.to_owned(), routes);
+        }
+    }
+
+    /// Whether `key` announces anything.
+    pub fn announces(&self, key: &str) -> bool {
+        self.services.contains_key(key)
+    }
+
+    /// The peers `key` is announced to.
+    pub fn peers_of(&self, key: &str) -> Vec<String> {
+        self.services
+            .get(key)
+            .map(|r| r.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn table(&self, peer: &str) -> Table {
+        self.tables
+            .get(peer)
+            .map(|t| {
+                t.iter()
+                    .map(|(p, by)| {
+                        let mut attrs = RouteAttrs::default();
+                        for a in by.values() {
+                            attrs.merge(a);
+                        }
+                        (*p, attrs)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Hands every changed table to its session.
+    pub fn flush(&mut self) {
+        for peer in std::mem::take(&mut self.dirty) {
+            if self.tables.get(&peer).is_some_and(BTreeMap::is_empty) {
+                self.tables.remove(&peer);
+            }
+            if let Some(s) = self.sessions.get(&peer) {
+                s.set_routes(Arc::new(self.table(&peer)));
+            }
+        }
+    }
+
+    /// Each session's status, by peer name.
+    pub fn statuses(&self) -> BTreeMap<String, Status> {
+        self.sessions
+            .iter()
+            .map(|(n, s)| (n.clone(), s.status()))
+            .collect()
+    }
+
+    /// Ends every session (Cease, administrative shutdown): the peers
+    /// withdraw this node's routes at once instead of after the hold time.
+    pub async fn shutdown(&mut self) {
+        let stops = std::mem::take(&mut self.sessions).into_values().map(|s| {
+            s.stop(Notification::new(
+                code::CEASE,
+                code::CEASE_ADMIN_SHUTDOWN,
+                [],
+            ))
+        });
+        futures::future::join_all(stops).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,619 @@
+//! One BGP session (RFC 4271's finite state machine, active side only,
+//! as upstream's native speaker): connect, OPEN, KEEPALIVE, Established;
+//! then keep the peer's Adj-RIB-Out equal to the routes it is given,
+//! keepalives, the hold timer, and reconnection with backoff. A malformed
+//! message from the peer ends the session with the NOTIFICATION the
+//! decoder named; nothing the peer sends can stop the speaker.
+
+use super::advertise::RouteAttrs;
+use super::socket::{self, Dial};
+use super::updates::{self, Shape};
+use crate::config::PeerAsn;
+use crate::metrics::BgpMetrics;
+use crate::net::bgp::{
+    self, Afi, Capability, Context, Message, Notification, Open, SAFI_UNICAST, code,
+};
+use ipnet::IpNet;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+/// The prefixes a peer should have, with their attributes.
+pub type Table = BTreeMap<IpNet, RouteAttrs>;
+
+/// Everything a session needs to know about its peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// The BGPPeer's name.
+    pub name: String,
+    /// How to connect.
+    pub dial: Dial,
+    /// Our AS.
+    pub my_asn: u32,
+    /// The AS the peer must have.
+    pub peer_asn: PeerAsn,
+    /// Our BGP identifier; the local IPv4 address of the connection when
+    /// None.
+    pub router_id: Option<Ipv4Addr>,
+    /// Proposed hold time (0: no keepalives).
+    pub hold_time: Duration,
+    /// Keepalive interval (hold time / 3 when None).
+    pub keepalive: Option<Duration>,
+    /// Longest wait between connection attempts.
+    pub max_backoff: Duration,
+    /// Families to carry.
+    pub families: Vec<Afi>,
+    /// Next hops for a family the connection's own address is not of (a
+    /// dual-stack session): this node's addresses.
+    pub node_v4: Option<Ipv4Addr>,
+    /// See `node_v4`.
+    pub node_v6: Option<Ipv6Addr>,
+}
+
+impl SessionConfig {
+    /// The `peer` metric label: address:port.
+    pub fn label(&self) -> String {
+        self.dial.peer.to_string()
+    }
+}
+
+/// What the session reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Established now.
+    pub established: bool,
+    /// Prefixes the peer has been sent.
+    pub announced: usize,
+    /// Why the last connection ended, if one did.
+    pub last_error: Option<String>,
+}
+
+/// A running session.
+pub struct Session {
+    config: SessionConfig,
+    routes: watch::Sender<Arc<Table>>,
+    status: watch::Receiver<Status>,
+    stop: Option<oneshot::Sender<Notification>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Session {
+    /// Starts connecting to the peer.
+    pub fn start(config: SessionConfig, routes: Arc<Table>, metrics: BgpMetrics) -> Session {
+        let (routes_tx, routes_rx) = watch::channel(routes);
+        let (status_tx, status_rx) = watch::channel(Status::default());
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let task = tokio::spawn(run(config.clone(), routes_rx, status_tx, stop_rx, metrics));
+        Session {
+            config,
+            routes: routes_tx,
+            status: status_rx,
+            stop: Some(stop_tx),
+            task,
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// Sets the routes the peer should have.
+    pub fn set_routes(&self, routes: Arc<Table>) {
+        self.routes.send_if_modified(|cur| {
+            if **cur == *routes {
+                false
+            } else {
+                *cur = routes;
+                true
+            }
+        });
+    }
+
+    /// The latest status.
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// A receiver that sees every status change.
+    pub fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// Ends the session with `why` (a Cease) and waits briefly for it to
+    /// reach the peer.
+    pub async fn stop(mut self, why: Notification) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(why);
+        }
+        if tokio::time::timeout(Duration::from_secs(1), &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// How one connection ended.
+enum Ended {
+    /// Told to stop.
+    Stopped,
+    /// Failed; whether it had been Established.
+    Failed(String, bool),
+}
+
+async fn run(
+    cfg: SessionConfig,
+    mut routes: watch::Receiver<Arc<Table>>,
+    status: watch::Sender<Status>,
+    mut stop: oneshot::Receiver<Notification>,
+    metrics: BgpMetrics,
+) {
+    let label = cfg.label();
+    metrics.session_up.with_label_values(&[&label]).set(0);
+    let first = Duration::from_millis(500);
+    let mut backoff = first;
+    loop {
+        match connection(&cfg, &mut routes, &status, &mut stop, &metrics).await {
+            Ended::Stopped => break,
+            Ended::Failed(why, was_up) => {
+                metrics.session_up.with_label_values(&[&label]).set(0);
+                metrics
+                    .announced_prefixes
+                    .with_label_values(&[&label])
+                    .set(0);
+                metrics
+                    .pending_prefixes
+                    .with_label_values(&[&label])
+                    .set(routes.borrow().len() as i64);
+                if was_up {
+                    tracing::warn!(peer = cfg.name, address = %cfg.dial.peer, reason = why, "BGP session down");
+                    backoff = first;
+                } else {
+                    tracing::debug!(peer = cfg.name, address = %cfg.dial.peer, reason = why, "BGP connection failed");
+                }
+                status.send_modify(|s| {
+                    s.established = false;
+                    s.announced = 0;
+                    s.last_error = Some(why);
+                });
+                tokio::select! {
+                    _ = &mut stop => break,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(cfg.max_backoff.max(first));
+            }
+        }
+    }
+    metrics.session_up.with_label_values(&[&label]).set(0);
+    status.send_modify(|s| s.established = false);
+}
+
+#[derive(Debug)]
+pub(super) enum ReadError {
+    /// The connection failed or closed.
+    Io(std::io::Error),
+    /// The bytes are not a valid message.
+    Malformed(Notification),
+}
+
+pub(super) async fn read_message(
+    rd: &mut (impl AsyncRead + Unpin),
+    ctx: &Context,
+) -> Result<Message, ReadError> {
+    let mut header = [0u8; bgp::HEADER_LEN];
+    rd.read_exact(&mut header).await.map_err(ReadError::Io)?;
+    let (_, len) = bgp::decode_header(&header).map_err(ReadError::Malformed)?;
+    let mut buf = vec![0u8; len];
+    buf[..bgp::HEADER_LEN].copy_from_slice(&header);
+    rd.read_exact(&mut buf[bgp::HEADER_LEN..])
+        .await
+        .map_err(ReadError::Io)?;
+    bgp::decode(&buf, ctx).map_err(ReadError::Malformed)
+}
+
+async fn send(wr: &mut OwnedWriteHalf, msg: &Message, ctx: &Context) -> std::io::Result<()> {
+    wr.write_all(&bgp::encode(msg, ctx)).await
+}
+
+/// Sends a NOTIFICATION and gives it a moment to leave before the close.
+async fn notify(wr: &mut OwnedWriteHalf, n: &Notification) {
+    let _ = tokio::time::timeout(Duration::from_millis(500), async {
+        let _ = send(wr, &Message::Notification(n.clone()), &Context::default()).await;
+        let _ = wr.shutdown().await;
+    })
+    .await;
+}
+
+/// The router ID when none is configured: the connection's IPv4 address,
+/// else the node's, else one derived from the node's IPv6 address.
+fn router_id(cfg: &SessionConfig, local: IpAddr) -> Ipv4Addr {
+    if let Some(id) = cfg.router_id {
+        return id;
+    }
+    match (local, cfg.node_v4, cfg.node_v6) {
+        (IpAddr::V4(a), _, _) => a,
+        (_, Some(a), _) => a,
+        (IpAddr::V6(a), _, v6) => {
+            let o = v6.unwrap_or(a).octets();
+            Ipv4Addr::new(o[12], o[13], o[14], o[15].max(1))
+        }
+    }
+}
+
+fn peer_as_ok(cfg: &SessionConfig, asn: u32) -> bool {
+    match cfg.peer_asn {
+        PeerAsn::Fixed(a) => a == asn,
+        PeerAsn::Internal => asn == cfg.my_asn,
+        PeerAsn::External => asn != cfg.my_asn,
+    }
+}
+
+async fn connection(
+    cfg: &SessionConfig,
+    routes: &mut watch::Receiver<Arc<Table>>,
+    status: &watch::Sender<Status>,
+    stop: &mut oneshot::Receiver<Notification>,
+    metrics: &BgpMetrics,
+) -> Ended {
+    let fail = |why: String| Ended::Failed(why, false);
+    let stream = tokio::select! {
+        _ = &mut *stop => return Ended::Stopped,
+        r = socket::connect(&cfg.dial) => match r {
+            Ok(s) => s,
+            Err(e) => return fail(format!("connecting to {}: {e}", cfg.dial.peer)),
+        },
+    };
+    let local = match stream.local_addr() {
+        Ok(a) => a,
+        Err(e) => return fail(format!("reading the local address: {e}")),
+    };
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = BufReader::new(rd);
+    let hold_secs = u16::try_from(cfg.hold_time.as_secs()).unwrap_or(u16::MAX);
+    let caps: Vec<Capability> = cfg
+        .families
+        .iter()
+        .map(|f| Capability::Multiprotocol {
+            afi: f.number(),
+            safi: SAFI_UNICAST,
+        })
+        .chain([Capability::RouteRefresh])
+        .collect();
+    let my_id = router_id(cfg, local.ip());
+    let open = Open::new(cfg.my_asn, hold_secs, my_id, caps);
+    if let Err(e) = send(&mut wr, &Message::Open(open), &Context::default()).await {
+        return fail(format!("sending OPEN: {e}"));
+    }
+    // OpenSent: RFC 4271 suggests a large hold time until the peer's OPEN.
+    let plain = Context::default();
+    let theirs = tokio::select! {
+        _ = &mut *stop => return Ended::Stopped,
+        r = tokio::time::timeout(Duration::from_secs(240), read_message(&mut rd, &plain)) => r,
+    };
+    let theirs = match theirs {
+        Err(_) => {
+            notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, [])).await;
+            return fail("no OPEN from the peer within 240 s".into());
+        }
+        Ok(Err(ReadError::Io(e))) => return fail(format!("waiting for OPEN: {e}")),
+        Ok(Err(ReadError::Malformed(n))) => {
+            notify(&mut wr, &n).await;
+            return fail(format!("malformed message from the peer: {n}"));
+        }
+        Ok(Ok(Message::Open(o))) => o,
+        Ok(Ok(Message::Notification(n))) => return fail(format!("peer sent NOTIFICATION: {n}")),
+        Ok(Ok(other)) => {
+            notify(&mut wr, &Notification::new(code::FSM, 1, [])).await;
+            return fail(format!("expected OPEN, got {other:?}"));
+        }
+    };
+    if !peer_as_ok(cfg, theirs.asn()) {
+        let n = Notification::new(
+            code::OPEN,
+            code::OPEN_BAD_PEER_AS,
+            theirs.my_as.to_be_bytes(),
+        );
+        notify(&mut wr, &n).await;
+        return fail(format!(
+            "the peer's AS is {}, expected {:?}: fix peerASN",
+            theirs.asn(),
+            cfg.peer_asn
+        ));
+    }
+    let ibgp = theirs.asn() == cfg.my_asn;
+    if ibgp && theirs.router_id == my_id {
+        notify(
+            &mut wr,
+            &Notification::new(code::OPEN, code::OPEN_BAD_IDENTIFIER, []),
+        )
+        .await;
+        return fail(format!(
+            "the peer has our router ID {my_id}: set routerID on one side"
+        ));
+    }
+    let ctx = Context {
+        four_octet_as: theirs.four_octet_as(),
+    };
+    let hold = Duration::from_secs(u64::from(hold_secs.min(theirs.hold_time)));
+    let keepalive = cfg.keepalive.unwrap_or(hold / 3).min(hold / 3);
+    let families: Vec<Afi> = theirs
+        .families()
+        .into_iter()
+        .filter(|f| cfg.families.contains(f))
+        .collect();
+    if let Err(e) = send(&mut wr, &Message::Keepalive, &ctx).await {
+        return fail(format!("sending KEEPALIVE: {e}"));
+    }
+    // OpenConfirm: wait for the peer's KEEPALIVE.
+    let confirm_wait = if hold.is_zero() {
+        Duration::from_secs(240)
+    } else {
+        hold
+    };
+    let confirmed = tokio::select! {
+        _ = &mut *stop => return Ended::Stopped,
+        r = tokio::time::timeout(confirm_wait, read_message(&mut rd, &ctx)) => r,
+    };
+    match confirmed {
+        Ok(Ok(Message::Keepalive)) => {}
+        Ok(Ok(Message::Notification(n))) => return fail(format!("peer sent NOTIFICATION: {n}")),
+        Ok(Ok(other)) => {
+            notify(&mut wr, &Notification::new(code::FSM, 2, [])).await;
+            return fail(format!("expected KEEPALIVE, got {other:?}"));
+        }
+        Ok(Err(ReadError::Io(e))) => return fail(format!("waiting for KEEPALIVE: {e}")),
+        Ok(Err(ReadError::Malformed(n))) => {
+            notify(&mut wr, &n).await;
+            return fail(format!("malformed message from the peer: {n}"));
+        }
+        Err(_) => {
+            notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, [])).await;
+            return fail("no KEEPALIVE from the peer before the hold time".into());
+        }
+    }
+
+    let label = cfg.label();
+    tracing::info!(peer = cfg.name, address = %cfg.dial.peer, ibgp, hold = ?hold, families = ?families, "BGP session established");
+    metrics.session_up.with_label_values(&[&label]).set(1);
+    status.send_modify(|s| s.established = true);
+    let shape = Shape {
+        my_asn: cfg.my_asn,
+        ibgp,
+        four_octet_as: ctx.four_octet_as,
+        next_hop_v4: match local.ip() {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => cfg.node_v4,
+        }
+        .filter(|_| families.contains(&Afi::Ipv4)),
+        next_hop_v6: match local.ip() {
+            IpAddr::V6(a) if !a.is_unicast_link_local() => Some(a),
+            _ => cfg.node_v6,
+        }
+        .filter(|_| families.contains(&Afi::Ipv6)),
+    };
+    established(EstablishedCtx {
+        cfg,
+        rd,
+        wr,
+        ctx,
+        hold,
+        keepalive,
+        shape,
+        routes,
+        status,
+        stop,
+        metrics,
+        label,
+    })
+    .await
+}
+
+struct EstablishedCtx<'a> {
+    cfg: &'a SessionConfig,
+    rd: BufReader<tokio::net::tcp::OwnedReadHalf>,
+    wr: OwnedWriteHalf,
+    ctx: Context,
+    hold: Duration,
+    keepalive: Duration,
+    shape: Shape,
+    routes: &'a mut watch::Receiver<Arc<Table>>,
+    status: &'a watch::Sender<Status>,
+    stop: &'a mut oneshot::Receiver<Notification>,
+    metrics: &'a BgpMetrics,
+    label: String,
+}
+
+async fn established(e: EstablishedCtx<'_>) -> Ended {
+    let EstablishedCtx {
+        cfg,
+        mut rd,
+        mut wr,
+        ctx,
+        hold,
+        keepalive,
+        shape,
+        routes,
+        status,
+        stop,
+        metrics,
+        label,
+    } = e;
+    let failed = |why: String| Ended::Failed(why, true);
+    // Reading runs in its own task: a half-read message must survive the
+    // select below picking another branch.
+    let (tx, mut rx) = mpsc::channel::<Result<Message, ReadError>>(16);
+    let reader = tokio::spawn(async move {
+        loop {
+            let r = read_message(&mut rd, &ctx).await;
+            let end = r.is_err();
+            if tx.send(r).await.is_err() || end {
+                break;
+            }
+        }
+    });
+    let _reader = AbortOnDrop(reader);
+    let mut adj_out = Table::new();
+    let mut hold_deadline = Instant::now() + hold;
+    let mut ticker = tokio::time::interval(if keepalive.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        keepalive
+    });
+    ticker.tick().await;
+    let desired = routes.borrow_and_update().clone();
+    if let Err(e) = sync(
+        &mut wr,
+        &mut adj_out,
+        &desired,
+        &shape,
+        metrics,
+        &label,
+        status,
+    )
+    .await
+    {
+        return failed(format!("sending UPDATEs: {e}"));
+    }
+    loop {
+        tokio::select! {
+            why = &mut *stop => {
+                let why = why.unwrap_or_else(|_| Notification::new(code::CEASE, code::CEASE_ADMIN_SHUTDOWN, []));
+                tracing::info!(peer = cfg.name, address = %cfg.dial.peer, reason = %why, "closing BGP session");
+                notify(&mut wr, &why).await;
+                return Ended::Stopped;
+            }
+            msg = rx.recv() => match msg {
+                None => return failed("the connection's reader stopped".into()),
+                Some(Ok(Message::Keepalive | Message::Update(_))) => {
+                    hold_deadline = Instant::now() + hold;
+                }
+                Some(Ok(Message::RouteRefresh { afi, .. })) => {
+                    hold_deadline = Instant::now() + hold;
+                    // Send that family again from scratch.
+                    let v6 = afi == Afi::Ipv6.number();
+                    adj_out.retain(|n, _| n.addr().is_ipv6() != v6);
+                    let desired = routes.borrow().clone();
+                    if let Err(e) = sync(&mut wr, &mut adj_out, &desired, &shape, metrics, &label, status).await {
+                        return failed(format!("sending UPDATEs: {e}"));
+                    }
+                }
+                Some(Ok(Message::Notification(n))) => return failed(format!("peer sent NOTIFICATION: {n}")),
+                Some(Ok(Message::Open(_))) => {
+                    // RFC 6608: unexpected message in Established.
+                    notify(&mut wr, &Notification::new(code::FSM, 3, [1])).await;
+                    return failed("the peer sent OPEN in Established".into());
+                }
+                Some(Err(ReadError::Malformed(n))) => {
+                    notify(&mut wr, &n).await;
+                    return failed(format!("malformed message from the peer: {n}; sent NOTIFICATION"));
+                }
+                Some(Err(ReadError::Io(e))) => return failed(format!("connection lost: {e}")),
+            },
+            () = tokio::time::sleep_until(hold_deadline), if !hold.is_zero() => {
+                notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, [])).await;
+                return failed(format!("hold timer expired: nothing from the peer for {hold:?}"));
+            }
+            _ = ticker.tick(), if !keepalive.is_zero() => {
+                if let Err(e) = send(&mut wr, &Message::Keepalive, &ctx).await {
+                    return failed(format!("sending KEEPALIVE: {e}"));
+                }
+            }
+            changed = routes.changed() => {
+                if changed.is_err() {
+                    notify(&mut wr, &Notification::new(code::CEASE, code::CEASE_ADMIN_SHUTDOWN, [])).await;
+                    return Ended::Stopped;
+                }
+                let desired = routes.borrow_and_update().clone();
+                if let Err(e) = sync(&mut wr, &mut adj_out, &desired, &shape, metrics, &label, status).await {
+                    return failed(format!("sending UPDATEs: {e}"));
+                }
+            }
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Brings the peer from `adj_out` to `desired`: withdraws what went,
+/// announces what is new or changed.
+async fn sync(
+    wr: &mut OwnedWriteHalf,
+    adj_out: &mut Table,
+    desired: &Table,
+    shape: &Shape,
+    metrics: &BgpMetrics,
+    label: &str,
+    status: &watch::Sender<Status>,
+) -> std::io::Result<()> {
+    let sendable = |n: &IpNet| {
+        if n.addr().is_ipv6() {
+            shape.next_hop_v6.is_some()
+        } else {
+            shape.next_hop_v4.is_some()
+        }
+    };
+    let withdraw: Vec<IpNet> = adj_out
+        .keys()
+        .filter(|n| !desired.contains_key(n))
+        .copied()
+        .collect();
+    let announce: Vec<(IpNet, &RouteAttrs)> = desired
+        .iter()
+        .filter(|(n, a)| sendable(n) && adj_out.get(n) != Some(a))
+        .map(|(n, a)| (*n, a))
+        .collect();
+    if !withdraw.is_empty() || !announce.is_empty() {
+        let msgs = updates::build(&announce, &withdraw, shape);
+        let ctx = shape.context();
+        let mut bytes = Vec::new();
+        for u in &msgs {
+            bytes.extend(bgp::encode(&Message::Update(u.clone()), &ctx));
+        }
+        wr.write_all(&bytes).await?;
+        metrics
+            .updates
+            .with_label_values(&[label])
+            .inc_by(msgs.len() as u64);
+        for n in &withdraw {
+            adj_out.remove(n);
+        }
+        for (n, a) in announce {
+            adj_out.insert(n, a.clone());
+        }
+        tracing::debug!(
+            peer = label,
+            announced = adj_out.len(),
+            updates = msgs.len(),
+            "sent UPDATEs"
+        );
+    }
+    metrics
+        .announced_prefixes
+        .with_label_values(&[label])
+        .set(adj_out.len() as i64);
+    metrics
+        .pending_prefixes
+        .with_label_values(&[label])
+        .set(desired.len().saturating_sub(adj_out.len()) as i64);
+    status.send_modify(|s| s.announced = adj_out.len());
+    Ok(())
+}
