@@ -7,11 +7,14 @@
 //! it comes back.
 
 use super::announcer::Announcer;
+use super::bgp::{self, advertise};
 use super::election::{self, Decision, Endpoints, Interfaces, NodeInfo};
 use super::membership::Membership;
+use super::status::StatusObject;
 use super::{liveness, presence, status};
 use crate::api::v1beta1::{
-    BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement, ServiceL2Status,
+    BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement, ServiceBGPStatus,
+    ServiceL2Status,
 };
 use crate::api::v1beta2::BGPPeer;
 use crate::config::{Config, Options as ConfigOptions, Resources};
@@ -19,7 +22,7 @@ use crate::controller::service as svcs;
 use crate::k8s::events::{EventSpec, Recorder};
 use crate::k8s::memberlist::SECRET_KEY;
 use crate::k8s::watch;
-use crate::metrics::{self, Health, K8sClientMetrics, Layer2Metrics, SpeakerMetrics};
+use crate::metrics::{self, BgpMetrics, Health, K8sClientMetrics, Layer2Metrics, SpeakerMetrics};
 use crate::net::iface::{self, Exclusions};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
@@ -165,6 +168,7 @@ struct Stores {
     secrets: Store<Secret>,
     configmaps: Store<ConfigMap>,
     statuses: Store<ServiceL2Status>,
+    bgp_statuses: Store<ServiceBGPStatus>,
     leases: Store<Lease>,
 }
 
@@ -174,6 +178,25 @@ struct Announced {
     ips: Vec<IpAddr>,
     /// Interfaces actually used, or None for "all".
     interfaces: Option<Vec<String>>,
+}
+
+/// A service this speaker considers, with what both modes read.
+struct Subject {
+    svc: Arc<Service>,
+    ips: Vec<IpAddr>,
+    pool: String,
+    endpoints: Endpoints,
+}
+
+impl Subject {
+    /// ExternalTrafficPolicy Local.
+    fn local(&self) -> bool {
+        self.svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.external_traffic_policy.as_deref())
+            .is_some_and(|p| p == "Local")
+    }
 }
 
 struct Metrics {
@@ -194,6 +217,7 @@ pub async fn run(
         speaker: SpeakerMetrics::new(&registry),
     };
     let l2_metrics = Layer2Metrics::new(&registry);
+    let bgp_metrics = BgpMetrics::new(&registry);
     let health = Arc::new(Health::default());
     let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
     let mut tasks = tokio::task::JoinSet::new();
@@ -217,6 +241,8 @@ pub async fn run(
         config_state: reporter,
         announcer: Announcer::new(l2_metrics),
         announced: BTreeMap::new(),
+        bgp: bgp::Speaker::new(bgp_metrics),
+        bgp_announced: BTreeMap::new(),
         failed: BTreeMap::new(),
         exclusions: (Vec::new(), Exclusions::defaults()),
         owner: None,
@@ -325,8 +351,11 @@ pub async fn run(
         // Serves until the process stops; returns only on a server error.
         r = metrics::serve(opts.metrics_addr, opts.health_addr, registry, health.clone()) => r,
     };
-    // Withdraw at once (stop answering), then tell the others, best effort.
+    // Withdraw at once (stop answering, close the BGP sessions so routers
+    // drop our routes now rather than after the hold time), then tell the
+    // others, best effort.
     runner.announcer.shutdown();
+    runner.bgp.shutdown().await;
     if let Some(m) = runner.membership.take() {
         m.leave().await;
     }
@@ -466,25 +495,18 @@ fn start_watches(
             },
         )
     };
-    let statuses = {
-        let tx = tx.clone();
-        watch::spawn(
-            tasks,
-            Api::<ServiceL2Status>::namespaced(client.clone(), ns),
-            cfg(),
-            move |ev| {
-                if let Some(o) = watch::object(ev) {
-                    let l = o.labels();
-                    if let (Some(ns), Some(name)) = (
-                        l.get(status::SERVICE_NAMESPACE_LABEL),
-                        l.get(status::SERVICE_NAME_LABEL),
-                    ) {
-                        send(Trigger::Service(format!("{ns}/{name}")), &tx);
-                    }
-                }
-            },
-        )
-    };
+    let statuses = watch::spawn(
+        tasks,
+        Api::<ServiceL2Status>::namespaced(client.clone(), ns),
+        cfg(),
+        status_trigger(tx.clone()),
+    );
+    let bgp_statuses = watch::spawn(
+        tasks,
+        Api::<ServiceBGPStatus>::namespaced(client.clone(), ns),
+        cfg(),
+        status_trigger(tx.clone()),
+    );
     let leases = {
         let tx = tx.clone();
         watch::spawn(
@@ -516,7 +538,25 @@ fn start_watches(
         secrets,
         configmaps,
         statuses,
+        bgp_statuses,
         leases,
+    }
+}
+
+/// A status object changed: look at its service again.
+fn status_trigger<K: kube::Resource>(
+    tx: mpsc::UnboundedSender<Trigger>,
+) -> impl FnMut(&watcher::Event<K>) + Send + 'static {
+    move |ev| {
+        if let Some(o) = watch::object(ev) {
+            let l = o.labels();
+            if let (Some(ns), Some(name)) = (
+                l.get(status::SERVICE_NAMESPACE_LABEL),
+                l.get(status::SERVICE_NAME_LABEL),
+            ) {
+                let _ = tx.send(Trigger::Service(format!("{ns}/{name}")));
+            }
+        }
     }
 }
 
@@ -542,6 +582,10 @@ struct Runner {
     config_state: crate::k8s::config_state::Reporter,
     announcer: Announcer,
     announced: BTreeMap<String, Announced>,
+    /// BGP sessions and routes.
+    bgp: bgp::Speaker,
+    /// What this speaker announces over BGP, per service.
+    bgp_announced: BTreeMap<String, Vec<IpAddr>>,
     /// Services whose interfaces do not exist here, with the message sent.
     failed: BTreeMap<String, String>,
     /// The exclusion patterns in force (source list, compiled).
@@ -569,6 +613,28 @@ struct Runner {
 struct Index {
     slices: BTreeMap<String, Vec<Arc<EndpointSlice>>>,
     statuses: BTreeMap<String, Vec<Arc<ServiceL2Status>>>,
+    bgp_statuses: BTreeMap<String, Vec<Arc<ServiceBGPStatus>>>,
+}
+
+/// Status objects by the service their labels name.
+fn by_service<K: StatusObject>(
+    store: &Store<K>,
+    only: Option<&str>,
+) -> BTreeMap<String, Vec<Arc<K>>> {
+    let mut out: BTreeMap<String, Vec<Arc<K>>> = BTreeMap::new();
+    for o in store.state() {
+        let l = o.labels();
+        if let (Some(ns), Some(name)) = (
+            l.get(status::SERVICE_NAMESPACE_LABEL),
+            l.get(status::SERVICE_NAME_LABEL),
+        ) {
+            let key = format!("{ns}/{name}");
+            if only.is_none_or(|o| o == key) {
+                out.entry(key).or_default().push(o);
+            }
+        }
+    }
+    out
 }
 
 impl Index {
@@ -582,18 +648,8 @@ impl Index {
                 }
             }
         }
-        for o in stores.statuses.state() {
-            let l = o.labels();
-            if let (Some(ns), Some(name)) = (
-                l.get(status::SERVICE_NAMESPACE_LABEL),
-                l.get(status::SERVICE_NAME_LABEL),
-            ) {
-                let key = format!("{ns}/{name}");
-                if only.is_none_or(|o| o == key) {
-                    index.statuses.entry(key).or_default().push(o);
-                }
-            }
-        }
+        index.statuses = by_service(&stores.statuses, only);
+        index.bgp_statuses = by_service(&stores.bgp_statuses, only);
         index
     }
 }
@@ -623,6 +679,10 @@ impl Runner {
             (
                 "servicel2statuses",
                 s.statuses.wait_until_ready().await.is_ok(),
+            ),
+            (
+                "servicebgpstatuses",
+                s.bgp_statuses.wait_until_ready().await.is_ok(),
             ),
             ("leases", s.leases.wait_until_ready().await.is_ok()),
         ];
@@ -691,6 +751,7 @@ impl Runner {
                 let index = Index::build(&self.stores, Some(&k));
                 self.process_service(&k, &index).await;
             }
+            self.bgp.flush();
         }
     }
 
@@ -706,9 +767,12 @@ impl Runner {
             .map(|s| svcs::key(s))
             .collect();
         keys.extend(self.announced.keys().cloned());
-        keys.extend(self.own_status_keys());
+        keys.extend(self.bgp_announced.keys().cloned());
+        keys.extend(self.own_status_keys(&self.stores.statuses));
+        keys.extend(self.own_status_keys(&self.stores.bgp_statuses));
         self.node_view = self.nodes();
         self.refresh_liveness();
+        self.sync_peers().await;
         if self.isolated {
             // Stop answering everywhere first: the status work below talks
             // to an API server that may not answer for a long time.
@@ -721,11 +785,40 @@ impl Runner {
         for k in keys {
             self.process_service(&k, &index).await;
         }
+        self.bgp.flush();
     }
 
-    fn own_status_keys(&self) -> Vec<String> {
-        self.stores
-            .statuses
+    /// Runs a BGP session for each BGPPeer that selects this node.
+    async fn sync_peers(&mut self) {
+        let me = self.node_view.iter().find(|n| n.name == self.opts.node);
+        let wanted = match (&self.config, me) {
+            (Some(config), Some(me)) => {
+                let addresses = self.node_addresses();
+                advertise::peers_for_node(config, me)
+                    .into_iter()
+                    .map(|p| bgp::session_config(p, addresses))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        self.bgp.set_peers(wanted).await;
+    }
+
+    /// This node's InternalIPs: next hops for the family a session's own
+    /// connection is not of.
+    fn node_addresses(&self) -> bgp::NodeAddresses {
+        let node = self.stores.nodes.get(&ObjectRef::new(&self.opts.node));
+        bgp::node_addresses(
+            node.iter()
+                .filter_map(|n| n.status.as_ref()?.addresses.as_ref())
+                .flatten()
+                .filter(|a| a.type_ == "InternalIP")
+                .filter_map(|a| a.address.parse().ok()),
+        )
+    }
+
+    fn own_status_keys<K: StatusObject>(&self, store: &Store<K>) -> Vec<String> {
+        store
             .state()
             .iter()
             .filter(|o| o.labels().get(status::NODE_LABEL) == Some(&self.opts.node))
@@ -859,8 +952,9 @@ impl Runner {
             .unwrap_or(false)
     }
 
-    /// What this node should do for `key`: Some((service, ips, interfaces)) to announce.
-    fn decide(&self, key: &str, index: &Index) -> Option<(Arc<Service>, Vec<IpAddr>, Interfaces)> {
+    /// The service behind `key` when this speaker has to consider it: our
+    /// class, a LoadBalancer, addresses from a pool.
+    fn subject(&self, key: &str, index: &Index) -> Option<Subject> {
         let (ns, name) = split_key(key);
         let svc = self.stores.services.get(&ObjectRef::new(name).within(ns))?;
         if !svcs::class_matches(&svc, self.opts.lb_class.as_deref())
@@ -876,29 +970,35 @@ impl Runner {
         };
         let slices = index.slices.get(key).map(Vec::as_slice).unwrap_or_default();
         let endpoints = Endpoints::from_slices(slices.iter().map(|s| &**s));
+        Some(Subject {
+            pool: pool.name.clone(),
+            svc,
+            ips,
+            endpoints,
+        })
+    }
+
+    /// Whether this node announces `s` in layer 2, and from where.
+    fn decide(&self, key: &str, s: &Subject) -> Option<Interfaces> {
         if self.isolated {
             return None;
         }
-        let nodes = &self.node_view;
-        let sharing = svcs::sharing_key(&svc);
+        let config = self.config.as_ref()?;
+        let sharing = svcs::sharing_key(&s.svc);
         let input = election::Input {
-            service_labels: svc.labels(),
+            service_labels: s.svc.labels(),
             shared: !sharing.sharing.is_empty(),
-            local: svc
-                .spec
-                .as_ref()
-                .and_then(|s| s.external_traffic_policy.as_deref())
-                .is_some_and(|p| p == "Local"),
-            first_ip: ips[0],
-            pool: &pool.name,
+            local: s.local(),
+            first_ip: s.ips[0],
+            pool: &s.pool,
             advertisements: &config.l2_advertisements,
-            nodes,
+            nodes: &self.node_view,
             alive: Some(&self.alive),
-            endpoints: &endpoints,
+            endpoints: &s.endpoints,
             ignore_exclude_lb: self.opts.ignore_exclude_lb,
         };
         match election::decide(&input, &self.opts.node) {
-            Decision::Announce(interfaces) => Some((svc, ips, interfaces)),
+            Decision::Announce(interfaces) => Some(interfaces),
             Decision::NotOwner(reason) => {
                 tracing::debug!(service = key, %reason, "not announcing");
                 None
@@ -906,9 +1006,38 @@ impl Runner {
         }
     }
 
+    /// What this node announces for `s` over BGP, per peer.
+    fn decide_bgp(&self, key: &str, s: &Subject) -> advertise::PeerRoutes {
+        let me = self.node_view.iter().find(|n| n.name == self.opts.node);
+        let (Some(config), Some(me)) = (self.config.as_ref(), me) else {
+            return advertise::PeerRoutes::new();
+        };
+        if self.isolated || config.bgp_advertisements.is_empty() {
+            return advertise::PeerRoutes::new();
+        }
+        let svc = advertise::Service {
+            labels: s.svc.labels(),
+            local: s.local(),
+            ips: &s.ips,
+            pool: &s.pool,
+            endpoints: &s.endpoints,
+        };
+        match advertise::routes(config, me, &svc, self.opts.ignore_exclude_lb) {
+            Ok(r) => r,
+            Err(reason) => {
+                tracing::debug!(service = key, %reason, "not announcing over BGP");
+                advertise::PeerRoutes::new()
+            }
+        }
+    }
+
     async fn process_service(&mut self, key: &str, index: &Index) {
         self.metrics.k8s.updates.inc();
-        let desired = match self.decide(key, index) {
+        let subject = self.subject(key, index);
+        let l2 = subject
+            .as_ref()
+            .and_then(|s| Some((s.svc.clone(), s.ips.clone(), self.decide(key, s)?)));
+        let desired = match l2 {
             Some((svc, ips, interfaces)) => {
                 match self.announcer.set(key, &ips, interfaces.clone()).await {
                     Ok(()) => {
@@ -922,19 +1051,7 @@ impl Runner {
                             interfaces: used,
                         };
                         if self.announced.get(key) != Some(&now) {
-                            self.withdraw_metrics(key);
-                            for ip in &now.ips {
-                                self.metrics
-                                    .speaker
-                                    .announced
-                                    .with_label_values(&[
-                                        key,
-                                        "layer2",
-                                        &self.opts.node,
-                                        &ip.to_string(),
-                                    ])
-                                    .set(1);
-                            }
+                            self.set_announced_metrics(key, "layer2", false);
                             if !self.announced.contains_key(key) {
                                 tracing::info!(service = key, ips = ?now.ips, interfaces = ?now.interfaces, "announcing");
                                 let ev = EventSpec::normal(
@@ -949,6 +1066,7 @@ impl Runner {
                                     .await;
                             }
                             self.announced.insert(key.to_owned(), now);
+                            self.set_announced_metrics(key, "layer2", true);
                         }
                         let (ns, name) = split_key(key);
                         let interfaces = self.announced.get(key).and_then(|a| a.interfaces.clone());
@@ -982,18 +1100,76 @@ impl Runner {
                 None
             }
         };
-        self.sync_status(key, desired.as_ref(), index).await;
+        self.sync_status::<ServiceL2Status>(key, desired.as_ref(), index.statuses.get(key))
+            .await;
+        let bgp_desired = self.process_bgp(key, subject.as_ref()).await;
+        self.sync_status::<ServiceBGPStatus>(
+            key,
+            bgp_desired.as_ref(),
+            index.bgp_statuses.get(key),
+        )
+        .await;
     }
 
-    fn withdraw_metrics(&self, key: &str) {
-        if let Some(prev) = self.announced.get(key) {
-            for ip in &prev.ips {
-                let _ = self.metrics.speaker.announced.remove_label_values(&[
-                    key,
-                    "layer2",
-                    &self.opts.node,
-                    &ip.to_string(),
-                ]);
+    /// Hands the service's routes to the BGP speaker; the status this
+    /// node's ServiceBGPStatus should carry when it announces.
+    async fn process_bgp(
+        &mut self,
+        key: &str,
+        subject: Option<&Subject>,
+    ) -> Option<crate::api::v1beta1::MetalLBServiceBGPStatus> {
+        let routes = subject.map(|s| self.decide_bgp(key, s)).unwrap_or_default();
+        let peers: Vec<String> = routes.keys().cloned().collect();
+        self.bgp.set_service(key, routes);
+        let Some(s) = subject.filter(|_| !peers.is_empty()) else {
+            if self.bgp_announced.contains_key(key) {
+                tracing::info!(service = key, "withdrawing (bgp)");
+                self.set_announced_metrics(key, "bgp", false);
+                self.bgp_announced.remove(key);
+            }
+            return None;
+        };
+        if self.bgp_announced.get(key) != Some(&s.ips) {
+            self.set_announced_metrics(key, "bgp", false);
+            let first = !self.bgp_announced.contains_key(key);
+            self.bgp_announced.insert(key.to_owned(), s.ips.clone());
+            self.set_announced_metrics(key, "bgp", true);
+            if first {
+                tracing::info!(service = key, ips = ?s.ips, peers = ?peers, "announcing (bgp)");
+                let ev = EventSpec::normal(
+                    "nodeAssigned",
+                    format!(
+                        "announcing from node {:?} with protocol {:?}",
+                        self.opts.node, "bgp"
+                    ),
+                );
+                self.recorder
+                    .publish(&Recorder::reference(s.svc.as_ref()), &ev)
+                    .await;
+            }
+        }
+        let (ns, name) = split_key(key);
+        Some(status::desired_bgp_status(&self.opts.node, ns, name, peers))
+    }
+
+    /// Sets (or removes) `metallb_speaker_announced` for what `key`
+    /// announces with `protocol`.
+    fn set_announced_metrics(&self, key: &str, protocol: &str, on: bool) {
+        let ips: &[IpAddr] = match protocol {
+            "bgp" => self.bgp_announced.get(key).map(Vec::as_slice),
+            _ => self.announced.get(key).map(|a| a.ips.as_slice()),
+        }
+        .unwrap_or_default();
+        for ip in ips {
+            let labels = [key, protocol, &self.opts.node, &ip.to_string()];
+            if on {
+                self.metrics
+                    .speaker
+                    .announced
+                    .with_label_values(&labels)
+                    .set(1);
+            } else {
+                let _ = self.metrics.speaker.announced.remove_label_values(&labels);
             }
         }
     }
@@ -1001,41 +1177,37 @@ impl Runner {
     async fn withdraw(&mut self, key: &str) {
         if self.announced.contains_key(key) {
             tracing::info!(service = key, "withdrawing");
-            self.withdraw_metrics(key);
+            self.set_announced_metrics(key, "layer2", false);
             self.announced.remove(key);
         }
         self.announcer.withdraw(key).await;
     }
 
-    /// Brings the ServiceL2Status objects for `key` to `desired`.
-    async fn sync_status(
+    /// Brings the status objects of kind `K` for `key` to `desired`.
+    async fn sync_status<K: StatusObject>(
         &mut self,
         key: &str,
-        desired: Option<&crate::api::v1beta1::MetalLBServiceL2Status>,
-        index: &Index,
+        desired: Option<&K::Status>,
+        existing: Option<&Vec<Arc<K>>>,
     ) {
         let (ns, name) = split_key(key);
-        let existing = index
-            .statuses
-            .get(key)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let refs: Vec<&ServiceL2Status> = existing.iter().map(|o| &**o).collect();
+        let refs: Vec<&K> = existing.into_iter().flatten().map(|o| &**o).collect();
+        let created_key = format!("{}{key}", K::GENERATE_NAME);
         let mine_seen = refs
             .iter()
             .any(|o| o.labels().get(status::NODE_LABEL) == Some(&self.opts.node));
         if mine_seen {
-            self.created.remove(key);
+            self.created.remove(&created_key);
         }
         let creating = self
             .created
-            .get(key)
+            .get(&created_key)
             .is_some_and(|t| t.elapsed() < Duration::from_secs(10));
-        let actions: Vec<status::Action> = status::plan(&self.opts.node, &refs, desired)
+        let actions: Vec<status::Action<K::Status>> = status::plan(&self.opts.node, &refs, desired)
             .into_iter()
             .filter(|a| !(creating && matches!(a, status::Action::Create(_))))
             .collect();
-        let api: Api<ServiceL2Status> = Api::namespaced(self.client.clone(), &self.opts.namespace);
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.opts.namespace);
         for action in actions {
             let result = match &action {
                 status::Action::Delete { name } => {
@@ -1056,38 +1228,40 @@ impl Runner {
                     let r = self.create_status(&api, ns, name, st).await;
                     if r.is_ok() {
                         self.created
-                            .insert(key.to_owned(), std::time::Instant::now());
+                            .insert(created_key.clone(), std::time::Instant::now());
                     }
                     r
                 }
             };
             if let Err(e) = result {
                 self.metrics.k8s.update_errors.inc();
-                tracing::warn!(service = key, action = ?action, error = %e, "could not update ServiceL2Status");
+                tracing::warn!(service = key, kind = %K::kind(&()), action = ?action, error = %e, "could not update the status object");
             }
         }
     }
 
-    async fn create_status(
+    async fn create_status<K: StatusObject>(
         &self,
-        api: &Api<ServiceL2Status>,
+        api: &Api<K>,
         ns: &str,
         name: &str,
-        st: &crate::api::v1beta1::MetalLBServiceL2Status,
+        st: &K::Status,
     ) -> Result<(), kube::Error> {
-        let mut obj = ServiceL2Status::new("", Default::default());
-        obj.metadata.name = None;
-        obj.metadata.generate_name = Some(status::GENERATE_NAME.into());
-        obj.metadata.namespace = Some(self.opts.namespace.clone());
-        obj.metadata.labels = Some(
-            [
-                (status::NODE_LABEL.to_owned(), self.opts.node.clone()),
-                (status::SERVICE_NAME_LABEL.to_owned(), name.to_owned()),
-                (status::SERVICE_NAMESPACE_LABEL.to_owned(), ns.to_owned()),
-            ]
-            .into(),
-        );
-        obj.metadata.owner_references = self.owner.clone().map(|o| vec![o]);
+        let obj: K = serde_json::from_value(json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "metadata": {
+                "generateName": K::GENERATE_NAME,
+                "namespace": self.opts.namespace,
+                "labels": {
+                    status::NODE_LABEL: self.opts.node,
+                    status::SERVICE_NAME_LABEL: name,
+                    status::SERVICE_NAMESPACE_LABEL: ns,
+                },
+                "ownerReferences": self.owner.iter().collect::<Vec<_>>(),
+            },
+        }))
+        .map_err(kube::Error::SerdeError)?;
         let created = api.create(&PostParams::default(), &obj).await?;
         api.patch_status(
             &created.name_any(),
@@ -1099,8 +1273,15 @@ impl Runner {
     }
 
     async fn delete_own_statuses(&self) {
-        let api: Api<ServiceL2Status> = Api::namespaced(self.client.clone(), &self.opts.namespace);
-        for o in self.stores.statuses.state() {
+        self.delete_own::<ServiceL2Status>(&self.stores.statuses)
+            .await;
+        self.delete_own::<ServiceBGPStatus>(&self.stores.bgp_statuses)
+            .await;
+    }
+
+    async fn delete_own<K: StatusObject>(&self, store: &Store<K>) {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.opts.namespace);
+        for o in store.state() {
             if o.labels().get(status::NODE_LABEL) == Some(&self.opts.node) {
                 let _ = api.delete(&o.name_any(), &DeleteParams::default()).await;
             }

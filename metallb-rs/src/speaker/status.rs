@@ -1,11 +1,16 @@
-//! ServiceL2Status objects: what this speaker must create, patch or delete
-//! for one service (pure). Each speaker manages only objects labelled with
-//! its node, except that the announcing node removes other nodes' objects
-//! for the service: it replaces them (delete, then its own), never patches
-//! them - their `node` field is immutable, and patching it is the error
-//! loop of upstream #2930.
+//! ServiceL2Status and ServiceBGPStatus objects: what this speaker must
+//! create, patch or delete for one service (pure). Each speaker manages
+//! only objects labelled with its node. In layer 2 one node announces, so
+//! the announcing node also removes other nodes' objects for the service:
+//! it replaces them (delete, then its own), never patches them - their
+//! `node` field is immutable, and patching it is the error loop of
+//! upstream #2930. In BGP every eligible node announces, each with its
+//! own object.
 
-use crate::api::v1beta1::{InterfaceInfo, MetalLBServiceL2Status, ServiceL2Status};
+use crate::api::v1beta1::{
+    InterfaceInfo, MetalLBServiceBGPStatus, MetalLBServiceL2Status, ServiceBGPStatus,
+    ServiceL2Status,
+};
 use kube::ResourceExt;
 
 /// Label: the node that wrote the object.
@@ -14,10 +19,63 @@ pub const NODE_LABEL: &str = "metallb.io/node";
 pub const SERVICE_NAME_LABEL: &str = "metallb.io/service-name";
 /// Label: the service's namespace.
 pub const SERVICE_NAMESPACE_LABEL: &str = "metallb.io/service-namespace";
-/// `generateName` of the objects.
-pub const GENERATE_NAME: &str = "l2-";
 
-/// The status this node's object should carry.
+/// A per-(service, node) status kind.
+pub trait StatusObject:
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// Its `status`.
+    type Status: Clone + PartialEq + std::fmt::Debug + serde::Serialize + Send + Sync;
+    /// `generateName` of the objects.
+    const GENERATE_NAME: &'static str;
+    /// Only one node announces (layer 2): its object replaces the others'.
+    const EXCLUSIVE: bool;
+    /// The status, if set.
+    fn status(&self) -> Option<&Self::Status>;
+    /// The immutable fields: node, service name, service namespace.
+    fn identity(s: &Self::Status) -> [Option<&String>; 3];
+}
+
+impl StatusObject for ServiceL2Status {
+    type Status = MetalLBServiceL2Status;
+    const GENERATE_NAME: &'static str = "l2-";
+    const EXCLUSIVE: bool = true;
+    fn status(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+    fn identity(s: &Self::Status) -> [Option<&String>; 3] {
+        [
+            s.node.as_ref(),
+            s.service_name.as_ref(),
+            s.service_namespace.as_ref(),
+        ]
+    }
+}
+
+impl StatusObject for ServiceBGPStatus {
+    type Status = MetalLBServiceBGPStatus;
+    const GENERATE_NAME: &'static str = "bgp-";
+    const EXCLUSIVE: bool = false;
+    fn status(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+    fn identity(s: &Self::Status) -> [Option<&String>; 3] {
+        [
+            s.node.as_ref(),
+            s.service_name.as_ref(),
+            s.service_namespace.as_ref(),
+        ]
+    }
+}
+
+/// The status this node's layer 2 object should carry.
 pub fn desired_status(
     node: &str,
     namespace: &str,
@@ -36,17 +94,33 @@ pub fn desired_status(
     }
 }
 
+/// The status this node's BGP object should carry: the peers it announces
+/// the service to.
+pub fn desired_bgp_status(
+    node: &str,
+    namespace: &str,
+    name: &str,
+    peers: Vec<String>,
+) -> MetalLBServiceBGPStatus {
+    MetalLBServiceBGPStatus {
+        node: Some(node.to_owned()),
+        service_name: Some(name.to_owned()),
+        service_namespace: Some(namespace.to_owned()),
+        peers: Some(peers),
+    }
+}
+
 /// One change to make.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum Action<S> {
     /// Create this node's object with this status.
-    Create(MetalLBServiceL2Status),
+    Create(S),
     /// Set the status of object `name` (ours, immutable fields equal).
     PatchStatus {
         /// Object name.
         name: String,
         /// The status.
-        status: MetalLBServiceL2Status,
+        status: S,
     },
     /// Delete object `name`.
     Delete {
@@ -55,46 +129,38 @@ pub enum Action {
     },
 }
 
-fn same_identity(a: &MetalLBServiceL2Status, b: &MetalLBServiceL2Status) -> bool {
-    a.node == b.node
-        && a.service_name == b.service_name
-        && a.service_namespace == b.service_namespace
-}
-
 /// The actions that bring `existing` (every object labelled with this
 /// service, any node) to `desired` (Some when this node announces).
-pub fn plan(
+pub fn plan<K: StatusObject>(
     me: &str,
-    existing: &[&ServiceL2Status],
-    desired: Option<&MetalLBServiceL2Status>,
-) -> Vec<Action> {
+    existing: &[&K],
+    desired: Option<&K::Status>,
+) -> Vec<Action<K::Status>> {
     let mut actions = Vec::new();
-    let (mine, others): (Vec<&&ServiceL2Status>, Vec<&&ServiceL2Status>) = existing
+    let (mine, others): (Vec<&&K>, Vec<&&K>) = existing
         .iter()
         .partition(|o| o.labels().get(NODE_LABEL).map(String::as_str) == Some(me));
     let Some(desired) = desired else {
         actions.extend(mine.iter().map(|o| Action::Delete { name: o.name_any() }));
         return actions;
     };
-    // We announce: other nodes' objects for the service are stale.
-    actions.extend(others.iter().map(|o| Action::Delete { name: o.name_any() }));
+    if K::EXCLUSIVE {
+        // We announce: other nodes' objects for the service are stale.
+        actions.extend(others.iter().map(|o| Action::Delete { name: o.name_any() }));
+    }
+    let same_identity = |s: &K::Status| K::identity(s) == K::identity(desired);
     // Keep the best of ours (one whose identity fields already match, so
-    // only `interfaces` may need a patch), delete the rest.
-    let mut mine: Vec<&&ServiceL2Status> = mine;
+    // only the mutable fields may need a patch), delete the rest.
+    let mut mine: Vec<&&K> = mine;
     mine.sort_by_key(|o| {
-        let matches = o.status.as_ref().is_some_and(|s| same_identity(s, desired));
+        let matches = o.status().is_some_and(same_identity);
         (!matches, o.name_any())
     });
     let mut iter = mine.into_iter();
     match iter.next() {
-        Some(keep) => match &keep.status {
+        Some(keep) => match keep.status() {
             Some(s) if s == desired => {}
-            Some(s)
-                if !same_identity(s, desired)
-                    && (s.node.is_some()
-                        || s.service_name.is_some()
-                        || s.service_namespace.is_some()) =>
-            {
+            Some(s) if !same_identity(s) && K::identity(s).iter().any(Option::is_some) => {
                 // Immutable fields differ (edited by hand): replace it.
                 actions.push(Action::Delete {
                     name: keep.name_any(),
@@ -212,6 +278,36 @@ mod tests {
             plan("a", &[&wrong, &right], Some(&want(None))),
             [Action::Delete {
                 name: "l2-a1".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn bgp_nodes_keep_their_own_objects_side_by_side() {
+        let mut b = ServiceBGPStatus::new("bgp-b", Default::default());
+        b.metadata.labels = Some([(NODE_LABEL.to_owned(), "b".to_owned())].into());
+        b.status = Some(desired_bgp_status("b", "shop", "web", vec!["frr".into()]));
+        let want = desired_bgp_status("a", "shop", "web", vec!["frr".into()]);
+        assert_eq!(
+            plan("a", &[&b], Some(&want)),
+            [Action::Create(want.clone())]
+        );
+        let mut a = b.clone();
+        a.metadata.name = Some("bgp-a".into());
+        a.metadata.labels = Some([(NODE_LABEL.to_owned(), "a".to_owned())].into());
+        a.status = Some(desired_bgp_status("a", "shop", "web", vec![]));
+        // Peers are mutable: a patch.
+        assert_eq!(
+            plan("a", &[&a, &b], Some(&want)),
+            [Action::PatchStatus {
+                name: "bgp-a".into(),
+                status: want.clone()
+            }]
+        );
+        assert_eq!(
+            plan::<ServiceBGPStatus>("a", &[&a, &b], None),
+            [Action::Delete {
+                name: "bgp-a".into()
             }]
         );
     }
