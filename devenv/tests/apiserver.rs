@@ -321,6 +321,25 @@ async fn applied_crds_serve_custom_objects_with_schema_defaults_and_422s() {
         }
         other => panic!("{other}"),
     }
+    // Replacing a custom object that never had a status (as dev-env does
+    // with its BGP objects) keeps it without one.
+    let current = raw.get("p").await.expect("p");
+    let mut replacement: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": { "name": "p", "resourceVersion": current.metadata.resource_version },
+        "spec": { "addresses": ["172.30.0.100-172.30.0.110"] },
+    }))
+    .expect("object");
+    replacement.metadata.namespace = None;
+    let replaced = raw
+        .replace("p", &PostParams::default(), &replacement)
+        .await
+        .expect("replaced");
+    assert_eq!(
+        replaced.data["spec"]["addresses"],
+        json!(["172.30.0.100-172.30.0.110"])
+    );
+    assert!(replaced.data.get("status").is_none_or(|s| !s.is_null()));
     // Deleting the CRD removes its objects and stops serving it.
     crds.delete("ipaddresspools.metallb.io", &DeleteParams::default())
         .await

@@ -415,7 +415,17 @@ impl State {
             }
             Part::Main => {
                 if t.status {
-                    obj["status"] = current["status"].clone();
+                    // Kept as it is, absent included: a custom resource
+                    // created without status has none (`null` would fail
+                    // its schema).
+                    match current.get("status") {
+                        Some(status) => obj["status"] = status.clone(),
+                        None => {
+                            if let Some(o) = obj.as_object_mut() {
+                                o.remove("status");
+                            }
+                        }
+                    }
                 }
                 // Fields the server owns.
                 for key in [
