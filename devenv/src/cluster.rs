@@ -1,10 +1,23 @@
 //! The handle every provider (lab, kind) gives the e2e suites, so suites
 //! never know which provider runs them.
 
-use anyhow::Result;
+use crate::frr::{self, AddressFamily, BgpRoutes, KernelRoute, NeighborStatus};
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 use std::process::Output;
+
+/// What the dev-env announces service addresses with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// ARP/NDP (kind: a pool from the kind network and an L2Advertisement).
+    #[default]
+    Layer2,
+    /// BGP to an FRR router (lab: zebra + bgpd in the external namespace;
+    /// kind: an FRR container on the kind network).
+    Bgp,
+}
 
 /// A node of the cluster as the suites see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +81,65 @@ pub trait Cluster: Send + Sync {
     /// The external host's interface on the network of the nodes'
     /// `node_iface` (`eth0`, `eth1`).
     fn external_interface(&self, node_iface: &str) -> Result<String>;
+
+    // The BGP router. Providers without one keep these defaults.
+
+    /// The addresses of the external BGP router (FRR) that BGPPeers point
+    /// at, one per address family, on the nodes' primary network; empty
+    /// when the cluster runs no router (no `--protocol bgp`).
+    fn router_addresses(&self) -> Vec<IpAddr> {
+        Vec::new()
+    }
+    /// Runs `command` in the router's vtysh and returns its standard
+    /// output; fails when vtysh does. Several commands go in one call
+    /// separated by `\n` (vtysh runs each line in order), e.g.
+    /// `"configure terminal\nrouter bgp 64512\nneighbor 172.30.0.10 password s3cret"`.
+    fn vtysh(&self, command: &str) -> Result<String> {
+        let _ = command;
+        bail!("cluster {:?} runs no BGP router", self.name())
+    }
+    /// Restarts the router (its sessions drop) and returns once it answers
+    /// vtysh again, from its start-up configuration (changes made through
+    /// [`Cluster::vtysh`] are gone).
+    fn restart_router(&self) -> Result<()> {
+        bail!("cluster {:?} runs no BGP router", self.name())
+    }
+    /// Runs `argv` where the router's routes are installed (lab: the
+    /// external namespace; kind: the FRR container).
+    fn exec_on_router(&self, argv: &[&str]) -> Result<Output> {
+        let _ = argv;
+        bail!("cluster {:?} runs no BGP router", self.name())
+    }
+    /// The router's BGP neighbors (`show bgp neighbors json`), by address.
+    fn bgp_neighbors(&self) -> Result<BTreeMap<IpAddr, NeighborStatus>> {
+        frr::parse_neighbors(&self.vtysh(frr::NEIGHBORS_COMMAND)?)
+    }
+    /// The router's BGP table of `family` (`show bgp <family> unicast json
+    /// detail`): prefix -> paths with next hops, LOCAL_PREF, communities.
+    fn bgp_routes(&self, family: AddressFamily) -> Result<BgpRoutes> {
+        frr::parse_routes(&self.vtysh(&frr::routes_command(family))?)
+    }
+    /// The BGP routes of both families that FRR installed into the
+    /// router's kernel table (`ip -j route show proto bgp`).
+    fn router_kernel_routes(&self) -> Result<Vec<KernelRoute>> {
+        let mut routes = Vec::new();
+        for family in [AddressFamily::Ipv4, AddressFamily::Ipv6] {
+            let argv = frr::kernel_routes_argv(family);
+            let out = self.exec_on_router(&argv)?;
+            if !out.status.success() {
+                bail!(
+                    "`{}` on the router failed: {}",
+                    argv.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            routes.extend(
+                frr::parse_kernel_routes(&String::from_utf8_lossy(&out.stdout))
+                    .with_context(|| argv.join(" "))?,
+            );
+        }
+        Ok(routes)
+    }
 }
 
 /// A cluster known only by its kubeconfig (`--provider kubeconfig`): the
@@ -134,5 +206,14 @@ impl Cluster for KubeconfigCluster {
     }
     fn external_interface(&self, _: &str) -> Result<String> {
         Err(unavailable("the external host"))
+    }
+    fn vtysh(&self, _: &str) -> Result<String> {
+        Err(unavailable("the BGP router"))
+    }
+    fn restart_router(&self) -> Result<()> {
+        Err(unavailable("the BGP router"))
+    }
+    fn exec_on_router(&self, _: &[&str]) -> Result<Output> {
+        Err(unavailable("the BGP router"))
     }
 }

@@ -93,15 +93,20 @@ pub fn kind_spec(args: &DevEnvArgs) -> devenv::kind::KindSpec {
             IpFamily::Ipv6 => KindFamily::Ipv6,
             IpFamily::Dual => KindFamily::Dual,
         },
-        protocol: match args.protocol {
-            flags::Protocol::Layer2 => devenv::kind::Protocol::Layer2,
-            flags::Protocol::Bgp => devenv::kind::Protocol::Bgp,
-        },
+        protocol: protocol(args.protocol),
         node_image: args.node_image.clone(),
         build_images: !args.no_build_images,
         image: devenv::image::reference(&args.registry, &args.tag),
         log_level: args.log_level.clone(),
         workers: args.nodes.saturating_sub(1),
+    }
+}
+
+/// The dev-env protocol for the flag.
+pub fn protocol(p: flags::Protocol) -> devenv::cluster::Protocol {
+    match p {
+        flags::Protocol::Layer2 => devenv::cluster::Protocol::Layer2,
+        flags::Protocol::Bgp => devenv::cluster::Protocol::Bgp,
     }
 }
 
@@ -117,6 +122,7 @@ pub fn lab_spec(args: &DevEnvArgs, bin_dir: PathBuf) -> LabSpec {
         IpFamily::Dual => Family::Dual,
     };
     spec.log_level = args.log_level.clone();
+    spec.protocol = protocol(args.protocol);
     spec
 }
 
@@ -135,11 +141,10 @@ pub fn run(args: &DevEnvArgs) -> Result<()> {
     let cluster: Box<dyn Cluster> = if provider == Provider::Kind {
         Box::new(devenv::kind::up(&kind_spec(args))?)
     } else {
-        if args.protocol == flags::Protocol::Bgp {
-            bail!("--protocol bgp on the lab arrives with the BGP speaker (issue #8): use layer2");
-        }
         let bin_dir = build_binaries()?;
-        Box::new(lab_up(&lab_spec(args, bin_dir))?)
+        let lab = lab_up(&lab_spec(args, bin_dir))?;
+        lab_dev_env_config(&lab, args.protocol)?;
+        Box::new(lab)
     };
     println!(
         "{provider:?} cluster {:?} ready in {:.1}s",
@@ -156,6 +161,44 @@ pub fn run(args: &DevEnvArgs) -> Result<()> {
     }
     println!("  kubeconfig {}", cluster.kubeconfig().display());
     println!("export KUBECONFIG={}", cluster.kubeconfig().display());
+    Ok(())
+}
+
+/// The lab's dev-env MetalLB objects: for bgp the router's peers, pool and
+/// advertisement (FRR already runs: `up` started it); for layer2 none (a
+/// BGP configuration left from an earlier run is deleted).
+fn lab_dev_env_config(lab: &LabCluster, protocol: flags::Protocol) -> Result<()> {
+    if protocol == flags::Protocol::Layer2 {
+        for d in lab.remove_dev_env_config()? {
+            println!("deleted the earlier BGP dev-env's {d}");
+        }
+        return Ok(());
+    }
+    let router = lab.bgp_router()?;
+    let peers: Vec<String> = lab
+        .nodes()
+        .iter()
+        .flat_map(|n| n.addresses.iter().map(ToString::to_string))
+        .collect();
+    let addresses: Vec<String> = lab
+        .router_addresses()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    println!(
+        "FRR (zebra + bgpd, AS {}) runs in namespace {} at {}, peering with {}",
+        devenv::frr::ASN,
+        router.namespace(),
+        addresses.join(" "),
+        peers.join(" ")
+    );
+    for line in lab.apply_bgp_dev_env()? {
+        println!("  {line}");
+    }
+    println!(
+        "  router    vtysh --vty_socket {} -c 'show bgp summary'",
+        router.dir().display()
+    );
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! hands the selected suites to the e2e harness.
 
 use crate::dev_env::{build_binaries, cluster_name, lab_spec, lab_up, resolve};
-use crate::flags::{DevEnvArgs, E2eArgs, Provider};
+use crate::flags::{DevEnvArgs, E2eArgs, Protocol, Provider};
 use anyhow::{Context, Result, bail};
 use devenv::cluster::{Cluster, KubeconfigCluster};
 use std::sync::Arc;
@@ -37,12 +37,24 @@ pub fn run(args: &E2eArgs) -> Result<()> {
             }
             _ => {
                 e2e::external::require_tools()?;
-                let dev = DevEnvArgs {
+                let mut dev = DevEnvArgs {
                     name: args.name.clone(),
                     ..DevEnvArgs::default()
                 };
+                // The BGP suites need the router; the others do not mind it.
+                if devenv::lab::frr::installed() {
+                    dev.protocol = Protocol::Bgp;
+                } else {
+                    println!(
+                        "e2e: FRR is not installed, so the lab runs no BGP router (`apt-get install frr`)"
+                    );
+                }
                 let bin_dir = build_binaries()?;
-                Arc::new(lab_up(&lab_spec(&dev, bin_dir))?)
+                let lab = lab_up(&lab_spec(&dev, bin_dir))?;
+                for d in lab.remove_dev_env_config()? {
+                    println!("e2e: deleted the dev-env's {d} (the suites bring their own pools)");
+                }
+                Arc::new(lab)
             }
         };
         e2e::CtxFactory::for_cluster(cluster)

@@ -117,7 +117,8 @@ pub enum IpFamily {
 pub enum Protocol {
     /// ARP/NDP: a pool from the node network and an L2Advertisement
     Layer2,
-    /// BGP to an FRR router (kind: a container on the kind network)
+    /// BGP to an FRR router (lab: zebra + bgpd in the external namespace;
+    /// kind: a container on the kind network)
     Bgp,
 }
 
@@ -139,7 +140,7 @@ pub struct DevEnvArgs {
     /// metallb-rs log level
     #[arg(long, default_value = "info")]
     pub log_level: String,
-    /// layer2 or bgp (kind)
+    /// layer2 or bgp (bgp: an FRR router peering with every node, with a BGP pool and peers)
     #[arg(long, value_enum, default_value = "layer2")]
     pub protocol: Protocol,
     /// kind node image, e.g. kindest/node:v1.31.0 (kind's default when absent)

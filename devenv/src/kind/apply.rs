@@ -4,7 +4,7 @@
 //! server serves them.
 
 use anyhow::{Context, Result, bail};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{GroupVersionKind, TypeMeta};
 use kube::discovery::{Scope, pinned_kind};
 use serde_json::Value;
@@ -58,6 +58,36 @@ pub fn object_ref(object: &Value) -> Result<ObjectRef> {
     })
 }
 
+/// An API for `r`'s kind, found through discovery; a kind the API server
+/// does not serve yet (a CRD applied just before) is retried for up to
+/// `discovery_wait`.
+async fn dynamic_api(
+    client: &kube::Client,
+    r: &ObjectRef,
+    discovery_wait: Duration,
+) -> Result<Api<DynamicObject>> {
+    let deadline = Instant::now() + discovery_wait;
+    let (resource, caps) = loop {
+        match pinned_kind(client, &r.gvk).await {
+            Ok(found) => break found,
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!("{r}: kind not served yet ({e}); retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => bail!(
+                "{r}: the API server does not serve {}/{} ({e}); are the CRDs installed?",
+                r.gvk.api_version(),
+                r.gvk.kind
+            ),
+        }
+    };
+    Ok(match (caps.scope, &r.namespace) {
+        (Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
+        (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+        (Scope::Namespaced, None) => Api::default_namespaced_with(client.clone(), &resource),
+    })
+}
+
 /// Applies `objects` in order (server-side apply, forced, as
 /// [`FIELD_MANAGER`]). A kind the API server does not serve yet (a CRD
 /// applied just before) is retried for up to `discovery_wait`.
@@ -68,26 +98,7 @@ pub async fn apply_all(
 ) -> Result<()> {
     for object in objects {
         let r = object_ref(object)?;
-        let deadline = Instant::now() + discovery_wait;
-        let (resource, caps) = loop {
-            match pinned_kind(client, &r.gvk).await {
-                Ok(found) => break found,
-                Err(e) if Instant::now() < deadline => {
-                    tracing::debug!("{r}: kind not served yet ({e}); retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(e) => bail!(
-                    "{r}: the API server does not serve {}/{} ({e}); are the CRDs installed?",
-                    r.gvk.api_version(),
-                    r.gvk.kind
-                ),
-            }
-        };
-        let api: Api<DynamicObject> = match (caps.scope, &r.namespace) {
-            (Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
-            (Scope::Namespaced, None) => Api::default_namespaced_with(client.clone(), &resource),
-        };
+        let api = dynamic_api(client, &r, discovery_wait).await?;
         api.patch(
             &r.name,
             &PatchParams::apply(FIELD_MANAGER).force(),
@@ -97,6 +108,91 @@ pub async fn apply_all(
         .with_context(|| format!("applying {r}"))?;
     }
     Ok(())
+}
+
+/// Creates each of `objects`, or replaces the one of that name (for API
+/// servers without server-side apply: the lab's). Returns one line per
+/// object: `created <ref>`, `replaced <ref>` or `unchanged <ref>` (same
+/// labels, and every field it sets already so (the server adds defaults):
+/// not written, so watchers see no change).
+pub async fn create_or_replace_all(
+    client: &kube::Client,
+    objects: &[Value],
+    discovery_wait: Duration,
+) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    for object in objects {
+        let r = object_ref(object)?;
+        let api = dynamic_api(client, &r, discovery_wait).await?;
+        let mut wanted: DynamicObject =
+            serde_json::from_value(object.clone()).with_context(|| format!("reading {r}"))?;
+        match api
+            .get_opt(&r.name)
+            .await
+            .with_context(|| format!("reading {r}"))?
+        {
+            None => {
+                api.create(&PostParams::default(), &wanted)
+                    .await
+                    .with_context(|| format!("creating {r}"))?;
+                done.push(format!("created {r}"));
+            }
+            Some(existing)
+                if contains(&existing.data, &wanted.data)
+                    && existing.metadata.labels == wanted.metadata.labels =>
+            {
+                done.push(format!("unchanged {r}"));
+            }
+            Some(existing) => {
+                wanted.metadata.resource_version = existing.metadata.resource_version;
+                api.replace(&r.name, &PostParams::default(), &wanted)
+                    .await
+                    .with_context(|| format!("replacing {r}"))?;
+                done.push(format!("replaced {r}"));
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Whether `have` holds everything `want` sets: objects key by key (extra
+/// keys in `have` allowed), anything else equal.
+fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w
+            .iter()
+            .all(|(k, wv)| h.get(k).is_some_and(|hv| contains(hv, wv))),
+        _ => have == want,
+    }
+}
+
+/// Deletes the MetalLB configuration objects (pools, advertisements,
+/// BGPPeers) in `namespace` that match `label_selector`; returns `<Kind>
+/// <name>` of each.
+pub async fn delete_metallb_config(
+    client: &kube::Client,
+    namespace: &str,
+    label_selector: &str,
+) -> Result<Vec<String>> {
+    use kube::api::{DeleteParams, ListParams};
+    use metallb_rs::api::{v1beta1, v1beta2};
+    let lp = ListParams::default().labels(label_selector);
+    let mut deleted = Vec::new();
+    macro_rules! delete_all {
+        ($kind:ty) => {{
+            let api: Api<$kind> = Api::namespaced(client.clone(), namespace);
+            for o in api.list(&lp).await?.items {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                api.delete(&name, &DeleteParams::default()).await?;
+                deleted.push(format!("{} {name}", stringify!($kind)));
+            }
+        }};
+    }
+    delete_all!(v1beta1::IPAddressPool);
+    delete_all!(v1beta1::L2Advertisement);
+    delete_all!(v1beta1::BGPAdvertisement);
+    delete_all!(v1beta2::BGPPeer);
+    Ok(deleted)
 }
 
 #[cfg(test)]
@@ -129,6 +225,19 @@ mod tests {
         let err = object_ref(&json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": {} }))
             .expect_err("no name");
         assert!(err.to_string().contains("metadata.name"), "{err}");
+    }
+
+    #[test]
+    fn server_defaults_do_not_make_an_object_differ() {
+        let have = json!({ "spec": { "addresses": ["a"], "autoAssign": true } });
+        assert!(contains(&have, &json!({ "spec": { "addresses": ["a"] } })));
+        assert!(contains(&have, &json!({})));
+        assert!(!contains(&have, &json!({ "spec": { "addresses": ["b"] } })));
+        assert!(!contains(
+            &have,
+            &json!({ "spec": { "autoAssign": false } })
+        ));
+        assert!(!contains(&have, &json!({ "status": {} })));
     }
 
     #[test]

@@ -22,14 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-/// What the dev-env announces with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// ARP/NDP: a pool from the kind network and an L2Advertisement.
-    Layer2,
-    /// BGP to an FRR container on the kind network.
-    Bgp,
-}
+pub use crate::cluster::Protocol;
 
 /// Label on every object and container dev-env makes (value: cluster name).
 pub const DEV_ENV_LABEL: &str = "metallb-rs.dev/dev-env";
@@ -158,6 +151,9 @@ pub struct KindCluster {
     api_address: Option<IpAddr>,
     /// Default gateways of the kind network (restored by `node_up`).
     gateways: Vec<IpAddr>,
+    /// The FRR container's addresses on the kind network; empty without
+    /// `--protocol bgp`.
+    router_addresses: Vec<IpAddr>,
 }
 
 /// Creates (or reuses) kind cluster `spec.name` and installs metallb-rs.
@@ -429,9 +425,12 @@ async fn start_frr(
     let conf_dir = dir.join("frr");
     std::fs::create_dir_all(&conf_dir)?;
     std::fs::write(conf_dir.join("daemons"), frr::daemons())?;
-    std::fs::write(conf_dir.join("frr.conf"), frr::frr_conf(&node_addresses))?;
+    std::fs::write(
+        conf_dir.join("frr.conf"),
+        crate::frr::frr_conf(&frr::router_config(&node_addresses))?,
+    )?;
     std::fs::write(conf_dir.join("vtysh.conf"), "")?;
-    let container = format!("{name}-frr");
+    let container = frr::container(name);
     if docker.inspect_container(&container, None).await.is_err() {
         docker
             .create_container(
@@ -601,11 +600,19 @@ impl KindCluster {
             .flatten()
             .filter_map(|c| c.gateway.as_deref()?.parse().ok())
             .collect();
+        // The router exists when dev-env ran with --protocol bgp.
+        let router = frr::container(name);
+        let router_addresses = if docker.inspect_container(&router, None).await.is_ok() {
+            container_addresses(docker, &router, kind_net).await?
+        } else {
+            Vec::new()
+        };
         Ok(Self {
             name: name.to_owned(),
             kubeconfig,
             nodes,
             ranges,
+            router_addresses,
             bridges: (
                 bridge_name(&network).context("the kind network has no bridge")?,
                 secondary.as_ref().and_then(bridge_name),
@@ -619,26 +626,9 @@ impl KindCluster {
     /// hand the suites' services addresses first: pools are tried by
     /// name); returns what it deleted.
     pub fn remove_dev_env_config(&self) -> Result<Vec<String>> {
-        use metallb_rs::api::{v1beta1, v1beta2};
         let label = format!("{DEV_ENV_LABEL}={}", self.name);
         self.kube(async move |client| {
-            let lp = ListParams::default().labels(&label);
-            let mut deleted = Vec::new();
-            macro_rules! delete_all {
-                ($kind:ty) => {{
-                    let api: Api<$kind> = Api::namespaced(client.clone(), NAMESPACE);
-                    for o in api.list(&lp).await?.items {
-                        let name = o.metadata.name.clone().unwrap_or_default();
-                        api.delete(&name, &DeleteParams::default()).await?;
-                        deleted.push(format!("{} {name}", stringify!($kind)));
-                    }
-                }};
-            }
-            delete_all!(v1beta1::IPAddressPool);
-            delete_all!(v1beta1::L2Advertisement);
-            delete_all!(v1beta1::BGPAdvertisement);
-            delete_all!(v1beta2::BGPPeer);
-            Ok(deleted)
+            apply::delete_metallb_config(&client, NAMESPACE, &label).await
         })
     }
 
@@ -874,6 +864,64 @@ impl Cluster for KindCluster {
                 bail!("kind nodes have eth0 (kind network) and eth1 (second network), not {other}")
             }
         }
+    }
+    fn router_addresses(&self) -> Vec<IpAddr> {
+        self.router_addresses.clone()
+    }
+    fn vtysh(&self, command: &str) -> Result<String> {
+        let container = self.router()?;
+        let out = self.docker_exec(&container, &["vtysh", "-c", command])?;
+        if !out.status.success() {
+            bail!(
+                "`vtysh -c {command:?}` in {container} failed ({}): {}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+    /// Restarts the FRR container and waits until bgpd answers again.
+    fn restart_router(&self) -> Result<()> {
+        let container = self.router()?;
+        let out = duct::cmd("docker", ["restart", "-t", "5", container.as_str()])
+            .stdout_capture()
+            .stderr_capture()
+            .unchecked()
+            .run()?;
+        if !out.status.success() {
+            bail!(
+                "docker restart {container} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        crate::frr::wait_for(
+            &format!("bgpd in {container} answering vtysh"),
+            Duration::from_secs(30),
+            || {
+                self.vtysh(crate::frr::NEIGHBORS_COMMAND)
+                    .map(|o| crate::frr::parse_neighbors(&o).ok())
+            },
+        )?;
+        Ok(())
+    }
+    /// Runs in the FRR container, whose kernel table holds FRR's routes.
+    fn exec_on_router(&self, argv: &[&str]) -> Result<Output> {
+        let container = self.router()?;
+        self.docker_exec(&container, argv)
+    }
+}
+
+impl KindCluster {
+    /// The FRR container, if dev-env made one.
+    fn router(&self) -> Result<String> {
+        if self.router_addresses.is_empty() {
+            bail!(
+                "kind cluster {:?} has no FRR router: run `cargo xtask dev-env --provider kind --protocol bgp`",
+                self.name
+            );
+        }
+        Ok(frr::container(&self.name))
     }
 }
 

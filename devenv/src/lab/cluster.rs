@@ -2,10 +2,12 @@
 //! the node-namespace forwarders), node agents, metallb-rs controller and
 //! speakers; and the [`Cluster`] handle the e2e suites drive it through.
 
+use super::frr::{LabRouter, lab_router_config};
 use super::netns::{self, Family, Topology};
 use super::process::Processes;
-use crate::cluster::{Cluster, NodeInfo, PoolRanges, StopSignal};
+use crate::cluster::{Cluster, NodeInfo, PoolRanges, Protocol, StopSignal};
 use anyhow::{Context, Result, bail};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -27,6 +29,10 @@ pub struct LabSpec {
     pub log_level: String,
     /// Run the metallb-rs controller and speakers (off: only the cluster).
     pub metallb: bool,
+    /// Bgp: FRR runs in the external namespace, peering with every node
+    /// (see [`super::frr`]); Layer2: no router (one left running is
+    /// stopped).
+    pub protocol: Protocol,
 }
 
 impl LabSpec {
@@ -40,6 +46,7 @@ impl LabSpec {
             api_port: 6443,
             log_level: "info".into(),
             metallb: true,
+            protocol: Protocol::Layer2,
         }
     }
 }
@@ -78,6 +85,7 @@ pub struct LabCluster {
     bin_dir: PathBuf,
     log_level: String,
     api_port: u16,
+    protocol: Protocol,
 }
 
 fn healthy(port: u16) -> bool {
@@ -145,6 +153,23 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
     let procs = Processes::new(&dir);
     let kubeconfig = dir.join("kubeconfig");
     let bin = |b: &str| spec.bin_dir.join(b).display().to_string();
+    // The router first: a missing FRR fails before anything else starts.
+    let router = LabRouter::new(&dir, &lab.external.namespace);
+    if lab
+        .changes
+        .iter()
+        .any(|c| c == &format!("created namespace {}", lab.external.namespace))
+    {
+        router.stop();
+    }
+    match spec.protocol {
+        Protocol::Bgp => router
+            .start(&lab_router_config(&lab))
+            .context("starting FRR in the external namespace")?,
+        Protocol::Layer2 => {
+            router.remove()?;
+        }
+    }
     // A recreated node namespace is a new namespace: what ran in the old
     // one (forwarder, agent, speaker) is stale.
     for node in &lab.nodes {
@@ -191,6 +216,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         bin_dir: spec.bin_dir.clone(),
         log_level: spec.log_level.clone(),
         api_port: spec.api_port,
+        protocol: spec.protocol,
     };
     for (i, node) in cluster.lab.nodes.iter().enumerate() {
         // Node namespaces reach the API server on their own 127.0.0.1:PORT.
@@ -296,7 +322,8 @@ pub fn down(name: &str) -> Result<Vec<String>> {
     netns::require_privileges()?;
     let dir = lab_dir(name);
     let procs = Processes::new(&dir);
-    let mut removed = Vec::new();
+    // bgpd before zebra, and what a crashed zebra left in the kernel.
+    let mut removed = LabRouter::new(&dir, &netns::external_namespace(name)).stop();
     for p in procs.names() {
         procs.stop(&p, Duration::from_secs(2));
         removed.push(format!("process {p}"));
@@ -330,6 +357,54 @@ impl LabCluster {
     /// The external host's network namespace.
     pub fn external_namespace(&self) -> &str {
         &self.lab.external.namespace
+    }
+
+    /// The lab's BGP router; an error when the lab runs none (not brought
+    /// up with `--protocol bgp`).
+    pub fn bgp_router(&self) -> Result<LabRouter> {
+        if self.protocol != Protocol::Bgp {
+            bail!(
+                "lab {:?} runs no BGP router: bring it up with `cargo xtask dev-env --protocol bgp`",
+                self.name
+            );
+        }
+        Ok(LabRouter::new(&self.dir, &self.lab.external.namespace))
+    }
+
+    /// Creates (or replaces) the dev-env's BGP configuration: one BGPPeer
+    /// per router address, the pool `dev-env-bgp` of the lab's families
+    /// and a BGPAdvertisement; returns what it did, one line per object.
+    pub fn apply_bgp_dev_env(&self) -> Result<Vec<String>> {
+        let routers = self.router_addresses();
+        if routers.is_empty() {
+            self.bgp_router()?;
+        }
+        let objects = crate::frr::objects(
+            metallb_rs::api::DEFAULT_NAMESPACE,
+            &routers,
+            (crate::kind::cluster::DEV_ENV_LABEL, &self.name),
+        );
+        crate::kind::validate(&objects)?;
+        crate::runtime()?.block_on(async {
+            let client = client(&self.kubeconfig).await?;
+            crate::kind::apply::create_or_replace_all(&client, &objects, Duration::from_secs(10))
+                .await
+        })
+    }
+
+    /// Deletes the MetalLB objects dev-env made on this lab (the BGP pool,
+    /// peers and advertisement); returns `<Kind> <name>` of each.
+    pub fn remove_dev_env_config(&self) -> Result<Vec<String>> {
+        let label = format!("{}={}", crate::kind::cluster::DEV_ENV_LABEL, self.name);
+        crate::runtime()?.block_on(async {
+            let client = client(&self.kubeconfig).await?;
+            crate::kind::apply::delete_metallb_config(
+                &client,
+                metallb_rs::api::DEFAULT_NAMESPACE,
+                &label,
+            )
+            .await
+        })
     }
 
     /// The pid of lab process `name` (`controller`, `speaker-<node>`, ...).
@@ -490,6 +565,31 @@ impl Cluster for LabCluster {
             "eth0" | "eth1" => Ok(node_iface.to_owned()),
             other => bail!("the lab has eth0 and eth1, not {other}"),
         }
+    }
+
+    /// The external host's `eth0` addresses, when FRR runs there.
+    fn router_addresses(&self) -> Vec<IpAddr> {
+        if self.protocol == Protocol::Bgp {
+            self.lab.external.addresses()
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn vtysh(&self, command: &str) -> Result<String> {
+        self.bgp_router()?.vtysh(command)
+    }
+
+    /// Stops bgpd and zebra (SIGTERM: peers get a Cease) and starts them
+    /// again from `<lab dir>/frr/frr.conf`.
+    fn restart_router(&self) -> Result<()> {
+        self.bgp_router()?.restart()
+    }
+
+    /// FRR runs in the external namespace.
+    fn exec_on_router(&self, argv: &[&str]) -> Result<Output> {
+        self.bgp_router()?;
+        self.exec_on_external(argv)
     }
 
     fn restart_controller(&self) -> Result<()> {

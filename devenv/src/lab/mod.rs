@@ -7,6 +7,7 @@ pub mod backend;
 pub mod cluster;
 pub mod endpoints;
 pub mod forward;
+pub mod frr;
 pub mod netns;
 pub mod nodelifecycle;
 pub mod process;

@@ -461,6 +461,14 @@ pub fn plan(topology: &Topology) -> Result<Plan> {
                 s.push(kv(format!("net.ipv6.conf.{scope}.accept_dad"), "0"));
             }
         }
+        if role == Role::External {
+            // ECMP routes (BGP, through every announcing node) hash the
+            // ports too: successive connections spread over the nodes.
+            s.push(kv("net.ipv4.fib_multipath_hash_policy".into(), "1"));
+            if family.has_ipv6() {
+                s.push(kv("net.ipv6.fib_multipath_hash_policy".into(), "1"));
+            }
+        }
         s
     };
     let iface_sysctls = |role: Role, ifname: &str| {
@@ -1199,10 +1207,14 @@ mod tests {
         assert!(has(eth0, "net.ipv4.conf.eth0.arp_ignore", "1"));
         assert!(has(eth0, "net.ipv4.conf.eth0.arp_announce", "2"));
         assert!(has(eth0, "net.ipv6.conf.eth0.accept_dad", "0"));
-        // The external host is an ordinary host.
+        // The external host is an ordinary host, whose ECMP routes hash
+        // ports.
         let ext = &p.hosts[2];
         assert!(!ext.sysctls.iter().any(|(k, _)| k.contains("arp_")));
         assert!(has(&ext.sysctls, "net.ipv4.ip_forward", "0"));
+        assert!(has(&ext.sysctls, "net.ipv4.fib_multipath_hash_policy", "1"));
+        assert!(has(&ext.sysctls, "net.ipv6.fib_multipath_hash_policy", "1"));
+        assert!(!node.sysctls.iter().any(|(k, _)| k.contains("multipath")));
     }
 
     #[test]
