@@ -100,6 +100,29 @@ impl<'a> Config<'a> {
         )
     }
 
+    /// Creates a BGPAdvertisement.
+    pub fn bgp_advertisement(&mut self, name: &str, spec: Value) -> Result<()> {
+        self.create(
+            ApiResource::erase::<v1beta1::BGPAdvertisement>(&()),
+            name,
+            spec,
+        )
+    }
+
+    /// Creates a BGPPeer (v1beta2).
+    pub fn bgp_peer(&mut self, name: &str, spec: Value) -> Result<()> {
+        self.create(
+            ApiResource::erase::<metallb_rs::api::v1beta2::BGPPeer>(&()),
+            name,
+            spec,
+        )
+    }
+
+    /// Creates a Community (aliases).
+    pub fn community(&mut self, name: &str, spec: Value) -> Result<()> {
+        self.create(ApiResource::erase::<v1beta1::Community>(&()), name, spec)
+    }
+
     /// Deletes one object this configuration created.
     pub fn delete(&mut self, kind: &str, name: &str) -> Result<()> {
         let Some(i) = self
@@ -197,6 +220,14 @@ pub fn eventually<T>(
     }
 }
 
+/// Deletes service `name` in the test's namespace.
+pub fn delete_service(ctx: &Ctx, name: &str) -> Result<()> {
+    let api: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
+    ctx.block_on(api.delete(name, &DeleteParams::default()))
+        .with_context(|| format!("deleting service {name}"))?;
+    Ok(())
+}
+
 /// The service `name` in the test's namespace.
 pub fn get_service(ctx: &Ctx, name: &str) -> Result<Service> {
     let api: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
@@ -255,6 +286,27 @@ pub fn l2_statuses(ctx: &Ctx, name: &str) -> Result<Vec<v1beta1::ServiceL2Status
     Ok(ctx
         .block_on(api.list(&ListParams::default().labels(&selector)))?
         .items)
+}
+
+/// The ServiceBGPStatus objects of service `name`: node -> peers.
+pub fn bgp_statuses(
+    ctx: &Ctx,
+    name: &str,
+) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
+    let api: Api<v1beta1::ServiceBGPStatus> = Api::namespaced(ctx.client()?, NAMESPACE);
+    let selector = format!(
+        "metallb.io/service-name={name},metallb.io/service-namespace={}",
+        ctx.namespace()
+    );
+    Ok(ctx
+        .block_on(api.list(&ListParams::default().labels(&selector)))?
+        .items
+        .into_iter()
+        .filter_map(|o| {
+            let s = o.status?;
+            Some((s.node?, s.peers.unwrap_or_default()))
+        })
+        .collect())
 }
 
 /// Waits until exactly one ServiceL2Status exists for `name` and returns

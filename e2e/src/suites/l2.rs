@@ -189,12 +189,12 @@ pub fn specs() -> Vec<Spec> {
     ]
 }
 
-fn nodes(ctx: &Ctx) -> Vec<String> {
+pub(super) fn nodes(ctx: &Ctx) -> Vec<String> {
     ctx.cluster().nodes().into_iter().map(|n| n.name).collect()
 }
 
 /// Backends `app=web` on `on` (all nodes when empty), ready.
-fn backends(ctx: &Ctx, on: &[&str]) -> Result<()> {
+pub(super) fn backends(ctx: &Ctx, on: &[&str]) -> Result<()> {
     let all = nodes(ctx);
     let on: Vec<&str> = if on.is_empty() {
         all.iter().map(String::as_str).collect()
@@ -206,7 +206,7 @@ fn backends(ctx: &Ctx, on: &[&str]) -> Result<()> {
 }
 
 /// A LoadBalancer service selecting the backends, TCP 8080, plus `extra`.
-fn web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<Vec<IpAddr>> {
+pub(super) fn web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<Vec<IpAddr>> {
     let mut spec = json!({ "spec": { "selector": { "app": "web" }, "ports": [{ "name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP" }] } });
     merge(&mut spec, &extra);
     create_service(ctx, name, spec)?;

@@ -3,12 +3,13 @@
 
 use crate::spec::{Spec, Suite};
 
+pub mod bgp;
 pub mod devenv;
 pub mod ip_assignment;
 pub mod l2;
 
 /// Every registered suite, in run order.
-pub const SUITES: &[Suite] = &[devenv::specs, ip_assignment::specs, l2::specs];
+pub const SUITES: &[Suite] = &[devenv::specs, ip_assignment::specs, l2::specs, bgp::specs];
 
 /// Every spec of every registered suite.
 pub fn all() -> Vec<Spec> {

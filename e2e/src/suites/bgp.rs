@@ -1,0 +1,403 @@
+//! `BGP`: the native BGP speaker against the cluster's FRR router
+//! (`--protocol bgp`; the lab e2e always runs one): sessions, routes and
+//! their next hops, attributes, withdrawals, reachability through the
+//! router, restarts of either end.
+//!
+//! Every spec makes its own BGPPeer, pool and advertisement ([`Config`],
+//! removed afterwards). The pools lie outside every node network, as
+//! upstream's dev-env BGP pool: only the router's routes lead to them.
+
+use super::l2::{backends, nodes, web_service};
+use crate::external::{self, http_get, sample, speaker_metrics};
+use crate::metallb::{self, Config, eventually};
+use crate::{Ctx, Spec};
+use anyhow::{Context, Result, ensure};
+use devenv::frr::{ASN, AddressFamily, BgpPath};
+use ipnet::IpNet;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+const HTTP_PORT: u16 = 8080;
+/// Inside upstream's dev-env BGP pool (192.168.10.0/24,
+/// fc00:f853:ccd:e799::/124).
+const POOL_V4: &str = "192.168.10.0/28";
+const POOL_V6: &str = "fc00:f853:ccd:e799::/124";
+
+/// The suite's specs.
+pub fn specs() -> Vec<Spec> {
+    let s = |name: &'static str, tags: &'static [&'static str], f: fn(&Ctx) -> Result<()>| {
+        Spec::new("BGP", name, tags, f)
+    };
+    vec![
+        s(
+            "should establish a session from every node",
+            &["IPV4"],
+            sessions_up,
+        ),
+        s(
+            "should announce an ExternalTrafficPolicy=Cluster service from every node and withdraw it on delete",
+            &["IPV4"],
+            etp_cluster_v4,
+        ),
+        s(
+            "should announce an ExternalTrafficPolicy=Cluster service from every node and withdraw it on delete",
+            &["IPV6"],
+            etp_cluster_v6,
+        ),
+        s(
+            "should announce an ExternalTrafficPolicy=Local service only from nodes with an endpoint",
+            &["IPV4"],
+            etp_local,
+        ),
+        s(
+            "should carry communities, large communities and localPref",
+            &["IPV4"],
+            attributes,
+        ),
+        s(
+            "should aggregate with aggregationLength",
+            &["IPV4"],
+            aggregation,
+        ),
+        s(
+            "should run sessions only from nodes matched by the peer's nodeSelectors",
+            &["IPV4"],
+            peer_node_selectors,
+        ),
+        s(
+            "should expose session and prefix metrics",
+            &["IPV4", "metrics"],
+            metrics,
+        ),
+        s(
+            "should converge again after the router restarts",
+            &["IPV4"],
+            router_restart,
+        ),
+        s(
+            "should withdraw a stopped speaker's routes at once and announce again when it returns",
+            &["IPV4"],
+            speaker_restart,
+        ),
+    ]
+}
+
+fn family_of(v6: bool) -> AddressFamily {
+    if v6 {
+        AddressFamily::Ipv6
+    } else {
+        AddressFamily::Ipv4
+    }
+}
+
+/// The router's address of the family.
+fn router(ctx: &Ctx, v6: bool) -> Result<IpAddr> {
+    ctx.cluster()
+        .router_addresses()
+        .into_iter()
+        .find(|a| a.is_ipv6() == v6)
+        .with_context(|| {
+            format!(
+                "cluster {:?} has no {} BGP router address (start it with --protocol bgp)",
+                ctx.cluster().name(),
+                family_of(v6).name()
+            )
+        })
+}
+
+/// Node name -> its address of the family.
+fn node_addresses(ctx: &Ctx, v6: bool) -> Vec<(String, IpAddr)> {
+    ctx.cluster()
+        .nodes()
+        .into_iter()
+        .filter_map(|n| {
+            let a = n.addresses.iter().find(|a| a.is_ipv6() == v6).copied()?;
+            Some((n.name, a))
+        })
+        .collect()
+}
+
+fn merge(base: &mut Value, patch: &Value) {
+    if let (Value::Object(b), Value::Object(p)) = (&mut *base, patch) {
+        for (k, v) in p {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// A BGPPeer to the router (iBGP in AS 64512, like upstream's dev-env),
+/// the pool and an advertisement with `ad`.
+fn bgp_config<'a>(ctx: &'a Ctx, v6: bool, peer: Value, ad: Value) -> Result<Config<'a>> {
+    let mut config = Config::new(ctx)?;
+    let mut spec = json!({ "myASN": ASN, "peerASN": ASN, "peerAddress": router(ctx, v6)?.to_string(), "holdTime": "9s" });
+    merge(&mut spec, &peer);
+    config.bgp_peer("frr", spec)?;
+    config.pool(
+        "bgp-test",
+        json!({ "addresses": [if v6 { POOL_V6 } else { POOL_V4 }] }),
+    )?;
+    let mut ad_spec = json!({ "ipAddressPools": ["bgp-test"] });
+    merge(&mut ad_spec, &ad);
+    config.bgp_advertisement("bgp-test", ad_spec)?;
+    Ok(config)
+}
+
+/// Waits until the router's sessions with exactly `from` are Established.
+fn wait_sessions(ctx: &Ctx, from: &BTreeSet<IpAddr>) -> Result<()> {
+    eventually(WAIT, &format!("BGP sessions from {from:?}"), || {
+        let up: BTreeSet<IpAddr> = ctx
+            .cluster()
+            .bgp_neighbors()?
+            .into_values()
+            .filter(|n| n.established())
+            .map(|n| n.address)
+            .collect();
+        Ok((up == *from).then_some(()))
+    })
+}
+
+/// The router's paths for `prefix`.
+fn paths(ctx: &Ctx, prefix: IpNet) -> Result<Vec<BgpPath>> {
+    let family = family_of(prefix.addr().is_ipv6());
+    Ok(ctx
+        .cluster()
+        .bgp_routes(family)?
+        .remove(&prefix)
+        .unwrap_or_default())
+}
+
+/// Waits until the router holds `prefix` through exactly `next_hops`;
+/// returns the paths.
+fn wait_route(ctx: &Ctx, prefix: IpNet, next_hops: &BTreeSet<IpAddr>) -> Result<Vec<BgpPath>> {
+    eventually(
+        WAIT,
+        &format!("{prefix} via {next_hops:?} at the router"),
+        || {
+            let p = paths(ctx, prefix)?;
+            let got: BTreeSet<IpAddr> = p.iter().flat_map(|p| p.nexthops.clone()).collect();
+            Ok((got == *next_hops).then_some(p))
+        },
+    )
+}
+
+fn wait_no_route(ctx: &Ctx, prefix: IpNet) -> Result<()> {
+    eventually(WAIT, &format!("{prefix} withdrawn at the router"), || {
+        Ok(paths(ctx, prefix)?.is_empty().then_some(()))
+    })
+}
+
+fn host_route(ip: IpAddr) -> IpNet {
+    IpNet::from(ip)
+}
+
+fn all_hops(ctx: &Ctx, v6: bool) -> BTreeSet<IpAddr> {
+    node_addresses(ctx, v6)
+        .into_iter()
+        .map(|(_, a)| a)
+        .collect()
+}
+
+fn sessions_up(ctx: &Ctx) -> Result<()> {
+    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
+    wait_sessions(ctx, &all_hops(ctx, false))
+}
+
+fn check_cluster_policy(ctx: &Ctx, v6: bool) -> Result<()> {
+    let _config = bgp_config(ctx, v6, json!({}), json!({}))?;
+    backends(ctx, &[])?;
+    let family = if v6 { "IPv6" } else { "IPv4" };
+    let ips = web_service(
+        ctx,
+        "web",
+        json!({ "spec": { "ipFamilies": [family], "ipFamilyPolicy": "SingleStack" } }),
+    )?;
+    let ip = ips[0];
+    let hops = all_hops(ctx, v6);
+    wait_route(ctx, host_route(ip), &hops)?;
+    // The router installed the route: the external host reaches the
+    // service through it.
+    let body = eventually(WAIT, &format!("HTTP on {ip} through the router"), || {
+        Ok(http_get(ctx, ip, HTTP_PORT, "/hostname").ok())
+    })?;
+    ensure!(
+        nodes(ctx).iter().any(|n| body.contains(n.as_str())),
+        "{ip} served {body:?}, not a node's hostname"
+    );
+    // One ServiceBGPStatus per node, naming the peer.
+    let statuses = eventually(WAIT, "a ServiceBGPStatus per node", || {
+        let s = metallb::bgp_statuses(ctx, "web")?;
+        Ok((s.len() == hops.len()).then_some(s))
+    })?;
+    for (node, peers) in &statuses {
+        ensure!(peers == &["frr"], "{node} reports peers {peers:?}");
+    }
+    let events = metallb::events(ctx, "web", "nodeAssigned")?;
+    ensure!(
+        events.iter().any(|e| e.contains("with protocol \"bgp\"")),
+        "no nodeAssigned event with protocol bgp: {events:?}"
+    );
+    metallb::delete_service(ctx, "web")?;
+    wait_no_route(ctx, host_route(ip))?;
+    eventually(WAIT, "ServiceBGPStatus objects removed", || {
+        Ok(metallb::bgp_statuses(ctx, "web")?.is_empty().then_some(()))
+    })
+}
+
+fn etp_cluster_v4(ctx: &Ctx) -> Result<()> {
+    check_cluster_policy(ctx, false)
+}
+
+fn etp_cluster_v6(ctx: &Ctx) -> Result<()> {
+    check_cluster_policy(ctx, true)
+}
+
+fn etp_local(ctx: &Ctx) -> Result<()> {
+    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
+    let addrs = node_addresses(ctx, false);
+    let (first, first_ip) = addrs.first().context("no node")?.clone();
+    backends(ctx, &[first.as_str()])?;
+    let ips = web_service(
+        ctx,
+        "web",
+        json!({ "spec": { "externalTrafficPolicy": "Local" } }),
+    )?;
+    wait_route(ctx, host_route(ips[0]), &BTreeSet::from([first_ip]))?;
+    let statuses = metallb::bgp_statuses(ctx, "web")?;
+    ensure!(
+        statuses.keys().collect::<Vec<_>>() == [&first],
+        "ServiceBGPStatus from {:?}, expected only {first}",
+        statuses.keys()
+    );
+    Ok(())
+}
+
+fn attributes(ctx: &Ctx) -> Result<()> {
+    let mut config = bgp_config(
+        ctx,
+        false,
+        json!({}),
+        json!({ "localPref": 150, "communities": ["e2e-alias", "64512:100", "large:64512:1:2"] }),
+    )?;
+    config.community(
+        "e2e",
+        json!({ "communities": [{ "name": "e2e-alias", "value": "65000:7" }] }),
+    )?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let p = eventually(WAIT, "the route with its attributes", || {
+        let p = paths(ctx, host_route(ips[0]))?;
+        Ok(p.iter().find(|p| p.communities.len() == 2).cloned())
+    })?;
+    ensure!(p.local_pref == Some(150), "LOCAL_PREF {:?}", p.local_pref);
+    let c: BTreeSet<&str> = p.communities.iter().map(String::as_str).collect();
+    ensure!(
+        c == BTreeSet::from(["64512:100", "65000:7"]),
+        "communities {c:?}"
+    );
+    ensure!(
+        p.large_communities == ["64512:1:2"],
+        "large communities {:?}",
+        p.large_communities
+    );
+    Ok(())
+}
+
+fn aggregation(ctx: &Ctx) -> Result<()> {
+    let _config = bgp_config(ctx, false, json!({}), json!({ "aggregationLength": 28 }))?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let agg = IpNet::new(ips[0], 28)?.trunc();
+    wait_route(ctx, agg, &all_hops(ctx, false))?;
+    ensure!(
+        paths(ctx, host_route(ips[0]))?.is_empty(),
+        "the host route was announced besides the aggregate"
+    );
+    Ok(())
+}
+
+fn peer_node_selectors(ctx: &Ctx) -> Result<()> {
+    let addrs = node_addresses(ctx, false);
+    let (first, first_ip) = addrs.first().context("no node")?.clone();
+    let _config = bgp_config(
+        ctx,
+        false,
+        json!({ "nodeSelectors": [{ "matchLabels": { "kubernetes.io/hostname": first } }] }),
+        json!({}),
+    )?;
+    let only = BTreeSet::from([first_ip]);
+    wait_sessions(ctx, &only)?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    wait_route(ctx, host_route(ips[0]), &only)?;
+    Ok(())
+}
+
+fn metrics(ctx: &Ctx) -> Result<()> {
+    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    wait_route(ctx, host_route(ips[0]), &all_hops(ctx, false))?;
+    let peer = format!("peer=\"{}:179\"", router(ctx, false)?);
+    let node = nodes(ctx).into_iter().next().context("no node")?;
+    eventually(WAIT, "BGP metrics on the speaker", || {
+        let text = speaker_metrics(ctx, &node)?;
+        let up = sample(&text, "metallb_bgp_session_up", &[&peer]);
+        let announced = sample(&text, "metallb_bgp_announced_prefixes_total", &[&peer]);
+        let pending = sample(&text, "metallb_bgp_pending_prefixes_total", &[&peer]);
+        let updates = sample(&text, "metallb_bgp_updates_total", &[&peer]);
+        let announced_svc = sample(&text, "metallb_speaker_announced", &["protocol=\"bgp\""]);
+        Ok((up == Some(1.0)
+            && announced == Some(1.0)
+            && pending == Some(0.0)
+            && updates.is_some_and(|u| u >= 1.0)
+            && announced_svc == Some(1.0))
+        .then_some(()))
+    })
+}
+
+fn router_restart(ctx: &Ctx) -> Result<()> {
+    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let hops = all_hops(ctx, false);
+    wait_route(ctx, host_route(ips[0]), &hops)?;
+    ctx.cluster().restart_router()?;
+    wait_sessions(ctx, &hops)?;
+    wait_route(ctx, host_route(ips[0]), &hops)?;
+    Ok(())
+}
+
+fn speaker_restart(ctx: &Ctx) -> Result<()> {
+    use devenv::cluster::StopSignal;
+    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let hops = all_hops(ctx, false);
+    wait_route(ctx, host_route(ips[0]), &hops)?;
+    let addrs = node_addresses(ctx, false);
+    let (node, addr) = addrs.last().context("no node")?.clone();
+    ctx.cluster().stop_speaker(&node, StopSignal::Term)?;
+    let result = (|| {
+        // The speaker closed its session with a Cease: its path goes
+        // without waiting for the hold time.
+        let rest: BTreeSet<IpAddr> = hops.iter().copied().filter(|a| *a != addr).collect();
+        wait_route(ctx, host_route(ips[0]), &rest)?;
+        let n = ctx.cluster().bgp_neighbors()?;
+        let reset = n.get(&addr).and_then(|n| n.last_reset.clone());
+        ensure!(
+            reset.as_deref().is_some_and(|r| r.contains("Notification")
+                || r.contains("NOTIFICATION")
+                || r.contains("Cease")),
+            "the router saw the session end without a NOTIFICATION: {reset:?}"
+        );
+        Ok(())
+    })();
+    ctx.cluster().start_speaker(&node)?;
+    result?;
+    wait_route(ctx, host_route(ips[0]), &hops)?;
+    let _ = external::forget_neighbor(ctx, ips[0]);
+    Ok(())
+}
