@@ -20,9 +20,11 @@ pub struct KindJob {
     pub skip: &'static str,
 }
 
-/// The kind e2e matrix. The DevEnv suite checks the lab itself and BGP
-/// needs the BGP speaker (issue #8); each family skips the other
-/// families' specs. The workflow's matrix must equal this (tested).
+/// The kind e2e matrix. The DevEnv suite checks the lab itself; the kind
+/// jobs run layer 2 dev-envs, so BGP runs in the lab job (whose external
+/// host is the FRR router the suite curls through); each family skips
+/// the other families' specs. The workflow's matrix must equal this
+/// (tested).
 pub const KIND_MATRIX: [KindJob; 3] = [
     KindJob {
         ip_family: "ipv4",

@@ -214,9 +214,6 @@ async fn up_async(spec: &KindSpec) -> Result<KindCluster> {
         Protocol::Layer2 => layer2_objects(&spec.name, &parse_ranges(&ranges.dev_env)?)?,
         Protocol::Bgp => {
             let routers = start_frr(&docker, &spec.name, &dir, &node_names).await?;
-            println!(
-                "note: the native BGP speaker lands with issue #8; until then the speakers do not open sessions to FRR"
-            );
             frr::objects(NAMESPACE, &routers, (DEV_ENV_LABEL, &spec.name))
         }
     };
