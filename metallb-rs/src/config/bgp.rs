@@ -565,6 +565,24 @@ fn peer(
             .ok(),
         (None, None) => None,
     };
+    // Linux refuses longer TCP MD5 keys (TCP_MD5SIG_MAXKEYLEN).
+    if let Some(p) = &password
+        && p.len() > crate::net::bgp::MD5_MAX_KEY
+    {
+        let field = if s.password.is_some() {
+            "spec.password"
+        } else {
+            "spec.passwordSecret"
+        };
+        err(
+            field,
+            format!(
+                "the password is {} bytes; TCP MD5 keys are at most {} bytes",
+                p.len(),
+                crate::net::bgp::MD5_MAX_KEY
+            ),
+        );
+    }
     let node_selectors =
         super::selectors(obj, "spec.nodeSelectors", s.node_selectors.as_ref(), errors);
     if errors.len() != before {

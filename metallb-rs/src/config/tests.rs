@@ -124,6 +124,7 @@ fn errors(docs: &str) -> Vec<String> {
 #[case::peer_connect_range(&peer("peerASN: 1, peerAddress: 10.1.0.1, connectTime: 20h"), "spec.connectTime: connect time should be between 1 seconds to 65535")]
 #[case::peer_bad_router_id(&peer("peerASN: 1, peerAddress: 10.1.0.1, routerID: 'fc00::1'"), r#"spec.routerID: invalid router ID "fc00::1": must be an IPv4 address"#)]
 #[case::peer_bad_node_selector(&peer("peerASN: 1, peerAddress: 10.1.0.1, nodeSelectors: [{matchExpressions: [{key: a, operator: Near}]}]"), "spec.nodeSelectors[0].matchExpressions[0].operator: unknown operator")]
+#[case::peer_password_too_long(&peer(&format!("peerASN: 1, peerAddress: 10.1.0.1, password: {}", "x".repeat(81))), "spec.password: the password is 81 bytes; TCP MD5 keys are at most 80 bytes")]
 #[case::peer_password_and_secret(&peer("peerASN: 1, peerAddress: 10.1.0.1, password: x, passwordSecret: {name: s}"), "spec.passwordSecret: password and passwordSecret are mutually exclusive")]
 #[case::peer_secret_missing(&peer("peerASN: 1, peerAddress: 10.1.0.1, passwordSecret: {name: s}"), r#"spec.passwordSecret: secret "s" not found in namespace "metallb-system""#)]
 #[case::peer_secret_wrong_type(&format!("{}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: metallb-system}}\nstringData: {{password: x}}", peer("peerASN: 1, peerAddress: 10.1.0.1, passwordSecret: {name: s}")),

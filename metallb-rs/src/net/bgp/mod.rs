@@ -30,6 +30,8 @@ pub const HEADER_LEN: usize = 19;
 pub const MAX_LEN: usize = 4096;
 /// The port BGP listens on.
 pub const PORT: u16 = 179;
+/// The longest TCP MD5 key (RFC 2385) Linux accepts (TCP_MD5SIG_MAXKEYLEN).
+pub const MD5_MAX_KEY: usize = 80;
 /// Stands in for a 4-octet AS in 2-octet fields (RFC 6793).
 pub const AS_TRANS: u16 = 23456;
 

@@ -2,6 +2,7 @@
 //! signature option (RFC 2385) are set before the SYN leaves, which is
 //! when the peer checks them.
 
+use crate::net::bgp::MD5_MAX_KEY;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -36,9 +37,6 @@ struct TcpMd5Sig {
     ifindex: i32,
     key: [u8; 80],
 }
-
-/// The longest key Linux accepts.
-pub const MD5_MAX_KEY: usize = 80;
 
 /// Signs every segment to and from `peer` with `key` (also used on
 /// listening sockets by tests).
