@@ -73,6 +73,21 @@ pub fn specs() -> Vec<Spec> {
             metrics,
         ),
         s(
+            "should announce both families of a dual-stack service over both sessions",
+            &["DUALSTACK"],
+            dual_stack,
+        ),
+        s(
+            "should establish sessions with a TCP MD5 password and not with a wrong one",
+            &["IPV4"],
+            md5_password,
+        ),
+        s(
+            "should speak eBGP: our AS in the path, no LOCAL_PREF",
+            &["IPV4"],
+            ebgp,
+        ),
+        s(
             "should converge again after the router restarts",
             &["IPV4"],
             router_restart,
@@ -356,6 +371,135 @@ fn metrics(ctx: &Ctx) -> Result<()> {
             && announced_svc == Some(1.0))
         .then_some(()))
     })
+}
+
+fn dual_stack(ctx: &Ctx) -> Result<()> {
+    let mut config = Config::new(ctx)?;
+    for (name, v6) in [("frr-v4", false), ("frr-v6", true)] {
+        config.bgp_peer(
+            name,
+            json!({ "myASN": ASN, "peerASN": ASN, "peerAddress": router(ctx, v6)?.to_string(), "holdTime": "9s" }),
+        )?;
+    }
+    config.pool("bgp-test", json!({ "addresses": [POOL_V4, POOL_V6] }))?;
+    config.bgp_advertisement("bgp-test", json!({ "ipAddressPools": ["bgp-test"] }))?;
+    backends(ctx, &[])?;
+    let ips = web_service(
+        ctx,
+        "web",
+        json!({ "spec": { "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "RequireDualStack" } }),
+    )?;
+    ensure!(ips.len() == 2, "dual-stack service got {ips:?}");
+    for ip in &ips {
+        wait_route(ctx, host_route(*ip), &all_hops(ctx, ip.is_ipv6()))?;
+    }
+    let statuses = metallb::bgp_statuses(ctx, "web")?;
+    for (node, peers) in &statuses {
+        ensure!(
+            peers == &["frr-v4", "frr-v6"],
+            "{node} reports peers {peers:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Router configuration made through vtysh for one spec, undone when
+/// dropped (pass, fail or panic).
+struct RouterChange<'a> {
+    ctx: &'a Ctx,
+    undo: String,
+}
+
+impl<'a> RouterChange<'a> {
+    /// Runs `lines` under `router bgp`; `undo` lines restore it.
+    fn new(ctx: &'a Ctx, lines: &[String], undo: &[String]) -> Result<Self> {
+        let change = RouterChange {
+            ctx,
+            undo: router_commands(undo),
+        };
+        ctx.cluster().vtysh(&router_commands(lines))?;
+        Ok(change)
+    }
+}
+
+fn router_commands(lines: &[String]) -> String {
+    format!("configure terminal\nrouter bgp {ASN}\n{}", lines.join("\n"))
+}
+
+impl Drop for RouterChange<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.ctx.cluster().vtysh(&self.undo) {
+            eprintln!("e2e: could not restore the router's configuration: {e:#}");
+        }
+    }
+}
+
+fn md5_password(ctx: &Ctx) -> Result<()> {
+    let hops = all_hops(ctx, false);
+    let set: Vec<String> = hops
+        .iter()
+        .map(|a| format!("neighbor {a} password e2e-s3cret"))
+        .collect();
+    let unset: Vec<String> = hops
+        .iter()
+        .map(|a| format!("no neighbor {a} password"))
+        .collect();
+    let _router = RouterChange::new(ctx, &set, &unset)?;
+    {
+        let _wrong = bgp_config(ctx, false, json!({ "password": "not-it" }), json!({}))?;
+        // Segments signed with another key are dropped by the router's
+        // kernel: no session comes up.
+        std::thread::sleep(Duration::from_secs(5));
+        let up: Vec<IpAddr> = ctx
+            .cluster()
+            .bgp_neighbors()?
+            .into_values()
+            .filter(|n| n.established())
+            .map(|n| n.address)
+            .collect();
+        ensure!(up.is_empty(), "sessions up with a wrong password: {up:?}");
+    }
+    let _config = bgp_config(ctx, false, json!({ "password": "e2e-s3cret" }), json!({}))?;
+    wait_sessions(ctx, &hops)?;
+    let n = ctx.cluster().bgp_neighbors()?;
+    ensure!(
+        hops.iter()
+            .all(|a| n.get(a).is_some_and(|s| s.authentication)),
+        "the router does not report authentication on every session"
+    );
+    Ok(())
+}
+
+fn ebgp(ctx: &Ctx) -> Result<()> {
+    const OURS: u32 = 64513;
+    let hops = all_hops(ctx, false);
+    let set: Vec<String> = hops
+        .iter()
+        .map(|a| format!("neighbor {a} remote-as {OURS}"))
+        .collect();
+    let unset: Vec<String> = hops
+        .iter()
+        .map(|a| format!("neighbor {a} remote-as {ASN}"))
+        .collect();
+    let _router = RouterChange::new(ctx, &set, &unset)?;
+    let _config = bgp_config(
+        ctx,
+        false,
+        json!({ "myASN": OURS }),
+        json!({ "localPref": 300 }),
+    )?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let paths = wait_route(ctx, host_route(ips[0]), &hops)?;
+    for p in &paths {
+        ensure!(p.as_path == OURS.to_string(), "AS path {:?}", p.as_path);
+        // LOCAL_PREF is not sent to external peers; FRR shows its default.
+        ensure!(
+            p.local_pref != Some(300),
+            "LOCAL_PREF 300 crossed an eBGP session"
+        );
+    }
+    Ok(())
 }
 
 fn router_restart(ctx: &Ctx) -> Result<()> {
