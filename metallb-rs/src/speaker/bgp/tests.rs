@@ -456,3 +456,36 @@ fn session_config_follows_the_peer() {
         255
     );
 }
+
+#[tokio::test]
+async fn connects_from_the_source_address() {
+    let l = listener(None);
+    let mut cfg = config(&l, 64512);
+    cfg.dial.source = Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)));
+    let _s = Session::start(cfg, table(&[]), BgpMetrics::new(&Registry::new()));
+    let (_sock, from) = tokio::time::timeout(Duration::from_secs(10), l.accept())
+        .await
+        .expect("the speaker connects")
+        .expect("accept");
+    assert_eq!(from.ip(), IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)));
+}
+
+#[tokio::test]
+async fn an_unusable_source_address_is_reported() {
+    let l = listener(None);
+    let mut cfg = config(&l, 64512);
+    // Not an address of this host.
+    cfg.dial.source = Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 77)));
+    let s = Session::start(cfg, table(&[]), BgpMetrics::new(&Registry::new()));
+    let mut st = s.subscribe();
+    let st = tokio::time::timeout(
+        Duration::from_secs(10),
+        st.wait_for(|st| st.last_error.is_some()),
+    )
+    .await
+    .expect("an error within 10 s")
+    .expect("status")
+    .clone();
+    let e = st.last_error.unwrap_or_default();
+    assert!(e.contains("192.0.2.77"), "{e}");
+}
