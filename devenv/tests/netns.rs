@@ -451,3 +451,34 @@ fn ensure_without_privileges_says_dev_env_needs_root() {
     assert!(matches!(err, netns::LabError::NeedsRoot { .. }), "{err:?}");
     assert!(err.to_string().contains("needs root"), "{err}");
 }
+
+/// The failover specs take a node's link down and up: every address must
+/// survive it (Linux flushes IPv6 addresses on link down unless told to
+/// keep them), and the node is reachable again on both families.
+#[test]
+fn a_link_taken_down_and_up_keeps_its_addresses_needs_root() {
+    if !root() {
+        return;
+    }
+    let (_guard, lab) = up(&Topology::new(&lab_name('l'), 1));
+    let worker = &lab.nodes[1];
+    let before = addrs_in(Some(&worker.namespace));
+    stdout(
+        "ip",
+        &["-n", &worker.namespace, "link", "set", "eth0", "down"],
+    );
+    stdout(
+        "ip",
+        &["-n", &worker.namespace, "link", "set", "eth0", "up"],
+    );
+    let after = addrs_in(Some(&worker.namespace));
+    for a in before.iter().filter(|(dev, _)| dev == "eth0") {
+        assert!(
+            after.contains(a),
+            "{a:?} lost after link down/up: {after:?}"
+        );
+    }
+    for addr in worker.addresses() {
+        tcp_reachable(&worker.namespace, &lab.nodes[0].namespace, addr);
+    }
+}

@@ -459,6 +459,10 @@ pub fn plan(topology: &Topology) -> Result<Plan> {
             s.push(kv("net.ipv6.conf.all.forwarding".into(), "0"));
             for scope in ["all", "default"] {
                 s.push(kv(format!("net.ipv6.conf.{scope}.accept_dad"), "0"));
+                // A link taken down and up (the failover specs) keeps its
+                // IPv6 addresses, as IPv4 ones are kept; Linux otherwise
+                // flushes them and nothing here would add them back.
+                s.push(kv(format!("net.ipv6.conf.{scope}.keep_addr_on_down"), "1"));
             }
         }
         if role == Role::External {
@@ -1203,6 +1207,11 @@ mod tests {
         assert!(has(&node.sysctls, "net.ipv4.ip_forward", "0"));
         assert!(has(&node.sysctls, "net.ipv6.conf.all.forwarding", "0"));
         assert!(has(&node.sysctls, "net.ipv6.conf.default.accept_dad", "0"));
+        assert!(has(
+            &node.sysctls,
+            "net.ipv6.conf.all.keep_addr_on_down",
+            "1"
+        ));
         let eth0 = &node.interfaces[0].sysctls;
         assert!(has(eth0, "net.ipv4.conf.eth0.arp_ignore", "1"));
         assert!(has(eth0, "net.ipv4.conf.eth0.arp_announce", "2"));
