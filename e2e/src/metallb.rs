@@ -276,9 +276,13 @@ pub fn announcing_node(ctx: &Ctx, name: &str) -> Result<Option<String>> {
         .map(str::to_owned))
 }
 
-/// The ServiceL2Status objects of service `name` in the test's namespace.
-pub fn l2_statuses(ctx: &Ctx, name: &str) -> Result<Vec<v1beta1::ServiceL2Status>> {
-    let api: Api<v1beta1::ServiceL2Status> = Api::namespaced(ctx.client()?, NAMESPACE);
+/// The status objects of kind `K` (ServiceL2Status, ServiceBGPStatus)
+/// of service `name` in the test's namespace.
+fn statuses_of<K: metallb_rs::speaker::status::StatusObject>(
+    ctx: &Ctx,
+    name: &str,
+) -> Result<Vec<K>> {
+    let api: Api<K> = Api::namespaced(ctx.client()?, NAMESPACE);
     let selector = format!(
         "metallb.io/service-name={name},metallb.io/service-namespace={}",
         ctx.namespace()
@@ -288,19 +292,17 @@ pub fn l2_statuses(ctx: &Ctx, name: &str) -> Result<Vec<v1beta1::ServiceL2Status
         .items)
 }
 
+/// The ServiceL2Status objects of service `name` in the test's namespace.
+pub fn l2_statuses(ctx: &Ctx, name: &str) -> Result<Vec<v1beta1::ServiceL2Status>> {
+    statuses_of(ctx, name)
+}
+
 /// The ServiceBGPStatus objects of service `name`: node -> peers.
 pub fn bgp_statuses(
     ctx: &Ctx,
     name: &str,
 ) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
-    let api: Api<v1beta1::ServiceBGPStatus> = Api::namespaced(ctx.client()?, NAMESPACE);
-    let selector = format!(
-        "metallb.io/service-name={name},metallb.io/service-namespace={}",
-        ctx.namespace()
-    );
-    Ok(ctx
-        .block_on(api.list(&ListParams::default().labels(&selector)))?
-        .items
+    Ok(statuses_of::<v1beta1::ServiceBGPStatus>(ctx, name)?
         .into_iter()
         .filter_map(|o| {
             let s = o.status?;

@@ -411,13 +411,21 @@ struct RouterChange<'a> {
 }
 
 impl<'a> RouterChange<'a> {
-    /// Runs `lines` under `router bgp`; `undo` lines restore it.
-    fn new(ctx: &'a Ctx, lines: &[String], undo: &[String]) -> Result<Self> {
+    /// Runs `set(neighbor)` for each of `neighbors` under `router bgp`;
+    /// `unset(neighbor)` lines restore it.
+    fn per_neighbor(
+        ctx: &'a Ctx,
+        neighbors: &BTreeSet<IpAddr>,
+        set: impl Fn(&IpAddr) -> String,
+        unset: impl Fn(&IpAddr) -> String,
+    ) -> Result<Self> {
+        let lines =
+            |f: &dyn Fn(&IpAddr) -> String| -> Vec<String> { neighbors.iter().map(f).collect() };
         let change = RouterChange {
             ctx,
-            undo: router_commands(undo),
+            undo: router_commands(&lines(&unset)),
         };
-        ctx.cluster().vtysh(&router_commands(lines))?;
+        ctx.cluster().vtysh(&router_commands(&lines(&set)))?;
         Ok(change)
     }
 }
@@ -436,15 +444,12 @@ impl Drop for RouterChange<'_> {
 
 fn md5_password(ctx: &Ctx) -> Result<()> {
     let hops = all_hops(ctx, false);
-    let set: Vec<String> = hops
-        .iter()
-        .map(|a| format!("neighbor {a} password e2e-s3cret"))
-        .collect();
-    let unset: Vec<String> = hops
-        .iter()
-        .map(|a| format!("no neighbor {a} password"))
-        .collect();
-    let _router = RouterChange::new(ctx, &set, &unset)?;
+    let _router = RouterChange::per_neighbor(
+        ctx,
+        &hops,
+        |a| format!("neighbor {a} password e2e-s3cret"),
+        |a| format!("no neighbor {a} password"),
+    )?;
     {
         let _wrong = bgp_config(ctx, false, json!({ "password": "not-it" }), json!({}))?;
         // Segments signed with another key are dropped by the router's
@@ -473,15 +478,12 @@ fn md5_password(ctx: &Ctx) -> Result<()> {
 fn ebgp(ctx: &Ctx) -> Result<()> {
     const OURS: u32 = 64513;
     let hops = all_hops(ctx, false);
-    let set: Vec<String> = hops
-        .iter()
-        .map(|a| format!("neighbor {a} remote-as {OURS}"))
-        .collect();
-    let unset: Vec<String> = hops
-        .iter()
-        .map(|a| format!("neighbor {a} remote-as {ASN}"))
-        .collect();
-    let _router = RouterChange::new(ctx, &set, &unset)?;
+    let _router = RouterChange::per_neighbor(
+        ctx,
+        &hops,
+        |a| format!("neighbor {a} remote-as {OURS}"),
+        |a| format!("neighbor {a} remote-as {ASN}"),
+    )?;
     let _config = bgp_config(
         ctx,
         false,

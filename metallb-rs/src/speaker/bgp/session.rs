@@ -437,20 +437,9 @@ struct EstablishedCtx<'a> {
 }
 
 async fn established(e: EstablishedCtx<'_>) -> Ended {
-    let EstablishedCtx {
-        cfg,
-        mut rd,
-        mut wr,
-        ctx,
-        hold,
-        keepalive,
-        shape,
-        routes,
-        status,
-        stop,
-        metrics,
-        label,
-    } = e;
+    let EstablishedCtx { mut rd, mut wr, .. } = e;
+    let (cfg, ctx, hold, keepalive, shape) = (e.cfg, e.ctx, e.hold, e.keepalive, e.shape);
+    let (routes, status, stop, metrics, label) = (e.routes, e.status, e.stop, e.metrics, e.label);
     let failed = |why: String| Ended::Failed(why, true);
     // Reading runs in its own task: a half-read message must survive the
     // select below picking another branch.
