@@ -489,3 +489,16 @@ async fn an_unusable_source_address_is_reported() {
     let e = st.last_error.unwrap_or_default();
     assert!(e.contains("192.0.2.77"), "{e}");
 }
+
+/// A directly connected eBGP peer gets TTL 1, multihop and iBGP 255: set
+/// on the socket before the SYN.
+#[tokio::test]
+async fn ttl_follows_ebgp_multihop() {
+    for (ttl, want) in [(1, 1), (255, 255)] {
+        let l = listener(None);
+        let mut cfg = config(&l, 64600);
+        cfg.dial.ttl = ttl;
+        let stream = socket::connect(&cfg.dial).await.expect("connects");
+        assert_eq!(stream.ttl().expect("ttl"), want);
+    }
+}
