@@ -190,6 +190,20 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
         .wait_established(&peers, WAIT)
         .expect("every session up");
     assert!(neighbors[&address(n1, false)].authentication, "TCP MD5");
+    // bgpd's vty socket answers as vtysh does, several commands on one
+    // connection, and reports errors.
+    let mut vty = router.bgpd_vty().expect("vty socket");
+    for _ in 0..3 {
+        let direct = frr::parse_neighbors(&vty.command(frr::NEIGHBORS_COMMAND).expect("vty"))
+            .expect("neighbors through the socket");
+        assert_eq!(frr::states(&direct), frr::states(&neighbors));
+    }
+    let err = vty.command("show no-such-thing").expect_err("unknown");
+    assert!(err.to_string().contains("failed (status"), "{err:#}");
+    assert!(
+        vty.command("show bgp summary json").is_ok(),
+        "usable after an error"
+    );
     assert!(!neighbors[&address(n0, false)].authentication);
     assert_eq!(
         neighbors[&address(n0, false)].remote_router_id,

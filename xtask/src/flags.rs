@@ -66,6 +66,8 @@ pub enum BenchTarget {
     Scale,
     /// Time until an address answers from another node after SIGKILL, SIGTERM or link loss (lab, root)
     Failover,
+    /// BGP: service to route in FRR and back; UPDATE throughput of our session vs FRR's `network`s (lab, root, FRR)
+    Bgp,
 }
 
 /// Flags of `cargo xtask bench`.
@@ -83,9 +85,13 @@ pub struct BenchArgs {
     /// Back-to-back requests per target for the rate (arp)
     #[arg(long, default_value_t = 20000)]
     pub burst: usize,
-    /// Runs per disruption (failover)
-    #[arg(long, default_value_t = 10)]
-    pub runs: usize,
+    /// Runs per disruption (failover, default 10); announce/withdraw rounds (bgp, default 10)
+    /// and runs of each announcer (bgp, default 3)
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Prefixes each announcer sends (bgp)
+    #[arg(long, default_value_t = 10_000)]
+    pub prefixes: usize,
 }
 
 /// Where a dev cluster comes from.

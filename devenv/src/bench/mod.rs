@@ -1,9 +1,11 @@
-//! Benchmarks that need a running lab (`cargo xtask bench arp|scale`).
-//! Each prints its figures next to a baseline measured in the same run;
-//! nothing here asserts a time. Shared here: MetalLB configuration and
-//! backends for a benchmark, removed afterwards.
+//! Benchmarks that need a running lab (`cargo xtask bench
+//! arp|scale|failover|bgp`). Each prints its figures next to a baseline
+//! measured in the same run; nothing here asserts a time. Shared here:
+//! MetalLB configuration and backends for a benchmark, removed afterwards,
+//! and the cleanup on Ctrl-C.
 
 pub mod arp;
+pub mod bgp;
 pub mod failover;
 pub mod scale;
 
@@ -11,21 +13,22 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// The namespace benchmark services and pods live in.
 pub const NAMESPACE: &str = "metallb-bench";
+
+/// The label on the MetalLB objects a BGP benchmark creates
+/// ([`setup_bgp`]); [`teardown`] deletes whatever carries it.
+pub const LABEL: (&str, &str) = ("metallb-rs.dev/bench", "bench");
 
 /// Creates the bench namespace, a pool `bench` with `addresses`, an
 /// L2Advertisement, and a netexec backend labelled `app=bench` on every
 /// node.
 pub async fn setup(client: &kube::Client, addresses: &[&str], nodes: &[String]) -> Result<()> {
     teardown(client).await?;
-    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .context("creating the bench namespace")?;
+    backends(client, nodes).await?;
     let pools: Api<metallb_rs::api::v1beta1::IPAddressPool> =
         Api::namespaced(client.clone(), metallb_rs::api::DEFAULT_NAMESPACE);
     pools
@@ -48,6 +51,17 @@ pub async fn setup(client: &kube::Client, addresses: &[&str], nodes: &[String]) 
         }))?,
     )
     .await?;
+    Ok(())
+}
+
+/// Creates the bench namespace and a netexec backend labelled `app=bench`
+/// on every node.
+async fn backends(client: &kube::Client, nodes: &[String]) -> Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .context("creating the bench namespace")?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     for node in nodes {
         let pod: Pod = serde_json::from_value(json!({
@@ -59,6 +73,20 @@ pub async fn setup(client: &kube::Client, addresses: &[&str], nodes: &[String]) 
         }))?;
         pods.create(&PostParams::default(), &pod).await?;
     }
+    Ok(())
+}
+
+/// Creates the bench namespace, backends on every node (as [`setup`]) and
+/// the dev-env's BGP configuration for `routers` ([`crate::frr::objects`]:
+/// a BGPPeer per router address, pool [`crate::frr::POOL_NAME`] with the
+/// [`crate::frr::POOL`] CIDRs of those families, a BGPAdvertisement),
+/// labelled [`LABEL`].
+pub async fn setup_bgp(client: &kube::Client, routers: &[IpAddr], nodes: &[String]) -> Result<()> {
+    teardown(client).await?;
+    backends(client, nodes).await?;
+    let objects = crate::frr::objects(metallb_rs::api::DEFAULT_NAMESPACE, routers, LABEL);
+    crate::kind::validate(&objects)?;
+    crate::kind::apply::create_or_replace_all(client, &objects, Duration::from_secs(10)).await?;
     Ok(())
 }
 
@@ -90,6 +118,7 @@ pub fn with_service<T>(
         let vip = rt.block_on(wait_for_ipv4(&svcs, name))?;
         measure(vip)
     })();
+    wait_if_interrupted();
     rt.block_on(teardown(&client))?;
     result
 }
@@ -131,11 +160,97 @@ pub async fn teardown(client: &kube::Client) -> Result<()> {
     if ads.get_opt("bench").await?.is_some() {
         ads.delete("bench", &DeleteParams::default()).await?;
     }
+    crate::kind::apply::delete_metallb_config(client, metallb, &format!("{}={}", LABEL.0, LABEL.1))
+        .await?;
     // Namespace deletion is immediate in the lab; give controllers a moment.
     let deadline = Instant::now() + Duration::from_secs(30);
     while ns_api.get_opt(NAMESPACE).await?.is_some() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    Ok(())
+}
+
+/// Set once a signal arrived: [`on_interrupt`]'s cleanup runs.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether [`on_interrupt`]'s handler has taken over.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Held by whoever removes what a benchmark made: the benchmark's own
+/// cleanup or [`on_interrupt`]'s handler, never both at once.
+static CLEANUP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Blocks for good once [`on_interrupt`]'s handler has taken over (it
+/// cleans up and exits the process); returns at once otherwise. For the
+/// benchmark's own cleanup paths, so that they do not race the handler's.
+pub fn wait_if_interrupted() {
+    while interrupted() {
+        std::thread::park();
+    }
+}
+
+/// For the benchmark's own removal of namespaces and processes: waits as
+/// [`wait_if_interrupted`], then holds off the interrupt handler's cleanup
+/// until the guard drops (a signal during the removal waits for it rather
+/// than racing it or cutting it short).
+pub fn cleanup_lock() -> std::sync::MutexGuard<'static, ()> {
+    wait_if_interrupted();
+    CLEANUP
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// On SIGINT (Ctrl-C) or SIGTERM: says so, runs `cleanup` and exits with
+/// 130 or 143; a second signal exits at once. Install once per process,
+/// before the benchmark makes anything: lab processes run in process
+/// groups of their own, so without this an interrupted run leaves them.
+/// The benchmark's own cleanup calls [`wait_if_interrupted`] first, or
+/// holds [`cleanup_lock`] while it removes things.
+pub fn on_interrupt(cleanup: impl FnOnce() + Send + 'static) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let rt = crate::runtime()?;
+    let (mut int, mut term) = {
+        let _guard = rt.enter();
+        (
+            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        )
+    };
+    std::thread::Builder::new()
+        .name("bench-interrupt".into())
+        .spawn(move || {
+            let code = rt.block_on(async {
+                tokio::select! {
+                    _ = int.recv() => 130,
+                    _ = term.recv() => 143,
+                }
+            });
+            INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+            eprintln!("\nbench: interrupted, cleaning up (signal again to exit now)");
+            let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+            let spawned = std::thread::Builder::new()
+                .name("bench-cleanup".into())
+                .spawn(move || {
+                    let _guard = CLEANUP
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    cleanup();
+                    let _ = done_tx.send(());
+                });
+            if spawned.is_ok() {
+                rt.block_on(async {
+                    tokio::select! {
+                        _ = done_rx => {}
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                });
+            }
+            std::process::exit(code);
+        })
+        .context("starting the interrupt handler thread")?;
     Ok(())
 }
 

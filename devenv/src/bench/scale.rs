@@ -117,6 +117,7 @@ pub fn run(cluster: &LabCluster, n: usize) -> Result<Report> {
             rss,
         })
     });
+    super::wait_if_interrupted();
     rt.block_on(teardown(&client))?;
     let report = result?;
     print(&report);
