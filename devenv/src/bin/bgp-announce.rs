@@ -9,10 +9,9 @@ use clap::Parser;
 use metallb_rs::config::{Peer, PeerAsn};
 use metallb_rs::metrics::BgpMetrics;
 use metallb_rs::net::bgp::{Notification, code};
-use metallb_rs::speaker::bgp::session::Session;
+use metallb_rs::speaker::bgp::session::{DesiredRoutes, Session};
 use metallb_rs::speaker::bgp::{NodeAddresses, session_config};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One BGP session announcing consecutive /32s.
@@ -46,7 +45,7 @@ fn main() -> Result<()> {
         metallb_rs::logging::LogFormat::Text,
         metallb_rs::logging::LogLevel::Info,
     );
-    let table = Arc::new(devenv::bench::bgp::announce_table(args.first, args.count)?);
+    let table = DesiredRoutes::new(devenv::bench::bgp::announce_table(args.first, args.count)?);
     let peer = Peer {
         name: "bench".into(),
         my_asn: args.asn,

@@ -242,7 +242,6 @@ pub async fn run(
         announcer: Announcer::new(l2_metrics),
         announced: BTreeMap::new(),
         bgp: bgp::Speaker::new(bgp_metrics),
-        in_full_pass: false,
         bgp_announced: BTreeMap::new(),
         failed: BTreeMap::new(),
         exclusions: (Vec::new(), Exclusions::defaults()),
@@ -585,9 +584,6 @@ struct Runner {
     announced: BTreeMap<String, Announced>,
     /// BGP sessions and routes.
     bgp: bgp::Speaker,
-    /// A full pass runs: routes are handed to the sessions once, at its end
-    /// (a flush costs the size of the tables).
-    in_full_pass: bool,
     /// What this speaker announces over BGP, per service.
     bgp_announced: BTreeMap<String, Vec<IpAddr>>,
     /// Services whose interfaces do not exist here, with the message sent.
@@ -785,12 +781,9 @@ impl Runner {
             }
         }
         let index = Index::build(&self.stores, None);
-        self.in_full_pass = true;
         for k in keys {
             self.process_service(&k, &index).await;
         }
-        self.in_full_pass = false;
-        self.bgp.flush();
     }
 
     /// Runs a BGP session for each BGPPeer that selects this node.
@@ -1125,12 +1118,9 @@ impl Runner {
     ) -> Option<crate::api::v1beta1::MetalLBServiceBGPStatus> {
         let routes = subject.map(|s| self.decide_bgp(key, s)).unwrap_or_default();
         let peers: Vec<String> = routes.keys().cloned().collect();
+        // Reaches the sessions now, before the status objects below (API
+        // calls that may be slow).
         self.bgp.set_service(key, routes);
-        if !self.in_full_pass {
-            // A single service's change reaches the peers now, not after
-            // the status objects below (API calls that may be slow).
-            self.bgp.flush();
-        }
         let Some(s) = subject.filter(|_| !peers.is_empty()) else {
             if self.bgp_announced.contains_key(key) {
                 tracing::info!(service = key, "withdrawing (bgp)");

@@ -8,7 +8,8 @@
 //!   address, TTL, TCP MD5).
 //! - [`Speaker`] (here): the sessions and the per-peer tables, built from
 //!   every service's contribution (several services may share an
-//!   aggregated prefix).
+//!   aggregated prefix); a service's change reaches the sessions as the
+//!   prefixes it touched, never as a whole table.
 
 pub mod advertise;
 pub mod session;
@@ -20,11 +21,10 @@ use crate::metrics::BgpMetrics;
 use crate::net::bgp::{Afi, Notification, code};
 use advertise::{PeerRoutes, RouteAttrs};
 use ipnet::IpNet;
-use session::{Session, SessionConfig, Status, Table};
+use session::{DesiredRoutes, Session, SessionConfig, Status, Table};
 use socket::Dial;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Hold time when the BGPPeer sets none (upstream's default).
@@ -108,8 +108,9 @@ pub struct Speaker {
     services: BTreeMap<String, PeerRoutes>,
     /// Per peer: prefix -> the services asking for it, with attributes.
     tables: BTreeMap<String, BTreeMap<IpNet, BTreeMap<String, RouteAttrs>>>,
-    /// Peers whose table changed since the last flush.
-    dirty: BTreeSet<String>,
+    /// Per peer: the merged routes its session reads, changed prefix by
+    /// prefix (kept while its session restarts).
+    desired: BTreeMap<String, DesiredRoutes>,
 }
 
 impl Speaker {
@@ -120,7 +121,7 @@ impl Speaker {
             sessions: BTreeMap::new(),
             services: BTreeMap::new(),
             tables: BTreeMap::new(),
-            dirty: BTreeSet::new(),
+            desired: BTreeMap::new(),
         }
     }
 
@@ -151,9 +152,9 @@ impl Speaker {
         for (name, cfg) in wanted {
             if !self.sessions.contains_key(&name) {
                 tracing::info!(peer = name, address = %cfg.dial.peer, "starting BGP session");
-                let table = Arc::new(self.table(&name));
+                let routes = self.desired.entry(name.clone()).or_default().clone();
                 self.sessions
-                    .insert(name, Session::start(cfg, table, self.metrics.clone()));
+                    .insert(name, Session::start(cfg, routes, self.metrics.clone()));
             }
         }
     }
@@ -167,6 +168,7 @@ impl Speaker {
             }
             return;
         }
+        let mut touched: BTreeSet<(String, IpNet)> = BTreeSet::new();
         for (peer, prefixes) in &old {
             if let Some(t) = self.tables.get_mut(peer) {
                 for p in prefixes.keys() {
@@ -176,19 +178,34 @@ impl Speaker {
                             t.remove(p);
                         }
                     }
+                    touched.insert((peer.clone(), *p));
                 }
             }
-            self.dirty.insert(peer.clone());
         }
         for (peer, prefixes) in &routes {
             let t = self.tables.entry(peer.clone()).or_default();
             for (p, a) in prefixes {
                 t.entry(*p).or_default().insert(key.to_owned(), a.clone());
+                touched.insert((peer.clone(), *p));
             }
-            self.dirty.insert(peer.clone());
         }
         if !routes.is_empty() {
             self.services.insert(key.to_owned(), routes);
+        }
+        // Only the touched prefixes reach the sessions, merged over every
+        // service asking for them.
+        for (peer, p) in touched {
+            let merged = self.tables.get(&peer).and_then(|t| t.get(&p)).map(|by| {
+                let mut attrs = RouteAttrs::default();
+                for a in by.values() {
+                    attrs.merge(a);
+                }
+                attrs
+            });
+            if self.tables.get(&peer).is_some_and(BTreeMap::is_empty) {
+                self.tables.remove(&peer);
+            }
+            self.desired.entry(peer).or_default().set(p, merged);
         }
     }
 
@@ -205,33 +222,12 @@ impl Speaker {
             .unwrap_or_default()
     }
 
-    fn table(&self, peer: &str) -> Table {
-        self.tables
+    /// What `peer` should have now.
+    pub fn table(&self, peer: &str) -> Table {
+        self.desired
             .get(peer)
-            .map(|t| {
-                t.iter()
-                    .map(|(p, by)| {
-                        let mut attrs = RouteAttrs::default();
-                        for a in by.values() {
-                            attrs.merge(a);
-                        }
-                        (*p, attrs)
-                    })
-                    .collect()
-            })
+            .map(DesiredRoutes::routes)
             .unwrap_or_default()
-    }
-
-    /// Hands every changed table to its session.
-    pub fn flush(&mut self) {
-        for peer in std::mem::take(&mut self.dirty) {
-            if self.tables.get(&peer).is_some_and(BTreeMap::is_empty) {
-                self.tables.remove(&peer);
-            }
-            if let Some(s) = self.sessions.get(&peer) {
-                s.set_routes(Arc::new(self.table(&peer)));
-            }
-        }
     }
 
     /// Each session's status, by peer name.

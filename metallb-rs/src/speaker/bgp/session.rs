@@ -14,7 +14,7 @@ use crate::net::bgp::{
     self, Afi, Capability, Context, Message, Notification, Open, SAFI_UNICAST, code,
 };
 use ipnet::IpNet;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +62,109 @@ impl SessionConfig {
     }
 }
 
+/// The routes a peer should have, shared by the speaker (writer) and
+/// the session (reader), with the prefixes changed since the session last
+/// looked: a change costs the session the changed prefixes, not the whole
+/// table.
+#[derive(Clone, Default)]
+pub struct DesiredRoutes {
+    inner: Arc<(std::sync::Mutex<Desired>, tokio::sync::Notify)>,
+}
+
+#[derive(Default)]
+struct Desired {
+    routes: Table,
+    changed: BTreeSet<IpNet>,
+}
+
+impl DesiredRoutes {
+    /// Starting with `routes`.
+    pub fn new(routes: Table) -> Self {
+        let d = DesiredRoutes::default();
+        d.replace(routes);
+        d
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Desired> {
+        // A panic while holding the lock leaves a consistent map behind.
+        self.inner.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets one prefix's attributes (None: not announced).
+    pub fn set(&self, prefix: IpNet, attrs: Option<RouteAttrs>) {
+        let mut d = self.lock();
+        let changed = match attrs {
+            Some(a) => d.routes.insert(prefix, a.clone()).as_ref() != Some(&a),
+            None => d.routes.remove(&prefix).is_some(),
+        };
+        if changed {
+            d.changed.insert(prefix);
+            drop(d);
+            self.inner.1.notify_one();
+        }
+    }
+
+    /// Replaces every route.
+    pub fn replace(&self, routes: Table) {
+        let mut d = self.lock();
+        let changed: Vec<IpNet> = d
+            .routes
+            .iter()
+            .filter(|(p, a)| routes.get(p) != Some(a))
+            .map(|(p, _)| *p)
+            .chain(
+                routes
+                    .iter()
+                    .filter(|(p, a)| d.routes.get(p) != Some(a))
+                    .map(|(p, _)| *p),
+            )
+            .collect();
+        if !changed.is_empty() {
+            d.changed.extend(changed);
+            d.routes = routes;
+            drop(d);
+            self.inner.1.notify_one();
+        }
+    }
+
+    /// A copy of every route.
+    pub fn routes(&self) -> Table {
+        self.lock().routes.clone()
+    }
+
+    /// How many prefixes the peer should have.
+    pub fn len(&self) -> usize {
+        self.lock().routes.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every route, forgetting pending changes (a full resync follows).
+    pub(super) fn snapshot(&self) -> Table {
+        let mut d = self.lock();
+        d.changed.clear();
+        d.routes.clone()
+    }
+
+    /// The prefixes changed since the last look, with what they are now.
+    pub(super) fn take_changes(&self) -> Vec<(IpNet, Option<RouteAttrs>)> {
+        let mut d = self.lock();
+        let changed = std::mem::take(&mut d.changed);
+        changed
+            .into_iter()
+            .map(|p| (p, d.routes.get(&p).cloned()))
+            .collect()
+    }
+
+    /// Resolves after a change (at once if one came since the last call).
+    async fn changed(&self) {
+        self.inner.1.notified().await;
+    }
+}
+
 /// What the session reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
@@ -76,22 +179,28 @@ pub struct Status {
 /// A running session.
 pub struct Session {
     config: SessionConfig,
-    routes: watch::Sender<Arc<Table>>,
+    routes: DesiredRoutes,
     status: watch::Receiver<Status>,
     stop: Option<oneshot::Sender<Notification>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Session {
-    /// Starts connecting to the peer.
-    pub fn start(config: SessionConfig, routes: Arc<Table>, metrics: BgpMetrics) -> Session {
-        let (routes_tx, routes_rx) = watch::channel(routes);
+    /// Starts connecting to the peer, which should have `routes` (the
+    /// caller may go on changing them).
+    pub fn start(config: SessionConfig, routes: DesiredRoutes, metrics: BgpMetrics) -> Session {
         let (status_tx, status_rx) = watch::channel(Status::default());
         let (stop_tx, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(run(config.clone(), routes_rx, status_tx, stop_rx, metrics));
+        let task = tokio::spawn(run(
+            config.clone(),
+            routes.clone(),
+            status_tx,
+            stop_rx,
+            metrics,
+        ));
         Session {
             config,
-            routes: routes_tx,
+            routes,
             status: status_rx,
             stop: Some(stop_tx),
             task,
@@ -103,16 +212,9 @@ impl Session {
         &self.config
     }
 
-    /// Sets the routes the peer should have.
-    pub fn set_routes(&self, routes: Arc<Table>) {
-        self.routes.send_if_modified(|cur| {
-            if **cur == *routes {
-                false
-            } else {
-                *cur = routes;
-                true
-            }
-        });
+    /// Replaces the routes the peer should have.
+    pub fn set_routes(&self, routes: Table) {
+        self.routes.replace(routes);
     }
 
     /// The latest status.
@@ -156,7 +258,7 @@ enum Ended {
 
 async fn run(
     cfg: SessionConfig,
-    mut routes: watch::Receiver<Arc<Table>>,
+    routes: DesiredRoutes,
     status: watch::Sender<Status>,
     mut stop: oneshot::Receiver<Notification>,
     metrics: BgpMetrics,
@@ -166,7 +268,7 @@ async fn run(
     let first = Duration::from_millis(500);
     let mut backoff = first;
     loop {
-        match connection(&cfg, &mut routes, &status, &mut stop, &metrics).await {
+        match connection(&cfg, &routes, &status, &mut stop, &metrics).await {
             Ended::Stopped => break,
             Ended::Failed(why, was_up) => {
                 metrics.session_up.with_label_values(&[&label]).set(0);
@@ -177,7 +279,7 @@ async fn run(
                 metrics
                     .pending_prefixes
                     .with_label_values(&[&label])
-                    .set(routes.borrow().len() as i64);
+                    .set(routes.len() as i64);
                 if was_up {
                     tracing::warn!(peer = cfg.name, address = %cfg.dial.peer, reason = why, "BGP session down");
                     backoff = first;
@@ -263,7 +365,7 @@ fn peer_as_ok(cfg: &SessionConfig, asn: u32) -> bool {
 
 async fn connection(
     cfg: &SessionConfig,
-    routes: &mut watch::Receiver<Arc<Table>>,
+    routes: &DesiredRoutes,
     status: &watch::Sender<Status>,
     stop: &mut oneshot::Receiver<Notification>,
     metrics: &BgpMetrics,
@@ -429,7 +531,7 @@ struct EstablishedCtx<'a> {
     hold: Duration,
     keepalive: Duration,
     shape: Shape,
-    routes: &'a mut watch::Receiver<Arc<Table>>,
+    routes: &'a DesiredRoutes,
     status: &'a watch::Sender<Status>,
     stop: &'a mut oneshot::Receiver<Notification>,
     metrics: &'a BgpMetrics,
@@ -462,11 +564,14 @@ async fn established(e: EstablishedCtx<'_>) -> Ended {
         keepalive
     });
     ticker.tick().await;
-    let desired = routes.borrow_and_update().clone();
+    let desired = routes.snapshot();
+    let count = desired.len();
+    let all = everything(desired, &adj_out);
     if let Err(e) = sync(
         &mut wr,
         &mut adj_out,
-        &desired,
+        all,
+        count,
         &shape,
         metrics,
         &label,
@@ -494,8 +599,10 @@ async fn established(e: EstablishedCtx<'_>) -> Ended {
                     // Send that family again from scratch.
                     let v6 = afi == Afi::Ipv6.number();
                     adj_out.retain(|n, _| n.addr().is_ipv6() != v6);
-                    let desired = routes.borrow().clone();
-                    if let Err(e) = sync(&mut wr, &mut adj_out, &desired, &shape, metrics, &label, status).await {
+                    let desired = routes.snapshot();
+                    let count = desired.len();
+                    let all = everything(desired, &adj_out);
+                    if let Err(e) = sync(&mut wr, &mut adj_out, all, count, &shape, metrics, &label, status).await {
                         return failed(format!("sending UPDATEs: {e}"));
                     }
                 }
@@ -520,13 +627,9 @@ async fn established(e: EstablishedCtx<'_>) -> Ended {
                     return failed(format!("sending KEEPALIVE: {e}"));
                 }
             }
-            changed = routes.changed() => {
-                if changed.is_err() {
-                    notify(&mut wr, &Notification::new(code::CEASE, code::CEASE_ADMIN_SHUTDOWN, [])).await;
-                    return Ended::Stopped;
-                }
-                let desired = routes.borrow_and_update().clone();
-                if let Err(e) = sync(&mut wr, &mut adj_out, &desired, &shape, metrics, &label, status).await {
+            () = routes.changed() => {
+                let changes = routes.take_changes();
+                if let Err(e) = sync(&mut wr, &mut adj_out, changes, routes.len(), &shape, metrics, &label, status).await {
                     return failed(format!("sending UPDATEs: {e}"));
                 }
             }
@@ -542,12 +645,30 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Brings the peer from `adj_out` to `desired`: withdraws what went,
-/// announces what is new or changed.
+/// Every desired route, and a withdrawal for each sent one no longer
+/// desired: what a full resync considers.
+fn everything(desired: Table, adj_out: &Table) -> Vec<(IpNet, Option<RouteAttrs>)> {
+    let gone: Vec<IpNet> = adj_out
+        .keys()
+        .filter(|p| !desired.contains_key(p))
+        .copied()
+        .collect();
+    desired
+        .into_iter()
+        .map(|(p, a)| (p, Some(a)))
+        .chain(gone.into_iter().map(|p| (p, None)))
+        .collect()
+}
+
+/// Brings the peer's `adj_out` in line with `changes` (prefix -> what it
+/// should be now): withdraws what went, announces what is new or changed.
+/// `desired` counts the prefixes the peer should have (pending metric).
+#[allow(clippy::too_many_arguments)]
 async fn sync(
     wr: &mut OwnedWriteHalf,
     adj_out: &mut Table,
-    desired: &Table,
+    changes: Vec<(IpNet, Option<RouteAttrs>)>,
+    desired: usize,
     shape: &Shape,
     metrics: &BgpMetrics,
     label: &str,
@@ -560,15 +681,16 @@ async fn sync(
             shape.next_hop_v4.is_some()
         }
     };
-    let withdraw: Vec<IpNet> = adj_out
-        .keys()
-        .filter(|n| !desired.contains_key(n))
-        .copied()
-        .collect();
-    let announce: Vec<(IpNet, &RouteAttrs)> = desired
+    // A prefix now unsendable (no next hop of its family) is withdrawn.
+    let withdraw: Vec<IpNet> = changes
         .iter()
-        .filter(|(n, a)| sendable(n) && adj_out.get(n) != Some(a))
-        .map(|(n, a)| (*n, a))
+        .filter(|(n, a)| (a.is_none() || !sendable(n)) && adj_out.contains_key(n))
+        .map(|(n, _)| *n)
+        .collect();
+    let announce: Vec<(IpNet, &RouteAttrs)> = changes
+        .iter()
+        .filter_map(|(n, a)| Some((*n, a.as_ref()?)))
+        .filter(|(n, a)| sendable(n) && adj_out.get(n) != Some(*a))
         .collect();
     if !withdraw.is_empty() || !announce.is_empty() {
         let msgs = updates::build(&announce, &withdraw, shape);
@@ -602,7 +724,7 @@ async fn sync(
     metrics
         .pending_prefixes
         .with_label_values(&[label])
-        .set(desired.len().saturating_sub(adj_out.len()) as i64);
+        .set(desired.saturating_sub(adj_out.len()) as i64);
     status.send_modify(|s| s.announced = adj_out.len());
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Sessions against an in-process peer on loopback that speaks the
 //! protocol through the same codec, byte for byte over real TCP.
 
-use super::session::{ReadError, read_message};
+use super::session::{DesiredRoutes, ReadError, read_message};
 use super::*;
 use crate::config::Community;
 use crate::net::bgp::{self, Capability, Context, Message, Open, Update};
@@ -137,21 +137,19 @@ impl FakePeer {
     }
 }
 
-fn table(entries: &[(&str, Option<u32>)]) -> Arc<Table> {
-    Arc::new(
-        entries
-            .iter()
-            .map(|(p, lp)| {
-                (
-                    p.parse().expect("net"),
-                    RouteAttrs {
-                        local_pref: *lp,
-                        communities: [Community::Standard(64512, 7)].into(),
-                    },
-                )
-            })
-            .collect(),
-    )
+fn table(entries: &[(&str, Option<u32>)]) -> Table {
+    entries
+        .iter()
+        .map(|(p, lp)| {
+            (
+                p.parse().expect("net"),
+                RouteAttrs {
+                    local_pref: *lp,
+                    communities: [Community::Standard(64512, 7)].into(),
+                },
+            )
+        })
+        .collect()
 }
 
 /// The series of one peer, read through the handles.
@@ -167,7 +165,10 @@ async fn announces_both_families_then_withdraws() {
     let label = cfg.label();
     let s = Session::start(
         cfg,
-        table(&[("192.168.10.5/32", Some(150)), ("fc00:f853::5/128", None)]),
+        DesiredRoutes::new(table(&[
+            ("192.168.10.5/32", Some(150)),
+            ("fc00:f853::5/128", None),
+        ])),
         metrics.clone(),
     );
     let mut p = FakePeer::accept(&l, 64512, 9).await;
@@ -240,7 +241,7 @@ async fn ebgp_prepends_our_as_and_a_wrong_peer_as_is_refused() {
     let l = listener(None);
     let s = Session::start(
         config(&l, 64600),
-        table(&[("192.168.10.5/32", Some(150))]),
+        DesiredRoutes::new(table(&[("192.168.10.5/32", Some(150))])),
         BgpMetrics::new(&Registry::new()),
     );
     // First the wrong AS: the speaker names it in a NOTIFICATION.
@@ -273,7 +274,7 @@ async fn a_malformed_update_gets_a_notification_and_the_session_recovers() {
     let l = listener(None);
     let s = Session::start(
         config(&l, 64512),
-        table(&[("192.168.10.5/32", None)]),
+        DesiredRoutes::new(table(&[("192.168.10.5/32", None)])),
         BgpMetrics::new(&Registry::new()),
     );
     let mut p = FakePeer::accept(&l, 64512, 9).await;
@@ -302,7 +303,7 @@ async fn garbage_instead_of_a_header_is_a_synchronization_error() {
     let l = listener(None);
     let _s = Session::start(
         config(&l, 64512),
-        table(&[]),
+        DesiredRoutes::new(table(&[])),
         BgpMetrics::new(&Registry::new()),
     );
     let mut p = FakePeer::accept(&l, 64512, 9).await;
@@ -316,7 +317,7 @@ async fn a_silent_peer_trips_the_hold_timer() {
     let l = listener(None);
     let _s = Session::start(
         config(&l, 64512),
-        table(&[]),
+        DesiredRoutes::new(table(&[])),
         BgpMetrics::new(&Registry::new()),
     );
     // Hold time 3 s negotiated down from our 9; the fake peer never sends
@@ -333,7 +334,7 @@ async fn keepalives_flow_at_a_third_of_the_hold_time() {
     let l = listener(None);
     let _s = Session::start(
         config(&l, 64512),
-        table(&[]),
+        DesiredRoutes::new(table(&[])),
         BgpMetrics::new(&Registry::new()),
     );
     let mut p = FakePeer::accept(&l, 64512, 3).await;
@@ -349,7 +350,11 @@ async fn tcp_md5_must_match() {
     let l = listener(Some("s3cret"));
     let mut cfg = config(&l, 64512);
     cfg.dial.password = Some("s3cret".into());
-    let _s = Session::start(cfg.clone(), table(&[]), BgpMetrics::new(&Registry::new()));
+    let _s = Session::start(
+        cfg.clone(),
+        DesiredRoutes::new(table(&[])),
+        BgpMetrics::new(&Registry::new()),
+    );
     let p = FakePeer::accept(&l, 64512, 9).await;
     assert_eq!(p.open.asn(), 64512);
     drop(p);
@@ -358,7 +363,11 @@ async fn tcp_md5_must_match() {
     let l = listener(Some("s3cret"));
     let mut cfg = config(&l, 64512);
     cfg.dial.password = Some("wrong".into());
-    let s = Session::start(cfg, table(&[]), BgpMetrics::new(&Registry::new()));
+    let s = Session::start(
+        cfg,
+        DesiredRoutes::new(table(&[])),
+        BgpMetrics::new(&Registry::new()),
+    );
     assert!(
         tokio::time::timeout(Duration::from_secs(2), l.accept())
             .await
@@ -462,7 +471,11 @@ async fn connects_from_the_source_address() {
     let l = listener(None);
     let mut cfg = config(&l, 64512);
     cfg.dial.source = Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)));
-    let _s = Session::start(cfg, table(&[]), BgpMetrics::new(&Registry::new()));
+    let _s = Session::start(
+        cfg,
+        DesiredRoutes::new(table(&[])),
+        BgpMetrics::new(&Registry::new()),
+    );
     let (_sock, from) = tokio::time::timeout(Duration::from_secs(10), l.accept())
         .await
         .expect("the speaker connects")
@@ -476,7 +489,11 @@ async fn an_unusable_source_address_is_reported() {
     let mut cfg = config(&l, 64512);
     // Not an address of this host.
     cfg.dial.source = Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 77)));
-    let s = Session::start(cfg, table(&[]), BgpMetrics::new(&Registry::new()));
+    let s = Session::start(
+        cfg,
+        DesiredRoutes::new(table(&[])),
+        BgpMetrics::new(&Registry::new()),
+    );
     let mut st = s.subscribe();
     let st = tokio::time::timeout(
         Duration::from_secs(10),
@@ -501,4 +518,29 @@ async fn ttl_follows_ebgp_multihop() {
         let stream = socket::connect(&cfg.dial).await.expect("connects");
         assert_eq!(stream.ttl().expect("ttl"), want);
     }
+}
+
+/// The session learns changes prefix by prefix: what changed since it
+/// last looked, with the current value; nothing when a value is set to
+/// what it already was.
+#[test]
+fn desired_routes_hand_over_only_changes() {
+    let d = DesiredRoutes::new(table(&[("10.0.0.1/32", None), ("10.0.0.2/32", None)]));
+    assert_eq!(d.len(), 2);
+    d.snapshot();
+    let p: IpNet = "10.0.0.1/32".parse().expect("net");
+    let q: IpNet = "10.0.0.3/32".parse().expect("net");
+    let same = d.routes()[&p].clone();
+    d.set(p, Some(same));
+    assert!(d.take_changes().is_empty());
+    d.set(p, None);
+    d.set(q, Some(RouteAttrs::default()));
+    assert_eq!(
+        d.take_changes(),
+        vec![(p, None), (q, Some(RouteAttrs::default()))]
+    );
+    assert!(d.take_changes().is_empty());
+    d.replace(table(&[("10.0.0.2/32", None)]));
+    let changed: Vec<IpNet> = d.take_changes().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(changed, vec![q]);
 }
