@@ -105,21 +105,23 @@ fn path_str(p: &Path) -> String {
     p.display().to_string()
 }
 
-/// zebra's command line in `namespace`, state in `dir`.
-pub fn zebra_argv(zebra: &Path, namespace: &str, dir: &Path) -> Vec<String> {
+/// A daemon's command line in `namespace`: its configuration `conf` and
+/// pid file `pid` in `dir`, which also holds the vty sockets and zebra's
+/// API socket (bgpd reaches zebra through `<dir>/zserv.api`).
+fn daemon_argv(binary: &Path, namespace: &str, dir: &Path, conf: &str, pid: &str) -> Vec<String> {
     let mut argv = strings(&["ip", "netns", "exec", namespace]);
     argv.extend([
-        path_str(zebra),
+        path_str(binary),
         "-u".into(),
         USER.into(),
         "-g".into(),
         USER.into(),
         "-f".into(),
-        path_str(&dir.join("zebra.conf")),
+        path_str(&dir.join(conf)),
         "-z".into(),
         path_str(&dir.join("zserv.api")),
         "-i".into(),
-        path_str(&dir.join("zebra.pid")),
+        path_str(&dir.join(pid)),
         "--vty_socket".into(),
         path_str(dir),
         "-P".into(),
@@ -130,30 +132,14 @@ pub fn zebra_argv(zebra: &Path, namespace: &str, dir: &Path) -> Vec<String> {
     argv
 }
 
-/// bgpd's command line in `namespace`, state in `dir`; it reaches zebra
-/// through `<dir>/zserv.api`.
+/// zebra's command line in `namespace`, state in `dir`.
+pub fn zebra_argv(zebra: &Path, namespace: &str, dir: &Path) -> Vec<String> {
+    daemon_argv(zebra, namespace, dir, "zebra.conf", "zebra.pid")
+}
+
+/// bgpd's command line in `namespace`, state in `dir`.
 pub fn bgpd_argv(bgpd: &Path, namespace: &str, dir: &Path) -> Vec<String> {
-    let mut argv = strings(&["ip", "netns", "exec", namespace]);
-    argv.extend([
-        path_str(bgpd),
-        "-u".into(),
-        USER.into(),
-        "-g".into(),
-        USER.into(),
-        "-f".into(),
-        path_str(&dir.join("frr.conf")),
-        "-z".into(),
-        path_str(&dir.join("zserv.api")),
-        "-i".into(),
-        path_str(&dir.join("bgpd.pid")),
-        "--vty_socket".into(),
-        path_str(dir),
-        "-P".into(),
-        "0".into(),
-        "--log".into(),
-        "stdout".into(),
-    ]);
-    argv
+    daemon_argv(bgpd, namespace, dir, "frr.conf", "bgpd.pid")
 }
 
 /// The lab router's configuration: a neighbor for every address of every

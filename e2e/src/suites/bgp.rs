@@ -215,6 +215,17 @@ fn all_hops(ctx: &Ctx, v6: bool) -> BTreeSet<IpAddr> {
         .collect()
 }
 
+/// The default iBGP IPv4 configuration, backends on every node and
+/// service `web`, announced by every node: its IP and the next hops.
+fn announced_web(ctx: &Ctx) -> Result<(Config<'_>, IpAddr, BTreeSet<IpAddr>)> {
+    let config = bgp_config(ctx, false, json!({}), json!({}))?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let hops = all_hops(ctx, false);
+    wait_route(ctx, host_route(ips[0]), &hops)?;
+    Ok((config, ips[0], hops))
+}
+
 fn sessions_up(ctx: &Ctx) -> Result<()> {
     let _config = bgp_config(ctx, false, json!({}), json!({}))?;
     wait_sessions(ctx, &all_hops(ctx, false))
@@ -351,10 +362,7 @@ fn peer_node_selectors(ctx: &Ctx) -> Result<()> {
 }
 
 fn metrics(ctx: &Ctx) -> Result<()> {
-    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
-    backends(ctx, &[])?;
-    let ips = web_service(ctx, "web", json!({}))?;
-    wait_route(ctx, host_route(ips[0]), &all_hops(ctx, false))?;
+    let _announced = announced_web(ctx)?;
     let peer = format!("peer=\"{}:179\"", router(ctx, false)?);
     let node = nodes(ctx).into_iter().next().context("no node")?;
     eventually(WAIT, "BGP metrics on the speaker", || {
@@ -505,24 +513,16 @@ fn ebgp(ctx: &Ctx) -> Result<()> {
 }
 
 fn router_restart(ctx: &Ctx) -> Result<()> {
-    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
-    backends(ctx, &[])?;
-    let ips = web_service(ctx, "web", json!({}))?;
-    let hops = all_hops(ctx, false);
-    wait_route(ctx, host_route(ips[0]), &hops)?;
+    let (_config, ip, hops) = announced_web(ctx)?;
     ctx.cluster().restart_router()?;
     wait_sessions(ctx, &hops)?;
-    wait_route(ctx, host_route(ips[0]), &hops)?;
+    wait_route(ctx, host_route(ip), &hops)?;
     Ok(())
 }
 
 fn speaker_restart(ctx: &Ctx) -> Result<()> {
     use devenv::cluster::StopSignal;
-    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
-    backends(ctx, &[])?;
-    let ips = web_service(ctx, "web", json!({}))?;
-    let hops = all_hops(ctx, false);
-    wait_route(ctx, host_route(ips[0]), &hops)?;
+    let (_config, ip, hops) = announced_web(ctx)?;
     let addrs = node_addresses(ctx, false);
     let (node, addr) = addrs.last().context("no node")?.clone();
     ctx.cluster().stop_speaker(&node, StopSignal::Term)?;
@@ -530,7 +530,7 @@ fn speaker_restart(ctx: &Ctx) -> Result<()> {
         // The speaker closed its session with a Cease: its path goes
         // without waiting for the hold time.
         let rest: BTreeSet<IpAddr> = hops.iter().copied().filter(|a| *a != addr).collect();
-        wait_route(ctx, host_route(ips[0]), &rest)?;
+        wait_route(ctx, host_route(ip), &rest)?;
         let n = ctx.cluster().bgp_neighbors()?;
         let reset = n.get(&addr).and_then(|n| n.last_reset.clone());
         ensure!(
@@ -543,7 +543,7 @@ fn speaker_restart(ctx: &Ctx) -> Result<()> {
     })();
     ctx.cluster().start_speaker(&node)?;
     result?;
-    wait_route(ctx, host_route(ips[0]), &hops)?;
-    let _ = external::forget_neighbor(ctx, ips[0]);
+    wait_route(ctx, host_route(ip), &hops)?;
+    let _ = external::forget_neighbor(ctx, ip);
     Ok(())
 }
