@@ -137,6 +137,11 @@ fn seeds(nodes: &[Arc<Node>], me: &str, bind: SocketAddr) -> Vec<(String, Socket
         .collect()
 }
 
+/// How long one status object call may take.
+const STATUS_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// When a failed status update is tried again.
+const STATUS_RETRY: Duration = Duration::from_secs(2);
+
 /// The ConfigMap listing interfaces never to announce from.
 pub const EXCLUDE_CONFIGMAP: &str = "metallb-excludel2";
 /// Its key.
@@ -232,6 +237,7 @@ pub async fn run(
         metrics.k8s.clone(),
     );
     let mut runner = Runner {
+        retry: tx.downgrade(),
         client: client.clone(),
         recorder: Recorder::new(client.clone(), "metallb-speaker", &opts.node),
         opts: opts.clone(),
@@ -573,6 +579,9 @@ fn config_trigger<K>(
 }
 
 struct Runner {
+    /// Re-queues a service whose status update failed (weak: the loop
+    /// still ends when every watch has stopped).
+    retry: mpsc::WeakUnboundedSender<Trigger>,
     client: kube::Client,
     recorder: Recorder,
     opts: Options,
@@ -1209,33 +1218,53 @@ impl Runner {
             .collect();
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.opts.namespace);
         for action in actions {
-            let result = match &action {
-                status::Action::Delete { name } => {
-                    match api.delete(name, &DeleteParams::default()).await {
-                        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                        other => other.map(|_| ()),
+            let call = async {
+                match &action {
+                    status::Action::Delete { name } => {
+                        match api.delete(name, &DeleteParams::default()).await {
+                            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                            other => other.map(|_| ()),
+                        }
                     }
+                    status::Action::PatchStatus { name, status } => api
+                        .patch_status(
+                            name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({ "status": status })),
+                        )
+                        .await
+                        .map(|_| ()),
+                    status::Action::Create(st) => self.create_status(&api, ns, name, st).await,
                 }
-                status::Action::PatchStatus { name, status } => api
-                    .patch_status(
-                        name,
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({ "status": status })),
-                    )
-                    .await
-                    .map(|_| ()),
-                status::Action::Create(st) => {
-                    let r = self.create_status(&api, ns, name, st).await;
-                    if r.is_ok() {
+            };
+            // A call lost on a connection that went away (a node whose
+            // link went down) must not hold the loop for the client's
+            // own, much longer, timeouts.
+            let result = match tokio::time::timeout(STATUS_CALL_TIMEOUT, call).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(format!("no answer within {STATUS_CALL_TIMEOUT:?}")),
+            };
+            match result {
+                Ok(()) => {
+                    if matches!(action, status::Action::Create(_)) {
                         self.created
                             .insert(created_key.clone(), std::time::Instant::now());
                     }
-                    r
                 }
-            };
-            if let Err(e) = result {
-                self.metrics.k8s.update_errors.inc();
-                tracing::warn!(service = key, kind = %K::kind(&()), action = ?action, error = %e, "could not update the status object");
+                Err(e) => {
+                    self.metrics.k8s.update_errors.inc();
+                    tracing::warn!(service = key, kind = %K::kind(&()), action = ?action, error = %e, "could not update the status object; retrying");
+                    // Look at the service again shortly, whatever else
+                    // happens meanwhile.
+                    let (tx, key) = (self.retry.clone(), key.to_owned());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(STATUS_RETRY).await;
+                        if let Some(tx) = tx.upgrade() {
+                            let _ = tx.send(Trigger::Service(key));
+                        }
+                    });
+                    break;
+                }
             }
         }
     }
