@@ -26,7 +26,7 @@ use crate::frr::{self, AddressFamily, BgpPath, BgpRoutes, NeighborStatus};
 use crate::lab::cluster::LabCluster;
 use crate::lab::frr::Vty;
 use crate::lab::netns;
-use crate::lab::process::Processes;
+use crate::lab::process::{Processes, alive, log_tail};
 use anyhow::{Context, Result, bail};
 use ipnet::{IpNet, Ipv4Net};
 use k8s_openapi::api::core::v1::Service;
@@ -593,20 +593,6 @@ fn ip(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X")
-    })
-}
-
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(10)..].join("\n")
-}
-
 impl Testbed {
     /// Removes what an earlier run left, then makes the namespaces and the
     /// veth, and starts the router; returns once it answers. Removes what
@@ -675,7 +661,7 @@ impl Testbed {
             if !alive(pid) {
                 bail!(
                     "the router bgpd exited right after starting: {}",
-                    log_tail(&procs.log_file(ROUTER))
+                    log_tail(&procs.log_file(ROUTER), 10)
                 );
             }
             if let Ok(mut vty) = Vty::connect(&router_dir.join("bgpd.vty"))
@@ -778,7 +764,7 @@ impl Testbed {
                 if !alive(pid) {
                     bail!(
                         "the announcer exited: {}",
-                        log_tail(&self.procs.log_file(ANNOUNCER))
+                        log_tail(&self.procs.log_file(ANNOUNCER), 10)
                     );
                 }
                 if now > timeout {

@@ -29,7 +29,7 @@
 //! millisecond where a vtysh process takes tens.
 
 use super::netns::{self, Lab};
-use super::process::Processes;
+use super::process::{Processes, alive, log_tail};
 use crate::frr::{
     self, AddressFamily, BgpRoutes, KernelRoute, NeighborStatus, RouterConfig, wait_for,
 };
@@ -270,7 +270,7 @@ impl LabRouter {
                 bail!(
                     "{name} exited right after starting; the end of {}:\n{}",
                     procs.log_file(name).display(),
-                    log_tail(&procs.log_file(name))
+                    log_tail(&procs.log_file(name), 15)
                 );
             }
             if ready().unwrap_or(false) {
@@ -280,7 +280,7 @@ impl LabRouter {
                 bail!(
                     "{name} did not answer within {START_TIMEOUT:?}; the end of {}:\n{}",
                     procs.log_file(name).display(),
-                    log_tail(&procs.log_file(name))
+                    log_tail(&procs.log_file(name), 15)
                 );
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -536,21 +536,6 @@ fn remove_files(dir: &Path, names: &[&str]) {
     for n in names {
         let _ = std::fs::remove_file(dir.join(n));
     }
-}
-
-/// Whether `pid` runs (exists and is no zombie).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X")
-    })
-}
-
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
 #[cfg(test)]

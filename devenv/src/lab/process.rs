@@ -166,6 +166,24 @@ pub fn binary_replaced(pid: i32) -> bool {
         .is_ok_and(|p| p.to_string_lossy().ends_with(" (deleted)"))
 }
 
+/// Whether `pid` runs (exists and is no zombie: a daemon that died but
+/// was not reaped yet counts as dead).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+/// The last `lines` lines of a log file (empty when unreadable), for
+/// errors about a daemon that did not start.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

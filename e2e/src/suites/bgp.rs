@@ -160,17 +160,21 @@ fn bgp_config<'a>(ctx: &'a Ctx, v6: bool, peer: Value, ad: Value) -> Result<Conf
     Ok(config)
 }
 
+/// The addresses whose sessions with the router are Established.
+fn established(ctx: &Ctx) -> Result<BTreeSet<IpAddr>> {
+    Ok(ctx
+        .cluster()
+        .bgp_neighbors()?
+        .into_values()
+        .filter(|n| n.established())
+        .map(|n| n.address)
+        .collect())
+}
+
 /// Waits until the router's sessions with exactly `from` are Established.
 fn wait_sessions(ctx: &Ctx, from: &BTreeSet<IpAddr>) -> Result<()> {
     eventually(WAIT, &format!("BGP sessions from {from:?}"), || {
-        let up: BTreeSet<IpAddr> = ctx
-            .cluster()
-            .bgp_neighbors()?
-            .into_values()
-            .filter(|n| n.established())
-            .map(|n| n.address)
-            .collect();
-        Ok((up == *from).then_some(()))
+        Ok((established(ctx)? == *from).then_some(()))
     })
 }
 
@@ -463,13 +467,7 @@ fn md5_password(ctx: &Ctx) -> Result<()> {
         // Segments signed with another key are dropped by the router's
         // kernel: no session comes up.
         std::thread::sleep(Duration::from_secs(5));
-        let up: Vec<IpAddr> = ctx
-            .cluster()
-            .bgp_neighbors()?
-            .into_values()
-            .filter(|n| n.established())
-            .map(|n| n.address)
-            .collect();
+        let up = established(ctx)?;
         ensure!(up.is_empty(), "sessions up with a wrong password: {up:?}");
     }
     let _config = bgp_config(ctx, false, json!({ "password": "e2e-s3cret" }), json!({}))?;

@@ -284,4 +284,4 @@ pub fn decide(input: &Input<'_>, me: &str) -> Decision {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1126,10 +1126,10 @@ impl Runner {
         subject: Option<&Subject>,
     ) -> Option<crate::api::v1beta1::MetalLBServiceBGPStatus> {
         let routes = subject.map(|s| self.decide_bgp(key, s)).unwrap_or_default();
-        let peers: Vec<String> = routes.keys().cloned().collect();
         // Reaches the sessions now, before the status objects below (API
         // calls that may be slow).
         self.bgp.set_service(key, routes);
+        let peers = self.bgp.peers_of(key);
         let Some(s) = subject.filter(|_| !peers.is_empty()) else {
             if self.bgp_announced.contains_key(key) {
                 tracing::info!(service = key, "withdrawing (bgp)");

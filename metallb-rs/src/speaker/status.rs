@@ -43,37 +43,30 @@ pub trait StatusObject:
     fn identity(s: &Self::Status) -> [Option<&String>; 3];
 }
 
-impl StatusObject for ServiceL2Status {
-    type Status = MetalLBServiceL2Status;
-    const GENERATE_NAME: &'static str = "l2-";
-    const EXCLUSIVE: bool = true;
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
-    fn identity(s: &Self::Status) -> [Option<&String>; 3] {
-        [
-            s.node.as_ref(),
-            s.service_name.as_ref(),
-            s.service_namespace.as_ref(),
-        ]
-    }
+/// Both kinds share the identity fields; they differ in name prefix and
+/// in whether one node's object excludes the others'.
+macro_rules! status_object {
+    ($kind:ty, $status:ty, $prefix:literal, $exclusive:literal) => {
+        impl StatusObject for $kind {
+            type Status = $status;
+            const GENERATE_NAME: &'static str = $prefix;
+            const EXCLUSIVE: bool = $exclusive;
+            fn status(&self) -> Option<&Self::Status> {
+                self.status.as_ref()
+            }
+            fn identity(s: &Self::Status) -> [Option<&String>; 3] {
+                [
+                    s.node.as_ref(),
+                    s.service_name.as_ref(),
+                    s.service_namespace.as_ref(),
+                ]
+            }
+        }
+    };
 }
 
-impl StatusObject for ServiceBGPStatus {
-    type Status = MetalLBServiceBGPStatus;
-    const GENERATE_NAME: &'static str = "bgp-";
-    const EXCLUSIVE: bool = false;
-    fn status(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
-    fn identity(s: &Self::Status) -> [Option<&String>; 3] {
-        [
-            s.node.as_ref(),
-            s.service_name.as_ref(),
-            s.service_namespace.as_ref(),
-        ]
-    }
-}
+status_object!(ServiceL2Status, MetalLBServiceL2Status, "l2-", true);
+status_object!(ServiceBGPStatus, MetalLBServiceBGPStatus, "bgp-", false);
 
 /// The status this node's layer 2 object should carry.
 pub fn desired_status(

@@ -21,7 +21,7 @@ use crate::metrics::BgpMetrics;
 use crate::net::bgp::{Afi, Notification, code};
 use advertise::{PeerRoutes, RouteAttrs};
 use ipnet::IpNet;
-use session::{DesiredRoutes, Session, SessionConfig, Status, Table};
+use session::{DesiredRoutes, Session, SessionConfig, Table};
 use socket::Dial;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -228,14 +228,6 @@ impl Speaker {
             .get(peer)
             .map(DesiredRoutes::routes)
             .unwrap_or_default()
-    }
-
-    /// Each session's status, by peer name.
-    pub fn statuses(&self) -> BTreeMap<String, Status> {
-        self.sessions
-            .iter()
-            .map(|(n, s)| (n.clone(), s.status()))
-            .collect()
     }
 
     /// Ends every session (Cease, administrative shutdown): the peers

@@ -33,7 +33,8 @@ fn ads(specs: &[&str]) -> Vec<L2Advertisement> {
         .l2_advertisements
 }
 
-fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
+/// A Ready node with `labels` (also used by the BGP advertisement tests).
+pub(crate) fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
     NodeInfo {
         name: name.into(),
         labels: labels

@@ -1,6 +1,7 @@
 use super::*;
 use crate::config::load::{Loaded, Schemas};
 use crate::config::{Config, Options};
+use crate::speaker::election::tests::node;
 use rstest::rstest;
 use std::path::Path;
 
@@ -51,19 +52,6 @@ spec:
 
 fn with(ads: &str) -> Config {
     config(&format!("{BASE}\n---\n{ads}"))
-}
-
-fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
-    NodeInfo {
-        name: name.into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).into(), (*v).into()))
-            .collect(),
-        network_unavailable: false,
-        ready: true,
-        out_of_service: false,
-    }
 }
 
 fn endpoints(nodes: &[&str]) -> Endpoints {
