@@ -567,6 +567,10 @@ impl Cluster for LabCluster {
         }
     }
 
+    fn external_netns(&self) -> Result<Option<String>> {
+        Ok(Some(self.lab.external.namespace.clone()))
+    }
+
     /// The external host's `eth0` addresses, when FRR runs there.
     fn router_addresses(&self) -> Vec<IpAddr> {
         if self.protocol == Protocol::Bgp {
@@ -590,6 +594,12 @@ impl Cluster for LabCluster {
     fn exec_on_router(&self, argv: &[&str]) -> Result<Output> {
         self.bgp_router()?;
         self.exec_on_external(argv)
+    }
+
+    /// FRR runs in the external namespace.
+    fn router_netns(&self) -> Result<String> {
+        self.bgp_router()?;
+        Ok(self.lab.external.namespace.clone())
     }
 
     fn restart_controller(&self) -> Result<()> {
