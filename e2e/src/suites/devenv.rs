@@ -2,6 +2,7 @@
 //! relies on it: nodes Ready, CRDs served, schema enforced, watches
 //! ordered, kubectl working.
 
+use crate::prober::{Prober, Window};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, bail, ensure};
 use futures::StreamExt;
@@ -11,6 +12,7 @@ use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use serde_json::json;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// The suite's specs.
@@ -326,24 +328,23 @@ fn node_down_up(ctx: &Ctx) -> Result<()> {
     }
 }
 
-/// arping from the external host: true when `ip` answered.
-fn arping(ctx: &Ctx, ip: &str) -> Result<bool> {
-    let out = ctx
-        .cluster()
-        .exec_on_external(&["arping", "-c", "2", "-w", "3", "-I", "eth0", ip])?;
-    Ok(out.status.success())
+/// Who answered for `ip` on the external host's eth0 over a short
+/// prober window.
+fn answered(ctx: &Ctx, ip: IpAddr) -> Result<Window> {
+    Prober::for_cluster(ctx.cluster().as_ref(), ip, "eth0")?.window(Duration::from_secs(2))
 }
 
 fn vips_silent(ctx: &Ctx) -> Result<()> {
     let nodes = ctx.cluster().nodes();
-    let node_ip = nodes
+    let node_ip = *nodes
         .first()
         .and_then(|n| n.addresses.iter().find(|a| a.is_ipv4()))
-        .context("no IPv4 node address")?
-        .to_string();
+        .context("no IPv4 node address")?;
+    let control = answered(ctx, node_ip)?;
     ensure!(
-        arping(ctx, &node_ip)?,
-        "control: node address {node_ip} did not answer ARP"
+        control.macs().len() == 1,
+        "control: node address {node_ip} should be answered by its node alone: {}",
+        control.describe(&|m| m.to_string())
     );
     let vip = "172.30.0.250";
     let svcs: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
@@ -375,10 +376,9 @@ fn vips_silent(ctx: &Ctx) -> Result<()> {
         }
     }
     // ...and still nobody answers ARP for it: only a speaker may.
-    ensure!(
-        !arping(ctx, vip)?,
-        "{vip} answered ARP although no speaker announces it"
-    );
+    answered(ctx, vip.parse()?)?
+        .expect_silent(&|m| m.to_string())
+        .context("no speaker announces it")?;
     ctx.block_on(svcs.delete("vip", &DeleteParams::default()))?;
     Ok(())
 }
