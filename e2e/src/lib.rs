@@ -30,6 +30,7 @@
 //! ```
 
 pub mod backend;
+pub mod capture;
 mod ctx;
 pub mod external;
 pub mod filter;
