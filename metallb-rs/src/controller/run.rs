@@ -7,6 +7,13 @@
 //! restart never moves one), then the rest; afterwards single services as
 //! they change, and a full pass whenever something was freed or the
 //! configuration changed.
+//!
+//! No valid configuration, no writes: until one has loaded in this
+//! leadership term (first start, every takeover) the controller only
+//! reports the errors. Without pools every held address would look
+//! foreign and be cleared, so a typo followed by a restart would take
+//! every service's address away (upstream's `SetBalancer` waits the same
+//! way). Once loaded, an invalid change keeps the last valid one in force.
 
 use super::converge::{self, Decision, Write};
 use super::service;
@@ -348,6 +355,10 @@ impl Runner {
     /// Converges every service, those holding addresses first; repeats
     /// while a pass frees something (bounded).
     async fn full_pass(&mut self) {
+        if self.config.is_none() {
+            tracing::info!("no valid configuration loaded yet: leaving every service as it is");
+            return;
+        }
         for round in 0..5 {
             if round > 0 {
                 tracing::debug!(round, "reprocessing all services");
@@ -398,6 +409,10 @@ impl Runner {
         };
         if !service::class_matches(&svc, self.opts.lb_class.as_deref()) {
             return converge::deleted(&mut self.alloc, key).reprocess_all;
+        }
+        if self.config.is_none() {
+            tracing::debug!(service = %key, "not processing: no valid configuration loaded yet");
+            return false;
         }
         if let Some((rv, at)) = self.pending.get(key) {
             if svc.resource_version().as_deref() == Some(rv.as_str())
@@ -487,8 +502,7 @@ impl Runner {
                 true
             }
             Err(errors) => {
-                let stale = self.config.is_some();
-                self.config_state.invalid(errors.to_string(), stale).await;
+                self.config_state.invalid(errors.to_string()).await;
                 false
             }
         }

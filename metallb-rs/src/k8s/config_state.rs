@@ -93,15 +93,18 @@ impl Reporter {
         self.write(ConfigurationResult::Valid, String::new()).await;
     }
 
-    /// The latest configuration is invalid (`summary` lists every error);
-    /// `stale` when an older valid one stays in force.
-    pub async fn invalid(&mut self, summary: String, stale: bool) {
+    /// The latest configuration is invalid (`summary` lists every error).
+    /// As upstream, `config_stale_bool` turns 1 whether or not a valid one
+    /// loaded before; `config_loaded_bool` tells the two cases apart.
+    pub async fn invalid(&mut self, summary: String) {
         if self.last.as_ref().is_none_or(|(_, s)| *s != summary) {
-            tracing::error!(errors = %summary, "invalid configuration: keeping the last valid one");
+            if self.metrics.config_loaded.get() == 1 {
+                tracing::error!(errors = %summary, "invalid configuration: keeping the last valid one");
+            } else {
+                tracing::error!(errors = %summary, "invalid configuration and none loaded yet: changing nothing until a valid one arrives");
+            }
         }
-        if stale {
-            self.metrics.config_stale.set(1);
-        }
+        self.metrics.config_stale.set(1);
         self.write(ConfigurationResult::Invalid, summary).await;
     }
 

@@ -5,6 +5,12 @@
 //! It keeps announcing what it last decided when the API server goes
 //! away (watches retry with backoff; the caches stay), and resyncs when
 //! it comes back.
+//!
+//! No valid configuration, no change: until one has loaded, the speaker
+//! announces nothing, writes no status object and does not count itself
+//! as running (no presence lease, no gossip), so the other speakers keep
+//! serving the addresses it would have been elected for. Once loaded, an
+//! invalid change keeps the last valid one in force.
 
 use super::announcer::Announcer;
 use super::bgp::{self, advertise};
@@ -261,13 +267,19 @@ pub async fn run(
     };
     let work = async {
         runner.wait_for_caches().await?;
-        if let Err(e) = presence::join(&leases_api, &opts.node).await {
-            tracing::warn!(error = %e, "could not record this speaker's presence (graceful leave will not be seen)");
+        runner.reload_config().await;
+        if runner.config.is_some() {
+            if let Err(e) = presence::join(&leases_api, &opts.node).await {
+                tracing::warn!(error = %e, "could not record this speaker's presence (graceful leave will not be seen)");
+            }
+            runner.start_membership().await;
+        } else {
+            tracing::warn!(
+                "no valid configuration: not joining the speakers until one loads, so the others keep this node's addresses"
+            );
         }
-        runner.start_membership().await;
         runner.owner = runner.owner_reference().await;
         runner.rescan_interfaces().await;
-        runner.reload_config().await;
         runner.full_pass().await;
         health.set_ready(true);
         tracing::info!(announced = runner.announced.len(), "initial sync done");
@@ -307,7 +319,8 @@ pub async fn run(
                 _ = renew.tick() => {
                     // Renewals run beside the loop: a call hanging on a cut
                     // off API server must not stop the liveness checks.
-                    if renewal.as_ref().is_none_or(|r| r.is_finished()) {
+                    let joined = runner.config.is_some();
+                    if joined && renewal.as_ref().is_none_or(|r| r.is_finished()) {
                         let (api, node, ok) = (leases_api.clone(), opts.node.clone(), runner.last_api_ok.clone());
                         renewal = Some(tokio::spawn(async move {
                             let timeout = Duration::from_secs(presence::RENEW_SECONDS as u64);
@@ -325,7 +338,7 @@ pub async fn run(
                     if let (Some(m), Some(ml)) = (&runner.membership, &opts.membership) {
                         m.join(seeds(&runner.stores.nodes.state(), &opts.node, ml.bind));
                     }
-                    if membership_wanted {
+                    if membership_wanted && joined {
                         runner.start_membership().await;
                         if let Some(m) = &runner.membership {
                             view_changes = Some(m.subscribe());
@@ -766,6 +779,9 @@ impl Runner {
     /// Every service with an address, plus what we announce for services
     /// that vanished.
     async fn full_pass(&mut self) {
+        if self.config.is_none() {
+            return;
+        }
         let mut keys: BTreeSet<String> = self
             .stores
             .services
@@ -1039,6 +1055,13 @@ impl Runner {
     }
 
     async fn process_service(&mut self, key: &str, index: &Index) {
+        if self.config.is_none() {
+            tracing::debug!(
+                service = key,
+                "not processing: no valid configuration loaded yet"
+            );
+            return;
+        }
         self.metrics.k8s.updates.inc();
         let subject = self.subject(key, index);
         let l2 = subject
@@ -1354,8 +1377,7 @@ impl Runner {
                 true
             }
             Err(errors) => {
-                let stale = self.config.is_some();
-                self.config_state.invalid(errors.to_string(), stale).await;
+                self.config_state.invalid(errors.to_string()).await;
                 false
             }
         }
