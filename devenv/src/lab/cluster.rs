@@ -206,7 +206,8 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         ];
         procs.ensure("apiserver", &argv, &[])?;
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !healthy(spec.api_port) {
+        // It serves before it writes the kubeconfig: wait for both.
+        while !healthy(spec.api_port) || kube::config::Kubeconfig::read_from(&kubeconfig).is_err() {
             if Instant::now() > deadline {
                 bail!(
                     "the lab API server did not answer within 10 s: see {}",
