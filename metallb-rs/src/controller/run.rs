@@ -469,7 +469,7 @@ impl Runner {
         );
         match built {
             Ok(cfg) => {
-                self.config_state.valid().await;
+                self.config_state.valid(&cfg.warnings).await;
                 if self.config.as_ref() == Some(&cfg.pools) {
                     return false;
                 }

@@ -735,6 +735,9 @@ impl Runner {
                     if view != self.node_view {
                         self.node_view = view;
                         all = true;
+                        // Node labels decide which peers and BGP
+                        // advertisements this node validates.
+                        config = true;
                     }
                 }
                 Trigger::Config => config = true,
@@ -1333,15 +1336,20 @@ impl Runner {
                 .map(|o| (**o).clone())
                 .collect(),
             secrets: s.secrets.state().iter().map(|o| (**o).clone()).collect(),
+            nodes: s.nodes.state().iter().map(|o| (**o).clone()).collect(),
+            namespaces: Vec::new(),
         };
+        let me = s.nodes.get(&ObjectRef::new(&self.opts.node));
+        let mine =
+            crate::config::for_node(&res, me.as_ref().map_or(&BTreeMap::new(), |n| n.labels()));
         match Config::build(
-            &res,
+            &mine,
             &ConfigOptions {
                 namespace: self.opts.namespace.clone(),
             },
         ) {
             Ok(cfg) => {
-                self.config_state.valid().await;
+                self.config_state.valid(&cfg.warnings).await;
                 if self.config.as_ref() == Some(&cfg) {
                     return false;
                 }

@@ -15,8 +15,21 @@ const POOLS: &str = "
 ";
 
 fn allocator(pools: &str) -> Allocator {
+    allocator_in(pools, &[])
+}
+
+/// `allocator` in a cluster with `namespaces` (name, label key, value).
+fn allocator_in(pools: &str, namespaces: &[(&str, &str, &str)]) -> Allocator {
     let items: Vec<serde_json::Value> = serde_yaml::from_str(pools).expect("pools yaml");
     let mut res = Resources::default();
+    for (name, k, v) in namespaces {
+        res.namespaces.push(
+            serde_json::from_value(
+                serde_json::json!({ "metadata": { "name": name, "labels": { *k: v } } }),
+            )
+            .expect("namespace"),
+        );
+    }
     for mut item in items {
         item["apiVersion"] = "metallb.io/v1beta1".into();
         item["kind"] = "IPAddressPool".into();
@@ -428,8 +441,9 @@ fn no_pools_clears_and_fails() {
 
 #[test]
 fn namespace_labels_select_pools() {
-    let mut a = allocator(
+    let mut a = allocator_in(
         "- {name: team, spec: {addresses: [10.0.5.0/30], serviceAllocation: {namespaceSelectors: [{matchLabels: {team: x}}]}}}\n- {name: any, spec: {addresses: [10.0.6.0/30]}}",
+        &[("ns1", "team", "x")],
     );
     let x = BTreeMap::from([("team".to_owned(), "x".to_owned())]);
     let d = set_balancer(&mut a, &service("ns1/s", ""), &x);
