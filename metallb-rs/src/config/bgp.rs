@@ -285,10 +285,8 @@ pub fn local_prefs_compatible(
     let has_v6 = pool.cidrs.iter().any(|c| c.addr().is_ipv6());
     let v4_differs = a.aggregation_length != b.aggregation_length;
     let v6_differs = a.aggregation_length_v6 != b.aggregation_length_v6;
-    let lengths_differ = (!has_v4 && !has_v6)
-        || (v4_differs && !has_v6)
-        || (v6_differs && !has_v4)
-        || (v4_differs && v6_differs);
+    // Different prefixes in every family the pool has.
+    let lengths_differ = (!has_v4 || v4_differs) && (!has_v6 || v6_differs);
     if lengths_differ {
         return true;
     }
