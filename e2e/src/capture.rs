@@ -256,11 +256,8 @@ fn record(link: &link::Link, stop: &AtomicBool, segments: &Mutex<Vec<Segment>>) 
     let mut buf = vec![0u8; 65536];
     link.runtime.block_on(async {
         while !stop.load(Ordering::SeqCst) {
-            let read = tokio::time::timeout(
-                Duration::from_millis(100),
-                link.socket.recv(&mut buf),
-            )
-            .await;
+            let read =
+                tokio::time::timeout(Duration::from_millis(100), link.socket.recv(&mut buf)).await;
             let Ok(read) = read else { continue };
             let (len, kind) = read.context("reading the capture socket")?;
             // A frame sent through the bridge's other ports is not ours.

@@ -46,10 +46,22 @@ fn frame(src: SocketAddr, dst: SocketAddr, seq: u32, flags: u8, payload: &[u8]) 
         }
         _ => panic!("mixed families"),
     };
-    ethernet::build(Mac([2, 0, 0, 0, 0, 2]), Mac([2, 0, 0, 0, 0, 1]), ethertype, &packet)
+    ethernet::build(
+        Mac([2, 0, 0, 0, 0, 2]),
+        Mac([2, 0, 0, 0, 0, 1]),
+        ethertype,
+        &packet,
+    )
 }
 
-fn segment(src: SocketAddr, dst: SocketAddr, seq: u32, flags: u8, payload: &[u8], ms: u64) -> Segment {
+fn segment(
+    src: SocketAddr,
+    dst: SocketAddr,
+    seq: u32,
+    flags: u8,
+    payload: &[u8],
+    ms: u64,
+) -> Segment {
     parse_segment(
         &frame(src, dst, seq, flags, payload),
         bgp::PORT,
@@ -59,7 +71,12 @@ fn segment(src: SocketAddr, dst: SocketAddr, seq: u32, flags: u8, payload: &[u8]
 }
 
 fn encode(msg: &Message) -> Vec<u8> {
-    bgp::encode(msg, &bgp::Context { four_octet_as: true })
+    bgp::encode(
+        msg,
+        &bgp::Context {
+            four_octet_as: true,
+        },
+    )
 }
 
 fn update(local_pref: Option<u32>) -> Message {
@@ -78,19 +95,32 @@ fn update(local_pref: Option<u32>) -> Message {
 
 #[test]
 fn parses_ipv4_and_ipv6_segments_of_the_bgp_port_only() {
-    let (node, router) = (SocketAddr::new(ip(NODE), 40000), SocketAddr::new(ip(ROUTER), 179));
+    let (node, router) = (
+        SocketAddr::new(ip(NODE), 40000),
+        SocketAddr::new(ip(ROUTER), 179),
+    );
     let s = segment(node, router, 7, SYN, &[], 3);
-    assert_eq!((s.src, s.dst, s.seq, s.syn, s.ack), (node, router, 7, true, false));
+    assert_eq!(
+        (s.src, s.dst, s.seq, s.syn, s.ack),
+        (node, router, 7, true, false)
+    );
     assert_eq!(s.at, Duration::from_millis(3));
     let v6 = (
         SocketAddr::new(ip("fc00::3"), 179),
         SocketAddr::new(ip("fc00::2"), 40001),
     );
     let s = segment(v6.0, v6.1, 9, ACK, b"data", 0);
-    assert_eq!((s.src, s.dst, s.payload.as_slice()), (v6.0, v6.1, &b"data"[..]));
+    assert_eq!(
+        (s.src, s.dst, s.payload.as_slice()),
+        (v6.0, v6.1, &b"data"[..])
+    );
     let other_port = SocketAddr::new(ip(ROUTER), 80);
     assert_eq!(
-        parse_segment(&frame(node, other_port, 1, ACK, b"x"), bgp::PORT, Duration::ZERO),
+        parse_segment(
+            &frame(node, other_port, 1, ACK, b"x"),
+            bgp::PORT,
+            Duration::ZERO
+        ),
         None
     );
     assert_eq!(parse_segment(&[0u8; 20], bgp::PORT, Duration::ZERO), None);
@@ -98,7 +128,10 @@ fn parses_ipv4_and_ipv6_segments_of_the_bgp_port_only() {
 
 #[test]
 fn reassembles_each_direction_and_decodes_messages() {
-    let (node, router) = (SocketAddr::new(ip(NODE), 40000), SocketAddr::new(ip(ROUTER), 179));
+    let (node, router) = (
+        SocketAddr::new(ip(NODE), 40000),
+        SocketAddr::new(ip(ROUTER), 179),
+    );
     let open = Message::Open(Open::new(64513, 9, NODE.parse().expect("v4"), vec![]));
     let cease = Message::Notification(bgp::Notification::new(
         bgp::code::CEASE,
@@ -111,7 +144,12 @@ fn reassembles_each_direction_and_decodes_messages() {
     let (a, b) = bytes.split_at(40);
     let isn = 1000u32;
     let after = |n: usize| isn + 1 + u32::try_from(n).expect("small");
-    let router_open = encode(&Message::Open(Open::new(64512, 9, ROUTER.parse().expect("v4"), vec![])));
+    let router_open = encode(&Message::Open(Open::new(
+        64512,
+        9,
+        ROUTER.parse().expect("v4"),
+        vec![],
+    )));
     let segments = vec![
         segment(node, router, isn, SYN, &[], 0),
         segment(router, node, 5000, SYN | ACK, &[], 1),

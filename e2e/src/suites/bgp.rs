@@ -10,14 +10,14 @@
 use super::l2::{backends, nodes, web_service};
 use crate::capture::{self, Capture, Segment};
 use crate::external::{self, http_get, sample, speaker_metrics};
-use crate::metallb::{self, Config, eventually};
+use crate::metallb::{self, Config, eventually, throughout};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
 use devenv::frr::{ASN, AddressFamily, BgpPath};
 use ipnet::IpNet;
+use metallb_rs::net::bgp::{self, Message};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use metallb_rs::net::bgp::{self, Message};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -312,10 +312,14 @@ fn etp_local(ctx: &Ctx) -> Result<()> {
         json!({ "spec": { "externalTrafficPolicy": "Local" } }),
     )?;
     wait_route(ctx, host_route(ips[0]), &BTreeSet::from([first_ip]))?;
-    eventually(WAIT, &format!("a ServiceBGPStatus from {first} only"), || {
-        let statuses = metallb::bgp_statuses(ctx, "web")?;
-        Ok((statuses.keys().collect::<Vec<_>>() == [&first]).then_some(()))
-    })
+    eventually(
+        WAIT,
+        &format!("a ServiceBGPStatus from {first} only"),
+        || {
+            let statuses = metallb::bgp_statuses(ctx, "web")?;
+            Ok((statuses.keys().collect::<Vec<_>>() == [&first]).then_some(()))
+        },
+    )
 }
 
 fn attributes(ctx: &Ctx) -> Result<()> {
@@ -365,6 +369,8 @@ fn aggregation(ctx: &Ctx) -> Result<()> {
 fn peer_node_selectors(ctx: &Ctx) -> Result<()> {
     let addrs = node_addresses(ctx, false);
     let (first, first_ip) = addrs.first().context("no node")?.clone();
+    let router_ip = router(ctx, false)?;
+    let capture = capture(ctx)?;
     let _config = bgp_config(
         ctx,
         false,
@@ -376,6 +382,21 @@ fn peer_node_selectors(ctx: &Ctx) -> Result<()> {
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
     wait_route(ctx, host_route(ips[0]), &only)?;
+    // Over the whole spec, the unselected nodes never dialled the router;
+    // the selected one did (the capture saw its SYN: the control).
+    throughout(
+        Duration::from_secs(3),
+        &format!("sessions from {first} only"),
+        || {
+            let up = established(ctx)?;
+            Ok((up != only).then(|| format!("established from {up:?}")))
+        },
+    )?;
+    let dialled = dials(&capture.finish()?, router_ip);
+    ensure!(
+        dialled.keys().eq([&first_ip]),
+        "SYNs to the router came from {dialled:?}; only {first} ({first_ip}) is selected"
+    );
     Ok(())
 }
 
@@ -392,7 +413,7 @@ fn metrics(ctx: &Ctx) -> Result<()> {
         let announced_svc = sample(&text, "metallb_speaker_announced", &["protocol=\"bgp\""]);
         Ok((up == Some(1.0)
             && announced == Some(1.0)
-            && pending == Some(0.0)
+            && pending == Some(1.0)
             && updates.is_some_and(|u| u >= 1.0)
             && announced_svc == Some(1.0))
         .then_some(()))
@@ -488,7 +509,10 @@ fn md5_password(ctx: &Ctx) -> Result<()> {
         // SYN is ever answered and no session comes up.
         eventually(WAIT, "every speaker dialling the router twice", || {
             let dials = dials(&capture.segments(), router_ip);
-            Ok(hops.iter().all(|h| dials.get(h).is_some_and(|n| *n >= 2)).then_some(()))
+            Ok(hops
+                .iter()
+                .all(|h| dials.get(h).is_some_and(|n| *n >= 2))
+                .then_some(()))
         })?;
         let segments = capture.finish()?;
         let answered: Vec<&Segment> = segments

@@ -135,13 +135,9 @@ fn requested_pool(ctx: &Ctx) -> Result<()> {
     }
     // The IP stays put while nothing changes.
     let before = metallb::ingress(&metallb::get_service(ctx, "to-manual")?);
-    metallb::steady(Duration::from_secs(2), "to-manual's address", || {
+    metallb::throughout(Duration::from_secs(2), "to-manual's address", || {
         let now = metallb::ingress(&metallb::get_service(ctx, "to-manual")?);
-        Ok(if now == before {
-            Ok(())
-        } else {
-            Err(format!("{before:?} became {now:?}"))
-        })
+        Ok((now != before).then(|| format!("{before:?} became {now:?}")))
     })
 }
 
@@ -180,9 +176,7 @@ fn pool_counters(ctx: &Ctx) -> Result<()> {
         &Patch::Merge(json!({ "status": { "assignedIPv4": 0, "availableIPv4": 99 } })),
     ))?;
     // Positive control: the edit was stored, so what follows is a revert.
-    let stored = edited
-        .status
-        .map(|s| (s.assigned_ipv4, s.available_ipv4));
+    let stored = edited.status.map(|s| (s.assigned_ipv4, s.available_ipv4));
     ensure!(
         stored == Some((0, 99)),
         "the manual status edit did not take: the API server stored {stored:?}"

@@ -11,7 +11,7 @@
 
 mod failover;
 mod interfaces;
-mod watch;
+pub(super) mod watch;
 
 use crate::external::{self, forget_neighbor, http_get};
 use crate::metallb::{self, Config, create_service, eventually, wait_for_ips, wait_for_l2_node};
@@ -133,12 +133,19 @@ pub(super) fn backends(ctx: &Ctx, on: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// A LoadBalancer service selecting the backends, TCP 8080, plus `extra`.
+/// A LoadBalancer service selecting the backends, TCP 8080, plus `extra`;
+/// returns its addresses once assigned.
 pub(super) fn web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<Vec<IpAddr>> {
+    create_web_service(ctx, name, extra)?;
+    wait_for_ips(ctx, name, WAIT)
+}
+
+/// Creates the service [`web_service`] describes without waiting for it.
+pub(super) fn create_web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<()> {
     let mut spec = json!({ "spec": { "selector": { "app": "web" }, "ports": [{ "name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP" }] } });
     merge(&mut spec, &extra);
     create_service(ctx, name, spec)?;
-    wait_for_ips(ctx, name, WAIT)
+    Ok(())
 }
 
 fn merge(base: &mut Value, patch: &Value) {
@@ -156,7 +163,7 @@ fn merge(base: &mut Value, patch: &Value) {
 
 /// Which of the cluster's pool ranges (see `Cluster::pool_ranges`).
 #[derive(Clone, Copy)]
-enum Net {
+pub(super) enum Net {
     V4,
     V6,
     /// IPv4 on the second network (eth1), for the interface selector specs.
@@ -164,7 +171,7 @@ enum Net {
 }
 
 /// The cluster's range for the suites' pools on `net`.
-fn pool(ctx: &Ctx, net: Net) -> Result<String> {
+pub(super) fn pool(ctx: &Ctx, net: Net) -> Result<String> {
     let ranges = ctx.cluster().pool_ranges();
     let (range, what) = match net {
         Net::V4 => (ranges.v4, "IPv4"),
@@ -187,7 +194,7 @@ fn announcer(ctx: &Ctx, ips: &[IpAddr]) -> Result<String> {
 }
 
 /// `http://ip:8080/hostname` answers; returns the body (the serving node).
-fn reachable(ctx: &Ctx, ip: IpAddr) -> Result<String> {
+pub(super) fn reachable(ctx: &Ctx, ip: IpAddr) -> Result<String> {
     forget_neighbor(ctx, ip)?;
     eventually(WAIT, &format!("HTTP on {ip}"), || {
         Ok(http_get(ctx, ip, HTTP_PORT, "/hostname").ok())
@@ -281,17 +288,13 @@ fn l2_status(ctx: &Ctx) -> Result<()> {
         st.interfaces.is_none(),
         "interfaces reported although all are used: {st:?}"
     );
-    metallb::steady(Duration::from_secs(5), "one status naming the node", || {
+    metallb::throughout(Duration::from_secs(5), "one status naming the node", || {
         let now = metallb::l2_statuses(ctx, "web")?;
         let nodes: Vec<Option<&str>> = now
             .iter()
             .map(|o| o.status.as_ref().and_then(|s| s.node.as_deref()))
             .collect();
-        Ok(if nodes == [Some(node.as_str())] {
-            Ok(())
-        } else {
-            Err(format!("statuses name {nodes:?}"))
-        })
+        Ok((nodes != [Some(node.as_str())]).then(|| format!("statuses name {nodes:?}")))
     })?;
     // A deleted status object comes back: a new object (another uid),
     // naming the same node.
