@@ -640,6 +640,10 @@ fn speaker_restart(ctx: &Ctx) -> Result<()> {
         let rest: BTreeSet<IpAddr> = hops.iter().copied().filter(|a| *a != addr).collect();
         wait_route(ctx, host_route(ip), &rest)?;
         let took = stopped.elapsed();
+        eprintln!(
+            "e2e: {node}'s path gone at the router {took:?} after SIGTERM (bound {:?})",
+            HOLD_TIME / 3
+        );
         ensure!(
             took < HOLD_TIME / 3,
             "{node}'s route was withdrawn {took:?} after its speaker stopped: not at once (hold time {HOLD_TIME:?})"
