@@ -33,6 +33,8 @@ pub fn build_lab_binaries(profile: Profile) -> Result<PathBuf> {
         "metallb-rs",
         "-p",
         "devenv",
+        "-p",
+        "lab-apiserver",
         "--bins",
     ];
     if profile == Profile::Release {

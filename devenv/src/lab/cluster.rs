@@ -1,5 +1,6 @@
-//! Bringing a whole lab up and down: network (netns), API server (with
-//! the node-namespace forwarders), node agents, metallb-rs controller and
+//! Bringing a whole lab up and down: network (netns), API server (the
+//! `lab-apiserver` crate's binary), the node-namespace forwarders, the
+//! controller-manager stand-ins, node agents, metallb-rs controller and
 //! speakers; and the [`Cluster`] handle the e2e suites drive it through.
 
 use super::frr::{LabRouter, lab_router_config};
@@ -21,7 +22,8 @@ pub struct LabSpec {
     pub nodes: usize,
     /// Address families.
     pub family: Family,
-    /// Directory with `metallb-rs`, `lab-apiserver` and `lab-agent`.
+    /// Directory with `metallb-rs`, `lab-apiserver`, `lab-forward`,
+    /// `lab-controller-manager` and `lab-agent`.
     pub bin_dir: PathBuf,
     /// API server port on 127.0.0.1 (root and every node namespace).
     pub api_port: u16,
@@ -207,6 +209,17 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+    // What kube-controller-manager would run (stateless: restarted when
+    // rebuilt).
+    procs.ensure_fresh(
+        "controller-manager",
+        &[
+            bin("lab-controller-manager"),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+        ],
+        &[],
+    )?;
     bootstrap_api(&kubeconfig).context("installing the MetalLB CRDs and namespace")?;
     let cluster = LabCluster {
         name: spec.name.clone(),
@@ -223,8 +236,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         procs.ensure(
             &format!("forward-{}", node.name),
             &[
-                bin("lab-apiserver"),
-                "--forward-only".into(),
+                bin("lab-forward"),
                 "--listen".into(),
                 format!("127.0.0.1:{}", spec.api_port),
                 "--forward".into(),

@@ -157,16 +157,10 @@ impl State {
     fn admit(&self, t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
         if let Some(s) = &t.schema {
             schema::default_and_prune(obj, &s.1);
-            let causes: Vec<(String, String)> = s
-                .0
-                .iter_errors(obj)
-                .map(|e| {
-                    (
-                        metallb_rs::config::load::pointer_to_path(&e.instance_path().to_string()),
-                        e.to_string(),
-                    )
-                })
-                .collect();
+            let causes: Vec<(String, String)> =
+                s.0.iter_errors(obj)
+                    .map(|e| (field_path(e.instance_path()), e.to_string()))
+                    .collect();
             if !causes.is_empty() {
                 return Err(ApiError::invalid(
                     &format!("{}.{}", t.kind, t.group),
@@ -665,6 +659,23 @@ impl State {
                 .any(|o| o["metadata"]["uid"] == uid)
         })
     }
+}
+
+/// A schema error's location as a field path (`spec.addresses[1]`).
+fn field_path(location: &jsonschema::paths::Location) -> String {
+    let mut out = String::new();
+    for seg in location.iter() {
+        match seg {
+            jsonschema::paths::LocationSegment::Index(i) => out.push_str(&format!("[{i}]")),
+            jsonschema::paths::LocationSegment::Property(p) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&p);
+            }
+        }
+    }
+    out
 }
 
 impl Default for State {

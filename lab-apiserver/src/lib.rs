@@ -1,6 +1,11 @@
-//! The lab's API server: plain HTTP on a loopback address, serving the
-//! part of the Kubernetes API that metallb-rs and the e2e suites use, with
-//! real semantics ([`DEVIATIONS`] lists what differs from kube-apiserver).
+//! A small kube-apiserver: plain HTTP on a loopback address, serving the
+//! part of the Kubernetes API that metallb-rs, kubectl and the e2e suites
+//! use, with real semantics ([`DEVIATIONS`] lists what differs from
+//! kube-apiserver). The lab (`devenv`) runs it as the `lab-apiserver`
+//! process; tests start it in process with [`ApiServer::start`].
+//!
+//! Knows nothing about MetalLB: custom resources come from the CRDs that
+//! clients apply.
 
 mod error;
 mod http;
