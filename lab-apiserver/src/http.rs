@@ -7,6 +7,7 @@ use super::registry::ResourceType;
 use super::selector::{FieldSelector, LabelSelector};
 use super::state::{Part, State};
 use super::store::{Event, EventKind};
+use super::table::{self, Format, Include};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -225,14 +226,19 @@ async fn resource(
         Some("status") if t.status => Part::Status,
         Some(other) => return error(ApiError::not_found("subresource", other)),
     };
+    let view = View::of(headers, &q);
     let result = match (method.clone(), target.name.as_deref()) {
         (Method::GET, None) => {
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return watch(shared, t, target.namespace.clone(), &q);
+                return watch(shared, t, target.namespace.clone(), &q, view);
             }
-            list(&shared, &t, &target.namespace, &q)
+            list(&shared, &t, &target.namespace, &q, view)
         }
-        (Method::GET, Some(name)) => lock(&shared).get(&t, &ns, name),
+        (Method::GET, Some(name)) => {
+            let s = lock(&shared);
+            s.get(&t, &ns, name)
+                .map(|o| view.one(&t, o, s.store.resource_version()))
+        }
         (Method::POST, None) => {
             return match parse_body(body).and_then(|b| lock(&shared).create(&t, &ns, b)) {
                 Ok(o) => json_response(201, &o),
@@ -285,6 +291,47 @@ async fn resource(
     }
 }
 
+/// How objects are rendered for one request: as themselves or as
+/// kubectl's Table rows.
+#[derive(Clone, Copy)]
+struct View {
+    format: Format,
+    include: Include,
+}
+
+impl View {
+    fn of(headers: &HeaderMap, q: &HashMap<String, String>) -> Self {
+        let accept = headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        Self {
+            format: Format::from_accept(accept),
+            include: Include::from_query(q.get("includeObject").map(String::as_str)),
+        }
+    }
+
+    /// One object (a GET, a watch event).
+    fn one(self, t: &ResourceType, object: Value, rv: u64) -> Value {
+        match self.format {
+            Format::Object => object,
+            Format::Table(v) => {
+                table::table(t, &[object], rv, v, self.include, jiff::Timestamp::now())
+            }
+        }
+    }
+
+    /// A list.
+    fn many(self, t: &ResourceType, items: Vec<Value>, rv: u64) -> Value {
+        match self.format {
+            Format::Object => list_body(t, rv, items),
+            Format::Table(v) => {
+                table::table(t, &items, rv, v, self.include, jiff::Timestamp::now())
+            }
+        }
+    }
+}
+
 fn selectors(q: &HashMap<String, String>) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(
         q.get("labelSelector")
@@ -331,10 +378,11 @@ fn list(
     t: &ResourceType,
     ns: &str,
     q: &HashMap<String, String>,
+    view: View,
 ) -> Result<Value, ApiError> {
     let s = lock(shared);
     let items = select(&s, t, ns, q)?;
-    Ok(list_body(t, s.store.resource_version(), items))
+    Ok(view.many(t, items, s.store.resource_version()))
 }
 
 fn watch_line(kind: &str, object: &Value) -> Bytes {
@@ -346,7 +394,13 @@ fn watch_line(kind: &str, object: &Value) -> Bytes {
 /// A watch: the backlog (synthetic ADDED for the current state when no
 /// resourceVersion is given, or the logged events after it), then live
 /// events, filtered by namespace and selectors.
-fn watch(shared: Shared, t: ResourceType, ns: String, q: &HashMap<String, String>) -> Response {
+fn watch(
+    shared: Shared,
+    t: ResourceType,
+    ns: String,
+    q: &HashMap<String, String>,
+    view: View,
+) -> Response {
     let (labels, fields) = match selectors(q) {
         Ok(s) => s,
         Err(e) => return error(e),
@@ -374,7 +428,10 @@ fn watch(shared: Shared, t: ResourceType, ns: String, q: &HashMap<String, String
                 .list(&t.collection(), scope.as_deref())
                 .iter()
                 .filter(|o| matches(o))
-                .map(|o| watch_line("ADDED", &s.at_version(&t, o)))
+                .map(|o| {
+                    let o = view.one(&t, s.at_version(&t, o), s.store.resource_version());
+                    watch_line("ADDED", &o)
+                })
                 .collect(),
             Some(Err(_)) => {
                 return error(ApiError::bad_request("resourceVersion must be a number"));
@@ -382,7 +439,7 @@ fn watch(shared: Shared, t: ResourceType, ns: String, q: &HashMap<String, String
             Some(Ok(rv)) => match s.store.events_since(&t.collection(), scope.as_deref(), rv) {
                 Ok(events) => events
                     .iter()
-                    .filter_map(|e| render(&s, &t, e, &matches))
+                    .filter_map(|e| render(&s, &t, e, &matches, view))
                     .collect(),
                 Err(gone) => {
                     expired = true;
@@ -428,7 +485,7 @@ fn watch(shared: Shared, t: ResourceType, ns: String, q: &HashMap<String, String
                         if e.rv <= last_rv || e.collection != collection || scope.as_deref().is_some_and(|n| n != e.namespace) {
                             continue;
                         }
-                        let line = render(&lock(&shared), &t, &e, &matches);
+                        let line = render(&lock(&shared), &t, &e, &matches, view);
                         if let Some(line) = line {
                             return Some((Ok(line), (rx, e.rv)));
                         }
@@ -460,6 +517,7 @@ fn render(
     t: &ResourceType,
     e: &Event,
     matches: &impl Fn(&Value) -> bool,
+    view: View,
 ) -> Option<Bytes> {
     let now = matches(&e.object);
     let before = e.previous.as_deref().is_some_and(matches);
@@ -469,5 +527,8 @@ fn render(
         (_, false, _) => return None,
         (k, true, _) => k.as_str(),
     };
-    Some(watch_line(kind, &s.at_version(t, &e.object)))
+    Some(watch_line(
+        kind,
+        &view.one(t, s.at_version(t, &e.object), e.rv),
+    ))
 }

@@ -15,6 +15,7 @@ mod schema;
 mod selector;
 mod state;
 mod store;
+mod table;
 
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
@@ -25,7 +26,7 @@ use std::sync::{Arc, Mutex};
 pub const DEVIATIONS: &str = "\
 - plain HTTP, no authentication or authorization; every client is admin
 - JSON only: protobuf/CBOR bodies get 415, so `kubectl create <kind>` generators fail; use `kubectl apply -f`
-- no Table responses: `kubectl get` prints NAME and AGE, not a CRD's additionalPrinterColumns
+- Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
 - /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2
 - server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here
 - list ignores limit/continue and returns everything in one page

@@ -2,6 +2,7 @@
 //! and the e2e suites use, plus every version of every applied CRD (with
 //! its compiled openAPIV3Schema). Also renders the discovery documents.
 
+use crate::table::PrinterColumn;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct ResourceType {
     pub schema: Option<Arc<(jsonschema::Validator, Value)>>,
     /// Defined by a CustomResourceDefinition (not built in).
     pub custom: bool,
+    /// The CRD version's printer columns (custom resources only).
+    pub columns: Vec<PrinterColumn>,
 }
 
 impl ResourceType {
@@ -68,6 +71,7 @@ fn builtin(
         short_names: short.iter().map(|s| (*s).to_owned()).collect(),
         schema: None,
         custom: false,
+        columns: Vec::new(),
     }
 }
 
@@ -216,6 +220,7 @@ impl Registry {
                     .collect(),
                 schema,
                 custom: true,
+                columns: PrinterColumn::of_version(v),
             });
         }
         Ok(())
