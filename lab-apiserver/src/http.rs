@@ -1,6 +1,7 @@
 //! HTTP routing: Kubernetes REST paths onto [`State`] operations, lists,
 //! and watch streams (JSON lines, bookmarks, 410 on expired versions).
 
+use super::auth::User;
 use super::error::ApiError;
 use super::patch::PatchKind;
 use super::registry::ResourceType;
@@ -8,6 +9,7 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::state::{Part, State};
 use super::store::{Event, EventKind};
 use super::table::{self, Format, Include};
+use super::{gate, proto, reviews};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -141,7 +143,33 @@ pub async fn handle(
     body: Bytes,
 ) -> Response {
     let shared = state.0;
-    match route(uri.path()) {
+    let route = route(uri.path());
+    let user = {
+        let s = lock(&shared);
+        let user = match gate::authenticate(&s, &headers) {
+            Ok(u) => u,
+            Err(e) => return error(e),
+        };
+        let request = match &route {
+            Route::Resource(t) => gate::resource(&gate::ResourceCall {
+                method: &method,
+                group: &t.group,
+                resource: &t.plural,
+                subresource: t.subresource.as_deref(),
+                namespace: &t.namespace,
+                name: t.name.as_deref(),
+                watch: query(&uri)
+                    .get("watch")
+                    .is_some_and(|w| w == "true" || w == "1"),
+            }),
+            _ => gate::non_resource(&method, uri.path()),
+        };
+        if let Err(e) = gate::authorize(&s, &user, &request) {
+            return error(e);
+        }
+        user
+    };
+    match route {
         Route::Version => json_response(
             200,
             &json!({
@@ -166,7 +194,9 @@ pub async fn handle(
             None => error(ApiError::not_found("group version", &format!("{g}/{v}"))),
         },
         Route::NotFound => error(ApiError::not_found("path", uri.path())),
-        Route::Resource(target) => resource(shared, method, &uri, &headers, &body, target).await,
+        Route::Resource(target) => {
+            resource(shared, &user, method, &uri, &headers, &body, target).await
+        }
     }
 }
 
@@ -183,6 +213,7 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
 
 async fn resource(
     shared: Shared,
+    user: &User,
     method: Method,
     uri: &Uri,
     headers: &HeaderMap,
@@ -211,16 +242,32 @@ async fn resource(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    let reviewing = t.review || target.subresource.as_deref() == Some("token");
+    if reviewing && ct.contains("protobuf") {
+        let decoded =
+            proto::decode(body).and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string()));
+        return match decoded {
+            Ok(json) => review(
+                &shared,
+                user,
+                &method,
+                &t,
+                &ns_of(&t, &target),
+                &target,
+                &Bytes::from(json),
+            ),
+            Err(e) => error(ApiError::unsupported_media_type(e)),
+        };
+    }
     if !body.is_empty() && (ct.contains("protobuf") || ct.contains("cbor")) {
         return error(ApiError::unsupported_media_type(format!(
             "{ct} is not supported by the lab API server: send JSON"
         )));
     }
-    let ns = if t.namespaced {
-        target.namespace.clone()
-    } else {
-        String::new()
-    };
+    let ns = ns_of(&t, &target);
+    if reviewing {
+        return review(&shared, user, &method, &t, &ns, &target, body);
+    }
     let part = match target.subresource.as_deref() {
         None => Part::Main,
         Some("status") if t.status => Part::Status,
@@ -329,6 +376,45 @@ impl View {
                 table::table(t, &items, rv, v, self.include, jiff::Timestamp::now())
             }
         }
+    }
+}
+
+/// The namespace a request addresses ("" for cluster-scoped kinds).
+fn ns_of(t: &ResourceType, target: &Target) -> String {
+    if t.namespaced {
+        target.namespace.clone()
+    } else {
+        String::new()
+    }
+}
+
+/// Reviews and TokenRequests: created, answered, never stored.
+fn review(
+    shared: &Shared,
+    user: &User,
+    method: &Method,
+    t: &ResourceType,
+    ns: &str,
+    target: &Target,
+    body: &Bytes,
+) -> Response {
+    if method != Method::POST {
+        return error(ApiError::method_not_allowed(format!(
+            "{method} is not supported on {}: only POST (create)",
+            t.plural
+        )));
+    }
+    let s = lock(shared);
+    let answer = parse_body(body).and_then(|b| match (&target.name, t.review) {
+        (None, true) => reviews::answer(&s, user, &t.plural, ns, b),
+        (Some(name), false) if t.group.is_empty() && t.plural == "serviceaccounts" => {
+            reviews::token_request(&s, ns, name, b)
+        }
+        _ => Err(ApiError::not_found("subresource", "token")),
+    });
+    match answer {
+        Ok(v) => json_response(201, &v),
+        Err(e) => error(e),
     }
 }
 

@@ -7,15 +7,22 @@
 //! Knows nothing about MetalLB: custom resources come from the CRDs that
 //! clients apply.
 
+mod auth;
 mod error;
+mod gate;
 mod http;
 mod patch;
+mod proto;
 mod registry;
+mod reviews;
 mod schema;
 mod selector;
 mod state;
 mod store;
 mod table;
+mod tls;
+
+pub use tls::Identity;
 
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
@@ -36,16 +43,44 @@ pub const DEVIATIONS: &str = "\
 - state lives in memory: it survives restarts of every other lab process, not of the API server itself
 ";
 
+/// How a server starts.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How many changes watches can resume from (older resourceVersions
+    /// get 410 Gone).
+    pub history: usize,
+    /// The key tokens are signed with (random when `None`). Keep it to
+    /// keep tokens valid across restarts.
+    pub token_key: Option<Vec<u8>>,
+    /// The CA and serving certificate (fresh when `None`).
+    pub tls: Option<Identity>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            history: 10_000,
+            token_key: None,
+            tls: None,
+        }
+    }
+}
+
+/// The admin user of [`ApiServer::kubeconfig`] (in `system:masters`).
+pub const ADMIN: &str = "kubernetes-admin";
+
 /// A running API server.
 pub struct ApiServer {
     addr: SocketAddr,
+    signer: auth::token::Signer,
+    ca_pem: String,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl ApiServer {
     /// Starts serving on `listener` (e.g. bound to 127.0.0.1:0).
     pub async fn start(listener: tokio::net::TcpListener) -> Result<Self> {
-        Self::start_with_history(listener, 10_000).await
+        Self::start_with(listener, Options::default()).await
     }
 
     /// Like [`ApiServer::start`], keeping only the last `history` changes
@@ -54,27 +89,48 @@ impl ApiServer {
         listener: tokio::net::TcpListener,
         history: usize,
     ) -> Result<Self> {
+        Self::start_with(
+            listener,
+            Options {
+                history,
+                ..Options::default()
+            },
+        )
+        .await
+    }
+
+    /// Starts serving on `listener` with `options`.
+    pub async fn start_with(listener: tokio::net::TcpListener, options: Options) -> Result<Self> {
         let addr = listener.local_addr()?;
-        let mut state = state::State::with_history(history);
+        let key = options
+            .token_key
+            .unwrap_or_else(|| auth::token::Signer::random_secret().to_vec());
+        let identity = match options.tls {
+            Some(id) => id,
+            None => Identity::generate()?,
+        };
+        let acceptor = identity.acceptor()?;
+        let mut state = state::State::with_key(options.history, &key);
         state.bootstrap();
         let shared: http::Shared = Arc::new(Mutex::new(state));
         let app = axum::Router::new()
             .fallback(http::handle)
             .with_state(shared);
-        let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "lab API server stopped");
-            }
-        });
-        Ok(Self { addr, task })
+        let task = tokio::spawn(tls::serve(listener, acceptor, app));
+        Ok(Self {
+            addr,
+            signer: auth::token::Signer::new(&key),
+            ca_pem: identity.ca_pem,
+            task,
+        })
     }
 
     /// Starts on `addr`.
-    pub async fn bind(addr: SocketAddr) -> Result<Self> {
+    pub async fn bind(addr: SocketAddr, options: Options) -> Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding the lab API server to {addr}"))?;
-        Self::start(listener).await
+        Self::start_with(listener, options).await
     }
 
     /// Where it listens.
@@ -82,15 +138,33 @@ impl ApiServer {
         self.addr
     }
 
-    /// A kubeconfig (YAML) that reaches this server.
+    /// A kubeconfig (YAML) that reaches this server as [`ADMIN`], in
+    /// `system:masters`.
     pub fn kubeconfig(&self, cluster: &str) -> String {
-        kubeconfig(cluster, &format!("http://{}", self.addr))
+        self.kubeconfig_as(cluster, ADMIN, &[auth::MASTERS])
     }
 
-    /// Writes [`ApiServer::kubeconfig`] to `path`.
+    /// A kubeconfig for user `user` in `groups` (a token that never
+    /// expires; `system:authenticated` is implied).
+    pub fn kubeconfig_as(&self, cluster: &str, user: &str, groups: &[&str]) -> String {
+        let token = self.signer.sign(&auth::token::Claims::user(user, groups));
+        kubeconfig(&Endpoint::of(self), cluster, user, &token)
+    }
+
+    /// The HTTPS URL clients use.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The CA certificate (PEM) that signed the serving certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Writes [`ApiServer::kubeconfig`] to `path` (readable by its owner
+    /// only: it holds the admin token).
     pub fn write_kubeconfig(&self, cluster: &str, path: &Path) -> Result<()> {
-        std::fs::write(path, self.kubeconfig(cluster))
-            .with_context(|| format!("writing {}", path.display()))
+        write_private(path, self.kubeconfig(cluster).as_bytes())
     }
 
     /// Stops serving.
@@ -105,9 +179,64 @@ impl Drop for ApiServer {
     }
 }
 
-/// A kubeconfig for `server` with one context named `cluster`.
-pub fn kubeconfig(cluster: &str, server: &str) -> String {
+/// Writes a file only its owner can read.
+pub fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(contents)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The token key in `path`, made (32 random bytes) when missing.
+pub fn load_or_create_token_key(path: &Path) -> Result<Vec<u8>> {
+    match std::fs::read(path) {
+        Ok(key) if key.len() >= 32 => Ok(key),
+        Ok(_) => anyhow::bail!(
+            "{} holds fewer than 32 bytes: remove it to get a new key",
+            path.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = auth::token::Signer::random_secret().to_vec();
+            write_private(path, &key)?;
+            Ok(key)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Where a server is and how to trust it.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// `https://HOST:PORT`.
+    pub url: String,
+    /// The CA certificate (PEM).
+    pub ca_pem: String,
+}
+
+impl Endpoint {
+    /// The endpoint of a running server.
+    pub fn of(server: &ApiServer) -> Self {
+        Self {
+            url: server.url(),
+            ca_pem: server.ca_pem.clone(),
+        }
+    }
+}
+
+/// A kubeconfig for `endpoint` with one context named `cluster`, as
+/// `user` with bearer `token`.
+pub fn kubeconfig(endpoint: &Endpoint, cluster: &str, user: &str, token: &str) -> String {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(&endpoint.ca_pem);
+    let url = &endpoint.url;
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {cluster}\n  cluster:\n    server: {server}\ncontexts:\n- name: {cluster}\n  context:\n    cluster: {cluster}\n    user: admin\n    namespace: default\nusers:\n- name: admin\n  user: {{}}\ncurrent-context: {cluster}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {cluster}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {cluster}\n  context:\n    cluster: {cluster}\n    user: {user:?}\n    namespace: default\nusers:\n- name: {user:?}\n  user:\n    token: {token:?}\ncurrent-context: {cluster}\n"
     )
 }

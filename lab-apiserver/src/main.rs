@@ -21,6 +21,8 @@ fn main() -> Result<()> {
     let mut listen: SocketAddr = "127.0.0.1:6443".parse()?;
     let mut kubeconfig: Option<PathBuf> = None;
     let mut name = "lab".to_owned();
+    let mut token_key: Option<PathBuf> = None;
+    let mut tls_dir: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -31,6 +33,8 @@ fn main() -> Result<()> {
             "--listen" => listen = value()?.parse()?,
             "--kubeconfig" => kubeconfig = Some(value()?.into()),
             "--name" => name = value()?,
+            "--token-key" => token_key = Some(value()?.into()),
+            "--tls-dir" => tls_dir = Some(value()?.into()),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -40,11 +44,23 @@ fn main() -> Result<()> {
     }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
-        let server = ApiServer::bind(listen).await?;
+        // Tokens stay valid across restarts when the key is kept in a file.
+        let options = lab_apiserver::Options {
+            token_key: token_key
+                .as_deref()
+                .map(lab_apiserver::load_or_create_token_key)
+                .transpose()?,
+            tls: tls_dir
+                .as_deref()
+                .map(lab_apiserver::Identity::load_or_create)
+                .transpose()?,
+            ..Default::default()
+        };
+        let server = ApiServer::bind(listen, options).await?;
         if let Some(path) = &kubeconfig {
             server.write_kubeconfig(&name, path)?;
         }
-        println!("lab API server listening on http://{}", server.addr());
+        println!("lab API server listening on {}", server.url());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             r = tokio::signal::ctrl_c() => r?,

@@ -33,6 +33,9 @@ pub struct ResourceType {
     pub custom: bool,
     /// The CRD version's printer columns (custom resources only).
     pub columns: Vec<PrinterColumn>,
+    /// Create-only and never stored: the answer comes back in the
+    /// response (access and token reviews).
+    pub review: bool,
 }
 
 impl ResourceType {
@@ -72,6 +75,7 @@ fn builtin(
         schema: None,
         custom: false,
         columns: Vec::new(),
+        review: false,
     }
 }
 
@@ -138,10 +142,63 @@ impl Default for Registry {
                 &["crd", "crds"],
             ),
         ];
+        let rbac = [
+            ("ClusterRole", "clusterroles", false),
+            ("ClusterRoleBinding", "clusterrolebindings", false),
+            ("Role", "roles", true),
+            ("RoleBinding", "rolebindings", true),
+        ]
+        .map(|(kind, plural, namespaced)| {
+            builtin(
+                "rbac.authorization.k8s.io",
+                "v1",
+                kind,
+                plural,
+                namespaced,
+                false,
+                &[],
+            )
+        });
+        let reviews = [
+            (
+                "authorization.k8s.io",
+                "SelfSubjectAccessReview",
+                "selfsubjectaccessreviews",
+                false,
+            ),
+            (
+                "authorization.k8s.io",
+                "SubjectAccessReview",
+                "subjectaccessreviews",
+                false,
+            ),
+            (
+                "authorization.k8s.io",
+                "LocalSubjectAccessReview",
+                "localsubjectaccessreviews",
+                true,
+            ),
+            (
+                "authentication.k8s.io",
+                "TokenReview",
+                "tokenreviews",
+                false,
+            ),
+            (
+                "authentication.k8s.io",
+                "SelfSubjectReview",
+                "selfsubjectreviews",
+                false,
+            ),
+        ]
+        .map(|(group, kind, plural, namespaced)| ResourceType {
+            review: true,
+            ..builtin(group, "v1", kind, plural, namespaced, false, &[])
+        });
         let mut r = Registry {
             types: BTreeMap::new(),
         };
-        for t in list {
+        for t in list.into_iter().chain(rbac).chain(reviews) {
             r.insert(t);
         }
         r
@@ -221,6 +278,7 @@ impl Registry {
                 schema,
                 custom: true,
                 columns: PrinterColumn::of_version(v),
+                review: false,
             });
         }
         Ok(())
@@ -271,14 +329,31 @@ impl Registry {
             .values()
             .filter(|t| t.group == group && t.version == version)
         {
+            let verbs = if t.review {
+                json!(["create"])
+            } else {
+                json!([
+                    "create",
+                    "delete",
+                    "deletecollection",
+                    "get",
+                    "list",
+                    "patch",
+                    "update",
+                    "watch"
+                ])
+            };
             resources.push(json!({
                 "name": t.plural,
                 "singularName": t.singular,
                 "namespaced": t.namespaced,
                 "kind": t.kind,
-                "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                "verbs": verbs,
                 "shortNames": t.short_names,
             }));
+            if t.group.is_empty() && t.plural == "serviceaccounts" {
+                resources.push(json!({ "name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"] }));
+            }
             if t.status {
                 resources.push(json!({ "name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"] }));
             }

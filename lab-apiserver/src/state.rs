@@ -9,6 +9,7 @@ use super::patch::{self, PatchKind};
 use super::registry::{Registry, ResourceType};
 use super::schema;
 use super::store::{Event, EventKind, Store};
+use crate::auth::token::Signer;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -20,6 +21,8 @@ pub struct State {
     pub registry: Registry,
     /// Live watchers.
     pub events: tokio::sync::broadcast::Sender<Event>,
+    /// Signs and verifies bearer tokens.
+    pub signer: Signer,
     next_cluster_ip: u32,
     next_node_port: u16,
     name_seed: u64,
@@ -54,25 +57,45 @@ impl State {
         Self::with_history(10_000)
     }
 
-    /// A fresh state keeping `history` changes for watch resumption.
+    /// A fresh state keeping `history` changes for watch resumption, with
+    /// a random token key.
     pub fn with_history(history: usize) -> Self {
+        Self::with_key(history, &Signer::random_secret())
+    }
+
+    /// A fresh state keeping `history` changes, signing tokens with
+    /// `secret`.
+    pub fn with_key(history: usize, secret: &[u8]) -> Self {
         let (events, _) = tokio::sync::broadcast::channel(4096);
         Self {
             store: Store::new(history),
             registry: Registry::default(),
             events,
+            signer: Signer::new(secret),
             next_cluster_ip: 1,
             next_node_port: 30000,
             name_seed: 0x9e37_79b9_7f4a_7c15,
         }
     }
 
-    /// Creates the namespaces every cluster has.
+    /// Creates the namespaces and the RBAC policy every cluster has.
     pub fn bootstrap(&mut self) {
         let ns = self.registry.get("", "v1", "namespaces").cloned();
         if let Some(ns) = ns {
             for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
                 let _ = self.create(&ns, "", json!({ "metadata": { "name": name } }));
+            }
+        }
+        let (roles, bindings) = crate::auth::bootstrap::objects();
+        for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
+            let t = self
+                .registry
+                .get("rbac.authorization.k8s.io", "v1", plural)
+                .cloned();
+            for o in objects {
+                if let Some(t) = &t {
+                    let _ = self.create(t, "", o);
+                }
             }
         }
     }
@@ -143,12 +166,9 @@ impl State {
         let namespaces = ("".to_owned(), "namespaces".to_owned());
         match self.store.get(&namespaces, "", ns) {
             Some(n) if n["metadata"]["deletionTimestamp"].is_null() => Ok(()),
-            Some(_) => Err(ApiError {
-                code: 403,
-                reason: "Forbidden",
-                message: format!("namespace {ns} is being terminated"),
-                causes: vec![],
-            }),
+            Some(_) => Err(ApiError::forbidden(format!(
+                "namespace {ns} is being terminated"
+            ))),
             None => Err(ApiError::not_found("namespaces", ns)),
         }
     }
@@ -503,12 +523,7 @@ impl State {
             .get(&t.collection(), ns, name)
             .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
         let mut doc = (*current).clone();
-        patch::apply(&mut doc, body, kind).map_err(|e| ApiError {
-            code: 422,
-            reason: "Invalid",
-            message: e,
-            causes: vec![],
-        })?;
+        patch::apply(&mut doc, body, kind).map_err(|e| ApiError::invalid_message(e))?;
         // A patch carries a resourceVersion only when the client wants the
         // precondition; otherwise it applies to the current object.
         if body["metadata"]["resourceVersion"].is_null() {

@@ -151,3 +151,71 @@ pub fn pools(client: &Client, ns: &str) -> kube::Api<kube::core::DynamicObject> 
     let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, "ipaddresspools");
     kube::Api::namespaced_with(client.clone(), ns, &resource)
 }
+
+/// Creates the ServiceAccounts, (Cluster)Roles and (Cluster)RoleBindings
+/// of `manifests/metallb-native.yaml` (what `kubectl apply` would; the
+/// workloads are not served here).
+pub async fn install_metallb_rbac(client: &Client) {
+    use kube::api::{Api, PostParams};
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    for doc in yaml_documents("manifests/metallb-native.yaml") {
+        let (group, version) = match doc["apiVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .split_once('/')
+        {
+            Some((g, v)) => (g.to_owned(), v.to_owned()),
+            None => (
+                String::new(),
+                doc["apiVersion"].as_str().unwrap_or_default().to_owned(),
+            ),
+        };
+        let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+        let plural = match kind.as_str() {
+            "ServiceAccount" => "serviceaccounts",
+            "ClusterRole" => "clusterroles",
+            "ClusterRoleBinding" => "clusterrolebindings",
+            "Role" => "roles",
+            "RoleBinding" => "rolebindings",
+            _ => continue,
+        };
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(&group, &version, &kind),
+            plural,
+        );
+        let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let object: DynamicObject = serde_json::from_value(doc).expect("object");
+        api.create(&PostParams::default(), &object)
+            .await
+            .expect("RBAC object created");
+    }
+}
+
+/// A kubeconfig for ServiceAccount `ns/name`, with a token from the
+/// server's TokenRequest API.
+pub async fn service_account_kubeconfig(
+    admin: &Client,
+    server: &ApiServer,
+    ns: &str,
+    name: &str,
+) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let request: TokenRequest =
+        serde_json::from_value(serde_json::json!({ "spec": { "audiences": [] } }))
+            .expect("token request");
+    let issued = kube::Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .create_token_request(name, &Default::default(), &request)
+        .await
+        .expect("token issued");
+    let token = issued.status.expect("status").token;
+    lab_apiserver::kubeconfig(
+        &lab_apiserver::Endpoint::of(server),
+        "lab",
+        &format!("system:serviceaccount:{ns}:{name}"),
+        &token,
+    )
+}
