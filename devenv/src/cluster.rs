@@ -72,6 +72,10 @@ pub trait Cluster: Send + Sync {
     fn start_speaker(&self, node: &str) -> Result<()>;
     /// Restarts the MetalLB controller (graceful stop, then start).
     fn restart_controller(&self) -> Result<()>;
+    /// A standby controller replica takes over from the leader, which
+    /// vanishes without handing over (as on a node loss); returns once the
+    /// new leader has read the configuration.
+    fn controller_takeover(&self) -> Result<()>;
     /// Cuts `node` off the API server (its link stays up) or reconnects it.
     fn set_api_reachable(&self, node: &str, reachable: bool) -> Result<()>;
     /// The controller's `/metrics` text.
@@ -194,6 +198,9 @@ impl Cluster for KubeconfigCluster {
     }
     fn restart_controller(&self) -> Result<()> {
         Err(unavailable("restarting the controller"))
+    }
+    fn controller_takeover(&self) -> Result<()> {
+        Err(unavailable("a controller takeover"))
     }
     fn set_api_reachable(&self, _: &str, _: bool) -> Result<()> {
         Err(unavailable("cutting a node off the API"))

@@ -87,6 +87,9 @@ pub(crate) mod testing {
         fn restart_controller(&self) -> Result<()> {
             bail!("no cluster")
         }
+        fn controller_takeover(&self) -> Result<()> {
+            bail!("no cluster")
+        }
         fn set_api_reachable(&self, _: &str, _: bool) -> Result<()> {
             bail!("no cluster")
         }

@@ -220,6 +220,60 @@ pub fn eventually<T>(
     }
 }
 
+/// Checks `check` every 200 ms for `duration`; fails at the first
+/// violation it reports (`Some(what went wrong)`) or error. The
+/// counterpart of [`eventually`] for "nothing changes" claims: call it
+/// only after proving that the action whose absence of effect it checks
+/// took place.
+pub fn throughout(
+    duration: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Result<Option<String>>,
+) -> Result<()> {
+    let deadline = Instant::now() + duration;
+    loop {
+        if let Some(violation) = check().with_context(|| format!("checking {what}"))? {
+            bail!("{what} broke: {violation}");
+        }
+        if Instant::now() > deadline {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The status of ConfigurationState `name` (`controller`,
+/// `speaker-<node>`): its result and error summary, once it exists.
+pub fn configuration_state(
+    ctx: &Ctx,
+    name: &str,
+) -> Result<Option<(v1beta1::ConfigurationResult, String)>> {
+    let api: Api<v1beta1::ConfigurationState> = Api::namespaced(ctx.client()?, NAMESPACE);
+    Ok(ctx
+        .block_on(api.get_opt(name))?
+        .and_then(|s| s.status)
+        .and_then(|s| Some((s.result?, s.error_summary.unwrap_or_default()))))
+}
+
+/// Waits until ConfigurationState `name` reports `result`; returns its
+/// error summary.
+pub fn wait_for_configuration(
+    ctx: &Ctx,
+    name: &str,
+    result: v1beta1::ConfigurationResult,
+    timeout: Duration,
+) -> Result<String> {
+    eventually(
+        timeout,
+        &format!("ConfigurationState {name} {result:?}"),
+        || {
+            Ok(configuration_state(ctx, name)?
+                .filter(|(r, _)| *r == result)
+                .map(|(_, summary)| summary))
+        },
+    )
+}
+
 /// Deletes service `name` in the test's namespace.
 pub fn delete_service(ctx: &Ctx, name: &str) -> Result<()> {
     let api: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());

@@ -13,6 +13,7 @@ use crate::docker::{self, AddressRange, Families};
 use anyhow::{Context, Result, bail};
 use bollard::Docker;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde::{Deserialize, Serialize};
@@ -797,6 +798,37 @@ impl Cluster for KindCluster {
                 }
                 if Instant::now() > deadline {
                     bail!("no new controller pod is Ready 120 s after the restart");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    }
+    /// Force-deletes the leader pod (no grace: it cannot release its
+    /// lease) and waits until the Deployment's new pod holds the lease.
+    fn controller_takeover(&self) -> Result<()> {
+        self.kube(async |client| {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+            let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+            let holder = async || -> Result<Option<String>> {
+                Ok(leases
+                    .get_opt(metallb_rs::controller::run::LEASE_NAME)
+                    .await?
+                    .and_then(|l| l.spec?.holder_identity))
+            };
+            let leader = holder().await?.context("no controller holds the lease")?;
+            pods.delete(&leader, &DeleteParams::default().grace_period(0))
+                .await?;
+            // The lease outlives the killed leader by its duration (15 s).
+            let deadline = Instant::now() + Duration::from_secs(120);
+            loop {
+                let now = holder().await?;
+                if let Some(now) = now.filter(|h| *h != leader)
+                    && pods.get_opt(&now).await?.as_ref().is_some_and(pod_ready)
+                {
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    bail!("no new controller pod took the lease 120 s after deleting {leader}");
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }

@@ -73,6 +73,15 @@ pub fn controller_metrics_port(api_port: u16) -> u16 {
     api_port + 20000
 }
 
+/// The loopback port of the standby controller replica's metrics and
+/// probes (36443-37443), which [`Cluster::controller_takeover`] starts.
+fn standby_metrics_port(api_port: u16) -> u16 {
+    api_port + 30000
+}
+
+/// The process name of the standby controller replica.
+const STANDBY: &str = "controller-standby";
+
 /// Where lab `name` keeps kubeconfig, logs and pid files.
 pub fn lab_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join("metallb-rs-lab").join(name)
@@ -199,7 +208,8 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         ];
         procs.ensure("apiserver", &argv, &[])?;
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !healthy(spec.api_port) {
+        // It serves before it writes the kubeconfig: wait for both.
+        while !healthy(spec.api_port) || kube::config::Kubeconfig::read_from(&kubeconfig).is_err() {
             if Instant::now() > deadline {
                 bail!(
                     "the lab API server did not answer within 10 s: see {}",
@@ -426,7 +436,13 @@ impl LabCluster {
 
     /// Starts the metallb-rs controller (root namespace) unless it runs.
     pub fn start_controller(&self) -> Result<()> {
-        let metrics = format!("127.0.0.1:{}", controller_metrics_port(self.api_port));
+        self.start_controller_replica("controller", controller_metrics_port(self.api_port))
+    }
+
+    /// Starts controller replica `name` with its metrics and probes on
+    /// 127.0.0.1:`port`, unless it runs.
+    fn start_controller_replica(&self, name: &str, port: u16) -> Result<()> {
+        let metrics = format!("127.0.0.1:{port}");
         let argv = vec![
             self.bin_dir.join("metallb-rs").display().to_string(),
             "controller".into(),
@@ -445,12 +461,43 @@ impl LabCluster {
             self.log_level.clone(),
         ];
         self.procs().ensure_fresh(
-            "controller",
+            name,
             &argv,
             &[("KUBECONFIG", self.kubeconfig.display().to_string())],
         )?;
         Ok(())
     }
+}
+
+/// `/metrics` of the process serving it on 127.0.0.1:`port`.
+fn metrics_at(port: u16) -> Result<String> {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .with_context(|| format!("connecting to the controller's metrics at {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default())
+}
+
+/// Whether a controller's metrics show that it read the configuration
+/// (loaded a valid one, or found it invalid): then it has made its first
+/// pass over the services.
+fn read_configuration(metrics: &str) -> bool {
+    metrics.lines().any(|l| {
+        matches!(
+            l.split_once(' '),
+            Some((
+                "metallb_k8s_client_config_loaded_bool" | "metallb_k8s_client_config_stale_bool",
+                "1"
+            ))
+        )
+    })
 }
 
 fn run(argv: &[&str]) -> Result<Output> {
@@ -546,20 +593,50 @@ impl Cluster for LabCluster {
         Ok(())
     }
 
+    /// The leading replica's metrics: the standby's after a takeover.
     fn controller_metrics(&self) -> Result<String> {
-        use std::io::{Read, Write};
-        let addr =
-            std::net::SocketAddr::from(([127, 0, 0, 1], controller_metrics_port(self.api_port)));
-        let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-            .with_context(|| format!("connecting to the controller's metrics at {addr}"))?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-        let mut out = String::new();
-        s.read_to_string(&mut out)?;
-        Ok(out
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default())
+        let port = if self.procs().pid(STANDBY).is_some() {
+            standby_metrics_port(self.api_port)
+        } else {
+            controller_metrics_port(self.api_port)
+        };
+        metrics_at(port)
+    }
+
+    /// Starts a standby replica, waits until it is up, SIGKILLs the
+    /// leader (no hand-over: the standby waits out the lease, as after a
+    /// node loss) and waits until the standby leads and has read the
+    /// configuration. The standby stays the leader until
+    /// [`Cluster::restart_controller`].
+    fn controller_takeover(&self) -> Result<()> {
+        let port = standby_metrics_port(self.api_port);
+        self.start_controller_replica(STANDBY, port)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !healthy(port) {
+            if Instant::now() > deadline {
+                bail!("the standby controller did not serve /healthz within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if !self
+            .procs()
+            .signal("controller", nix::sys::signal::Signal::SIGKILL)
+        {
+            bail!("no controller runs to take over from");
+        }
+        self.procs().wait_exit("controller", Duration::from_secs(5));
+        self.procs().stop("controller", Duration::ZERO);
+        // The lease lasts 15 s after the killed leader's last renewal.
+        let deadline = Instant::now() + Duration::from_secs(45);
+        loop {
+            if metrics_at(port).is_ok_and(|m| read_configuration(&m)) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the standby controller did not lead and read the configuration within 45 s");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
     /// Host numbers 100-119 of the node subnets (nodes use 10+, the
     /// external host 2; see `netns`).
@@ -606,6 +683,8 @@ impl Cluster for LabCluster {
 
     fn restart_controller(&self) -> Result<()> {
         // SIGTERM: it releases its lease, so the new process leads at once.
+        // A standby left by a takeover goes too: the lab runs one replica.
+        self.procs().stop(STANDBY, Duration::from_secs(5));
         self.procs().stop("controller", Duration::from_secs(5));
         self.start_controller()
     }
@@ -651,5 +730,26 @@ impl Cluster for LabCluster {
             &[("KUBECONFIG", self.kubeconfig.display().to_string())],
         )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_configuration;
+
+    #[test]
+    fn a_controller_has_read_the_configuration_once_either_gauge_is_set() {
+        let fresh =
+            "metallb_k8s_client_config_loaded_bool 0\nmetallb_k8s_client_config_stale_bool 0\n";
+        assert!(!read_configuration(fresh));
+        assert!(read_configuration(
+            "# HELP x\nmetallb_k8s_client_config_loaded_bool 0\nmetallb_k8s_client_config_stale_bool 1\n"
+        ));
+        assert!(read_configuration(
+            "metallb_k8s_client_config_loaded_bool 1\nmetallb_k8s_client_config_stale_bool 0\n"
+        ));
+        assert!(!read_configuration(
+            "metallb_k8s_client_config_loaded_bool_other 1\n"
+        ));
     }
 }

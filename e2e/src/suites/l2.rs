@@ -205,12 +205,19 @@ pub(super) fn backends(ctx: &Ctx, on: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// A LoadBalancer service selecting the backends, TCP 8080, plus `extra`.
+/// A LoadBalancer service selecting the backends, TCP 8080, plus `extra`;
+/// returns its addresses once assigned.
 pub(super) fn web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<Vec<IpAddr>> {
+    create_web_service(ctx, name, extra)?;
+    wait_for_ips(ctx, name, WAIT)
+}
+
+/// Creates the service [`web_service`] describes without waiting for it.
+pub(super) fn create_web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<()> {
     let mut spec = json!({ "spec": { "selector": { "app": "web" }, "ports": [{ "name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP" }] } });
     merge(&mut spec, &extra);
     create_service(ctx, name, spec)?;
-    wait_for_ips(ctx, name, WAIT)
+    Ok(())
 }
 
 fn merge(base: &mut Value, patch: &Value) {
@@ -228,7 +235,7 @@ fn merge(base: &mut Value, patch: &Value) {
 
 /// Which of the cluster's pool ranges (see `Cluster::pool_ranges`).
 #[derive(Clone, Copy)]
-enum Net {
+pub(super) enum Net {
     V4,
     V6,
     /// IPv4 on the second network (eth1), for the interface selector specs.
@@ -236,7 +243,7 @@ enum Net {
 }
 
 /// The cluster's range for the suites' pools on `net`.
-fn pool(ctx: &Ctx, net: Net) -> Result<String> {
+pub(super) fn pool(ctx: &Ctx, net: Net) -> Result<String> {
     let ranges = ctx.cluster().pool_ranges();
     let (range, what) = match net {
         Net::V4 => (ranges.v4, "IPv4"),
@@ -265,7 +272,7 @@ fn answering_node(ctx: &Ctx, ip: IpAddr, iface: &str) -> Result<String> {
 }
 
 /// Waits until `ip` is answered from `node` (and no other MAC).
-fn wait_announced_by(ctx: &Ctx, ip: IpAddr, node: &str) -> Result<()> {
+pub(super) fn wait_announced_by(ctx: &Ctx, ip: IpAddr, node: &str) -> Result<()> {
     let want = node_mac(ctx, node, "eth0")?;
     eventually(WAIT, &format!("{ip} announced by {node}"), || {
         let macs = match ip {
@@ -277,7 +284,7 @@ fn wait_announced_by(ctx: &Ctx, ip: IpAddr, node: &str) -> Result<()> {
 }
 
 /// `http://ip:8080/hostname` answers; returns the body (the serving node).
-fn reachable(ctx: &Ctx, ip: IpAddr) -> Result<String> {
+pub(super) fn reachable(ctx: &Ctx, ip: IpAddr) -> Result<String> {
     forget_neighbor(ctx, ip)?;
     eventually(WAIT, &format!("HTTP on {ip}"), || {
         Ok(http_get(ctx, ip, HTTP_PORT, "/hostname").ok())
@@ -838,7 +845,13 @@ fn interface_missing(ctx: &Ctx) -> Result<()> {
         let e = metallb::events(ctx, "web", "announceFailed")?;
         Ok((!e.is_empty()).then_some(e))
     })?;
-    ensure!(notes[0].contains("eth9"), "{notes:?}");
+    ensure!(
+        notes[0].starts_with(&format!(
+            "the interfaces specified by LB IP \"{}\" doesn't exist in assigned node",
+            ips[0]
+        )),
+        "{notes:?}"
+    );
     let until = Instant::now() + Duration::from_secs(10);
     while Instant::now() < until {
         for iface in ["eth0", "eth1"] {
@@ -915,14 +928,15 @@ fn interface_node_selector(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
-/// The node named in the latest announceFailed message ("... (node X)").
+/// The node named in the latest announceFailed message (upstream's
+/// `... doesn't exist in assigned node "X" with protocol "layer2"`).
 fn failed_on(ctx: &Ctx, svc: &str) -> Result<String> {
     eventually(WAIT, "announceFailed", || {
         let notes = metallb::events(ctx, svc, "announceFailed")?;
         Ok(notes
             .last()
-            .and_then(|n| n.rsplit("(node ").next())
-            .and_then(|rest| rest.strip_suffix(')'))
+            .and_then(|n| n.split("in assigned node \"").nth(1))
+            .and_then(|rest| rest.split('"').next())
             .map(str::to_owned))
     })
 }

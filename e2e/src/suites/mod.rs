@@ -5,11 +5,18 @@ use crate::spec::{Spec, Suite};
 
 pub mod bgp;
 pub mod devenv;
+pub mod invalid_config;
 pub mod ip_assignment;
 pub mod l2;
 
 /// Every registered suite, in run order.
-pub const SUITES: &[Suite] = &[devenv::specs, ip_assignment::specs, l2::specs, bgp::specs];
+pub const SUITES: &[Suite] = &[
+    devenv::specs,
+    ip_assignment::specs,
+    l2::specs,
+    invalid_config::specs,
+    bgp::specs,
+];
 
 /// Every spec of every registered suite.
 pub fn all() -> Vec<Spec> {

@@ -7,11 +7,18 @@
 //! restart never moves one), then the rest; afterwards single services as
 //! they change, and a full pass whenever something was freed or the
 //! configuration changed.
+//!
+//! No valid configuration, no writes: until one has loaded in this
+//! leadership term (first start, every takeover) the controller only
+//! reports the errors. Without pools every held address would look
+//! foreign and be cleared, so a typo followed by a restart would take
+//! every service's address away (upstream's `SetBalancer` waits the same
+//! way). Once loaded, an invalid change keeps the last valid one in force.
 
 use super::converge::{self, Decision, Write};
 use super::service;
 use crate::allocator::Allocator;
-use crate::api::v1beta1::{IPAddressPool, IPAddressPoolStatus};
+use crate::api::v1beta1::{Community, IPAddressPool, IPAddressPoolStatus};
 use crate::config::{Config, Options as ConfigOptions, Pool, Resources};
 use crate::k8s::events::Recorder;
 use crate::k8s::leader::{LeaseLock, Timings};
@@ -203,10 +210,26 @@ async fn lead(
             },
         )
     };
+    // Communities are part of what the pool side validates, as upstream's
+    // pool reconciler reads them.
+    let communities = {
+        let tx = tx.clone();
+        watch::spawn(
+            &mut tasks,
+            Api::<Community>::namespaced(client.clone(), &opts.namespace),
+            watcher::Config::default(),
+            move |ev| {
+                if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                    send(&tx, Trigger::Pools);
+                }
+            },
+        )
+    };
     for (what, ready) in [
         ("services", services.wait_until_ready().await.is_ok()),
         ("namespaces", namespaces.wait_until_ready().await.is_ok()),
         ("pools", pools.wait_until_ready().await.is_ok()),
+        ("communities", communities.wait_until_ready().await.is_ok()),
     ] {
         anyhow::ensure!(ready, "the {what} watch stopped before listing");
     }
@@ -218,6 +241,7 @@ async fn lead(
         services,
         namespaces,
         pools,
+        communities,
         alloc: Allocator::new(),
         config: None,
         pending: HashMap::new(),
@@ -279,6 +303,7 @@ struct Runner {
     services: Store<Service>,
     namespaces: Store<Namespace>,
     pools: Store<IPAddressPool>,
+    communities: Store<Community>,
     alloc: Allocator,
     /// The configuration in force (the last valid one).
     config: Option<BTreeMap<String, Pool>>,
@@ -317,8 +342,16 @@ impl Runner {
                         .namespaces
                         .get(&ObjectRef::new(&ns))
                         .map(|n| n.labels().clone());
-                    let Some(labels) = labels else { continue };
+                    let Some(labels) = labels else {
+                        // Gone: pools' namespaceSelectors may select one
+                        // namespace fewer.
+                        pools |= self.namespace_labels.remove(&ns).is_some();
+                        continue;
+                    };
                     if self.namespace_labels.get(&ns) != Some(&labels) {
+                        // Pools resolve namespaceSelectors against the
+                        // namespaces' labels.
+                        pools = true;
                         self.namespace_labels.insert(ns.clone(), labels);
                         keys.extend(
                             self.services
@@ -348,6 +381,10 @@ impl Runner {
     /// Converges every service, those holding addresses first; repeats
     /// while a pass frees something (bounded).
     async fn full_pass(&mut self) {
+        if self.config.is_none() {
+            tracing::info!("no valid configuration loaded yet: leaving every service as it is");
+            return;
+        }
         for round in 0..5 {
             if round > 0 {
                 tracing::debug!(round, "reprocessing all services");
@@ -398,6 +435,10 @@ impl Runner {
         };
         if !service::class_matches(&svc, self.opts.lb_class.as_deref()) {
             return converge::deleted(&mut self.alloc, key).reprocess_all;
+        }
+        if self.config.is_none() {
+            tracing::debug!(service = %key, "not processing: no valid configuration loaded yet");
+            return false;
         }
         if let Some((rv, at)) = self.pending.get(key) {
             if svc.resource_version().as_deref() == Some(rv.as_str())
@@ -454,11 +495,24 @@ impl Runner {
         decision.reprocess_all
     }
 
-    /// Rebuilds the configuration from the pools; true when it changed
-    /// (and was applied). An invalid one is reported and ignored.
+    /// Rebuilds the configuration from what upstream's pool reconciler
+    /// reads (pools, communities, namespaces); true when it changed (and
+    /// was applied). An invalid one is reported and ignored.
     async fn reload_config(&mut self) -> bool {
         let res = Resources {
             pools: self.pools.state().iter().map(|p| (**p).clone()).collect(),
+            communities: self
+                .communities
+                .state()
+                .iter()
+                .map(|c| (**c).clone())
+                .collect(),
+            namespaces: self
+                .namespaces
+                .state()
+                .iter()
+                .map(|n| (**n).clone())
+                .collect(),
             ..Resources::default()
         };
         let built = Config::build(
@@ -469,7 +523,7 @@ impl Runner {
         );
         match built {
             Ok(cfg) => {
-                self.config_state.valid().await;
+                self.config_state.valid(&cfg.warnings).await;
                 if self.config.as_ref() == Some(&cfg.pools) {
                     return false;
                 }
@@ -487,8 +541,7 @@ impl Runner {
                 true
             }
             Err(errors) => {
-                let stale = self.config.is_some();
-                self.config_state.invalid(errors.to_string(), stale).await;
+                self.config_state.invalid(errors.to_string()).await;
                 false
             }
         }

@@ -5,13 +5,19 @@
 //! It keeps announcing what it last decided when the API server goes
 //! away (watches retry with backoff; the caches stay), and resyncs when
 //! it comes back.
+//!
+//! No valid configuration, no change: until one has loaded, the speaker
+//! announces nothing, writes no status object and does not count itself
+//! as running (no presence lease, no gossip), so the other speakers keep
+//! serving the addresses it would have been elected for. Once loaded, an
+//! invalid change keeps the last valid one in force.
 
 use super::announcer::Announcer;
 use super::bgp::{self, advertise};
 use super::election::{self, Decision, Endpoints, Interfaces, NodeInfo};
 use super::membership::Membership;
 use super::status::StatusObject;
-use super::{liveness, presence, status};
+use super::{events, liveness, presence, status};
 use crate::api::v1beta1::{
     BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement, ServiceBGPStatus,
     ServiceL2Status,
@@ -19,7 +25,7 @@ use crate::api::v1beta1::{
 use crate::api::v1beta2::BGPPeer;
 use crate::config::{Config, Options as ConfigOptions, Resources};
 use crate::controller::service as svcs;
-use crate::k8s::events::{EventSpec, Recorder};
+use crate::k8s::events::Recorder;
 use crate::k8s::memberlist::SECRET_KEY;
 use crate::k8s::watch;
 use crate::metrics::{self, BgpMetrics, Health, K8sClientMetrics, Layer2Metrics, SpeakerMetrics};
@@ -261,13 +267,19 @@ pub async fn run(
     };
     let work = async {
         runner.wait_for_caches().await?;
-        if let Err(e) = presence::join(&leases_api, &opts.node).await {
-            tracing::warn!(error = %e, "could not record this speaker's presence (graceful leave will not be seen)");
+        runner.reload_config().await;
+        if runner.config.is_some() {
+            if let Err(e) = presence::join(&leases_api, &opts.node).await {
+                tracing::warn!(error = %e, "could not record this speaker's presence (graceful leave will not be seen)");
+            }
+            runner.start_membership().await;
+        } else {
+            tracing::warn!(
+                "no valid configuration: not joining the speakers until one loads, so the others keep this node's addresses"
+            );
         }
-        runner.start_membership().await;
         runner.owner = runner.owner_reference().await;
         runner.rescan_interfaces().await;
-        runner.reload_config().await;
         runner.full_pass().await;
         health.set_ready(true);
         tracing::info!(announced = runner.announced.len(), "initial sync done");
@@ -307,7 +319,8 @@ pub async fn run(
                 _ = renew.tick() => {
                     // Renewals run beside the loop: a call hanging on a cut
                     // off API server must not stop the liveness checks.
-                    if renewal.as_ref().is_none_or(|r| r.is_finished()) {
+                    let joined = runner.config.is_some();
+                    if joined && renewal.as_ref().is_none_or(|r| r.is_finished()) {
                         let (api, node, ok) = (leases_api.clone(), opts.node.clone(), runner.last_api_ok.clone());
                         renewal = Some(tokio::spawn(async move {
                             let timeout = Duration::from_secs(presence::RENEW_SECONDS as u64);
@@ -325,7 +338,7 @@ pub async fn run(
                     if let (Some(m), Some(ml)) = (&runner.membership, &opts.membership) {
                         m.join(seeds(&runner.stores.nodes.state(), &opts.node, ml.bind));
                     }
-                    if membership_wanted {
+                    if membership_wanted && joined {
                         runner.start_membership().await;
                         if let Some(m) = &runner.membership {
                             view_changes = Some(m.subscribe());
@@ -735,6 +748,9 @@ impl Runner {
                     if view != self.node_view {
                         self.node_view = view;
                         all = true;
+                        // Node labels decide which peers and BGP
+                        // advertisements this node validates.
+                        config = true;
                     }
                 }
                 Trigger::Config => config = true,
@@ -766,6 +782,9 @@ impl Runner {
     /// Every service with an address, plus what we announce for services
     /// that vanished.
     async fn full_pass(&mut self) {
+        if self.config.is_none() {
+            return;
+        }
         let mut keys: BTreeSet<String> = self
             .stores
             .services
@@ -1032,13 +1051,24 @@ impl Runner {
         match advertise::routes(config, me, &svc, self.opts.ignore_exclude_lb) {
             Ok(r) => r,
             Err(reason) => {
-                tracing::debug!(service = key, %reason, "not announcing over BGP");
+                if reason.is_config_problem() {
+                    tracing::warn!(service = key, %reason, "not announcing over BGP");
+                } else {
+                    tracing::debug!(service = key, %reason, "not announcing over BGP");
+                }
                 advertise::PeerRoutes::new()
             }
         }
     }
 
     async fn process_service(&mut self, key: &str, index: &Index) {
+        if self.config.is_none() {
+            tracing::debug!(
+                service = key,
+                "not processing: no valid configuration loaded yet"
+            );
+            return;
+        }
         self.metrics.k8s.updates.inc();
         let subject = self.subject(key, index);
         let l2 = subject
@@ -1049,32 +1079,22 @@ impl Runner {
                 match self.announcer.set(key, &ips, interfaces.clone()).await {
                     Ok(()) => {
                         self.failed.remove(key);
-                        let used = match &interfaces {
-                            Interfaces::All => None,
-                            Interfaces::Named(_) => Some(self.announcer.resolve(&interfaces)),
-                        };
                         let now = Announced {
                             ips,
-                            interfaces: used,
+                            interfaces: status::reported_interfaces(&interfaces),
                         };
                         if self.announced.get(key) != Some(&now) {
                             self.set_announced_metrics(key, "layer2", false);
                             if !self.announced.contains_key(key) {
                                 tracing::info!(service = key, ips = ?now.ips, interfaces = ?now.interfaces, "announcing");
-                                let ev = EventSpec::normal(
-                                    "nodeAssigned",
-                                    format!(
-                                        "announcing from node {:?} with protocol {:?}",
-                                        self.opts.node, "layer2"
-                                    ),
-                                );
-                                self.recorder
-                                    .publish(&Recorder::reference(svc.as_ref()), &ev)
-                                    .await;
                             }
                             self.announced.insert(key.to_owned(), now);
                             self.set_announced_metrics(key, "layer2", true);
                         }
+                        let ev = events::node_assigned(&self.opts.node, events::Protocol::Layer2);
+                        self.recorder
+                            .publish(&Recorder::reference(svc.as_ref()), &ev)
+                            .await;
                         let (ns, name) = split_key(key);
                         let interfaces = self.announced.get(key).and_then(|a| a.interfaces.clone());
                         Some(status::desired_status(
@@ -1088,13 +1108,12 @@ impl Runner {
                         let message = format!("{e} (node {})", self.opts.node);
                         if self.failed.get(key) != Some(&message) {
                             tracing::warn!(service = key, "{message}");
-                            self.recorder
-                                .publish(
-                                    &Recorder::reference(svc.as_ref()),
-                                    &EventSpec::warning("announceFailed", message.clone()),
-                                )
-                                .await;
                             self.failed.insert(key.to_owned(), message);
+                        }
+                        for ev in events::announce_failed(&ips, &self.opts.node) {
+                            self.recorder
+                                .publish(&Recorder::reference(svc.as_ref()), &ev)
+                                .await;
                         }
                         self.withdraw(key).await;
                         None
@@ -1140,23 +1159,16 @@ impl Runner {
         };
         if self.bgp_announced.get(key) != Some(&s.ips) {
             self.set_announced_metrics(key, "bgp", false);
-            let first = !self.bgp_announced.contains_key(key);
+            if !self.bgp_announced.contains_key(key) {
+                tracing::info!(service = key, ips = ?s.ips, peers = ?peers, "announcing (bgp)");
+            }
             self.bgp_announced.insert(key.to_owned(), s.ips.clone());
             self.set_announced_metrics(key, "bgp", true);
-            if first {
-                tracing::info!(service = key, ips = ?s.ips, peers = ?peers, "announcing (bgp)");
-                let ev = EventSpec::normal(
-                    "nodeAssigned",
-                    format!(
-                        "announcing from node {:?} with protocol {:?}",
-                        self.opts.node, "bgp"
-                    ),
-                );
-                self.recorder
-                    .publish(&Recorder::reference(s.svc.as_ref()), &ev)
-                    .await;
-            }
         }
+        let ev = events::node_assigned(&self.opts.node, events::Protocol::Bgp);
+        self.recorder
+            .publish(&Recorder::reference(s.svc.as_ref()), &ev)
+            .await;
         let (ns, name) = split_key(key);
         Some(status::desired_bgp_status(&self.opts.node, ns, name, peers))
     }
@@ -1333,15 +1345,20 @@ impl Runner {
                 .map(|o| (**o).clone())
                 .collect(),
             secrets: s.secrets.state().iter().map(|o| (**o).clone()).collect(),
+            nodes: s.nodes.state().iter().map(|o| (**o).clone()).collect(),
+            namespaces: Vec::new(),
         };
+        let me = s.nodes.get(&ObjectRef::new(&self.opts.node));
+        let mine =
+            crate::config::for_node(&res, me.as_ref().map_or(&BTreeMap::new(), |n| n.labels()));
         match Config::build(
-            &res,
+            &mine,
             &ConfigOptions {
                 namespace: self.opts.namespace.clone(),
             },
         ) {
             Ok(cfg) => {
-                self.config_state.valid().await;
+                self.config_state.valid(&cfg.warnings).await;
                 if self.config.as_ref() == Some(&cfg) {
                     return false;
                 }
@@ -1354,8 +1371,7 @@ impl Runner {
                 true
             }
             Err(errors) => {
-                let stale = self.config.is_some();
-                self.config_state.invalid(errors.to_string(), stale).await;
+                self.config_state.invalid(errors.to_string()).await;
                 false
             }
         }
