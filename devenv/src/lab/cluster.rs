@@ -205,6 +205,12 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             kubeconfig.display().to_string(),
             "--name".into(),
             spec.name.clone(),
+            // Kept in the lab directory: kubeconfigs and tokens stay valid
+            // when the API server restarts.
+            "--token-key".into(),
+            dir.join("token.key").display().to_string(),
+            "--tls-dir".into(),
+            dir.join("pki").display().to_string(),
         ];
         procs.ensure("apiserver", &argv, &[])?;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -231,6 +237,11 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         &[],
     )?;
     bootstrap_api(&kubeconfig).context("installing the MetalLB CRDs and namespace")?;
+    if spec.metallb {
+        let nodes: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
+        write_component_kubeconfigs(&dir, &spec.name, spec.api_port, &kubeconfig, &nodes)
+            .context("issuing the MetalLB components' ServiceAccount tokens")?;
+    }
     let cluster = LabCluster {
         name: spec.name.clone(),
         dir: dir.clone(),
@@ -303,8 +314,63 @@ fn bootstrap_api(kubeconfig: &Path) -> Result<()> {
     rt.block_on(async { install_metallb_api(&client(kubeconfig).await?).await })
 }
 
+/// The kubeconfig MetalLB component `component` (`controller`,
+/// `speaker-<node>`) runs with in lab `dir`.
+pub fn component_kubeconfig(dir: &Path, component: &str) -> PathBuf {
+    dir.join(format!("kubeconfig-{component}"))
+}
+
+/// Writes a kubeconfig per MetalLB component (the controller, each
+/// node's speaker) with a token of its ServiceAccount from the API
+/// server's TokenRequest API, so every component runs with exactly the
+/// manifests' RBAC.
+fn write_component_kubeconfigs(
+    dir: &Path,
+    cluster: &str,
+    api_port: u16,
+    admin: &Path,
+    nodes: &[String],
+) -> Result<()> {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let ca_path = dir.join("pki").join("ca.crt");
+    let endpoint = lab_apiserver::Endpoint {
+        url: format!("https://127.0.0.1:{api_port}"),
+        ca_pem: std::fs::read_to_string(&ca_path)
+            .with_context(|| format!("reading {}", ca_path.display()))?,
+    };
+    let ns = metallb_rs::api::DEFAULT_NAMESPACE;
+    let mut wanted = vec![("controller".to_owned(), "controller")];
+    wanted.extend(nodes.iter().map(|n| (format!("speaker-{n}"), "speaker")));
+    crate::runtime()?.block_on(async {
+        let client = client(admin).await?;
+        let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client, ns);
+        for (component, account) in wanted {
+            // A year: the lab's components never refresh their token.
+            let request: TokenRequest = serde_json::from_value(
+                serde_json::json!({ "spec": { "audiences": [], "expirationSeconds": 365 * 24 * 3600 } }),
+            )?;
+            let issued = tokio::time::timeout(
+                Duration::from_secs(10),
+                accounts.create_token_request(account, &Default::default(), &request),
+            )
+            .await
+            .with_context(|| format!("requesting a token for {ns}/{account}: timed out"))?
+            .with_context(|| format!("requesting a token for {ns}/{account}"))?;
+            let token = issued.status.map(|s| s.token).unwrap_or_default();
+            let user = format!("system:serviceaccount:{ns}:{account}");
+            lab_apiserver::write_private(
+                &component_kubeconfig(dir, &component),
+                lab_apiserver::kubeconfig(&endpoint, cluster, &user, &token).as_bytes(),
+            )?;
+        }
+        anyhow::Ok(())
+    })
+}
+
 /// Installs (or updates) every MetalLB CRD and creates the MetalLB
-/// namespace: what a cluster needs before metallb-rs runs in it.
+/// namespace, ServiceAccounts and RBAC of the manifests: what a cluster
+/// needs before metallb-rs runs in it.
 pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -334,6 +400,23 @@ pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
         )?;
         namespaces.create(&PostParams::default(), &ns).await?;
     }
+    let rbac: Vec<serde_json::Value> =
+        metallb_rs::manifests::native_objects(&Default::default())
+            .into_iter()
+            .filter(|o| {
+                matches!(
+                    o["kind"].as_str(),
+                    Some(
+                        "ServiceAccount"
+                            | "ClusterRole"
+                            | "ClusterRoleBinding"
+                            | "Role"
+                            | "RoleBinding"
+                    )
+                )
+            })
+            .collect();
+    crate::kind::apply::create_or_replace_all(client, &rbac, Duration::from_secs(10)).await?;
     Ok(())
 }
 
@@ -463,7 +546,12 @@ impl LabCluster {
         self.procs().ensure_fresh(
             name,
             &argv,
-            &[("KUBECONFIG", self.kubeconfig.display().to_string())],
+            &[(
+                "KUBECONFIG",
+                component_kubeconfig(&self.dir, "controller")
+                    .display()
+                    .to_string(),
+            )],
         )?;
         Ok(())
     }
@@ -727,7 +815,12 @@ impl Cluster for LabCluster {
         self.procs().ensure_fresh(
             &format!("speaker-{node}"),
             &argv,
-            &[("KUBECONFIG", self.kubeconfig.display().to_string())],
+            &[(
+                "KUBECONFIG",
+                component_kubeconfig(&self.dir, &format!("speaker-{node}"))
+                    .display()
+                    .to_string(),
+            )],
         )?;
         Ok(())
     }
