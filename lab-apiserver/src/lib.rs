@@ -1,4 +1,5 @@
-//! A small kube-apiserver: plain HTTP on a loopback address, serving the
+//! A small kube-apiserver: HTTPS (a CA of its own) on a loopback address,
+//! with bearer tokens and RBAC, serving the
 //! part of the Kubernetes API that metallb-rs, kubectl and the e2e suites
 //! use, with real semantics ([`DEVIATIONS`] lists what differs from
 //! kube-apiserver). The lab (`devenv`) runs it as the `lab-apiserver`
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex};
 
 /// What the lab API server does differently from kube-apiserver.
 pub const DEVIATIONS: &str = "\
-- plain HTTP, no authentication or authorization; every client is admin
+- authentication by bearer tokens this server signs only (the admin kubeconfig's, and ServiceAccount tokens from the TokenRequest API; not JWTs, not bound to a pod; no client certificates, OIDC or webhook); aggregated ClusterRoles are not expanded
 - JSON only: protobuf/CBOR bodies get 415, so `kubectl create <kind>` generators fail; use `kubectl apply -f`
 - Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
 - /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2

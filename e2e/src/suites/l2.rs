@@ -776,6 +776,9 @@ fn api_outage(ctx: &Ctx) -> Result<()> {
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
     let node = answering_node(ctx, ips[0], "eth0")?;
+    // Served before the cut: the node's kube-proxy stand-in puts the VIP
+    // on its `lo` from what it last read, like kube-proxy.
+    ensure!(reachable(ctx, ips[0])?.contains(&node));
     ctx.cluster().set_api_reachable(&node, false)?;
     let result = (|| -> Result<()> {
         // Longer than the watch timeouts would need to notice.
