@@ -36,7 +36,7 @@ impl Step {
 
 fn cargo(args: &'static [&'static str]) -> impl Fn() -> Result<Outcome> {
     move || {
-        tools::run("cargo", args)?;
+        tools::cargo(args)?;
         Ok(Outcome::Passed)
     }
 }

@@ -79,6 +79,13 @@ fn standby_metrics_port(api_port: u16) -> u16 {
     api_port + 30000
 }
 
+/// The IPv4 addresses of the layer2 dev-env's pool `dev-env-l2`: on the
+/// nodes' subnet, apart from the nodes (from .10), the e2e pools
+/// ([`LabCluster::pool_ranges`], .100-.119) and the external host (.2).
+pub const DEV_ENV_L2_V4: &str = "172.30.0.200-172.30.0.215";
+/// The IPv6 addresses of `dev-env-l2` (the same host numbers).
+pub const DEV_ENV_L2_V6: &str = "fc00:f853:ccd:e793::200-fc00:f853:ccd:e793::20f";
+
 /// The process name of the standby controller replica.
 const STANDBY: &str = "controller-standby";
 
@@ -400,22 +407,21 @@ pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
         )?;
         namespaces.create(&PostParams::default(), &ns).await?;
     }
-    let rbac: Vec<serde_json::Value> =
-        metallb_rs::manifests::native_objects(&Default::default())
-            .into_iter()
-            .filter(|o| {
-                matches!(
-                    o["kind"].as_str(),
-                    Some(
-                        "ServiceAccount"
-                            | "ClusterRole"
-                            | "ClusterRoleBinding"
-                            | "Role"
-                            | "RoleBinding"
-                    )
+    let rbac: Vec<serde_json::Value> = metallb_rs::manifests::native_objects(&Default::default())
+        .into_iter()
+        .filter(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some(
+                    "ServiceAccount"
+                        | "ClusterRole"
+                        | "ClusterRoleBinding"
+                        | "Role"
+                        | "RoleBinding"
                 )
-            })
-            .collect();
+            )
+        })
+        .collect();
     crate::kind::apply::create_or_replace_all(client, &rbac, Duration::from_secs(10)).await?;
     Ok(())
 }
@@ -489,11 +495,56 @@ impl LabCluster {
             &routers,
             (crate::kind::cluster::DEV_ENV_LABEL, &self.name),
         );
-        crate::kind::validate(&objects)?;
+        self.apply_dev_env(&objects)
+    }
+
+    /// Creates (or replaces) the dev-env's layer2 configuration: the pool
+    /// `dev-env-l2` over [`DEV_ENV_L2_V4`] / [`DEV_ENV_L2_V6`] (the lab's
+    /// families; addresses the e2e suites do not use) and an
+    /// L2Advertisement of every pool; returns what it did, one line per
+    /// object, and the pool's ranges.
+    pub fn apply_l2_dev_env(&self) -> Result<(Vec<String>, Vec<String>)> {
+        let node = self.lab.nodes.first().context("the lab has no node")?;
+        let ranges: Vec<String> = [(false, DEV_ENV_L2_V4), (true, DEV_ENV_L2_V6)]
+            .into_iter()
+            .filter(|(v6, _)| node.addresses().iter().any(|a| a.is_ipv6() == *v6))
+            .map(|(_, r)| r.to_owned())
+            .collect();
+        let parsed = ranges
+            .iter()
+            .map(|r| r.parse().map_err(anyhow::Error::msg))
+            .collect::<Result<Vec<_>>>()?;
+        let objects = crate::kind::cluster::layer2_objects(&self.name, &parsed)?;
+        Ok((self.apply_dev_env(&objects)?, ranges))
+    }
+
+    /// Makes `objects` the dev-env's configuration: deletes what an earlier
+    /// dev-env left that is not among them, creates or replaces the rest
+    /// (unchanged objects are not written).
+    fn apply_dev_env(&self, objects: &[serde_json::Value]) -> Result<Vec<String>> {
+        crate::kind::validate(objects)?;
+        let label = format!("{}={}", crate::kind::cluster::DEV_ENV_LABEL, self.name);
         crate::runtime()?.block_on(async {
             let client = client(&self.kubeconfig).await?;
-            crate::kind::apply::create_or_replace_all(&client, &objects, Duration::from_secs(10))
-                .await
+            let mut done = crate::kind::apply::delete_metallb_config_except(
+                &client,
+                metallb_rs::api::DEFAULT_NAMESPACE,
+                &label,
+                objects,
+            )
+            .await?
+            .into_iter()
+            .map(|d| format!("deleted {d}"))
+            .collect::<Vec<_>>();
+            done.extend(
+                crate::kind::apply::create_or_replace_all(
+                    &client,
+                    objects,
+                    Duration::from_secs(10),
+                )
+                .await?,
+            );
+            Ok(done)
         })
     }
 
