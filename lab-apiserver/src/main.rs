@@ -6,8 +6,7 @@ use lab_apiserver::ApiServer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-const USAGE: &str =
-    "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab] [--token-key PATH] [--tls-dir DIR]";
+const USAGE: &str = "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab] [--token-key PATH] [--tls-dir DIR]";
 
 fn main() -> Result<()> {
     // Text logs to stderr (the lab keeps them in a file); RUST_LOG refines.
