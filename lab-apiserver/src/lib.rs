@@ -39,7 +39,7 @@ pub const DEVIATIONS: &str = "\
 - server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here
 - list ignores limit/continue and returns everything in one page
 - CRD versions use conversion None whatever the CRD says (only apiVersion is rewritten)
-- CEL rules (x-kubernetes-validations) are not evaluated; openAPIV3Schema is, with defaults and pruning
+- openAPIV3Schema is enforced with defaults and pruning, and CEL rules (x-kubernetes-validations, the `crd-cel` crate) are evaluated, transition rules on updates; messageExpression, fieldPath, reason and CEL cost limits are not, and list items are not correlated for transition rules
 - namespace deletion is immediate (no Terminating phase); ownerReference garbage collection is background-only
 - state lives in memory: it survives restarts of every other lab process, not of the API server itself
 ";

@@ -173,14 +173,27 @@ impl State {
         }
     }
 
-    /// Validates against the CRD schema after defaulting and pruning.
-    fn admit(&self, t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+    /// Validates against the CRD schema after defaulting and pruning,
+    /// then evaluates its CEL rules (transition rules against `old`, the
+    /// stored object, on an update).
+    fn admit(
+        &self,
+        t: &ResourceType,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
         if let Some(s) = &t.schema {
             schema::default_and_prune(obj, &s.1);
-            let causes: Vec<(String, String)> =
+            let mut causes: Vec<(String, String)> =
                 s.0.iter_errors(obj)
                     .map(|e| (field_path(e.instance_path()), e.to_string()))
                     .collect();
+            if causes.is_empty() {
+                causes = crd_cel::validate(obj, old, &s.1)
+                    .into_iter()
+                    .map(|v| (v.field, v.message))
+                    .collect();
+            }
             if !causes.is_empty() {
                 return Err(ApiError::invalid(
                     &format!("{}.{}", t.kind, t.group),
@@ -267,7 +280,7 @@ impl State {
         {
             o.remove("status");
         }
-        self.admit(t, &mut obj)?;
+        self.admit(t, &mut obj, None)?;
         self.builtin_on_create(t, &mut obj)?;
         let rv = self.store.next_rv();
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
@@ -469,7 +482,7 @@ impl State {
             }
             self.service_defaults(&mut next);
         }
-        self.admit(t, &mut next)?;
+        self.admit(t, &mut next, Some(&*current))?;
         if next["spec"] != current["spec"] {
             let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
             next["metadata"]["generation"] = json!(generation);

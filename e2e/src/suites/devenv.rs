@@ -26,6 +26,12 @@ pub fn specs() -> Vec<Spec> {
         ),
         Spec::new(
             "DevEnv",
+            "should enforce the CRDs' CEL rules with their messages",
+            &[],
+            cel_enforced,
+        ),
+        Spec::new(
+            "DevEnv",
             "should deliver create, update and delete in order on a watch",
             &[],
             watch_in_order,
@@ -137,6 +143,56 @@ fn schema_enforced(ctx: &Ctx) -> Result<()> {
         Err(e) => bail!("expected 422 naming spec.addresses, got {e}"),
         Ok(_) => bail!("a pool whose addresses is a string was accepted"),
     }
+}
+
+fn cel_enforced(ctx: &Ctx) -> Result<()> {
+    let resource = kube::core::ApiResource::erase::<metallb_rs::api::v1beta2::BGPPeer>(&());
+    let api: Api<kube::core::DynamicObject> =
+        Api::namespaced_with(ctx.client()?, ctx.namespace(), &resource);
+    let peer = |name: &str, spec: serde_json::Value| -> Result<kube::core::DynamicObject> {
+        let mut full = json!({ "myASN": 64512, "peerASN": 64512, "peerAddress": "192.0.2.1" });
+        if let (Some(f), Some(extra)) = (full.as_object_mut(), spec.as_object()) {
+            f.extend(extra.clone());
+        }
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+            "metadata": { "name": name }, "spec": full,
+        }))?)
+    };
+    let rejected = |result: kube::Result<kube::core::DynamicObject>, field: &str, message: &str| {
+        match result {
+            Err(kube::Error::Api(s))
+                if s.code == 422 && s.message.contains(field) && s.message.contains(message) =>
+            {
+                Ok(())
+            }
+            Err(e) => bail!("expected 422 naming {field} with {message:?}, got {e}"),
+            Ok(_) => bail!("{field}: accepted, but its rule says {message:?}"),
+        }
+    };
+    rejected(
+        ctx.block_on(api.create(
+            &PostParams::default(),
+            &peer("short", json!({ "connectTime": "500ms" }))?,
+        )),
+        "spec.connectTime",
+        "connect time should be between 1 seconds to 65535",
+    )?;
+    ctx.block_on(api.create(
+        &PostParams::default(),
+        &peer(
+            "fine",
+            json!({ "connectTime": "10s", "enableGracefulRestart": true }),
+        )?,
+    ))
+    .context("a BGPPeer that keeps every rule")?;
+    // A transition rule: the field may not change after creation.
+    let patch = json!({ "spec": { "enableGracefulRestart": false } });
+    rejected(
+        ctx.block_on(api.patch("fine", &PatchParams::default(), &Patch::Merge(&patch))),
+        "spec.enableGracefulRestart",
+        "EnableGracefulRestart cannot be changed after creation",
+    )
 }
 
 fn watch_in_order(ctx: &Ctx) -> Result<()> {
