@@ -13,8 +13,9 @@ pub struct ApiError {
     pub message: String,
     /// `details.causes` for 422s: (field, message).
     pub causes: Vec<(String, String)>,
-    /// `details` name, group and kind (the resource, for 403s).
-    pub details: Option<(String, String, String)>,
+    /// `details` name, group and kind (the resource, for 403s); boxed so
+    /// every `Result<_, ApiError>` stays small.
+    pub details: Option<Box<(String, String, String)>>,
 }
 
 impl ApiError {
@@ -104,7 +105,7 @@ impl ApiError {
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "details": match &self.details {
+            "details": match self.details.as_deref() {
                 Some((name, group, kind)) => json!({ "name": name, "group": group, "kind": kind }),
                 None => json!({ "causes": causes }),
             },

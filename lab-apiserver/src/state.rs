@@ -536,7 +536,7 @@ impl State {
             .get(&t.collection(), ns, name)
             .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
         let mut doc = (*current).clone();
-        patch::apply(&mut doc, body, kind).map_err(|e| ApiError::invalid_message(e))?;
+        patch::apply(&mut doc, body, kind).map_err(ApiError::invalid_message)?;
         // A patch carries a resourceVersion only when the client wants the
         // precondition; otherwise it applies to the current object.
         if body["metadata"]["resourceVersion"].is_null() {

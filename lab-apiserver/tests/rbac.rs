@@ -15,7 +15,7 @@ use serde_json::json;
 
 const SPEAKER: &str = "system:serviceaccount:metallb-system:speaker";
 
-fn api_error(e: kube::Error) -> kube::core::ErrorResponse {
+fn api_error(e: kube::Error) -> kube::core::Status {
     match e {
         kube::Error::Api(s) => *s,
         other => panic!("expected an API error, got {other}"),

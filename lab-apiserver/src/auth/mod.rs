@@ -128,7 +128,7 @@ pub fn forbidden(user: &User, request: &Request) -> ApiError {
                 "{what} is forbidden: User {:?} cannot {verb} resource {full:?} in API group {group:?} {scope}",
                 user.name
             ));
-            e.details = Some((name.clone(), group.clone(), resource.clone()));
+            e.details = Some(Box::new((name.clone(), group.clone(), resource.clone())));
             e
         }
         Request::NonResource { verb, path } => ApiError::forbidden(format!(
