@@ -37,7 +37,7 @@ impl Step {
 
 fn cargo(args: &'static [&'static str]) -> impl Fn() -> Result<Outcome> {
     move || {
-        tools::run("cargo", args)?;
+        tools::cargo(args)?;
         Ok(Outcome::Passed)
     }
 }
@@ -57,8 +57,7 @@ fn workspace_tests() -> Result<Outcome> {
         }
         _ => {}
     }
-    tools::run_with_env(
-        "cargo",
+    tools::cargo_with_env(
         &["test", "--workspace", "--all-targets"],
         &[(devenv::prereq::SKIP_LOG_ENV, log.as_os_str())],
     )?;

@@ -397,6 +397,15 @@ fn api_outage(ctx: &Ctx) -> Result<()> {
     let (_config, ips) = failover_service(ctx)?;
     let watch = Watch::new(ctx, &ips, "eth0")?;
     let node = watch.settled()?;
+    // Served before the cut: the node's kube-proxy stand-in puts the VIP
+    // on its `lo` from what it last read (on its next tick), like
+    // kube-proxy; cut too early and it never does.
+    let served = reachable(ctx, ips[0])?;
+    ensure!(
+        served.contains(&node),
+        "{} served by {served}, not {node}",
+        ips[0]
+    );
     ctx.cluster().set_api_reachable(&node, false)?;
     let result = (|| -> Result<()> {
         // Positive control: the speaker saw the cut - it has not renewed
