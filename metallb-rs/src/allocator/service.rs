@@ -1,6 +1,6 @@
 //! What the allocator needs to know about a service, as plain data: the
 //! controller fills it from the Kubernetes Service (see
-//! `controller::service`), tests write it by hand.
+//! `crate::service`), tests write it by hand.
 
 use super::space::Family;
 use std::collections::BTreeMap;

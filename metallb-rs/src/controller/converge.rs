@@ -4,7 +4,7 @@
 //! be reprocessed. Pure: the allocator is the only state it touches; the
 //! runner does the writes.
 
-use super::service::{self, annotation};
+use crate::service::{self, annotation};
 use crate::allocator::{
     AllocError, Allocator, FamilyPolicy, ServiceFamily, ServiceInfo, SharingKey,
 };
@@ -40,14 +40,11 @@ pub struct Decision {
     pub write: Option<Write>,
     /// Other services may now be served differently: reprocess them all.
     pub reprocess_all: bool,
-    /// Convergence failed; the service waits for a change (no retry).
-    pub failed: bool,
 }
 
 struct Converged {
     desired: Desired,
     events: Vec<EventSpec>,
-    failed: bool,
 }
 
 fn quoted(ips: &[IpAddr]) -> String {
@@ -118,27 +115,26 @@ fn converge(
     svc: &Service,
     ns_labels: &BTreeMap<String, String>,
 ) -> Converged {
-    let key = service::key(svc);
+    let key = service::key(svc).to_string();
     let mut events = Vec::new();
-    let cleared = |alloc: &mut Allocator, events: Vec<EventSpec>, failed: bool| {
+    let cleared = |alloc: &mut Allocator, events: Vec<EventSpec>| {
         alloc.unassign(&key);
         Converged {
             desired: Desired::default(),
             events,
-            failed,
         }
     };
     if !service::is_load_balancer(svc) {
-        return cleared(alloc, events, false);
+        return cleared(alloc, events);
     }
     if !alloc.has_pools() {
-        return cleared(alloc, events, true);
+        return cleared(alloc, events);
     }
     let info = match service::service_info(svc, ns_labels) {
         Ok(info) => info,
         Err(e) => {
             tracing::info!(service = %key, reason = %e, "clearing assignment: no usable ClusterIPs");
-            return cleared(alloc, events, true);
+            return cleared(alloc, events);
         }
     };
     let cluster_ips = service::cluster_ips(svc);
@@ -147,7 +143,7 @@ fn converge(
             "not enough clusterips",
             format!("Service requires dual stack but not enough clusterips {cluster_ips:?}"),
         ));
-        return cleared(alloc, events, true);
+        return cleared(alloc, events);
     }
     let mut ips = service::ingress_ips(svc).unwrap_or_default();
     if ips.is_empty() || family_changed(held_family(&ips), info.family, info.policy) {
@@ -181,7 +177,6 @@ fn converge(
                 return Converged {
                     desired: current_desired(alloc, svc),
                     events,
-                    failed: true,
                 };
             }
             Ok(Some((wanted, _))) if !same_set(&wanted, &ips) && !ips.is_empty() => {
@@ -227,7 +222,6 @@ fn converge(
                 return Converged {
                     desired: Desired::default(),
                     events,
-                    failed: true,
                 };
             }
         }
@@ -237,7 +231,7 @@ fn converge(
             "InternalError",
             "allocated an IP that has no pool",
         ));
-        return cleared(alloc, events, true);
+        return cleared(alloc, events);
     };
     Converged {
         desired: Desired {
@@ -245,13 +239,12 @@ fn converge(
             pool: Some(pool),
         },
         events,
-        failed: false,
     }
 }
 
 /// What the service shows now (kept when convergence stops early).
 fn current_desired(alloc: &Allocator, svc: &Service) -> Desired {
-    let key = service::key(svc);
+    let key = service::key(svc).to_string();
     Desired {
         ingress: alloc.ips(&key).map(<[IpAddr]>::to_vec).unwrap_or_default(),
         pool: alloc.pool(&key).map(str::to_owned),
@@ -289,13 +282,12 @@ pub fn set_balancer(
     svc: &Service,
     ns_labels: &BTreeMap<String, String>,
 ) -> Decision {
-    let key = service::key(svc);
+    let key = service::key(svc).to_string();
     let prev_ips = alloc.ips(&key).map(<[IpAddr]>::to_vec).unwrap_or_default();
     let prev_key = allocation_key(alloc, &key);
     let Converged {
         desired,
         mut events,
-        failed,
     } = converge(alloc, svc, ns_labels);
     let mut reprocess_all = prev_key != allocation_key(alloc, &key);
 
@@ -340,7 +332,6 @@ pub fn set_balancer(
         events,
         write,
         reprocess_all,
-        failed,
     }
 }
 

@@ -7,6 +7,7 @@
 //! so this recorder keys series on the message too, as client-go's event
 //! correlator does. Publishing is best effort: failures are logged.
 
+use super::call::{CallError, call};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -113,7 +114,7 @@ impl Recorder {
         &self,
         regarding: &ObjectReference,
         ev: &EventSpec,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<(), CallError> {
         let now = Timestamp::now();
         let key = SeriesKey {
             regarding: (
@@ -143,8 +144,7 @@ impl Recorder {
                 count: p.count,
                 last_observed_time: MicroTime(now),
             } });
-            api.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            call(api.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
             p
         } else {
             let event = Event {
@@ -173,7 +173,7 @@ impl Recorder {
                 reporting_instance: Some(format!("{}-{}", self.controller, self.instance)),
                 ..Event::default()
             };
-            let created = api.create(&PostParams::default(), &event).await?;
+            let created = call(api.create(&PostParams::default(), &event)).await?;
             Published {
                 name: created.name_any(),
                 count: 1,

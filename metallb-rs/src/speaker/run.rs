@@ -24,7 +24,7 @@ use crate::api::v1beta1::{
 };
 use crate::api::v1beta2::BGPPeer;
 use crate::config::{Config, Options as ConfigOptions, Resources};
-use crate::controller::service as svcs;
+use crate::service as svcs;
 use crate::k8s::events::{EventSpec, Recorder};
 use crate::k8s::memberlist::SECRET_KEY;
 use crate::k8s::watch;
@@ -231,7 +231,7 @@ pub async fn run(
     let bgp_metrics = BgpMetrics::new(&registry);
     let health = Arc::new(Health::default());
     let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = watch::Watches::new();
     let stores = start_watches(&client, &opts, &mut tasks, &tx);
     let leases_api: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
     let reporter = crate::k8s::config_state::Reporter::new(
@@ -397,7 +397,7 @@ pub async fn run(
 fn start_watches(
     client: &kube::Client,
     opts: &Options,
-    tasks: &mut tokio::task::JoinSet<()>,
+    tasks: &mut watch::Watches,
     tx: &mpsc::UnboundedSender<Trigger>,
 ) -> Stores {
     let ns = opts.namespace.as_str();
@@ -407,13 +407,11 @@ fn start_watches(
     let cfg = watcher::Config::default;
     let services = {
         let tx = tx.clone();
-        watch::spawn(
-            tasks,
-            Api::<Service>::all(client.clone()),
+        tasks.spawn(Api::<Service>::all(client.clone()),
             cfg(),
             move |ev| match ev {
                 watcher::Event::Apply(s) | watcher::Event::Delete(s) => {
-                    send(Trigger::Service(svcs::key(s)), &tx)
+                    send(Trigger::Service(svcs::key(s).to_string()), &tx)
                 }
                 watcher::Event::InitDone => send(Trigger::All, &tx),
                 _ => {}
@@ -434,9 +432,7 @@ fn start_watches(
                 ep.zone = None;
             }
         };
-        watch::spawn_trimmed(
-            tasks,
-            Api::<EndpointSlice>::all(client.clone()),
+        tasks.spawn_trimmed(Api::<EndpointSlice>::all(client.clone()),
             cfg(),
             trim,
             move |ev| {
@@ -453,59 +449,43 @@ fn start_watches(
     };
     let nodes = {
         let tx = tx.clone();
-        watch::spawn(tasks, Api::<Node>::all(client.clone()), cfg(), move |ev| {
+        tasks.spawn(Api::<Node>::all(client.clone()), cfg(), move |ev| {
             if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
                 send(Trigger::Nodes, &tx);
             }
         })
     };
-    let pools = watch::spawn(
-        tasks,
-        Api::<IPAddressPool>::namespaced(client.clone(), ns),
+    let pools = tasks.spawn(Api::<IPAddressPool>::namespaced(client.clone(), ns),
         cfg(),
         config_trigger(tx.clone()),
     );
-    let l2 = watch::spawn(
-        tasks,
-        Api::<L2Advertisement>::namespaced(client.clone(), ns),
+    let l2 = tasks.spawn(Api::<L2Advertisement>::namespaced(client.clone(), ns),
         cfg(),
         config_trigger(tx.clone()),
     );
-    let bgp = watch::spawn(
-        tasks,
-        Api::<BGPAdvertisement>::namespaced(client.clone(), ns),
+    let bgp = tasks.spawn(Api::<BGPAdvertisement>::namespaced(client.clone(), ns),
         cfg(),
         config_trigger(tx.clone()),
     );
-    let peers = watch::spawn(
-        tasks,
-        Api::<BGPPeer>::namespaced(client.clone(), ns),
+    let peers = tasks.spawn(Api::<BGPPeer>::namespaced(client.clone(), ns),
         cfg(),
         config_trigger(tx.clone()),
     );
-    let bfd = watch::spawn(
-        tasks,
-        Api::<BFDProfile>::namespaced(client.clone(), ns),
+    let bfd = tasks.spawn(Api::<BFDProfile>::namespaced(client.clone(), ns),
         cfg(),
         config_trigger(tx.clone()),
     );
-    let communities = watch::spawn(
-        tasks,
-        Api::<Community>::namespaced(client.clone(), ns),
+    let communities = tasks.spawn(Api::<Community>::namespaced(client.clone(), ns),
         cfg(),
         config_trigger(tx.clone()),
     );
-    let secrets = watch::spawn(
-        tasks,
-        Api::<Secret>::namespaced(client.clone(), ns),
+    let secrets = tasks.spawn(Api::<Secret>::namespaced(client.clone(), ns),
         cfg(),
         config_trigger(tx.clone()),
     );
     let configmaps = {
         let tx = tx.clone();
-        watch::spawn(
-            tasks,
-            Api::<ConfigMap>::namespaced(client.clone(), ns),
+        tasks.spawn(Api::<ConfigMap>::namespaced(client.clone(), ns),
             watcher::Config::default().fields(&format!("metadata.name={EXCLUDE_CONFIGMAP}")),
             move |ev| {
                 if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
@@ -514,23 +494,17 @@ fn start_watches(
             },
         )
     };
-    let statuses = watch::spawn(
-        tasks,
-        Api::<ServiceL2Status>::namespaced(client.clone(), ns),
+    let statuses = tasks.spawn(Api::<ServiceL2Status>::namespaced(client.clone(), ns),
         cfg(),
         status_trigger(tx.clone()),
     );
-    let bgp_statuses = watch::spawn(
-        tasks,
-        Api::<ServiceBGPStatus>::namespaced(client.clone(), ns),
+    let bgp_statuses = tasks.spawn(Api::<ServiceBGPStatus>::namespaced(client.clone(), ns),
         cfg(),
         status_trigger(tx.clone()),
     );
     let leases = {
         let tx = tx.clone();
-        watch::spawn(
-            tasks,
-            Api::<Lease>::namespaced(client.clone(), ns),
+        tasks.spawn(Api::<Lease>::namespaced(client.clone(), ns),
             watcher::Config::default().labels(&format!("{}=speaker", presence::COMPONENT_LABEL)),
             move |ev| {
                 // Renewals arrive every few seconds per node: only a change
@@ -788,7 +762,7 @@ impl Runner {
             .state()
             .iter()
             .filter(|s| !svcs::ingress_ips(s).unwrap_or_default().is_empty())
-            .map(|s| svcs::key(s))
+            .map(|s| svcs::key(s).to_string())
             .collect();
         keys.extend(self.announced.keys().cloned());
         keys.extend(self.bgp_announced.keys().cloned());
