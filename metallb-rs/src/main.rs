@@ -143,6 +143,10 @@ struct ValidateArgs {
     /// The MetalLB namespace objects must be in
     #[arg(long, default_value = metallb_rs::api::DEFAULT_NAMESPACE)]
     namespace: String,
+    /// Fail on warnings too (what the components ignore, such as an
+    /// advertisement naming a pool that does not exist)
+    #[arg(long)]
+    strict: bool,
 }
 
 fn main() -> ExitCode {
@@ -197,7 +201,7 @@ fn status(args: StatusArgs) -> Result<ExitCode> {
         .filter(|r| {
             name_filter
                 .as_ref()
-                .is_none_or(|n| r.service.rsplit('/').next() == Some(n.as_str()))
+                .is_none_or(|n| r.service.name == *n)
         })
         .collect();
     if rows.is_empty() {
@@ -316,27 +320,37 @@ fn validate(args: &ValidateArgs) -> ExitCode {
         + res.peers.len()
         + res.bfd_profiles.len()
         + res.communities.len();
-    if let Err(errors) = Config::build(res, &opts) {
-        for e in errors.0 {
-            let origin = loaded
-                .origins
-                .get(&(e.object.kind.clone(), e.object.name.clone()))
-                .map(|p| format!("{}: ", p.display()))
-                .unwrap_or_default();
-            problems.push(format!("{origin}{e}"));
-        }
+    let origin = |e: &config::ConfigError| {
+        loaded
+            .origins
+            .get(&(e.object.kind.clone(), e.object.name.clone()))
+            .map(|p| format!("{}: ", p.display()))
+            .unwrap_or_default()
+    };
+    let mut warnings = Vec::new();
+    match Config::build(res, &opts) {
+        Ok(c) => warnings.extend(
+            c.warnings
+                .iter()
+                .map(|w| format!("{}warning: {w}", origin(w))),
+        ),
+        Err(errors) => problems.extend(errors.0.iter().map(|e| format!("{}{e}", origin(e)))),
     }
-    if problems.is_empty() {
-        println!(
-            "valid: {objects} MetalLB object(s), {} other document(s) ignored",
-            loaded.skipped
-        );
-        ExitCode::SUCCESS
-    } else {
-        for p in &problems {
-            println!("{p}");
-        }
+    for line in problems.iter().chain(&warnings) {
+        println!("{line}");
+    }
+    if !problems.is_empty() {
         eprintln!("invalid: {} error(s)", problems.len());
-        ExitCode::from(1)
+        return ExitCode::from(1);
     }
+    if args.strict && !warnings.is_empty() {
+        eprintln!("invalid (--strict): {} warning(s)", warnings.len());
+        return ExitCode::from(1);
+    }
+    println!(
+        "valid: {objects} MetalLB object(s), {} other document(s) ignored, {} warning(s)",
+        loaded.skipped,
+        warnings.len()
+    );
+    ExitCode::SUCCESS
 }

@@ -133,8 +133,6 @@ impl AllocatorMetrics {
                 let _ = g.remove_label_values(&[pool]);
             }
         }
-        // f64 holds the saturated counts of huge IPv6 pools approximately,
-        // as upstream's float gauges do.
         for pool in alloc.pools() {
             let name = pool.name.as_str();
             let (c4, c6) = (
@@ -145,18 +143,21 @@ impl AllocatorMetrics {
                 alloc.in_use(name, Family::V4),
                 alloc.in_use(name, Family::V6),
             );
-            self.total
-                .with_label_values(&[name])
-                .set(c4.saturating_add(c6) as f64);
-            self.total_v4.with_label_values(&[name]).set(c4 as f64);
-            self.total_v6.with_label_values(&[name]).set(c6 as f64);
-            self.in_use
-                .with_label_values(&[name])
-                .set(u4.saturating_add(u6) as f64);
-            self.in_use_v4.with_label_values(&[name]).set(u4 as f64);
-            self.in_use_v6.with_label_values(&[name]).set(u6 as f64);
+            let set = |g: &GaugeVec, n: u128| g.with_label_values(&[name]).set(gauge_value(n));
+            set(&self.total, c4.saturating_add(c6));
+            set(&self.total_v4, c4);
+            set(&self.total_v6, c6);
+            set(&self.in_use, u4.saturating_add(u6));
+            set(&self.in_use_v4, u4);
+            set(&self.in_use_v6, u6);
         }
     }
+}
+
+/// A count as upstream's float gauges carry it: at most int64's maximum
+/// (upstream's counts are int64), which f64 holds approximately.
+pub fn gauge_value(n: u128) -> f64 {
+    crate::allocator::freeset::saturating_i64(n) as f64
 }
 
 fn int_gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
@@ -226,13 +227,24 @@ impl Layer2Metrics {
 pub struct BgpMetrics {
     /// 1 while the session is Established.
     pub session_up: IntGaugeVec,
-    /// UPDATE messages sent.
+    /// UPDATEs as upstream's native speaker counts them: see
+    /// [`upstream_updates`].
     pub updates: IntCounterVec,
     /// Prefixes the peer has been sent.
     pub announced_prefixes: IntGaugeVec,
-    /// Prefixes to announce that the peer has not been sent (session down,
-    /// family not negotiated, no next hop of the family).
+    /// Prefixes the peer should have, sent or not (upstream sets it to the
+    /// desired count whenever the routes change, and keeps it while the
+    /// session is down).
     pub pending_prefixes: IntGaugeVec,
+}
+
+/// What `metallb_bgp_updates_total` grows by when `announced` prefixes
+/// are sent and `withdrawn` withdrawn in one go: upstream's native speaker
+/// sends one UPDATE per announced prefix and one for all withdrawals, and
+/// counts those; this speaker packs several prefixes per message, but
+/// counts the same so that the series means the same.
+pub fn upstream_updates(announced: usize, withdrawn: usize) -> u64 {
+    announced as u64 + u64::from(withdrawn > 0)
 }
 
 impl BgpMetrics {
@@ -447,6 +459,45 @@ mod tests {
         a.set_pools(&BTreeMap::new());
         m.update(&a, &["p".to_owned()]);
         assert!(!render(&registry).contains("pool=\"p\""));
+    }
+
+    /// Upstream's `updatePoolStats`/`poolCount`: gauges never exceed
+    /// int64's maximum, however large the pool (upstream's int64 counts).
+    #[test]
+    fn update_pool_stats_clamps_to_int64() {
+        let registry = Registry::new();
+        let m = AllocatorMetrics::new(&registry);
+        let pool = |name: &str, cidrs: &[&str]| Pool {
+            name: name.into(),
+            cidrs: cidrs.iter().map(|c| c.parse().expect("cidr")).collect(),
+            auto_assign: true,
+            avoid_buggy_ips: false,
+            allocation: None,
+            aggregation_floor: (24, 32),
+        };
+        let mut pools = BTreeMap::new();
+        pools.insert(
+            "huge".to_owned(),
+            pool("huge", &["10.0.0.0/24", "fc00::/32", "fd00::/48"]),
+        );
+        let mut a = Allocator::new();
+        a.set_pools(&pools);
+        m.update(&a, &[]);
+        let max = i64::MAX as f64;
+        for g in [&m.total, &m.total_v6] {
+            assert_eq!(g.with_label_values(&["huge"]).get(), max);
+        }
+        assert_eq!(m.total_v4.with_label_values(&["huge"]).get(), 256.0);
+    }
+
+    /// Upstream's native `sendUpdates`: one per announced prefix, one per
+    /// batch of withdrawals.
+    #[test]
+    fn bgp_updates_counted_as_upstream() {
+        assert_eq!(upstream_updates(0, 0), 0);
+        assert_eq!(upstream_updates(3, 0), 3);
+        assert_eq!(upstream_updates(0, 5), 1);
+        assert_eq!(upstream_updates(2, 5), 3);
     }
 
     #[test]

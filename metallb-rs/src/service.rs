@@ -127,19 +127,57 @@ pub fn cluster_ips(svc: &Service) -> Vec<String> {
         .collect()
 }
 
+/// Go's `%q` of a list: `["a" "b"]` (upstream's event texts use it).
+pub fn go_quoted<T: std::fmt::Display>(items: &[T]) -> String {
+    let inner: Vec<String> = items.iter().map(|i| format!("\"{i}\"")).collect();
+    format!("[{}]", inner.join(" "))
+}
+
+/// The family of one address, or two of different families (upstream's
+/// `ipfamily.ForAddresses`, with its error texts).
+pub fn addresses_family(ips: &[String]) -> Result<ServiceFamily, String> {
+    let q = go_quoted(ips);
+    let invalid = || format!("IPFamilyForAddresses: Invalid address {q}");
+    let parsed: Vec<IpAddr> = ips.iter().filter_map(|ip| ip.parse().ok()).collect();
+    if !(1..=2).contains(&ips.len()) {
+        return Err(format!(
+            "IPFamilyForAddresses: invalid ips length {} {q}",
+            ips.len()
+        ));
+    }
+    if parsed.len() != ips.len() {
+        return Err(invalid());
+    }
+    let families: Vec<Family> = parsed.iter().map(|ip| Family::of(*ip)).collect();
+    ServiceFamily::from_families(&families)
+        .ok_or_else(|| format!("IPFamilyForAddresses: same address family {q}"))
+}
+
 /// The families its ClusterIPs give (upstream's `ipfamily.ForService`).
 pub fn service_family(svc: &Service) -> Result<ServiceFamily, String> {
-    let ips = cluster_ips(svc);
-    let families: Result<Vec<Family>, String> = ips
-        .iter()
-        .map(|ip| {
-            ip.parse::<IpAddr>()
-                .map(Family::of)
-                .map_err(|_| format!("invalid ClusterIP {ip:?}"))
-        })
-        .collect();
-    ServiceFamily::from_families(&families?)
-        .ok_or_else(|| format!("invalid ClusterIPs {ips:?}, can't determine family"))
+    addresses_family(&cluster_ips(svc))
+}
+
+/// `spec.clusterIPs` and `spec.clusterIP` as written (for messages).
+pub fn raw_cluster_ips(svc: &Service) -> (Vec<String>, String) {
+    let spec = svc.spec.as_ref();
+    (
+        spec.and_then(|s| s.cluster_ips.clone()).unwrap_or_default(),
+        spec.and_then(|s| s.cluster_ip.clone()).unwrap_or_default(),
+    )
+}
+
+/// The non-empty `status.loadBalancer.ingress[].ip` entries as written
+/// (upstream's lbIPs, which it checks before trusting them).
+pub fn ingress_strings(svc: &Service) -> Vec<String> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.ip.clone().filter(|ip| !ip.is_empty()))
+        .collect()
 }
 
 /// `spec.ipFamilyPolicy` (SingleStack when unset).
@@ -294,8 +332,10 @@ mod tests {
     #[case::single_v6("spec: {clusterIPs: ['fd00::1']}", Ok(ServiceFamily::V6))]
     #[case::dual("spec: {clusterIPs: [10.96.0.1, 'fd00::1']}", Ok(ServiceFamily::Dual))]
     #[case::legacy_cluster_ip("spec: {clusterIP: 10.96.0.1}", Ok(ServiceFamily::V4))]
-    #[case::none("spec: {clusterIP: None}", Err("invalid ClusterIPs [], can't determine family".to_owned()))]
-    #[case::same_family_twice("spec: {clusterIPs: [10.96.0.1, 10.96.0.2]}", Err("invalid ClusterIPs [\"10.96.0.1\", \"10.96.0.2\"], can't determine family".to_owned()))]
+    #[case::none("spec: {clusterIP: None}", Err("IPFamilyForAddresses: invalid ips length 0 []".to_owned()))]
+    #[case::same_family_twice("spec: {clusterIPs: [10.96.0.1, 10.96.0.2]}", Err("IPFamilyForAddresses: same address family [\"10.96.0.1\" \"10.96.0.2\"]".to_owned()))]
+    #[case::not_an_address("spec: {clusterIPs: [10.96.0.300]}", Err("IPFamilyForAddresses: Invalid address [\"10.96.0.300\"]".to_owned()))]
+    #[case::three("spec: {clusterIPs: [10.96.0.1, 'fd00::1', 10.96.0.2]}", Err("IPFamilyForAddresses: invalid ips length 3 [\"10.96.0.1\" \"fd00::1\" \"10.96.0.2\"]".to_owned()))]
     fn families(#[case] yaml: &str, #[case] expected: Result<ServiceFamily, String>) {
         assert_eq!(service_family(&svc(yaml)), expected);
     }

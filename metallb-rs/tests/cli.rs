@@ -94,7 +94,7 @@ fn validate_prints_every_config_error_and_exits_1() {
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 2, "{text}");
     assert!(
         lines
             .iter()
@@ -108,7 +108,53 @@ fn validate_prints_every_config_error_and_exits_1() {
         "{text}"
     );
     assert!(text.contains(r#"ipaddresspool "metallb-system/b": spec.addresses[0] "10.1.0.128/25": overlaps with "10.1.0.0/24""#), "{text}");
-    assert!(text.contains(r#"l2advertisement "metallb-system/l2": spec.ipAddressPools[0]: ipaddresspool "c" does not exist"#), "{text}");
+}
+
+/// An advertisement naming a pool that does not exist: upstream skips the
+/// name and the configuration stays valid, so this is a warning, fatal
+/// only with --strict.
+#[test]
+fn validate_warns_about_a_missing_pool_and_fails_only_when_strict() {
+    let dir = std::env::temp_dir().join(format!("metallb-rs-cli-warn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let file = dir.join("warn.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a, namespace: metallb-system}\nspec: {addresses: [10.1.0.0/24]}\n---\napiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2, namespace: metallb-system}\nspec: {ipAddressPools: [a, c]}\n",
+    )
+    .expect("write");
+    let run = |strict: bool| {
+        let mut cmd = bin();
+        cmd.args(["validate", "-f"]).arg(&file);
+        if strict {
+            cmd.arg("--strict");
+        }
+        cmd.output().expect("runs")
+    };
+    let (lenient, strict) = (run(false), run(true));
+    std::fs::remove_dir_all(&dir).ok();
+    let warning = format!(
+        r#"{}: warning: l2advertisement "metallb-system/l2": spec.ipAddressPools[1]: ipaddresspool "c" does not exist and is ignored"#,
+        file.display()
+    );
+    assert_eq!(lenient.status.code(), Some(0), "{}", stdout(&lenient));
+    assert!(
+        stdout(&lenient).lines().any(|l| l.starts_with(&warning)),
+        "{}",
+        stdout(&lenient)
+    );
+    assert!(
+        stdout(&lenient).contains("valid: 2 MetalLB object(s)"),
+        "{}",
+        stdout(&lenient)
+    );
+    assert_eq!(strict.status.code(), Some(1), "{}", stdout(&strict));
+    assert!(
+        stdout(&strict).lines().any(|l| l.starts_with(&warning)),
+        "{}",
+        stdout(&strict)
+    );
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("--strict"));
 }
 
 #[test]

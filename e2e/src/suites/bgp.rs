@@ -378,7 +378,7 @@ fn metrics(ctx: &Ctx) -> Result<()> {
         let announced_svc = sample(&text, "metallb_speaker_announced", &["protocol=\"bgp\""]);
         Ok((up == Some(1.0)
             && announced == Some(1.0)
-            && pending == Some(0.0)
+            && pending == Some(1.0)
             && updates.is_some_and(|u| u >= 1.0)
             && announced_svc == Some(1.0))
         .then_some(()))

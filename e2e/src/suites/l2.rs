@@ -845,7 +845,13 @@ fn interface_missing(ctx: &Ctx) -> Result<()> {
         let e = metallb::events(ctx, "web", "announceFailed")?;
         Ok((!e.is_empty()).then_some(e))
     })?;
-    ensure!(notes[0].contains("eth9"), "{notes:?}");
+    ensure!(
+        notes[0].starts_with(&format!(
+            "the interfaces specified by LB IP \"{}\" doesn't exist in assigned node",
+            ips[0]
+        )),
+        "{notes:?}"
+    );
     let until = Instant::now() + Duration::from_secs(10);
     while Instant::now() < until {
         for iface in ["eth0", "eth1"] {
@@ -922,14 +928,15 @@ fn interface_node_selector(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
-/// The node named in the latest announceFailed message ("... (node X)").
+/// The node named in the latest announceFailed message (upstream's
+/// `... doesn't exist in assigned node "X" with protocol "layer2"`).
 fn failed_on(ctx: &Ctx, svc: &str) -> Result<String> {
     eventually(WAIT, "announceFailed", || {
         let notes = metallb::events(ctx, svc, "announceFailed")?;
         Ok(notes
             .last()
-            .and_then(|n| n.rsplit("(node ").next())
-            .and_then(|rest| rest.strip_suffix(')'))
+            .and_then(|n| n.split("in assigned node \"").nth(1))
+            .and_then(|rest| rest.split('"').next())
             .map(str::to_owned))
     })
 }

@@ -4,8 +4,15 @@
 //! Order (upstream's, with ties made deterministic): first the "pinned"
 //! pools - autoAssign pools whose serviceAllocation selects the service by
 //! namespace (names or namespaceSelectors) or by serviceSelectors, or has
-//! only a priority - sorted by priority (lower first, 0 last), then by
-//! name; then every autoAssign pool without serviceAllocation, by name.
+//! only a priority - sorted by priority (lower first, 0 last; upstream
+//! leaves negative priorities in no defined order, here they come first),
+//! then by name; then every autoAssign pool without serviceAllocation, by
+//! name.
+//!
+//! namespaceSelectors that select no namespace of the cluster do not
+//! restrict the pool, as upstream resolves them to an empty namespace
+//! list: such a pool serves explicit requests (address-pool annotation,
+//! loadBalancerIPs) from any namespace and is pinned to none.
 
 use super::Allocator;
 use super::error::AllocError;
@@ -16,7 +23,7 @@ use std::net::IpAddr;
 
 /// Whether `alloc` restricts namespaces, and if so whether it admits `svc`'s.
 fn namespace_admits(alloc: &Allocation, svc: &ServiceInfo) -> Option<bool> {
-    if alloc.namespaces.is_empty() && alloc.namespace_selectors.is_empty() {
+    if !alloc.restricts_namespaces() {
         return None;
     }
     Some(
@@ -45,9 +52,6 @@ fn selectors_admit(alloc: &Allocation, svc: &ServiceInfo) -> Option<bool> {
 /// Whether `pool` may serve `svc` at all (upstream's
 /// `isPoolCompatibleWithService`): every restriction its serviceAllocation
 /// sets must admit the service.
-///
-/// Unlike upstream, namespaceSelectors that match no namespace restrict
-/// (upstream resolves them to an empty list, which admits everyone).
 pub fn compatible(pool: &Pool, svc: &ServiceInfo) -> bool {
     let Some(alloc) = &pool.allocation else {
         return true;
@@ -64,9 +68,9 @@ fn pinned(pool: &Pool, svc: &ServiceInfo) -> bool {
     if !pool.auto_assign || !compatible(pool, svc) {
         return false;
     }
-    let by_ns = namespace_admits(alloc, svc);
-    let by_labels = selectors_admit(alloc, svc);
-    by_ns == Some(true) || by_labels == Some(true) || (by_ns.is_none() && by_labels.is_none())
+    namespace_admits(alloc, svc) == Some(true)
+        || selectors_admit(alloc, svc) == Some(true)
+        || alloc.priority_only()
 }
 
 /// Sort key: priority > 0 ascending, then priority 0, then name.

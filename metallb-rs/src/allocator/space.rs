@@ -4,6 +4,9 @@
 //! every .0 and .255 exactly (not "two per /24" rounded).
 
 use super::freeset::{FreeSet, is_buggy_v4, saturating_i64, to_u128};
+
+/// From this many host bits on, a CIDR's size is not counted (upstream).
+const UNCOUNTED_HOST_BITS: u8 = 62;
 use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -111,13 +114,20 @@ impl AddressSpace {
             .any(|(c, set)| c.contains(&ip) && set.give_back(n))
     }
 
-    /// Addresses of `family` the pool can hand out (saturating).
+    /// Addresses of `family` the pool can hand out (saturating), counted
+    /// as upstream's `poolCount` does: a CIDR of 62 host bits or more
+    /// counts as int64's maximum ("never runs out").
     pub fn capacity(&self, family: Family) -> u128 {
         self.cidrs
             .iter()
             .filter(|(c, _)| Family::of(c.addr()) == family)
             .fold(0u128, |n, (c, set)| {
-                let usable = set.capacity() - if self.avoid_buggy { buggy_count(*c) } else { 0 };
+                let host_bits = c.max_prefix_len() - c.prefix_len();
+                let usable = if host_bits >= UNCOUNTED_HOST_BITS {
+                    i64::MAX as u128
+                } else {
+                    set.capacity() - if self.avoid_buggy { buggy_count(*c) } else { 0 }
+                };
                 n.saturating_add(usable)
             })
     }
@@ -192,6 +202,16 @@ mod tests {
         assert!(s.release(ip("10.0.1.2")) && !s.release(ip("10.0.1.2")));
         assert_eq!(s.lowest_free(Family::V4), Some(ip("10.0.1.2")));
         assert!(!s.usable(ip("10.0.0.0")) && s.usable(ip("10.0.0.1")));
+    }
+
+    /// Upstream's `poolCount`: 62 host bits or more count as int64's
+    /// maximum; 61 are counted exactly.
+    #[test]
+    fn pool_count_huge_cidrs() {
+        let cap = |c: &str| space(&[c], false).status_counts(Family::V6).1;
+        assert_eq!(cap("fc00::/67"), 1 << 61);
+        assert_eq!(cap("fc00::/66"), i64::MAX);
+        assert_eq!(cap("fc00::/65"), i64::MAX);
     }
 
     #[test]

@@ -22,10 +22,23 @@ use crate::config::{Config, Options, Resources};
 use rstest::rstest;
 
 /// Pools from lines `name: ADDR... [avoidBuggy] [manual] [priority=N]
-/// [ns=a,b] [nssel=K=V] [svcsel=K=V]`, through the real config builder.
+/// [ns=a,b] [nssel=K=V] [svcsel=K=V]`, through the real config builder;
+/// lines `namespace NAME K=V` are the cluster's namespaces (what
+/// namespaceSelectors are resolved against).
 fn pools(spec: &str) -> BTreeMap<String, Pool> {
     let mut res = Resources::default();
     for line in spec.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix("namespace ") {
+            let (name, label) = rest.split_once(' ').expect("namespace NAME K=V");
+            let (k, v) = label.split_once('=').expect("K=V");
+            res.namespaces.push(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": { "name": name, "labels": { k: v } },
+                }))
+                .expect("namespace"),
+            );
+            continue;
+        }
         let (name, rest) = line.split_once(':').expect("name: ...");
         let mut addresses = Vec::new();
         let mut spec = serde_json::json!({});
@@ -422,6 +435,7 @@ const PINNED_POOLS: &str = "
     prio-10: 10.0.5.0/30 priority=10 ns=b
     prio-5: 10.0.6.0/30 priority=5 ns=b
     prio-0: 10.0.7.0/30 ns=b
+    namespace x team=x
 ";
 
 /// `n` allocations of services `NS/s0`... (setup lines).
@@ -431,7 +445,7 @@ fn allocs(ns: &str, n: usize) -> String {
 
 #[rstest]
 #[case::namespace_listed("", "alloc a/x", "10.0.2.0 (pool ns-a)")]
-#[case::namespace_selector("", "alloc c/x nslabel:team=x", "10.0.3.0 (pool ns-sel)")]
+#[case::namespace_selector("", "alloc x/s nslabel:team=x", "10.0.3.0 (pool ns-sel)")]
 #[case::service_selector("", "alloc c/x label:app=web", "10.0.4.0 (pool by-label)")]
 #[case::no_pinned_pool_general("", "alloc c/x", "10.0.0.0 (pool general)")]
 #[case::priority_lowest_number_first("", "alloc b/x", "10.0.6.0 (pool prio-5)")]
@@ -452,6 +466,43 @@ fn allocs(ns: &str, n: usize) -> String {
 )]
 fn pool_selection(#[case] setup: &str, #[case] last: &str, #[case] expected: &str) {
     check(PINNED_POOLS, setup, last, expected);
+}
+
+/// A pool whose namespaceSelectors select no namespace (upstream's
+/// `isPoolCompatibleWithService` with an empty resolved namespace list,
+/// and `pinnedPoolsForService`): no namespace restriction for explicit
+/// requests, pinned to nobody.
+#[rstest]
+#[case::not_pinned("", "alloc c/x", "10.0.0.0 (pool general)")]
+#[case::pool_annotation_served("", "from ns-none c/x", "10.0.3.0 (pool ns-none)")]
+#[case::requested_ip_served("", "assign c/x 10.0.3.2", "ok")]
+#[case::service_selector_still_applies("", "from both c/x", "error: pool both not compatible...")]
+#[case::service_selector_pins("", "alloc c/x label:app=web", "10.0.4.0 (pool both)")]
+fn is_pool_compatible_with_service_unmatched_namespace_selectors(
+    #[case] setup: &str,
+    #[case] last: &str,
+    #[case] expected: &str,
+) {
+    check(
+        "general: 10.0.0.0/30\nns-none: 10.0.3.0/30 nssel=team=nobody\nboth: 10.0.4.0/30 nssel=team=nobody svcsel=app=web\nnamespace c team=x",
+        setup,
+        last,
+        expected,
+    );
+}
+
+/// Negative priorities are accepted, as upstream accepts them, and sort
+/// before positive ones (upstream's `sortPools` leaves them unordered).
+#[rstest]
+#[case::negative_first("", "alloc b/x", "10.0.9.0 (pool neg)")]
+#[case::then_positive(&allocs("b", 4), "alloc b/x", "10.0.6.0 (pool prio-5)")]
+fn sort_pools_negative_priority(#[case] setup: &str, #[case] last: &str, #[case] expected: &str) {
+    check(
+        "prio-5: 10.0.6.0/30 priority=5 ns=b\nneg: 10.0.9.0/30 priority=-3 ns=b",
+        setup,
+        last,
+        expected,
+    );
 }
 
 #[rstest]

@@ -2,7 +2,7 @@
 //! BFDProfiles and BGPPeers, checked against what metallb-rs's native BGP
 //! speaker implements.
 
-use super::error::{ConfigError, ObjectRef};
+use super::error::{ConfigError, ConfigWarning, ObjectRef};
 use super::pool::Pool;
 use super::selector::Selector;
 use super::{Options, namespace_of};
@@ -128,14 +128,25 @@ pub struct BgpAdvertisement {
     pub service_selectors: Vec<Selector>,
 }
 
-/// Builds a [`BgpAdvertisement`], pushing every problem into `errors`.
+/// What advertisements are resolved against.
+pub(super) struct AdContext<'a> {
+    /// Every pool's labels (for ipAddressPoolSelectors), by name.
+    pub pool_labels: &'a BTreeMap<String, BTreeMap<String, String>>,
+    /// The valid pools.
+    pub pools: &'a BTreeMap<String, Pool>,
+    /// Community aliases.
+    pub aliases: &'a BTreeMap<String, Community>,
+}
+
+/// Builds a [`BgpAdvertisement`], pushing every problem into `errors`
+/// (upstream's `bgpAdvertisementFromCR` and the aggregation half of
+/// `validateBGPAdvPerPool`).
 pub(super) fn advertisement(
     ad: &v1beta1::BGPAdvertisement,
     namespace: &str,
-    pool_labels: &BTreeMap<String, BTreeMap<String, String>>,
-    pools: &BTreeMap<String, Pool>,
-    aliases: &BTreeMap<String, Community>,
+    ctx: &AdContext<'_>,
     errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<ConfigWarning>,
 ) -> Option<BgpAdvertisement> {
     let obj = ObjectRef::new("BGPAdvertisement", namespace, &ad.name_any());
     let before = errors.len();
@@ -144,36 +155,49 @@ pub(super) fn advertisement(
         &obj,
         spec.ip_address_pools.as_ref(),
         spec.ip_address_pool_selectors.as_ref(),
-        pool_labels,
+        ctx.pool_labels,
+        errors,
+        warnings,
+    );
+    super::duplicate::strings(
+        &obj,
+        "spec.communities",
+        "community",
+        spec.communities.as_ref(),
         errors,
     );
-    let mut length = |value: Option<i32>, default: u8, max: u8, field: &str| -> u8 {
-        let v = value.unwrap_or(i32::from(default));
-        match u8::try_from(v) {
-            Ok(l) if (1..=max).contains(&l) => l,
-            _ => {
-                errors.push(ConfigError::new(
-                    &obj,
-                    format!("spec.{field}"),
-                    format!("invalid aggregation length {v}: must be between 1 and {max}"),
-                ));
-                default
-            }
-        }
-    };
-    let agg4 = length(spec.aggregation_length, 32, 32, "aggregationLength");
-    let agg6 = length(spec.aggregation_length_v6, 128, 128, "aggregationLengthV6");
+    super::duplicate::strings(&obj, "spec.peers", "peer", spec.peers.as_ref(), errors);
+    // IPv4: the CRD's minimum is 1. IPv6: only an upper bound, as
+    // upstream; a length below a pool's prefixes fails the check below.
+    let agg4 = spec.aggregation_length.unwrap_or(32);
+    if !(1..=32).contains(&agg4) {
+        errors.push(ConfigError::new(
+            &obj,
+            "spec.aggregationLength",
+            format!("invalid aggregation length {agg4}: must be between 1 and 32"),
+        ));
+    }
+    let agg6 = spec.aggregation_length_v6.unwrap_or(128);
+    if agg6 > 128 {
+        errors.push(ConfigError::new(
+            &obj,
+            "spec.aggregationLengthV6",
+            format!("invalid aggregation length {agg6}: must be at most 128"),
+        ));
+    }
     // An aggregate shorter than a pool prefix would announce addresses the
-    // pool does not own (upstream: lowest mask per address entry).
+    // pool does not own (upstream: lowest mask per address entry, for the
+    // families the pool has).
     for name in &selected {
-        let Some(pool) = pools.get(name) else {
+        let Some(pool) = ctx.pools.get(name) else {
             continue;
         };
-        for (agg, floor, field) in [
-            (agg4, pool.aggregation_floor.0, "aggregationLength"),
-            (agg6, pool.aggregation_floor.1, "aggregationLengthV6"),
+        for (agg, v6, floor, field) in [
+            (agg4, false, pool.aggregation_floor.0, "aggregationLength"),
+            (agg6, true, pool.aggregation_floor.1, "aggregationLengthV6"),
         ] {
-            if agg < floor {
+            let has_family = pool.cidrs.iter().any(|c| c.addr().is_ipv6() == v6);
+            if has_family && agg < i32::from(floor) {
                 errors.push(ConfigError::new(
                     &obj,
                     format!("spec.{field}"),
@@ -184,6 +208,7 @@ pub(super) fn advertisement(
             }
         }
     }
+    let (agg4, agg6) = (clamp_length(agg4, 32), clamp_length(agg6, 128));
     let service_selectors = super::selectors(
         &obj,
         "spec.serviceSelectors",
@@ -197,25 +222,22 @@ pub(super) fn advertisement(
             "serviceSelectors can only be used together with the default aggregationLength (32) and aggregationLengthV6 (128)",
         ));
     }
+    // The same value written twice (an alias and its value) is one
+    // community, as upstream's set of communities makes it.
     let mut communities = BTreeSet::new();
     for (i, c) in spec.communities.iter().flatten().enumerate() {
         let field = format!("spec.communities[{i}]");
         let parsed = if looks_like_value(c) {
             c.parse::<Community>()
         } else {
-            aliases.get(c).copied().ok_or_else(|| {
+            ctx.aliases.get(c).copied().ok_or_else(|| {
                 format!("unknown community alias {c:?}: define it in a Community object or write the value (1234:1234 or large:1:2:3)")
             })
         };
         match parsed {
-            Ok(v) if !communities.insert(v) => {
-                errors.push(ConfigError::new(
-                    &obj,
-                    field,
-                    format!("duplicate community {v} in this advertisement"),
-                ));
+            Ok(v) => {
+                communities.insert(v);
             }
-            Ok(_) => {}
             Err(e) => errors.push(ConfigError::new(&obj, field, e)),
         }
     }
@@ -236,6 +258,116 @@ pub(super) fn advertisement(
         peers: spec.peers.clone().unwrap_or_default(),
         service_selectors,
     })
+}
+
+/// An aggregation length as stored: out-of-range values were reported,
+/// or (IPv6 below 0) never apply because no pool has a prefix shorter.
+fn clamp_length(v: i32, max: u8) -> u8 {
+    u8::try_from(v.clamp(0, i32::from(max))).unwrap_or(max)
+}
+
+/// Whether advertisements `a` and `b`, both for `pool` and both meant for
+/// at least one common service, may carry their LOCAL_PREFs (upstream's
+/// `BGPAdvertisementsHaveCompatibleLocalPref`): equal values, or they
+/// announce different prefixes (aggregation lengths differ in every
+/// family the pool has), to disjoint peer lists, or from disjoint nodes
+/// (`share_node` false).
+pub fn local_prefs_compatible(
+    a: &BgpAdvertisement,
+    b: &BgpAdvertisement,
+    pool: &Pool,
+    share_node: bool,
+) -> bool {
+    if a.local_pref.unwrap_or(0) == b.local_pref.unwrap_or(0) {
+        return true;
+    }
+    let has_v4 = pool.cidrs.iter().any(|c| c.addr().is_ipv4());
+    let has_v6 = pool.cidrs.iter().any(|c| c.addr().is_ipv6());
+    let v4_differs = a.aggregation_length != b.aggregation_length;
+    let v6_differs = a.aggregation_length_v6 != b.aggregation_length_v6;
+    // Different prefixes in every family the pool has.
+    let lengths_differ = (!has_v4 || v4_differs) && (!has_v6 || v6_differs);
+    if lengths_differ {
+        return true;
+    }
+    if !a.peers.is_empty() && !b.peers.is_empty() && !a.peers.iter().any(|p| b.peers.contains(p)) {
+        return true;
+    }
+    !share_node
+}
+
+/// Rejects an advertisement whose LOCAL_PREF conflicts with an earlier
+/// one for the same pool (upstream's `validateBGPAdvPerPool`; `ads` in
+/// name order, as upstream lists them). Advertisements with
+/// serviceSelectors are not compared here: which services they share is
+/// known per service only, where the speaker checks them
+/// (`conflictingAdvertisements`).
+pub(super) fn check_local_prefs(
+    ads: &[(BgpAdvertisement, ObjectRef)],
+    pools: &BTreeMap<String, Pool>,
+    nodes: &[BTreeMap<String, String>],
+    errors: &mut Vec<ConfigError>,
+) {
+    for (i, (ad, obj)) in ads.iter().enumerate() {
+        if !ad.service_selectors.is_empty() {
+            continue;
+        }
+        for name in &ad.pools {
+            let Some(pool) = pools.get(name) else {
+                continue;
+            };
+            let conflict = ads[..i].iter().find(|(other, _)| {
+                other.service_selectors.is_empty()
+                    && other.pools.contains(name)
+                    && !local_prefs_compatible(
+                        ad,
+                        other,
+                        pool,
+                        super::share_a_node(&ad.node_selectors, &other.node_selectors, nodes),
+                    )
+            });
+            if let Some((other, _)) = conflict {
+                errors.push(ConfigError::new(
+                    obj,
+                    "spec.localPref",
+                    format!(
+                        "invalid local preference {}: bgpadvertisement {:?} already sets {} for the same prefixes of ipaddresspool {name:?} to the same peers from the same nodes: use one value, or tell them apart by aggregation length, peers or nodeSelectors",
+                        ad.local_pref.unwrap_or(0),
+                        other.name,
+                        other.local_pref.unwrap_or(0),
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// Upstream's `parseTimers`: the hold time defaults to three keepalives
+/// and the keepalive to a third of the hold time; the hold time, counted
+/// in whole seconds (a sub-second value counts as 0, no keepalives), must
+/// be 0 or at least 3 s, and the keepalive must not exceed it.
+pub fn timers(
+    hold: Option<Duration>,
+    keepalive: Option<Duration>,
+) -> Result<(Option<Duration>, Option<Duration>), String> {
+    let (hold, keepalive) = match (hold, keepalive) {
+        (None, None) => return Ok((None, None)),
+        (Some(h), Some(k)) => (h, k),
+        (Some(h), None) => (h, h / 3),
+        (None, Some(k)) => (k * 3, k),
+    };
+    let whole = Duration::from_secs(hold.as_secs());
+    if !whole.is_zero() && whole < Duration::from_secs(3) {
+        return Err(format!(
+            "invalid hold time {hold:?}: must be 0 or at least 3s (RFC 4271)"
+        ));
+    }
+    if keepalive > hold {
+        return Err(format!(
+            "keepalive time {keepalive:?} must not exceed hold time {hold:?}"
+        ));
+    }
+    Ok((Some(hold), Some(keepalive)))
 }
 
 /// A validated BFD profile (kept for reference checks; the native speaker
@@ -324,30 +456,31 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d.into())
 }
 
-/// Builds every peer, then checks cross-peer rules (duplicates, one ASN per node).
+/// Builds every peer, then rejects two peers dialling the same address
+/// and port from a common node. Peers on one node may differ in myASN and
+/// routerID: each native session has its own (upstream applies
+/// `checkFRRPeersCompatible` to its FRR backends only).
 pub(super) fn peers(
     list: &[&v1beta2::BGPPeer],
     opts: &Options,
     secrets: &[Secret],
     bfd_profiles: &BTreeMap<String, BfdProfile>,
+    nodes: &[BTreeMap<String, String>],
     errors: &mut Vec<ConfigError>,
 ) -> Vec<Peer> {
-    let mut out: Vec<(Peer, ObjectRef, String)> = Vec::new();
+    let mut out: Vec<(Peer, ObjectRef)> = Vec::new();
     for p in list {
         let obj = ObjectRef::new("BGPPeer", &namespace_of(*p, opts), &p.name_any());
         if let Some(peer) = peer(p, &obj, opts, secrets, bfd_profiles, errors) {
-            // Canonical text of the selectors: two peers with equal keys run
-            // on exactly the same nodes.
-            let key = serde_json::to_string(&p.spec.node_selectors).unwrap_or_default();
-            out.push((peer, obj, key));
+            out.push((peer, obj));
         }
     }
-    for (i, (a, _, a_nodes)) in out.iter().enumerate() {
-        for (b, b_obj, b_nodes) in &out[i + 1..] {
-            let same_nodes = a_nodes == b_nodes;
-            let may_share_nodes =
-                same_nodes || a.node_selectors.is_empty() || b.node_selectors.is_empty();
-            if same_nodes && a.address == b.address && a.port == b.port {
+    for (i, (a, _)) in out.iter().enumerate() {
+        for (b, b_obj) in &out[i + 1..] {
+            if a.address == b.address
+                && a.port == b.port
+                && super::share_a_node(&a.node_selectors, &b.node_selectors, nodes)
+            {
                 errors.push(ConfigError::new(
                     b_obj,
                     "spec.peerAddress",
@@ -357,30 +490,9 @@ pub(super) fn peers(
                     ),
                 ));
             }
-            if may_share_nodes && a.my_asn != b.my_asn {
-                errors.push(ConfigError::new(
-                    b_obj,
-                    "spec.myASN",
-                    format!(
-                        "myASN {} differs from {} of bgppeer {:?}, which may run on the same nodes: a node speaks BGP with one AS",
-                        b.my_asn, a.my_asn, a.name
-                    ),
-                ));
-            }
-            if may_share_nodes
-                && a.router_id.is_some()
-                && b.router_id.is_some()
-                && a.router_id != b.router_id
-            {
-                errors.push(ConfigError::new(
-                    b_obj,
-                    "spec.routerID",
-                    format!("routerID differs from bgppeer {:?}, which may run on the same nodes: a node has one router ID", a.name),
-                ));
-            }
         }
     }
-    out.into_iter().map(|(p, _, _)| p).collect()
+    out.into_iter().map(|(p, _)| p).collect()
 }
 
 fn peer(
@@ -395,7 +507,14 @@ fn peer(
     let s = &p.spec;
     let mut err = |field: &str, msg: String| errors.push(ConfigError::new(obj, field, msg));
 
-    let peer_asn = match (s.peer_asn, s.dynamic_asn) {
+    if s.my_asn == 0 {
+        err(
+            "spec.myASN",
+            "missing myASN: set the local AS number (1-4294967295)".into(),
+        );
+    }
+    // peerASN 0 is no peerASN, as upstream reads it.
+    let peer_asn = match (s.peer_asn.filter(|a| *a != 0), s.dynamic_asn) {
         (Some(_), Some(_)) => {
             err(
                 "spec.dynamicASN",
@@ -410,7 +529,15 @@ fn peer(
             );
             None
         }
-        (Some(asn), None) => Some(PeerAsn::Fixed(asn)),
+        (Some(asn), None) => {
+            if asn == s.my_asn && s.ebgp_multi_hop == Some(true) {
+                err(
+                    "spec.ebgpMultiHop",
+                    "ebgpMultiHop is set for an iBGP peer (peerASN equals myASN): remove it".into(),
+                );
+            }
+            Some(PeerAsn::Fixed(asn))
+        }
         (None, Some(v1beta2::DynamicASNMode::Internal)) => Some(PeerAsn::Internal),
         (None, Some(v1beta2::DynamicASNMode::External)) => Some(PeerAsn::External),
     };
@@ -510,20 +637,18 @@ fn peer(
     let hold_time = duration(&s.hold_time, "spec.holdTime");
     let keepalive_time = duration(&s.keepalive_time, "spec.keepaliveTime");
     let connect_time = duration(&s.connect_time, "spec.connectTime");
-    if let Some(h) = hold_time.filter(|h| !h.is_zero() && *h < Duration::from_secs(3)) {
-        err(
-            "spec.holdTime",
-            format!("invalid hold time {h:?}: must be 0 or at least 3s (RFC 4271)"),
-        );
-    }
-    if let (Some(h), Some(k)) = (hold_time, keepalive_time)
-        && k > h
-    {
-        err(
-            "spec.keepaliveTime",
-            format!("keepalive time {k:?} must not exceed hold time {h:?}"),
-        );
-    }
+    let (hold_time, keepalive_time) = match timers(hold_time, keepalive_time) {
+        Ok(t) => t,
+        Err(e) => {
+            let field = if e.starts_with("keepalive") || s.hold_time.is_none() {
+                "spec.keepaliveTime"
+            } else {
+                "spec.holdTime"
+            };
+            err(field, e);
+            (None, None)
+        }
+    };
     if let Some(c) = connect_time {
         if c.subsec_nanos() != 0 {
             err(

@@ -70,6 +70,11 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// A problem that leaves the configuration valid: upstream ignores what
+/// it names (say, an advertisement listing a pool that does not exist),
+/// and so do the components, but they report it. Same shape as an error.
+pub type ConfigWarning = ConfigError;
+
 /// Every error found in one configuration, sorted by object and field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<ConfigError>);

@@ -1,7 +1,7 @@
 //! L2Advertisement -> [`L2Advertisement`]: resolved pools, node and service
 //! selectors, interfaces and weighted node preferences.
 
-use super::error::{ConfigError, ObjectRef};
+use super::error::{ConfigError, ConfigWarning, ObjectRef};
 use super::selector::Selector;
 use crate::api::v1beta1;
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +44,7 @@ pub fn build(
     namespace: &str,
     pool_labels: &BTreeMap<String, BTreeMap<String, String>>,
     errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<ConfigWarning>,
 ) -> Option<L2Advertisement> {
     let name = ad.metadata.name.clone().unwrap_or_default();
     let obj = ObjectRef::new("L2Advertisement", namespace, &name);
@@ -55,6 +56,7 @@ pub fn build(
         spec.ip_address_pool_selectors.as_ref(),
         pool_labels,
         errors,
+        warnings,
     );
     let node_selectors = super::selectors(
         &obj,

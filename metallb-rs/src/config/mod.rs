@@ -6,20 +6,25 @@
 //! run in the controller, in the speaker and offline (`metallb-rs validate`).
 
 mod bgp;
+mod duplicate;
 mod error;
+mod filter;
 mod l2;
 pub mod load;
 mod pool;
 mod selector;
 
-pub use bgp::{BfdProfile, BgpAdvertisement, Community, Peer, PeerAsn};
-pub use error::{ConfigError, ConfigErrors, ObjectRef};
+pub use bgp::{
+    BfdProfile, BgpAdvertisement, Community, Peer, PeerAsn, local_prefs_compatible, timers,
+};
+pub use error::{ConfigError, ConfigErrors, ConfigWarning, ObjectRef};
+pub use filter::for_node;
 pub use l2::L2Advertisement;
 pub use pool::{Allocation, Pool, parse_entry};
 pub use selector::Selector;
 
 use crate::api::{v1beta1, v1beta2};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 
@@ -40,6 +45,14 @@ pub struct Resources {
     pub communities: Vec<v1beta1::Community>,
     /// Secrets of the MetalLB namespace (BGP passwords).
     pub secrets: Vec<Secret>,
+    /// The cluster's namespaces: pools' namespaceSelectors are resolved
+    /// against them, as upstream does (none given: the selectors select
+    /// no namespace).
+    pub namespaces: Vec<Namespace>,
+    /// The cluster's nodes: whether two BGPAdvertisements or BGPPeers run
+    /// on a common node (none given: when either selects every node or
+    /// both have the same selectors).
+    pub nodes: Vec<Node>,
 }
 
 /// Settings that shape validation.
@@ -70,6 +83,8 @@ pub struct Config {
     pub peers: Vec<Peer>,
     /// BFD profiles by name.
     pub bfd_profiles: BTreeMap<String, BfdProfile>,
+    /// What is ignored and worth telling the user, in object order.
+    pub warnings: Vec<ConfigWarning>,
 }
 
 /// An object's namespace, or the MetalLB namespace when it has none (as
@@ -123,10 +138,20 @@ impl Config {
             res.communities
         );
 
+        let mut warnings = Vec::new();
+        let namespace_labels: Vec<(String, BTreeMap<String, String>)> = res
+            .namespaces
+            .iter()
+            .map(|n| (n.name_any(), n.labels().clone()))
+            .collect();
+        let node_labels: Vec<BTreeMap<String, String>> =
+            res.nodes.iter().map(|n| n.labels().clone()).collect();
         let pools_raw = sorted(&res.pools);
         let mut pools = BTreeMap::new();
         for p in &pools_raw {
-            if let Some(pool) = pool::build(p, &namespace_of(*p, opts), &mut errors) {
+            if let Some(pool) =
+                pool::build(p, &namespace_of(*p, opts), &namespace_labels, &mut errors)
+            {
                 pools.insert(pool.name.clone(), pool);
             }
         }
@@ -144,7 +169,15 @@ impl Config {
             .collect();
         let l2_advertisements = sorted(&res.l2_advertisements)
             .into_iter()
-            .filter_map(|ad| l2::build(ad, &namespace_of(ad, opts), &pool_labels, &mut errors))
+            .filter_map(|ad| {
+                l2::build(
+                    ad,
+                    &namespace_of(ad, opts),
+                    &pool_labels,
+                    &mut errors,
+                    &mut warnings,
+                )
+            })
             .collect();
 
         let aliases = bgp::aliases(&sorted(&res.communities), opts, &mut errors);
@@ -153,24 +186,31 @@ impl Config {
             .filter_map(|p| bgp::bfd_profile(p, &namespace_of(p, opts), &mut errors))
             .map(|p| (p.name.clone(), p))
             .collect();
-        let bgp_advertisements = sorted(&res.bgp_advertisements)
-            .into_iter()
-            .filter_map(|ad| {
-                bgp::advertisement(
-                    ad,
-                    &namespace_of(ad, opts),
-                    &pool_labels,
-                    &pools,
-                    &aliases,
-                    &mut errors,
-                )
-            })
-            .collect();
+        let bgp_advertisements: Vec<(BgpAdvertisement, ObjectRef)> =
+            sorted(&res.bgp_advertisements)
+                .into_iter()
+                .filter_map(|ad| {
+                    let ns = namespace_of(ad, opts);
+                    let ctx = bgp::AdContext {
+                        pool_labels: &pool_labels,
+                        pools: &pools,
+                        aliases: &aliases,
+                    };
+                    let built = bgp::advertisement(ad, &ns, &ctx, &mut errors, &mut warnings)?;
+                    Some((
+                        built,
+                        ObjectRef::new("BGPAdvertisement", &ns, &ad.name_any()),
+                    ))
+                })
+                .collect();
+        bgp::check_local_prefs(&bgp_advertisements, &pools, &node_labels, &mut errors);
+        let bgp_advertisements = bgp_advertisements.into_iter().map(|(a, _)| a).collect();
         let peers = bgp::peers(
             &sorted(&res.peers),
             opts,
             &res.secrets,
             &bfd_profiles,
+            &node_labels,
             &mut errors,
         );
 
@@ -181,6 +221,7 @@ impl Config {
                 bgp_advertisements,
                 peers,
                 bfd_profiles,
+                warnings,
             })
         } else {
             errors.sort();
@@ -208,15 +249,19 @@ impl Config {
 }
 
 /// Resolves an advertisement's pools: those named plus those whose labels
-/// match a selector; all pools when neither is given. Unknown names are
-/// errors at `field`.
+/// match a selector; all pools when neither is given. A name no pool has
+/// is skipped with a warning, as upstream skips it: the advertisement
+/// then serves the pools that exist (none, if it names only missing ones).
 fn select_pools(
     obj: &ObjectRef,
     names: Option<&Vec<String>>,
     selectors: Option<&Vec<v1beta1::LabelSelector>>,
     pool_labels: &BTreeMap<String, BTreeMap<String, String>>,
     errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<ConfigWarning>,
 ) -> std::collections::BTreeSet<String> {
+    duplicate::strings(obj, "spec.ipAddressPools", "ipaddresspool", names, errors);
+    duplicate::selectors(obj, "spec.ipAddressPoolSelectors", selectors, errors);
     let names = names.map(Vec::as_slice).unwrap_or_default();
     let selectors = selectors.map(Vec::as_slice).unwrap_or_default();
     if names.is_empty() && selectors.is_empty() {
@@ -227,10 +272,10 @@ fn select_pools(
         if pool_labels.contains_key(name) {
             out.insert(name.clone());
         } else {
-            errors.push(ConfigError::new(
+            warnings.push(ConfigWarning::new(
                 obj,
                 format!("spec.ipAddressPools[{i}]"),
-                format!("ipaddresspool {name:?} does not exist: create it or fix the name"),
+                format!("ipaddresspool {name:?} does not exist and is ignored: create it or fix the name"),
             ));
         }
     }
@@ -250,13 +295,29 @@ fn select_pools(
     out
 }
 
-/// Parses a list of label selectors at `field`, reporting each bad one.
+/// Whether objects running on the nodes `a` and `b` select (no selector:
+/// every node) have a node in common among `nodes` (their labels). With
+/// no nodes known, they may when either selects every node or both have
+/// the same selectors.
+fn share_a_node(a: &[Selector], b: &[Selector], nodes: &[BTreeMap<String, String>]) -> bool {
+    if nodes.is_empty() {
+        return a.is_empty() || b.is_empty() || a == b;
+    }
+    let selects = |sels: &[Selector], labels: &BTreeMap<String, String>| {
+        sels.is_empty() || sels.iter().any(|s| s.matches(labels))
+    };
+    nodes.iter().any(|n| selects(a, n) && selects(b, n))
+}
+
+/// Parses a list of label selectors at `field`, reporting each bad one
+/// and each repeated one.
 fn selectors(
     obj: &ObjectRef,
     field: &str,
     list: Option<&Vec<v1beta1::LabelSelector>>,
     errors: &mut Vec<ConfigError>,
 ) -> Vec<Selector> {
+    duplicate::selectors(obj, field, list, errors);
     let mut out = Vec::new();
     for (i, sel) in list.into_iter().flatten().enumerate() {
         match Selector::parse(sel) {

@@ -6,7 +6,7 @@ use super::error::{ConfigError, ObjectRef};
 use super::selector::Selector;
 use crate::api::v1beta1::IPAddressPool;
 use ipnet::{IpNet, Ipv4Subnets, Ipv6Subnets};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 /// A validated address pool.
@@ -32,14 +32,36 @@ pub struct Pool {
 /// Restrictions on which services a pool serves, and its priority.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allocation {
-    /// Lower wins; 0 means "lowest priority".
+    /// Lower wins; 0 means "lowest priority" (negative values are
+    /// accepted, as upstream accepts them, and come first).
     pub priority: i64,
     /// Namespaces named explicitly.
     pub namespaces: BTreeSet<String>,
     /// Namespace label selectors.
     pub namespace_selectors: Vec<Selector>,
+    /// Whether the namespace selectors select at least one namespace of
+    /// the cluster. Upstream resolves them to namespace names when the
+    /// configuration loads; selectors that select none leave the pool
+    /// without a namespace restriction (it then serves explicit requests
+    /// from every namespace and is pinned to none).
+    pub selectors_select_namespaces: bool,
     /// Service label selectors.
     pub service_selectors: Vec<Selector>,
+}
+
+impl Allocation {
+    /// Whether the pool restricts namespaces (upstream: its resolved
+    /// namespace set is not empty).
+    pub fn restricts_namespaces(&self) -> bool {
+        !self.namespaces.is_empty() || self.selectors_select_namespaces
+    }
+
+    /// Whether it sets only a priority: pinned for every service.
+    pub fn priority_only(&self) -> bool {
+        self.namespaces.is_empty()
+            && self.namespace_selectors.is_empty()
+            && self.service_selectors.is_empty()
+    }
 }
 
 /// Parses one `spec.addresses` entry: a CIDR (host bits allowed and
@@ -92,8 +114,14 @@ fn cidr_problem(entry: &str) -> &'static str {
     }
 }
 
-/// Builds a [`Pool`], pushing every problem into `errors`.
-pub fn build(pool: &IPAddressPool, namespace: &str, errors: &mut Vec<ConfigError>) -> Option<Pool> {
+/// Builds a [`Pool`], pushing every problem into `errors`; `namespaces`
+/// are the cluster's namespaces with their labels.
+pub fn build(
+    pool: &IPAddressPool,
+    namespace: &str,
+    namespaces: &[(String, BTreeMap<String, String>)],
+    errors: &mut Vec<ConfigError>,
+) -> Option<Pool> {
     let name = pool.metadata.name.clone().unwrap_or_default();
     let obj = ObjectRef::new("IPAddressPool", namespace, &name);
     let before = errors.len();
@@ -139,17 +167,21 @@ pub fn build(pool: &IPAddressPool, namespace: &str, errors: &mut Vec<ConfigError
             a.service_selectors.as_ref(),
             errors,
         );
-        if a.priority.is_some_and(|p| p < 0) {
-            errors.push(ConfigError::new(
-                &obj,
-                "spec.serviceAllocation.priority",
-                "priority must not be negative",
-            ));
-        }
+        super::duplicate::strings(
+            &obj,
+            "spec.serviceAllocation.namespaces",
+            "namespace",
+            a.namespaces.as_ref(),
+            errors,
+        );
+        let selectors_select_namespaces = namespaces
+            .iter()
+            .any(|(_, labels)| namespace_selectors.iter().any(|s| s.matches(labels)));
         Allocation {
             priority: a.priority.unwrap_or(0),
             namespaces: a.namespaces.iter().flatten().cloned().collect(),
             namespace_selectors,
+            selectors_select_namespaces,
             service_selectors,
         }
     });

@@ -4,11 +4,11 @@
 //! be reprocessed. Pure: the allocator is the only state it touches; the
 //! runner does the writes.
 
-use crate::service::{self, annotation};
 use crate::allocator::{
     AllocError, Allocator, FamilyPolicy, ServiceFamily, ServiceInfo, SharingKey,
 };
 use crate::k8s::events::EventSpec;
+use crate::service::{self, annotation};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -45,11 +45,13 @@ pub struct Decision {
 struct Converged {
     desired: Desired,
     events: Vec<EventSpec>,
+    /// Leave the service exactly as it is (upstream returns before
+    /// touching it).
+    untouched: bool,
 }
 
 fn quoted(ips: &[IpAddr]) -> String {
-    let inner: Vec<String> = ips.iter().map(|ip| format!("\"{ip}\"")).collect();
-    format!("[{}]", inner.join(" "))
+    service::go_quoted(ips)
 }
 
 /// Whether held addresses of family `held` no longer fit the service's
@@ -64,14 +66,6 @@ fn family_changed(
         Some(h) if h == cluster => false,
         Some(_) => !(cluster == ServiceFamily::Dual && policy == FamilyPolicy::PreferDualStack),
     }
-}
-
-fn held_family(ips: &[IpAddr]) -> Option<ServiceFamily> {
-    let families: Vec<_> = ips
-        .iter()
-        .map(|ip| crate::allocator::Family::of(*ip))
-        .collect();
-    ServiceFamily::from_families(&families)
 }
 
 /// Allocates for a service that holds nothing (upstream's `allocateIPs`).
@@ -122,6 +116,7 @@ fn converge(
         Converged {
             desired: Desired::default(),
             events,
+            untouched: false,
         }
     };
     if !service::is_load_balancer(svc) {
@@ -130,26 +125,72 @@ fn converge(
     if !alloc.has_pools() {
         return cleared(alloc, events);
     }
-    let info = match service::service_info(svc, ns_labels) {
-        Ok(info) => info,
-        Err(e) => {
-            tracing::info!(service = %key, reason = %e, "clearing assignment: no usable ClusterIPs");
-            return cleared(alloc, events);
-        }
-    };
     let cluster_ips = service::cluster_ips(svc);
-    if info.policy == FamilyPolicy::RequireDualStack && cluster_ips.len() < 2 {
+    if cluster_ips.is_empty() {
+        tracing::info!(service = %key, "clearing assignment: no ClusterIPs");
+        return cleared(alloc, events);
+    }
+    if service::family_policy(svc) == FamilyPolicy::RequireDualStack && cluster_ips.len() < 2 {
         events.push(EventSpec::warning(
             "not enough clusterips",
             format!("Service requires dual stack but not enough clusterips {cluster_ips:?}"),
         ));
         return cleared(alloc, events);
     }
-    let mut ips = service::ingress_ips(svc).unwrap_or_default();
-    if ips.is_empty() || family_changed(held_family(&ips), info.family, info.policy) {
+    let info = service::service_info(svc, ns_labels);
+    let held = service::ingress_strings(svc);
+    let mut ips = Vec::new();
+    if held.is_empty() {
         alloc.unassign(&key);
-        ips.clear();
+    } else {
+        let held_family = service::addresses_family(&held);
+        if let Err(e) = &held_family {
+            events.push(EventSpec::warning(
+                "nolbIPsIPFamily",
+                format!(
+                    "Failed to retrieve LBIPs IPFamily for {}: {e}",
+                    service::go_quoted(&held)
+                ),
+            ));
+        }
+        let info = match &info {
+            Ok(info) => info,
+            Err(e) => {
+                // Upstream gives up here and leaves the service as it is.
+                let (list, single) = service::raw_cluster_ips(svc);
+                events.push(EventSpec::warning(
+                    "noclusterIPsIPFamily",
+                    format!(
+                        "Failed to retrieve ClusterIPs IPFamily for {} {single}: {e}",
+                        service::go_quoted(&list)
+                    ),
+                ));
+                return Converged {
+                    desired: Desired::default(),
+                    events,
+                    untouched: true,
+                };
+            }
+        };
+        match held_family {
+            Ok(f) if !family_changed(Some(f), info.family, info.policy) => {
+                ips = service::ingress_ips(svc).unwrap_or_default();
+            }
+            _ => {
+                alloc.unassign(&key);
+            }
+        }
     }
+    let info = match info {
+        Ok(info) => info,
+        Err(e) => {
+            events.push(EventSpec::warning(
+                "AllocationFailed",
+                format!("Failed to allocate IP for {key:?}: {e}"),
+            ));
+            return cleared(alloc, events);
+        }
+    };
 
     if !ips.is_empty() {
         // Idempotent when the configuration still allows what it holds.
@@ -177,6 +218,7 @@ fn converge(
                 return Converged {
                     desired: current_desired(alloc, svc),
                     events,
+                    untouched: false,
                 };
             }
             Ok(Some((wanted, _))) if !same_set(&wanted, &ips) && !ips.is_empty() => {
@@ -222,6 +264,7 @@ fn converge(
                 return Converged {
                     desired: Desired::default(),
                     events,
+                    untouched: false,
                 };
             }
         }
@@ -239,6 +282,7 @@ fn converge(
             pool: Some(pool),
         },
         events,
+        untouched: false,
     }
 }
 
@@ -288,8 +332,16 @@ pub fn set_balancer(
     let Converged {
         desired,
         mut events,
+        untouched,
     } = converge(alloc, svc, ns_labels);
     let mut reprocess_all = prev_key != allocation_key(alloc, &key);
+    if untouched {
+        return Decision {
+            events,
+            write: None,
+            reprocess_all,
+        };
+    }
 
     let desired_ingress: Vec<LoadBalancerIngress> = desired
         .ingress
@@ -306,16 +358,14 @@ pub fn set_balancer(
     if anns.get(&pool_key) != desired.pool.as_ref() {
         annotations.insert(pool_key, desired.pool.clone());
     }
-    let old_pool_key = annotation::deprecated(annotation::IP_ALLOCATED_FROM_POOL);
-    if anns.contains_key(&old_pool_key) {
-        annotations.insert(old_pool_key, None);
-    }
     let write = (ingress.is_some() || !annotations.is_empty()).then_some(Write {
         ingress,
         annotations,
     });
     if write.is_some() {
-        // Only when something changes, as upstream, so steady state is quiet.
+        // Only when something changes, as upstream, so steady state is
+        // quiet. Deprecated annotations are honoured and kept: upstream
+        // only warns (the user may still rely on them, say a shared key).
         for name in service::deprecated_annotations(svc) {
             events.push(EventSpec::warning(
                 "deprecatedAnnotation",

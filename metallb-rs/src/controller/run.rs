@@ -17,7 +17,7 @@
 
 use super::converge::{self, Decision, Write};
 use crate::allocator::Allocator;
-use crate::api::v1beta1::{IPAddressPool, IPAddressPoolStatus};
+use crate::api::v1beta1::{Community, IPAddressPool, IPAddressPoolStatus};
 use crate::config::{Config, Options as ConfigOptions, Pool, Resources};
 use crate::k8s::call::{CallError, call, classify};
 use crate::k8s::events::Recorder;
@@ -194,8 +194,22 @@ async fn lead(
             },
         )
     };
-    let pools = watches.spawn(
-        Api::<IPAddressPool>::namespaced(client.clone(), &opts.namespace),
+    let pools = {
+        let tx = tx.clone();
+        watches.spawn(
+            Api::<IPAddressPool>::namespaced(client.clone(), &opts.namespace),
+            watcher::Config::default(),
+            move |ev| {
+                if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                    tx.push(Work::Pools);
+                }
+            },
+        )
+    };
+    // Communities are part of what the pool side validates, as upstream's
+    // pool reconciler reads them.
+    let communities = watches.spawn(
+        Api::<Community>::namespaced(client.clone(), &opts.namespace),
         watcher::Config::default(),
         move |ev| {
             if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
@@ -212,6 +226,7 @@ async fn lead(
         services,
         namespaces,
         pools,
+        communities,
         alloc: Allocator::new(),
         config: None,
         queue,
@@ -270,6 +285,7 @@ struct Runner {
     services: Store<Service>,
     namespaces: Store<Namespace>,
     pools: Store<IPAddressPool>,
+    communities: Store<Community>,
     alloc: Allocator,
     /// The configuration in force (the last valid one).
     config: Option<BTreeMap<String, Pool>>,
@@ -304,8 +320,16 @@ impl Runner {
                         .namespaces
                         .get(&ObjectRef::new(&ns))
                         .map(|n| n.labels().clone());
-                    let Some(labels) = labels else { continue };
+                    let Some(labels) = labels else {
+                        // Gone: pools' namespaceSelectors may select one
+                        // namespace fewer.
+                        pools |= self.namespace_labels.remove(&ns).is_some();
+                        continue;
+                    };
                     if self.namespace_labels.get(&ns) != Some(&labels) {
+                        // Pools resolve namespaceSelectors against the
+                        // namespaces' labels.
+                        pools = true;
                         self.namespace_labels.insert(ns.clone(), labels);
                         keys.extend(
                             self.services
@@ -440,11 +464,24 @@ impl Runner {
         decision.reprocess_all
     }
 
-    /// Rebuilds the configuration from the pools; true when it changed
-    /// (and was applied). An invalid one is reported and ignored.
+    /// Rebuilds the configuration from what upstream's pool reconciler
+    /// reads (pools, communities, namespaces); true when it changed (and
+    /// was applied). An invalid one is reported and ignored.
     async fn reload_config(&mut self) -> bool {
         let res = Resources {
             pools: self.pools.state().iter().map(|p| (**p).clone()).collect(),
+            communities: self
+                .communities
+                .state()
+                .iter()
+                .map(|c| (**c).clone())
+                .collect(),
+            namespaces: self
+                .namespaces
+                .state()
+                .iter()
+                .map(|n| (**n).clone())
+                .collect(),
             ..Resources::default()
         };
         let built = Config::build(
@@ -455,7 +492,7 @@ impl Runner {
         );
         match built {
             Ok(cfg) => {
-                self.config_state.valid().await;
+                self.config_state.valid(&cfg.warnings).await;
                 if self.config.as_ref() == Some(&cfg.pools) {
                     return false;
                 }

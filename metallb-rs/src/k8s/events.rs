@@ -5,7 +5,14 @@
 //! occurrence of an earlier "Assigned IP A" with A's text. Users (and the
 //! e2e suites, which parse `nodeAssigned` messages) need the current text,
 //! so this recorder keys series on the message too, as client-go's event
-//! correlator does. Publishing is best effort: failures are logged.
+//! correlator does.
+//!
+//! Like client-go's broadcaster (what upstream's components use), it
+//! never holds its caller up: [`Recorder::publish`] passes the event
+//! through client-go's spam filter ([`SpamFilter`]: 25 events per object,
+//! then one every 5 minutes) and queues it (at most 1000 waiting, further
+//! ones dropped); one task writes them. Publishing is best effort:
+//! failures are logged.
 
 use super::call::{CallError, call};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -16,6 +23,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
 /// Normal or Warning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,6 +68,54 @@ impl EventSpec {
 
 /// Events are folded into a series when repeated within this window.
 const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
+/// Events waiting to be written (client-go's `maxQueuedEvents`).
+const QUEUE: usize = 1000;
+/// How long one event write may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// client-go's per-object spam filter (`EventSourceObjectSpamFilter`):
+/// each object gets a bucket of `burst` tokens, refilled one per
+/// `refill`; an event finding its object's bucket empty is dropped.
+/// Defaults: 25 and 5 minutes (`defaultSpamBurst`, `defaultSpamQPS`).
+#[derive(Debug)]
+pub struct SpamFilter {
+    burst: f64,
+    refill: Duration,
+    buckets: HashMap<String, (f64, Instant)>,
+}
+
+impl Default for SpamFilter {
+    fn default() -> Self {
+        Self::new(25, Duration::from_secs(300))
+    }
+}
+
+impl SpamFilter {
+    /// A filter with `burst` tokens per object, one back every `refill`.
+    pub fn new(burst: u32, refill: Duration) -> Self {
+        Self {
+            burst: f64::from(burst),
+            refill,
+            buckets: HashMap::new(),
+        }
+    }
+
+    /// Whether an event about `object` may go out at `now` (takes a token).
+    pub fn allow(&mut self, object: &str, now: Instant) -> bool {
+        let (burst, refill) = (self.burst, self.refill.as_secs_f64());
+        let level = |(tokens, at): (f64, Instant)| {
+            (tokens + now.saturating_duration_since(at).as_secs_f64() / refill).min(burst)
+        };
+        // Full buckets are the same as none: forget them (bounded memory).
+        self.buckets.retain(|_, b| level(*b) < burst);
+        let tokens = self.buckets.get(object).map_or(burst, |b| level(*b));
+        if tokens < 1.0 {
+            return false;
+        }
+        self.buckets.insert(object.to_owned(), (tokens - 1.0, now));
+        true
+    }
+}
 
 #[derive(Hash, PartialEq, Eq)]
 struct SeriesKey {
@@ -80,21 +137,26 @@ struct Published {
 /// Publishes events as one component instance.
 #[derive(Clone)]
 pub struct Recorder {
-    client: kube::Client,
-    controller: String,
-    instance: String,
-    series: Arc<Mutex<HashMap<SeriesKey, Published>>>,
+    queue: mpsc::Sender<(ObjectReference, EventSpec)>,
+    spam: Arc<Mutex<SpamFilter>>,
 }
 
 impl Recorder {
     /// Events reported by `controller` (e.g. `metallb-controller`) from
-    /// instance `instance` (pod or node name).
+    /// instance `instance` (pod or node name). Starts the writing task:
+    /// call from within a Tokio runtime.
     pub fn new(client: kube::Client, controller: &str, instance: &str) -> Self {
-        Self {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        let writer = Writer {
             client,
             controller: controller.to_owned(),
             instance: instance.to_owned(),
-            series: Arc::default(),
+            series: HashMap::new(),
+        };
+        tokio::spawn(writer.run(rx));
+        Self {
+            queue,
+            spam: Arc::default(),
         }
     }
 
@@ -103,15 +165,60 @@ impl Recorder {
         obj.object_ref(&())
     }
 
-    /// Publishes `ev` about `regarding`; errors are logged, not returned.
+    /// Queues `ev` about `regarding` unless the spam filter or a full
+    /// queue drops it; never waits for the API.
     pub async fn publish(&self, regarding: &ObjectReference, ev: &EventSpec) {
-        if let Err(e) = self.try_publish(regarding, ev).await {
-            tracing::warn!(reason = %ev.reason, object = ?regarding.name, error = %e, "could not publish event");
+        let object = format!(
+            "{}/{}/{}/{}",
+            regarding.kind.as_deref().unwrap_or_default(),
+            regarding.namespace.as_deref().unwrap_or_default(),
+            regarding.name.as_deref().unwrap_or_default(),
+            regarding.uid.as_deref().unwrap_or_default(),
+        );
+        let allowed = self
+            .spam
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .allow(&object, Instant::now());
+        if !allowed {
+            tracing::debug!(reason = %ev.reason, object = ?regarding.name, "event dropped: too many about this object (25, then one per 5 minutes)");
+            return;
+        }
+        if self
+            .queue
+            .try_send((regarding.clone(), ev.clone()))
+            .is_err()
+        {
+            tracing::warn!(reason = %ev.reason, object = ?regarding.name, "event dropped: {QUEUE} events already waiting");
+        }
+    }
+}
+
+/// Writes queued events one at a time.
+struct Writer {
+    client: kube::Client,
+    controller: String,
+    instance: String,
+    series: HashMap<SeriesKey, Published>,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::Receiver<(ObjectReference, EventSpec)>) {
+        while let Some((regarding, ev)) = rx.recv().await {
+            match tokio::time::timeout(CALL_TIMEOUT, self.write(&regarding, &ev)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(reason = %ev.reason, object = ?regarding.name, error = %e, "could not publish event")
+                }
+                Err(_) => {
+                    tracing::warn!(reason = %ev.reason, object = ?regarding.name, "could not publish event: timed out")
+                }
+            }
         }
     }
 
-    async fn try_publish(
-        &self,
+    async fn write(
+        &mut self,
         regarding: &ObjectReference,
         ev: &EventSpec,
     ) -> Result<(), CallError> {
@@ -132,12 +239,8 @@ impl Recorder {
             .clone()
             .unwrap_or_else(|| "default".into());
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        let previous = {
-            let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-            series.retain(|_, p| p.last + SERIES_WINDOW > now);
-            series.get(&key).cloned()
-        };
-        let published = if let Some(mut p) = previous {
+        self.series.retain(|_, p| p.last + SERIES_WINDOW > now);
+        let published = if let Some(mut p) = self.series.get(&key).cloned() {
             p.count += 1;
             p.last = now;
             let patch = serde_json::json!({ "series": EventSeries {
@@ -180,10 +283,46 @@ impl Recorder {
                 last: now,
             }
         };
-        self.series
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, published);
+        self.series.insert(key, published);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    /// client-go's spam filter: (seconds since start, object) per event,
+    /// allowed or dropped, with a burst of 3 refilled one per 10 s.
+    #[rstest]
+    #[case::burst_then_drop(&[(0, "a"), (0, "a"), (0, "a"), (0, "a")], "yes yes yes no")]
+    #[case::objects_apart(&[(0, "a"), (0, "a"), (0, "a"), (0, "b")], "yes yes yes yes")]
+    #[case::one_back_per_refill(&[(0, "a"), (0, "a"), (0, "a"), (9, "a"), (10, "a"), (11, "a")], "yes yes yes no yes no")]
+    #[case::refills_to_the_burst_only(&[(0, "a"), (1000, "a"), (1000, "a"), (1000, "a"), (1000, "a")], "yes yes yes yes no")]
+    fn spam_filter(#[case] events: &[(u64, &str)], #[case] expected: &str) {
+        let start = Instant::now();
+        let mut f = SpamFilter::new(3, Duration::from_secs(10));
+        let got: Vec<&str> = events
+            .iter()
+            .map(|(at, obj)| {
+                if f.allow(obj, start + Duration::from_secs(*at)) {
+                    "yes"
+                } else {
+                    "no"
+                }
+            })
+            .collect();
+        assert_eq!(got.join(" "), expected);
+    }
+
+    #[test]
+    fn spam_filter_defaults_are_client_gos() {
+        let start = Instant::now();
+        let mut f = SpamFilter::default();
+        let allowed = (0..30).filter(|_| f.allow("o", start)).count();
+        assert_eq!(allowed, 25);
+        assert!(!f.allow("o", start + Duration::from_secs(299)));
+        assert!(f.allow("o", start + Duration::from_secs(300)));
     }
 }

@@ -130,6 +130,12 @@ impl Announcer {
         }
         let entry = (ips.to_vec(), interfaces);
         if self.services.get(service) == Some(&entry) {
+            // Announcing again keeps the unsolicited announcements going,
+            // as upstream's SetBalancer does on every call.
+            let now = Instant::now();
+            for ip in ips {
+                self.garp.trigger(*ip, now);
+            }
             return Ok(());
         }
         self.services.insert(service.to_owned(), entry);
@@ -240,18 +246,23 @@ impl Announcer {
                 if !included {
                     continue;
                 }
-                let sent = match ip {
+                // Counted per packet sent, as upstream counts them: a
+                // request and a reply for IPv4, one advertisement for IPv6.
+                let sent: u64 = match ip {
                     IpAddr::V4(v4) => match &r.arp {
                         Some(sock) => {
-                            let mut ok = true;
+                            let mut n = 0;
                             for op in [arp::Op::Request, arp::Op::Reply] {
                                 let frame = arp::Arp::gratuitous(op, r.iface.mac, v4)
                                     .frame(Mac::BROADCAST, r.iface.mac);
-                                ok &= sock.send(&frame).await.is_ok();
+                                if sock.send(&frame).await.is_err() {
+                                    break;
+                                }
+                                n += 1;
                             }
-                            ok
+                            n
                         }
-                        None => false,
+                        None => 0,
                     },
                     IpAddr::V6(v6) => match &r.ndp {
                         Some(sock) => {
@@ -268,18 +279,22 @@ impl Announcer {
                                     target_ll: Some(r.iface.mac),
                                 },
                             };
-                            sock.send(&na.frame(ndp::multicast_mac(ndp::ALL_NODES), r.iface.mac))
+                            u64::from(
+                                sock.send(
+                                    &na.frame(ndp::multicast_mac(ndp::ALL_NODES), r.iface.mac),
+                                )
                                 .await
-                                .is_ok()
+                                .is_ok(),
+                            )
                         }
-                        None => false,
+                        None => 0,
                     },
                 };
-                if sent {
+                if sent > 0 {
                     self.metrics
                         .gratuitous_sent
                         .with_label_values(&[&ip.to_string()])
-                        .inc();
+                        .inc_by(sent);
                 }
             }
         }

@@ -1,7 +1,10 @@
 //! When to send unsolicited announcements (gratuitous ARP, unsolicited
-//! NA), upstream's schedule: at once when an address is (re)announced,
-//! then every 1100 ms until 5 s after the last trigger. Pure: the caller
-//! passes the time, so tests use a fake clock.
+//! NA), upstream's schedule (`spamLoop`): at once when an address starts
+//! being announced, then every 1100 ms until 5 s after the last trigger;
+//! a trigger while it is still being announced only extends the window.
+//! The speaker triggers on every successful announcement of a service,
+//! as upstream's `SetBalancer` does. Pure: the caller passes the time, so
+//! tests use a fake clock.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -30,15 +33,16 @@ impl Schedule {
         Self::default()
     }
 
-    /// `ip` was (re)announced at `now`: send at once and keep sending.
+    /// `ip` was announced at `now`: send at once (unless already being
+    /// sent) and keep sending until `now` + [`WINDOW`].
     pub fn trigger(&mut self, ip: IpAddr, now: Instant) {
-        self.entries.insert(
-            ip,
-            Entry {
+        self.entries
+            .entry(ip)
+            .and_modify(|e| e.until = now + WINDOW)
+            .or_insert(Entry {
                 next: now,
                 until: now + WINDOW,
-            },
-        );
+            });
     }
 
     /// `ip` is withdrawn: stop.
@@ -98,8 +102,10 @@ mod tests {
         assert_eq!(s.next_wakeup(), None, "window passed: forgotten");
     }
 
+    /// Upstream's `spamLoop`: a trigger inside the window extends it
+    /// without an extra send; one after it starts over at once.
     #[test]
-    fn retrigger_extends_the_window() {
+    fn spam_loop_retrigger_extends_the_window() {
         let t0 = Instant::now();
         let mut s = Schedule::new();
         s.trigger(ip("10.0.0.1"), t0);
@@ -107,8 +113,10 @@ mod tests {
         s.trigger(ip("10.0.0.1"), t0 + Duration::from_millis(2000));
         assert_eq!(
             sends(&mut s, t0, 2000, 9000, ip("10.0.0.1")),
-            [2000, 3100, 4200, 5300, 6400]
+            [2200, 3300, 4400, 5500, 6600]
         );
+        s.trigger(ip("10.0.0.1"), t0 + Duration::from_millis(9000));
+        assert_eq!(sends(&mut s, t0, 9000, 9500, ip("10.0.0.1")), [9000]);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod announcer;
 pub mod bgp;
 pub mod election;
+pub mod events;
 pub mod garp;
 pub mod liveness;
 pub mod membership;

@@ -17,15 +17,15 @@ use super::bgp::{self, advertise};
 use super::election::{self, Decision, Endpoints, Interfaces, NodeInfo};
 use super::membership::Membership;
 use super::status::StatusObject;
-use super::{liveness, presence, status};
+use super::{events, liveness, presence, status};
 use crate::api::v1beta1::{
     BFDProfile, BGPAdvertisement, Community, IPAddressPool, L2Advertisement, ServiceBGPStatus,
     ServiceL2Status,
 };
 use crate::api::v1beta2::BGPPeer;
 use crate::config::{Config, Options as ConfigOptions, Resources};
+use crate::k8s::events::Recorder;
 use crate::service as svcs;
-use crate::k8s::events::{EventSpec, Recorder};
 use crate::k8s::memberlist::SECRET_KEY;
 use crate::k8s::watch;
 use crate::metrics::{self, BgpMetrics, Health, K8sClientMetrics, Layer2Metrics, SpeakerMetrics};
@@ -722,6 +722,9 @@ impl Runner {
                     if view != self.node_view {
                         self.node_view = view;
                         all = true;
+                        // Node labels decide which peers and BGP
+                        // advertisements this node validates.
+                        config = true;
                     }
                 }
                 Trigger::Config => config = true,
@@ -1022,7 +1025,11 @@ impl Runner {
         match advertise::routes(config, me, &svc, self.opts.ignore_exclude_lb) {
             Ok(r) => r,
             Err(reason) => {
-                tracing::debug!(service = key, %reason, "not announcing over BGP");
+                if reason.is_config_problem() {
+                    tracing::warn!(service = key, %reason, "not announcing over BGP");
+                } else {
+                    tracing::debug!(service = key, %reason, "not announcing over BGP");
+                }
                 advertise::PeerRoutes::new()
             }
         }
@@ -1046,32 +1053,22 @@ impl Runner {
                 match self.announcer.set(key, &ips, interfaces.clone()).await {
                     Ok(()) => {
                         self.failed.remove(key);
-                        let used = match &interfaces {
-                            Interfaces::All => None,
-                            Interfaces::Named(_) => Some(self.announcer.resolve(&interfaces)),
-                        };
                         let now = Announced {
                             ips,
-                            interfaces: used,
+                            interfaces: status::reported_interfaces(&interfaces),
                         };
                         if self.announced.get(key) != Some(&now) {
                             self.set_announced_metrics(key, "layer2", false);
                             if !self.announced.contains_key(key) {
                                 tracing::info!(service = key, ips = ?now.ips, interfaces = ?now.interfaces, "announcing");
-                                let ev = EventSpec::normal(
-                                    "nodeAssigned",
-                                    format!(
-                                        "announcing from node {:?} with protocol {:?}",
-                                        self.opts.node, "layer2"
-                                    ),
-                                );
-                                self.recorder
-                                    .publish(&Recorder::reference(svc.as_ref()), &ev)
-                                    .await;
                             }
                             self.announced.insert(key.to_owned(), now);
                             self.set_announced_metrics(key, "layer2", true);
                         }
+                        let ev = events::node_assigned(&self.opts.node, events::Protocol::Layer2);
+                        self.recorder
+                            .publish(&Recorder::reference(svc.as_ref()), &ev)
+                            .await;
                         let (ns, name) = split_key(key);
                         let interfaces = self.announced.get(key).and_then(|a| a.interfaces.clone());
                         Some(status::desired_status(
@@ -1085,13 +1082,12 @@ impl Runner {
                         let message = format!("{e} (node {})", self.opts.node);
                         if self.failed.get(key) != Some(&message) {
                             tracing::warn!(service = key, "{message}");
-                            self.recorder
-                                .publish(
-                                    &Recorder::reference(svc.as_ref()),
-                                    &EventSpec::warning("announceFailed", message.clone()),
-                                )
-                                .await;
                             self.failed.insert(key.to_owned(), message);
+                        }
+                        for ev in events::announce_failed(&ips, &self.opts.node) {
+                            self.recorder
+                                .publish(&Recorder::reference(svc.as_ref()), &ev)
+                                .await;
                         }
                         self.withdraw(key).await;
                         None
@@ -1137,23 +1133,16 @@ impl Runner {
         };
         if self.bgp_announced.get(key) != Some(&s.ips) {
             self.set_announced_metrics(key, "bgp", false);
-            let first = !self.bgp_announced.contains_key(key);
+            if !self.bgp_announced.contains_key(key) {
+                tracing::info!(service = key, ips = ?s.ips, peers = ?peers, "announcing (bgp)");
+            }
             self.bgp_announced.insert(key.to_owned(), s.ips.clone());
             self.set_announced_metrics(key, "bgp", true);
-            if first {
-                tracing::info!(service = key, ips = ?s.ips, peers = ?peers, "announcing (bgp)");
-                let ev = EventSpec::normal(
-                    "nodeAssigned",
-                    format!(
-                        "announcing from node {:?} with protocol {:?}",
-                        self.opts.node, "bgp"
-                    ),
-                );
-                self.recorder
-                    .publish(&Recorder::reference(s.svc.as_ref()), &ev)
-                    .await;
-            }
         }
+        let ev = events::node_assigned(&self.opts.node, events::Protocol::Bgp);
+        self.recorder
+            .publish(&Recorder::reference(s.svc.as_ref()), &ev)
+            .await;
         let (ns, name) = split_key(key);
         Some(status::desired_bgp_status(&self.opts.node, ns, name, peers))
     }
@@ -1330,15 +1319,20 @@ impl Runner {
                 .map(|o| (**o).clone())
                 .collect(),
             secrets: s.secrets.state().iter().map(|o| (**o).clone()).collect(),
+            nodes: s.nodes.state().iter().map(|o| (**o).clone()).collect(),
+            namespaces: Vec::new(),
         };
+        let me = s.nodes.get(&ObjectRef::new(&self.opts.node));
+        let mine =
+            crate::config::for_node(&res, me.as_ref().map_or(&BTreeMap::new(), |n| n.labels()));
         match Config::build(
-            &res,
+            &mine,
             &ConfigOptions {
                 namespace: self.opts.namespace.clone(),
             },
         ) {
             Ok(cfg) => {
-                self.config_state.valid().await;
+                self.config_state.valid(&cfg.warnings).await;
                 if self.config.as_ref() == Some(&cfg) {
                     return false;
                 }

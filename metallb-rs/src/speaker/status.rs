@@ -68,6 +68,19 @@ macro_rules! status_object {
 status_object!(ServiceL2Status, MetalLBServiceL2Status, "l2-", true);
 status_object!(ServiceBGPStatus, MetalLBServiceBGPStatus, "bgp-", false);
 
+/// The interfaces a layer 2 status reports (upstream's
+/// `buildDesiredStatus`): the names the service's L2Advertisements for
+/// this node configure, whether or not each exists here; none when they
+/// allow every interface.
+pub fn reported_interfaces(
+    interfaces: &crate::speaker::election::Interfaces,
+) -> Option<Vec<String>> {
+    match interfaces {
+        crate::speaker::election::Interfaces::All => None,
+        crate::speaker::election::Interfaces::Named(names) => Some(names.iter().cloned().collect()),
+    }
+}
+
 /// The status this node's layer 2 object should carry.
 pub fn desired_status(
     node: &str,
@@ -316,5 +329,26 @@ mod tests {
             }]
         );
         assert_eq!(plan("c", &[&mine, &theirs], None), []);
+    }
+
+    /// Upstream's `buildDesiredStatus`: configured names, sorted, even
+    /// those that do not exist on the node; nothing for "every interface".
+    #[test]
+    fn build_desired_status_interfaces_are_the_configured_names() {
+        use crate::speaker::election::Interfaces;
+        let named = Interfaces::Named(["eth9".to_owned(), "eth1".to_owned()].into());
+        assert_eq!(
+            reported_interfaces(&named),
+            Some(vec!["eth1".to_owned(), "eth9".to_owned()])
+        );
+        assert_eq!(reported_interfaces(&Interfaces::All), None);
+        let st = desired_status("n1", "ns", "s", reported_interfaces(&named));
+        let names: Vec<_> = st
+            .interfaces
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i.name)
+            .collect();
+        assert_eq!(names, ["eth1", "eth9"]);
     }
 }

@@ -16,8 +16,21 @@ const POOLS: &str = "
 ";
 
 fn allocator(pools: &str) -> Allocator {
+    allocator_in(pools, &[])
+}
+
+/// `allocator` in a cluster with `namespaces` (name, label key, value).
+fn allocator_in(pools: &str, namespaces: &[(&str, &str, &str)]) -> Allocator {
     let items: Vec<serde_json::Value> = serde_yaml::from_str(pools).expect("pools yaml");
     let mut res = Resources::default();
+    for (name, k, v) in namespaces {
+        res.namespaces.push(
+            serde_json::from_value(
+                serde_json::json!({ "metadata": { "name": name, "labels": { *k: v } } }),
+            )
+            .expect("namespace"),
+        );
+    }
     for mut item in items {
         item["apiVersion"] = "metallb.io/v1beta1".into();
         item["kind"] = "IPAddressPool".into();
@@ -278,10 +291,21 @@ Warning deprecatedAnnotation: Service uses deprecated annotation metallb.univers
     ),
     "no write"
 )]
-#[case::old_pool_annotation_replaced(service("s", "{metadata: {annotations: {metallb.universe.tf/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.1}]}}}"), "
+#[case::old_pool_annotation_kept(service("s", "{metadata: {annotations: {metallb.universe.tf/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.1}]}}}"), "
 metallb.io/ip-allocated-from-pool=default
-metallb.universe.tf/ip-allocated-from-pool=<removed>
 Warning deprecatedAnnotation: Service uses deprecated annotation metallb.universe.tf/ip-allocated-from-pool")]
+#[case::deprecated_shared_key_kept(
+    service(
+        "s",
+        "{metadata: {annotations: {metallb.universe.tf/allow-shared-ip: k}}}"
+    ),
+    "
+ingress=10.0.0.0
+metallb.io/ip-allocated-from-pool=default
+Normal IPAllocated: Assigned IP [\"10.0.0.0\"]
+Warning deprecatedAnnotation: Service uses deprecated annotation metallb.universe.tf/allow-shared-ip
+reprocess all"
+)]
 #[case::foreign_ingress_fields_are_rewritten(
     service(
         "s",
@@ -290,6 +314,28 @@ Warning deprecatedAnnotation: Service uses deprecated annotation metallb.univers
     "ingress=10.0.0.1"
 )]
 fn single_service(#[case] svc: Service, #[case] expected: &str) {
+    check(&[], svc, expected);
+}
+
+/// Upstream's `convergeBalancer` when the families of the held addresses
+/// or of the ClusterIPs cannot be told.
+#[rstest]
+#[case::lb_ips_same_family(service("s", "{metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.1}, {ip: 10.0.0.2}]}}}"), r#"
+ingress=10.0.0.0
+Warning nolbIPsIPFamily: Failed to retrieve LBIPs IPFamily for ["10.0.0.1" "10.0.0.2"]: IPFamilyForAddresses: same address family ["10.0.0.1" "10.0.0.2"]
+Normal IPAllocated: Assigned IP ["10.0.0.0"]"#)]
+#[case::lb_ip_not_an_address(service("s", "{status: {loadBalancer: {ingress: [{ip: bogus}]}}}"), r#"
+ingress=10.0.0.0
+metallb.io/ip-allocated-from-pool=default
+Warning nolbIPsIPFamily: Failed to retrieve LBIPs IPFamily for ["bogus"]: IPFamilyForAddresses: Invalid address ["bogus"]
+Normal IPAllocated: Assigned IP ["10.0.0.0"]"#)]
+#[case::cluster_ips_unusable_with_ip(service("s", "{spec: {clusterIPs: [10.96.0.1, 10.96.0.2]}, metadata: {annotations: {metallb.io/ip-allocated-from-pool: default}}, status: {loadBalancer: {ingress: [{ip: 10.0.0.1}]}}}"), r#"
+no write
+Warning noclusterIPsIPFamily: Failed to retrieve ClusterIPs IPFamily for ["10.96.0.1" "10.96.0.2"] : IPFamilyForAddresses: same address family ["10.96.0.1" "10.96.0.2"]"#)]
+#[case::cluster_ips_unusable_without_ip(service("s", "{spec: {clusterIPs: [10.96.0.1, 10.96.0.2]}}"), r#"
+no write
+Warning AllocationFailed: Failed to allocate IP for "default/s": IPFamilyForAddresses: same address family ["10.96.0.1" "10.96.0.2"]"#)]
+fn converge_balancer_families(#[case] svc: Service, #[case] expected: &str) {
     check(&[], svc, expected);
 }
 
@@ -419,8 +465,9 @@ fn no_pools_clears_and_fails() {
 
 #[test]
 fn namespace_labels_select_pools() {
-    let mut a = allocator(
+    let mut a = allocator_in(
         "- {name: team, spec: {addresses: [10.0.5.0/30], serviceAllocation: {namespaceSelectors: [{matchLabels: {team: x}}]}}}\n- {name: any, spec: {addresses: [10.0.6.0/30]}}",
+        &[("ns1", "team", "x")],
     );
     let x = BTreeMap::from([("team".to_owned(), "x".to_owned())]);
     let d = set_balancer(&mut a, &service("ns1/s", ""), &x);

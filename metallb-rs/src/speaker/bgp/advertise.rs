@@ -9,9 +9,11 @@
 //! (serviceSelectors) and this node (nodeSelectors). Each address becomes
 //! the prefix of the advertisement's aggregation length, sent to the
 //! advertisement's peers (none named: every peer of this node) with its
-//! LOCAL_PREF and communities.
+//! LOCAL_PREF and communities. Advertisements that would send the service
+//! with different LOCAL_PREFs (possible only through serviceSelectors,
+//! which the configuration check skips) announce nothing.
 
-use crate::config::{BgpAdvertisement, Community, Config, Peer};
+use crate::config::{BgpAdvertisement, Community, Config, Peer, local_prefs_compatible};
 use crate::speaker::election::{EXCLUDE_LB_LABEL, Endpoints, NodeInfo};
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,6 +53,17 @@ pub enum NotAnnounced {
     NoLocalEndpoints,
     /// No BGPAdvertisement selects the pool, the service and this node.
     NoAdvertisement,
+    /// Two advertisements for the service would send it with different
+    /// LOCAL_PREFs (upstream's `checkBGPAdvConflicts`).
+    ConflictingAdvertisements,
+}
+
+impl NotAnnounced {
+    /// Whether the configuration is at fault (worth a warning, not a
+    /// debug line).
+    pub fn is_config_problem(self) -> bool {
+        self == NotAnnounced::ConflictingAdvertisements
+    }
 }
 
 impl std::fmt::Display for NotAnnounced {
@@ -61,6 +74,7 @@ impl std::fmt::Display for NotAnnounced {
             NotAnnounced::NoServingEndpoints => "noServingEndpoints",
             NotAnnounced::NoLocalEndpoints => "noLocalEndpoints",
             NotAnnounced::NoAdvertisement => "noBGPAdvertisement",
+            NotAnnounced::ConflictingAdvertisements => "conflictingAdvertisements",
         })
     }
 }
@@ -126,6 +140,17 @@ pub fn routes(
         .collect();
     if ads.is_empty() {
         return Err(NotAnnounced::NoAdvertisement);
+    }
+    if let Some(pool) = config.pools.get(svc.pool) {
+        for (i, a) in ads.iter().enumerate() {
+            // All of them select this node: they share it.
+            if ads[i + 1..]
+                .iter()
+                .any(|b| !local_prefs_compatible(a, b, pool, true))
+            {
+                return Err(NotAnnounced::ConflictingAdvertisements);
+            }
+        }
     }
     let peers = peers_for_node(config, node);
     let mut out = PeerRoutes::new();

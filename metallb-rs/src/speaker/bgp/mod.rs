@@ -194,7 +194,7 @@ impl Speaker {
         }
         // Only the touched prefixes reach the sessions, merged over every
         // service asking for them.
-        for (peer, p) in touched {
+        for (peer, p) in touched.iter().cloned() {
             let merged = self.tables.get(&peer).and_then(|t| t.get(&p)).map(|by| {
                 let mut attrs = RouteAttrs::default();
                 for a in by.values() {
@@ -206,6 +206,17 @@ impl Speaker {
                 self.tables.remove(&peer);
             }
             self.desired.entry(peer).or_default().set(p, merged);
+        }
+        // Upstream sets the pending count as soon as the routes change,
+        // session up or not.
+        let peers: BTreeSet<String> = touched.iter().map(|(p, _)| p.clone()).collect();
+        for peer in &peers {
+            if let (Some(s), Some(d)) = (self.sessions.get(peer), self.desired.get(peer)) {
+                self.metrics
+                    .pending_prefixes
+                    .with_label_values(&[&s.config().label()])
+                    .set(d.len() as i64);
+            }
         }
     }
 

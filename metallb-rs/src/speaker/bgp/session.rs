@@ -265,6 +265,10 @@ async fn run(
 ) {
     let label = cfg.label();
     metrics.session_up.with_label_values(&[&label]).set(0);
+    metrics
+        .pending_prefixes
+        .with_label_values(&[&label])
+        .set(routes.len() as i64);
     let first = Duration::from_millis(500);
     let mut backoff = first;
     loop {
@@ -662,7 +666,8 @@ fn everything(desired: Table, adj_out: &Table) -> Vec<(IpNet, Option<RouteAttrs>
 
 /// Brings the peer's `adj_out` in line with `changes` (prefix -> what it
 /// should be now): withdraws what went, announces what is new or changed.
-/// `desired` counts the prefixes the peer should have (pending metric).
+/// `desired` counts the prefixes the peer should have (the pending
+/// metric, as upstream sets it).
 #[allow(clippy::too_many_arguments)]
 async fn sync(
     wr: &mut OwnedWriteHalf,
@@ -703,7 +708,10 @@ async fn sync(
         metrics
             .updates
             .with_label_values(&[label])
-            .inc_by(msgs.len() as u64);
+            .inc_by(crate::metrics::upstream_updates(
+                announce.len(),
+                withdraw.len(),
+            ));
         for n in &withdraw {
             adj_out.remove(n);
         }
@@ -724,7 +732,7 @@ async fn sync(
     metrics
         .pending_prefixes
         .with_label_values(&[label])
-        .set(desired.saturating_sub(adj_out.len()) as i64);
+        .set(desired as i64);
     status.send_modify(|s| s.announced = adj_out.len());
     Ok(())
 }

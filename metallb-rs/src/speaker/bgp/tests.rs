@@ -211,10 +211,12 @@ async fn announces_both_families_then_withdraws() {
         .with_label_values(&[&label])
         .get();
     assert_eq!(announced, 2);
-    assert!(metrics.updates.with_label_values(&[&label]).get() >= 2);
+    // Upstream's counting: one UPDATE per prefix announced, and the
+    // pending count is the desired one.
+    assert_eq!(metrics.updates.with_label_values(&[&label]).get(), 2);
     assert_eq!(
         metrics.pending_prefixes.with_label_values(&[&label]).get(),
-        0
+        2
     );
 
     s.set_routes(table(&[("fc00:f853::5/128", None)]));
@@ -224,6 +226,12 @@ async fn announces_both_families_then_withdraws() {
         .wait_for(|st| st.announced == 1)
         .await
         .expect("status");
+    // One more for the withdrawal.
+    assert_eq!(metrics.updates.with_label_values(&[&label]).get(), 3);
+    assert_eq!(
+        metrics.pending_prefixes.with_label_values(&[&label]).get(),
+        1
+    );
 
     s.stop(Notification::new(
         code::CEASE,

@@ -185,7 +185,7 @@ spec:
   ipAddressPools: [pool]
   aggregationLength: 24
   aggregationLengthV6: 124
-  localPref: 120
+  localPref: 150
   communities: ["64512:200"]
 "#,
     );
@@ -196,7 +196,8 @@ spec:
     );
     let v4: IpNet = "192.168.10.0/24".parse().expect("net");
     let merged = &r["frr-v4"][&v4];
-    // Both advertisements reach frr-v4: communities united, higher preference.
+    // Both advertisements reach frr-v4: communities united (their
+    // preferences agree, or the configuration would be invalid).
     assert_eq!(merged.local_pref, Some(150));
     let names: Vec<String> = merged.communities.iter().map(ToString::to_string).collect();
     assert_eq!(
@@ -205,8 +206,37 @@ spec:
     );
     // rack-a is not in agg's peer list: only the second advertisement.
     let only = &r["rack-a"][&v4];
-    assert_eq!(only.local_pref, Some(120));
+    assert_eq!(only.local_pref, Some(150));
     assert_eq!(only.communities.len(), 1);
+}
+
+/// Upstream's speaker-side `checkBGPAdvConflicts`: advertisements with
+/// serviceSelectors escape the configuration's LOCAL_PREF check, so the
+/// speaker checks those that select one service and does not announce it
+/// when they conflict.
+#[rstest]
+#[case::conflict(
+    "app: web",
+    "app: web",
+    "localPref: 200",
+    Some(NotAnnounced::ConflictingAdvertisements)
+)]
+#[case::other_service("app: web", "app: db", "localPref: 200", None)]
+#[case::same_preference("app: web", "app: web", "localPref: 100", None)]
+#[case::disjoint_peers("app: web", "app: web", "localPref: 200, peers: [rack-a]", None)]
+fn check_bgp_adv_conflicts(
+    #[case] first: &str,
+    #[case] second: &str,
+    #[case] second_extra: &str,
+    #[case] want: Option<NotAnnounced>,
+) {
+    let cfg = with(&format!(
+        "apiVersion: metallb.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {{name: a1, namespace: metallb-system}}\nspec: {{ipAddressPools: [pool], localPref: 100, peers: [frr-v4], serviceSelectors: [{{matchLabels: {{{first}}}}}]}}\n---\napiVersion: metallb.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {{name: a2, namespace: metallb-system}}\nspec: {{ipAddressPools: [pool], {second_extra}, serviceSelectors: [{{matchLabels: {{{second}}}}}]}}\n"
+    ));
+    assert_eq!(
+        run(&cfg, &node("n2", &[("rack", "a")]), false, &["n2"]).err(),
+        want
+    );
 }
 
 #[test]
