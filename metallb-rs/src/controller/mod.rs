@@ -4,4 +4,3 @@
 
 pub mod converge;
 pub mod run;
-

@@ -275,8 +275,6 @@ async fn lead(
     }
 }
 
-
-
 struct Runner {
     client: kube::Client,
     opts: Options,
@@ -566,7 +564,8 @@ async fn write_service(
             .map(|(k, v)| (k.clone(), json!(v)))
             .collect();
         let patch = json!({ "metadata": { "resourceVersion": rv, "annotations": anns } });
-        let updated = call(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
+        let updated =
+            call(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
         rv = updated.resource_version().unwrap_or_default();
     }
     if let Some(ips) = &w.ingress {

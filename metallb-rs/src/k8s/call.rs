@@ -99,7 +99,9 @@ mod tests {
     #[case::invalid(api(422), ErrorClass::Invalid)]
     #[case::bad_request(api(400), ErrorClass::Invalid)]
     #[case::unreadable(
-        CallError::Api(kube::Error::SerdeError(serde_json::from_str::<u8>("x").unwrap_err())),
+        CallError::Api(kube::Error::SerdeError(serde_json::Error::io(std::io::Error::other(
+            "x"
+        )))),
         ErrorClass::Invalid
     )]
     #[case::no_connection(

@@ -3,10 +3,10 @@
 //! upstream's does), so a fresh install needs no manual step; an existing
 //! one is never changed (rotating it would split running speakers).
 
+use super::call::{ErrorClass, call, classify};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use super::call::{ErrorClass, call, classify};
 use kube::api::{Api, PostParams};
 use rand::TryRng as _;
 

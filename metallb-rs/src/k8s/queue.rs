@@ -209,7 +209,10 @@ impl<K: Ord + Clone + Hash> Queue<K> {
             Retry::Slowly => self.max,
             Retry::Backoff => {
                 let builder = self.backoff;
-                let backoff = s.backoff.entry(key.clone()).or_insert_with(|| builder.build());
+                let backoff = s
+                    .backoff
+                    .entry(key.clone())
+                    .or_insert_with(|| builder.build());
                 backoff.next().unwrap_or(self.max)
             }
         };

@@ -81,8 +81,10 @@ impl Watches {
             }
         });
         let store = reader.clone();
-        self.listed
-            .push((kind, Box::pin(async move { store.wait_until_ready().await.is_ok() })));
+        self.listed.push((
+            kind,
+            Box::pin(async move { store.wait_until_ready().await.is_ok() }),
+        ));
         reader
     }
 

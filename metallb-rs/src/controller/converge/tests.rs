@@ -398,7 +398,11 @@ fn release_hands_the_ip_to_a_waiting_service() {
     apply(&mut first, &d);
     let waiting = service("waiting", "");
     let d = set_balancer(&mut a, &waiting, &labels);
-    assert!(d.events.iter().any(|e| e.reason == "AllocationFailed"), "{}", summary(&d));
+    assert!(
+        d.events.iter().any(|e| e.reason == "AllocationFailed"),
+        "{}",
+        summary(&d)
+    );
     // Deleting the holder asks for a full pass, in which the waiting one gets it.
     assert!(deleted(&mut a, "default/first").reprocess_all);
     assert!(

@@ -35,7 +35,10 @@ async fn transient_failures_back_off_with_growing_jittered_delays() {
         delays.push(q.retry(1, ErrorClass::Transient).expect("retried"));
     }
     // Jitter adds up to the delay itself: each lies in [d, 2d).
-    assert!(delays[0] >= BACKOFF.first && delays[0] < 2 * BACKOFF.first, "{delays:?}");
+    assert!(
+        delays[0] >= BACKOFF.first && delays[0] < 2 * BACKOFF.first,
+        "{delays:?}"
+    );
     assert!(delays[3] >= 8 * BACKOFF.first, "{delays:?}");
     assert!(delays.iter().all(|d| *d < 2 * BACKOFF.max), "{delays:?}");
     assert!(delays[7] >= BACKOFF.max, "{delays:?}");
