@@ -14,7 +14,7 @@
 
 use super::announcer::Announcer;
 use super::bgp::{self, advertise};
-use super::election::{self, Decision, Endpoints, Interfaces, NodeInfo};
+use super::election::NodeInfo;
 use super::events::{self, Protocol};
 use super::membership::Membership;
 use super::status::StatusObject;
@@ -145,25 +145,6 @@ struct Announced {
     ips: Vec<IpAddr>,
     /// Interfaces actually used, or None for "all".
     interfaces: Option<Vec<String>>,
-}
-
-/// A service this speaker considers, with what both modes read.
-struct Subject {
-    svc: Arc<Service>,
-    ips: Vec<IpAddr>,
-    pool: String,
-    endpoints: Endpoints,
-}
-
-impl Subject {
-    /// ExternalTrafficPolicy Local.
-    fn local(&self) -> bool {
-        self.svc
-            .spec
-            .as_ref()
-            .and_then(|s| s.external_traffic_policy.as_deref())
-            .is_some_and(|p| p == "Local")
-    }
 }
 
 struct Metrics {

@@ -2,88 +2,39 @@
 //! BGP), announce or withdraw, events and metrics.
 
 use super::*;
+use crate::speaker::plan::{self, Note, ServicePlan};
 
 impl Runner {
-    /// The service behind `key` when this speaker has to consider it: our
-    /// class, a LoadBalancer, addresses from a pool.
-    pub(super) fn subject(&self, key: &ServiceKey, index: &Index) -> Option<Subject> {
-        let svc = self.stores.services.get(&key.object_ref())?;
-        if !svcs::class_matches(&svc, self.opts.lb_class.as_deref())
-            || !svcs::is_load_balancer(&svc)
-        {
-            return None;
-        }
-        let ips = svcs::ingress_ips(&svc).ok().filter(|i| !i.is_empty())?;
+    /// Decides for `key` (see [`plan::plan`]) and logs why something is
+    /// not announced.
+    fn plan(&self, key: &ServiceKey, svc: Option<&Service>, index: &Index) -> Option<ServicePlan> {
         let config = self.config.as_ref()?;
-        let Some(pool) = config.pool_for(&ips) else {
-            tracing::debug!(service = %key, ips = ?ips, "not announcing: the addresses are in no pool");
-            return None;
-        };
-        let slices = index.slices.get(key).map(Vec::as_slice).unwrap_or_default();
-        let endpoints = Endpoints::from_slices(slices.iter().map(|s| &**s));
-        Some(Subject {
-            pool: pool.name.clone(),
-            svc,
-            ips,
-            endpoints,
-        })
-    }
-
-    /// Whether this node announces `s` in layer 2, and from where.
-    pub(super) fn decide(&self, key: &ServiceKey, s: &Subject) -> Option<Interfaces> {
-        if self.isolated {
-            return None;
-        }
-        let config = self.config.as_ref()?;
-        let sharing = svcs::sharing_key(&s.svc);
-        let input = election::Input {
-            service_labels: s.svc.labels(),
-            shared: !sharing.sharing.is_empty(),
-            local: s.local(),
-            first_ip: s.ips[0],
-            pool: &s.pool,
-            advertisements: &config.l2_advertisements,
+        let world = plan::World {
+            node: &self.opts.node,
+            config,
             nodes: &self.node_view,
-            alive: Some(&self.alive),
-            endpoints: &s.endpoints,
+            alive: &self.alive,
+            isolated: self.isolated,
+            lb_class: self.opts.lb_class.as_deref(),
             ignore_exclude_lb: self.opts.ignore_exclude_lb,
         };
-        match election::decide(&input, &self.opts.node) {
-            Decision::Announce(interfaces) => Some(interfaces),
-            Decision::NotOwner(reason) => {
-                tracing::debug!(service = %key, %reason, "not announcing");
-                None
-            }
-        }
-    }
-
-    /// What this node announces for `s` over BGP, per peer.
-    pub(super) fn decide_bgp(&self, key: &ServiceKey, s: &Subject) -> advertise::PeerRoutes {
-        let me = self.node_view.iter().find(|n| n.name == self.opts.node);
-        let (Some(config), Some(me)) = (self.config.as_ref(), me) else {
-            return advertise::PeerRoutes::new();
-        };
-        if self.isolated || config.bgp_advertisements.is_empty() {
-            return advertise::PeerRoutes::new();
-        }
-        let svc = advertise::Service {
-            labels: s.svc.labels(),
-            local: s.local(),
-            ips: &s.ips,
-            pool: &s.pool,
-            endpoints: &s.endpoints,
-        };
-        match advertise::routes(config, me, &svc, self.opts.ignore_exclude_lb) {
-            Ok(r) => r,
-            Err(reason) => {
-                if reason.is_config_problem() {
+        let slices = index.slices.get(key).map(Vec::as_slice).unwrap_or_default();
+        let plan = plan::plan(&world, svc, slices);
+        for note in &plan.notes {
+            match note {
+                Note::NoPool(ips) => {
+                    tracing::debug!(service = %key, ips = ?ips, "not announcing: the addresses are in no pool");
+                }
+                Note::Layer2(reason) => tracing::debug!(service = %key, %reason, "not announcing"),
+                Note::Bgp(reason) if reason.is_config_problem() => {
                     tracing::warn!(service = %key, %reason, "not announcing over BGP");
-                } else {
+                }
+                Note::Bgp(reason) => {
                     tracing::debug!(service = %key, %reason, "not announcing over BGP");
                 }
-                advertise::PeerRoutes::new()
             }
         }
+        Some(plan)
     }
 
     pub(super) async fn process_service(&mut self, key: &ServiceKey, index: &Index) {
@@ -95,10 +46,12 @@ impl Runner {
             return;
         }
         self.metrics.k8s.updates.inc();
-        let subject = self.subject(key, index);
-        let l2 = subject
+        let svc = self.stores.services.get(&key.object_ref());
+        let plan = self.plan(key, svc.as_deref(), index).unwrap_or_default();
+        let l2 = svc
             .as_ref()
-            .and_then(|s| Some((s.svc.clone(), s.ips.clone(), self.decide(key, s)?)));
+            .zip(plan.layer2.clone())
+            .map(|(svc, interfaces)| (svc.clone(), plan.ips.clone(), interfaces));
         let desired = match l2 {
             Some((svc, ips, interfaces)) => {
                 match self
@@ -156,7 +109,7 @@ impl Runner {
         };
         self.sync_status::<ServiceL2Status>(key, desired.as_ref(), index.statuses.get(key))
             .await;
-        let bgp_desired = self.process_bgp(key, subject.as_ref()).await;
+        let bgp_desired = self.process_bgp(key, svc.as_ref(), plan).await;
         self.sync_status::<ServiceBGPStatus>(
             key,
             bgp_desired.as_ref(),
@@ -170,15 +123,16 @@ impl Runner {
     pub(super) async fn process_bgp(
         &mut self,
         key: &ServiceKey,
-        subject: Option<&Subject>,
+        svc: Option<&Arc<Service>>,
+        plan: ServicePlan,
     ) -> Option<crate::api::v1beta1::MetalLBServiceBGPStatus> {
-        let routes = subject.map(|s| self.decide_bgp(key, s)).unwrap_or_default();
         // Reaches the sessions now, before the status objects below (API
         // calls that may be slow).
         let name = key.to_string();
-        self.bgp.set_service(&name, routes);
+        self.bgp.set_service(&name, plan.bgp);
         let peers = self.bgp.peers_of(&name);
-        let Some(s) = subject.filter(|_| !peers.is_empty()) else {
+        let svc = svc.filter(|_| !plan.ips.is_empty() && !peers.is_empty());
+        let Some(svc) = svc else {
             if self.bgp_announced.contains_key(key) {
                 tracing::info!(service = %key, "withdrawing (bgp)");
                 self.set_announced_metrics(key, Protocol::Bgp, false);
@@ -186,17 +140,17 @@ impl Runner {
             }
             return None;
         };
-        if self.bgp_announced.get(key) != Some(&s.ips) {
+        if self.bgp_announced.get(key) != Some(&plan.ips) {
             self.set_announced_metrics(key, Protocol::Bgp, false);
             if !self.bgp_announced.contains_key(key) {
-                tracing::info!(service = %key, ips = ?s.ips, peers = ?peers, "announcing (bgp)");
+                tracing::info!(service = %key, ips = ?plan.ips, peers = ?peers, "announcing (bgp)");
             }
-            self.bgp_announced.insert(key.clone(), s.ips.clone());
+            self.bgp_announced.insert(key.clone(), plan.ips.clone());
             self.set_announced_metrics(key, Protocol::Bgp, true);
         }
         let ev = events::node_assigned(&self.opts.node, Protocol::Bgp);
         self.recorder
-            .publish(&Recorder::reference(s.svc.as_ref()), &ev)
+            .publish(&Recorder::reference(svc.as_ref()), &ev)
             .await;
         Some(status::desired_bgp_status(
             &self.opts.node,
