@@ -6,22 +6,9 @@ impl Runner {
     /// Rebuilds the configuration; true when it changed and was applied.
     pub(super) async fn reload_config(&mut self) -> bool {
         let s = &self.stores;
-        let res = Resources {
-            pools: s.pools.state().iter().map(|o| (**o).clone()).collect(),
-            l2_advertisements: s.l2.state().iter().map(|o| (**o).clone()).collect(),
-            bgp_advertisements: s.bgp.state().iter().map(|o| (**o).clone()).collect(),
-            peers: s.peers.state().iter().map(|o| (**o).clone()).collect(),
-            bfd_profiles: s.bfd.state().iter().map(|o| (**o).clone()).collect(),
-            communities: s
-                .communities
-                .state()
-                .iter()
-                .map(|o| (**o).clone())
-                .collect(),
-            secrets: s.secrets.state().iter().map(|o| (**o).clone()).collect(),
-            nodes: s.nodes.state().iter().map(|o| (**o).clone()).collect(),
-            namespaces: Vec::new(),
-        };
+        let res = s
+            .config
+            .resources(s.nodes.state().iter().map(|o| (**o).clone()).collect());
         let me = s.nodes.get(&ObjectRef::new(&self.opts.node));
         let mine =
             crate::config::for_node(&res, me.as_ref().map_or(&BTreeMap::new(), |n| n.labels()));

@@ -64,41 +64,7 @@ pub(super) fn start_watches(
             }
         })
     };
-    let pools = tasks.spawn(
-        Api::<IPAddressPool>::namespaced(client.clone(), ns),
-        cfg(),
-        config_trigger(tx.clone()),
-    );
-    let l2 = tasks.spawn(
-        Api::<L2Advertisement>::namespaced(client.clone(), ns),
-        cfg(),
-        config_trigger(tx.clone()),
-    );
-    let bgp = tasks.spawn(
-        Api::<BGPAdvertisement>::namespaced(client.clone(), ns),
-        cfg(),
-        config_trigger(tx.clone()),
-    );
-    let peers = tasks.spawn(
-        Api::<BGPPeer>::namespaced(client.clone(), ns),
-        cfg(),
-        config_trigger(tx.clone()),
-    );
-    let bfd = tasks.spawn(
-        Api::<BFDProfile>::namespaced(client.clone(), ns),
-        cfg(),
-        config_trigger(tx.clone()),
-    );
-    let communities = tasks.spawn(
-        Api::<Community>::namespaced(client.clone(), ns),
-        cfg(),
-        config_trigger(tx.clone()),
-    );
-    let secrets = tasks.spawn(
-        Api::<Secret>::namespaced(client.clone(), ns),
-        cfg(),
-        config_trigger(tx.clone()),
-    );
+    let config = ConfigStores::spawn(tasks, client, ns, tx);
     let configmaps = {
         let tx = tx.clone();
         tasks.spawn(
@@ -142,13 +108,7 @@ pub(super) fn start_watches(
         services,
         slices,
         nodes,
-        pools,
-        l2,
-        bgp,
-        peers,
-        bfd,
-        communities,
-        secrets,
+        config,
         configmaps,
         statuses,
         bgp_statuses,
@@ -171,6 +131,56 @@ pub(super) fn status_trigger<K: kube::Resource>(
             }
         }
     }
+}
+
+/// The configuration kinds, once: each is watched in the MetalLB
+/// namespace (any change after the initial list reloads the
+/// configuration), waited for with the other watches, and read into the
+/// [`Resources`] field of the same name on reload.
+macro_rules! config_kinds {
+    ($($field:ident: $kind:ty),* $(,)?) => {
+        /// The caches of the configuration kinds.
+        pub(super) struct ConfigStores {
+            $($field: Store<$kind>,)*
+        }
+
+        impl ConfigStores {
+            fn spawn(
+                tasks: &mut Watches,
+                client: &kube::Client,
+                ns: &str,
+                tx: &Sender<Work>,
+            ) -> Self {
+                Self {
+                    $($field: tasks.spawn(
+                        Api::<$kind>::namespaced(client.clone(), ns),
+                        watcher::Config::default(),
+                        config_trigger(tx.clone()),
+                    ),)*
+                }
+            }
+
+            /// Every cached object, with `nodes` (node selectors are
+            /// resolved against them).
+            pub(super) fn resources(&self, nodes: Vec<Node>) -> Resources {
+                Resources {
+                    $($field: self.$field.state().iter().map(|o| (**o).clone()).collect(),)*
+                    nodes,
+                    namespaces: Vec::new(),
+                }
+            }
+        }
+    };
+}
+
+config_kinds! {
+    pools: IPAddressPool,
+    l2_advertisements: L2Advertisement,
+    bgp_advertisements: BGPAdvertisement,
+    peers: BGPPeer,
+    bfd_profiles: BFDProfile,
+    communities: Community,
+    secrets: Secret,
 }
 
 /// Any change of a configuration kind (after the initial list) reloads
