@@ -21,6 +21,8 @@ pub struct Ctx {
     namespaces: Arc<dyn Namespaces>,
     live: Arc<LiveNamespaces>,
     cleaned: bool,
+    /// Namespaces the test asked for beside its own, deleted with it.
+    more: Mutex<Vec<String>>,
 }
 
 impl Ctx {
@@ -53,6 +55,36 @@ impl Ctx {
         self.runtime.block_on(future)
     }
 
+    /// Creates one more namespace for the test (`<its namespace>-<suffix>`,
+    /// for specs about namespaces other than the test's own) and returns its
+    /// name; it is deleted with the test's own, also on interrupt.
+    pub fn another_namespace(&self, suffix: &str) -> Result<String> {
+        // The test's namespace ends in the run's unique suffix: keep that
+        // end, cut the middle.
+        let room = 63usize.saturating_sub(suffix.len() + 1);
+        let own = &self.namespace;
+        let keep = own.len().min(room.saturating_sub(1));
+        let cut = own[..keep / 2].trim_end_matches('-').to_owned()
+            + "-"
+            + own[own.len() - (keep - keep / 2)..].trim_start_matches('-');
+        let name = if own.len() <= room {
+            format!("{own}-{suffix}")
+        } else {
+            format!("{cut}-{suffix}")
+        };
+        self.live.register(&name);
+        if let Err(e) = self.namespaces.create(&name) {
+            let _ = self.namespaces.delete(&name);
+            self.live.unregister(&name);
+            return Err(e);
+        }
+        self.more
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(name.clone());
+        Ok(name)
+    }
+
     /// Deletes the namespace now and reports whether that worked. Dropping
     /// a `Ctx` without calling this deletes it too, reporting errors on stderr.
     pub fn finish(mut self) -> Result<()> {
@@ -64,10 +96,15 @@ impl Ctx {
             return Ok(());
         }
         self.cleaned = true;
-        let result = self.namespaces.delete(&self.namespace);
-        if result.is_ok() {
-            // On failure it stays live, for the interrupt handler to retry.
-            self.live.unregister(&self.namespace);
+        let more = std::mem::take(self.more.get_mut().unwrap_or_else(PoisonError::into_inner));
+        let mut result = Ok(());
+        for name in more.iter().chain([&self.namespace]) {
+            let deleted = self.namespaces.delete(name);
+            if deleted.is_ok() {
+                // On failure it stays live, for the interrupt handler to retry.
+                self.live.unregister(name);
+            }
+            result = result.and(deleted);
         }
         result.with_context(|| format!("cleaning up after {:?}", self.test_name))
     }
@@ -183,6 +220,7 @@ impl CtxFactory {
             namespaces: self.namespaces.clone(),
             live: self.live.clone(),
             cleaned: false,
+            more: Mutex::default(),
         })
     }
 
@@ -327,6 +365,23 @@ mod tests {
         drop(b);
         assert_eq!(fake.deleted(), [na, nb]);
         assert!(fake.existing().is_empty());
+        assert!(factory.live().is_empty());
+    }
+
+    #[test]
+    fn another_namespace_is_deleted_with_the_test() {
+        let (fake, factory) = factory();
+        let ctx = factory
+            .create("IP Assignment with namespace with labels and a long name to cut [IPV4]")
+            .expect("ctx");
+        let own = ctx.namespace().to_owned();
+        let other = ctx.another_namespace("second").expect("another");
+        assert!(other.len() <= 63, "{other}");
+        assert!(other.ends_with("-second"), "{other}");
+        assert_ne!(other, own);
+        assert_eq!(factory.live().names().len(), 2);
+        drop(ctx);
+        assert_eq!(fake.deleted(), [other, own]);
         assert!(factory.live().is_empty());
     }
 

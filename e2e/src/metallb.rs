@@ -34,6 +34,13 @@ fn resources() -> Vec<ApiResource> {
     ]
 }
 
+/// Kinds the suites also create in the MetalLB namespace that others
+/// create there too (the memberlist key is a Secret): only labelled
+/// leftovers are looked at.
+fn shared_resources() -> Vec<ApiResource> {
+    vec![ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&())]
+}
+
 /// The spec's MetalLB configuration objects.
 pub struct Config<'a> {
     ctx: &'a Ctx,
@@ -55,6 +62,9 @@ impl<'a> Config<'a> {
                     obj.metadata.name.unwrap_or_default()
                 );
             }
+        }
+        for ar in resources().into_iter().chain(shared_resources()) {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
             let left = ctx.block_on(api.list(&ListParams::default().labels(OWNED_LABEL)))?;
             for obj in left.items {
                 let name = obj.metadata.name.unwrap_or_default();
@@ -69,12 +79,20 @@ impl<'a> Config<'a> {
     }
 
     fn create(&mut self, ar: ApiResource, name: &str, spec: Value) -> Result<()> {
+        self.create_object(ar, name, json!({ "spec": spec }))
+    }
+
+    /// Creates `name` of kind `ar` with `body` (fields beside metadata).
+    fn create_object(&mut self, ar: ApiResource, name: &str, mut body: Value) -> Result<()> {
         let api: Api<DynamicObject> = Api::namespaced_with(self.ctx.client()?, NAMESPACE, &ar);
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": ar.api_version, "kind": ar.kind,
-            "metadata": { "name": name, "namespace": NAMESPACE, "labels": { OWNED_LABEL: "true" } },
-            "spec": spec,
-        }))?;
+        merge(
+            &mut body,
+            &json!({
+                "apiVersion": ar.api_version, "kind": ar.kind,
+                "metadata": { "name": name, "namespace": NAMESPACE, "labels": { OWNED_LABEL: "true" } },
+            }),
+        );
+        let obj: DynamicObject = serde_json::from_value(body)?;
         self.ctx
             .block_on(api.create(&PostParams::default(), &obj))
             .with_context(|| format!("creating {} {name}", ar.kind))?;
@@ -121,6 +139,35 @@ impl<'a> Config<'a> {
     /// Creates a Community (aliases).
     pub fn community(&mut self, name: &str, spec: Value) -> Result<()> {
         self.create(ApiResource::erase::<v1beta1::Community>(&()), name, spec)
+    }
+
+    /// Creates a Secret of `type_` with `string_data` (a BGP password).
+    pub fn secret(&mut self, name: &str, type_: &str, string_data: Value) -> Result<()> {
+        self.create_object(
+            ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+            name,
+            json!({ "type": type_, "stringData": string_data }),
+        )
+    }
+
+    /// Replaces an object this configuration created with the same kind and
+    /// name and a new spec (fields of a spec that were set and are not in
+    /// `spec` go).
+    pub fn replace(&mut self, kind: &str, name: &str, spec: Value) -> Result<()> {
+        let ar = self
+            .created
+            .iter()
+            .find(|(ar, n)| ar.kind == kind && n == name)
+            .map(|(ar, _)| ar.clone())
+            .with_context(|| format!("{kind} {name} was not created by this spec"))?;
+        let api: Api<DynamicObject> = Api::namespaced_with(self.ctx.client()?, NAMESPACE, &ar);
+        let patch = json!({ "spec": spec });
+        let mut obj = self.ctx.block_on(api.get(name))?;
+        obj.data["spec"] = patch["spec"].clone();
+        self.ctx
+            .block_on(api.replace(name, &PostParams::default(), &obj))
+            .with_context(|| format!("replacing {kind} {name}"))?;
+        Ok(())
     }
 
     /// Deletes one object this configuration created.
@@ -171,7 +218,8 @@ pub fn create_service(ctx: &Ctx, name: &str, extra: Value) -> Result<Service> {
         .with_context(|| format!("creating service {name}"))
 }
 
-fn merge(base: &mut Value, patch: &Value) {
+/// Merges `patch` into `base` as a JSON merge patch (null removes a key).
+pub fn merge(base: &mut Value, patch: &Value) {
     match (base, patch) {
         (Value::Object(b), Value::Object(p)) => {
             for (k, v) in p {

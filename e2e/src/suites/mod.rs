@@ -4,17 +4,21 @@
 use crate::spec::{Spec, Suite};
 
 pub mod bgp;
+pub mod configuration_state;
 pub mod devenv;
 pub mod invalid_config;
 pub mod ip_assignment;
 pub mod l2;
+pub mod pool_selection;
 
 /// Every registered suite, in run order.
 pub const SUITES: &[Suite] = &[
     devenv::specs,
     ip_assignment::specs,
+    pool_selection::specs,
     l2::specs,
     invalid_config::specs,
+    configuration_state::specs,
     bgp::specs,
 ];
 

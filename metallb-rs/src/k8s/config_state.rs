@@ -9,6 +9,9 @@ use super::call::{CallError, call};
 use crate::api::v1beta1::{ConfigurationResult, ConfigurationState};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
 
 /// The type of the warnings condition beside validity condition
 /// `condition` (`configReconcilerValid` -> `configReconcilerWarnings`).
@@ -88,21 +91,62 @@ pub async fn write(
     Ok(())
 }
 
-/// Reports one component's configuration results: the
-/// `metallb_k8s_client_config_*` gauges, an error log when the errors
-/// change, and the ConfigurationState object, written only on change.
-pub struct Reporter {
+/// How long one write of the object may take; a write that times out
+/// is retried at the next report or repair.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The last result a [`Reporter`] wrote: what its object must show.
+type Reported = Arc<Mutex<Option<(ConfigurationResult, String)>>>;
+
+/// Where a [`Reporter`] writes: its object, labels and condition type.
+#[derive(Clone)]
+struct Target {
     client: kube::Client,
     namespace: String,
     name: String,
     labels: Value,
     condition: &'static str,
+}
+
+impl Target {
+    async fn write(&self, state: &(ConfigurationResult, String)) -> Result<(), String> {
+        let call = write(
+            &self.client,
+            &self.namespace,
+            &self.name,
+            self.labels.clone(),
+            self.condition,
+            &state.0,
+            &state.1,
+        );
+        match tokio::time::timeout(WRITE_TIMEOUT, call).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("no answer within {WRITE_TIMEOUT:?}")),
+        }
+    }
+}
+
+/// Reports one component's configuration results: the
+/// `metallb_k8s_client_config_*` gauges, an error log when the errors
+/// change, and the ConfigurationState object, written on change and
+/// repaired whenever someone deletes it or edits its status (as
+/// upstream's reconcilers, which own the object).
+pub struct Reporter {
+    target: Target,
     metrics: crate::metrics::K8sClientMetrics,
-    last: Option<(ConfigurationResult, String)>,
+    last: Reported,
+    repair: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        self.repair.abort();
+    }
 }
 
 impl Reporter {
-    /// The reporter of ConfigurationState `namespace/name`.
+    /// The reporter of ConfigurationState `namespace/name`. Starts the
+    /// watch that repairs the object (needs a tokio runtime).
     pub fn new(
         client: kube::Client,
         namespace: &str,
@@ -111,14 +155,20 @@ impl Reporter {
         condition: &'static str,
         metrics: crate::metrics::K8sClientMetrics,
     ) -> Self {
-        Self {
+        let target = Target {
             client,
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             labels,
             condition,
+        };
+        let last: Reported = Arc::default();
+        let repair = tokio::spawn(repair(target.clone(), last.clone()));
+        Self {
+            target,
             metrics,
-            last: None,
+            last,
+            repair,
         }
     }
 
@@ -134,6 +184,8 @@ impl Reporter {
             .join("\n");
         let changed = self
             .last
+            .lock()
+            .await
             .as_ref()
             .is_none_or(|(r, s)| *r != ConfigurationResult::Valid || *s != summary);
         if changed {
@@ -148,7 +200,13 @@ impl Reporter {
     /// As upstream, `config_stale_bool` turns 1 whether or not a valid one
     /// loaded before; `config_loaded_bool` tells the two cases apart.
     pub async fn invalid(&mut self, summary: String) {
-        if self.last.as_ref().is_none_or(|(_, s)| *s != summary) {
+        let changed = self
+            .last
+            .lock()
+            .await
+            .as_ref()
+            .is_none_or(|(_, s)| *s != summary);
+        if changed {
             if self.metrics.config_loaded.get() == 1 {
                 tracing::error!(errors = %summary, "invalid configuration: keeping the last valid one");
             } else {
@@ -161,22 +219,67 @@ impl Reporter {
 
     async fn write(&mut self, result: ConfigurationResult, summary: String) {
         let state = (result, summary);
-        if self.last.as_ref() == Some(&state) {
+        // Held across the call so a repair never writes an older result
+        // after this one.
+        let mut last = self.last.lock().await;
+        if last.as_ref() == Some(&state) {
             return;
         }
-        match write(
-            &self.client,
-            &self.namespace,
-            &self.name,
-            self.labels.clone(),
-            self.condition,
-            &state.0,
-            &state.1,
-        )
-        .await
-        {
-            Ok(()) => self.last = Some(state),
+        match self.target.write(&state).await {
+            Ok(()) => *last = Some(state),
             Err(e) => tracing::warn!(error = %e, "could not write ConfigurationState"),
+        }
+    }
+}
+
+/// Whether `object` (None: it does not exist) shows what was reported.
+fn shows(object: Option<&ConfigurationState>, reported: &(ConfigurationResult, String)) -> bool {
+    let Some(status) = object.and_then(|o| o.status.as_ref()) else {
+        return false;
+    };
+    let summary = status.error_summary.as_deref().unwrap_or_default();
+    status.result.as_ref() == Some(&reported.0)
+        && (reported.0 == ConfigurationResult::Valid || summary == reported.1)
+}
+
+/// Watches the reporter's own object and writes the last reported result
+/// again when the object is deleted or its status no longer shows it.
+async fn repair(target: Target, last: Reported) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api: Api<ConfigurationState> = Api::namespaced(target.client.clone(), &target.namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", target.name));
+    let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
+    // Whether the object appeared in the list being received.
+    let mut listed = false;
+    while let Some(event) = stream.next().await {
+        let object = match &event {
+            Ok(watcher::Event::Init) => {
+                listed = false;
+                continue;
+            }
+            Ok(watcher::Event::InitApply(o)) => {
+                listed = true;
+                Some(o)
+            }
+            Ok(watcher::Event::InitDone) if listed => continue,
+            Ok(watcher::Event::InitDone | watcher::Event::Delete(_)) => None,
+            Ok(watcher::Event::Apply(o)) => Some(o),
+            Err(e) => {
+                tracing::warn!(error = %e, "ConfigurationState watch failed, retrying");
+                continue;
+            }
+        };
+        let last = last.lock().await;
+        let Some(reported) = last.as_ref() else {
+            continue;
+        };
+        if shows(object, reported) {
+            continue;
+        }
+        tracing::info!(name = %target.name, "ConfigurationState deleted or edited: writing it again");
+        if let Err(e) = target.write(reported).await {
+            tracing::warn!(error = %e, "could not repair ConfigurationState");
         }
     }
 }
@@ -221,6 +324,35 @@ mod tests {
             .iter()
             .any(|(_, status, reason, _)| status == "False" && reason == "ConfigurationError");
         assert_eq!(invalid, result == ConfigurationResult::Invalid);
+    }
+
+    /// When the repair watch writes the object again: (object's result,
+    /// object's summary, reported result, reported summary) -> shown.
+    #[rstest]
+    #[case::missing(None, ConfigurationResult::Valid, "", false)]
+    #[case::same_valid(Some((ConfigurationResult::Valid, None)), ConfigurationResult::Valid, "", true)]
+    #[case::valid_warnings_not_in_summary(Some((ConfigurationResult::Valid, None)), ConfigurationResult::Valid, "w1", true)]
+    #[case::edited_to_invalid(Some((ConfigurationResult::Invalid, Some("x"))), ConfigurationResult::Valid, "", false)]
+    #[case::edited_to_valid(Some((ConfigurationResult::Valid, None)), ConfigurationResult::Invalid, "e1", false)]
+    #[case::same_invalid(Some((ConfigurationResult::Invalid, Some("e1"))), ConfigurationResult::Invalid, "e1", true)]
+    #[case::summary_edited(Some((ConfigurationResult::Invalid, Some("e2"))), ConfigurationResult::Invalid, "e1", false)]
+    fn repair_rewrites_unless_shown(
+        #[case] object: Option<(ConfigurationResult, Option<&str>)>,
+        #[case] reported: ConfigurationResult,
+        #[case] summary: &str,
+        #[case] expected: bool,
+    ) {
+        let object: Option<ConfigurationState> = object.map(|(result, summary)| {
+            serde_json::from_value(json!({
+                "metadata": { "name": "speaker-a" },
+                "status": { "result": result, "errorSummary": summary },
+            }))
+            .expect("object")
+        });
+        assert_eq!(
+            shows(object.as_ref(), &(reported, summary.to_owned())),
+            expected
+        );
     }
 
     #[test]
