@@ -28,7 +28,7 @@ use std::time::Instant;
 /// The service of index `i`: pairs share key `k{i/2}` on ports 80 / 443.
 fn service(i: usize, family: ServiceFamily) -> ServiceInfo {
     let mut s =
-        ServiceInfo::new(&format!("bench/s{i}")).with_family(family, FamilyPolicy::SingleStack);
+        ServiceInfo::new("bench", &format!("s{i}")).with_family(family, FamilyPolicy::SingleStack);
     s.sharing = SharingKey::new(&format!("k{}", i / 2), "");
     s.ports = vec![Port::new("TCP", if i.is_multiple_of(2) { 80 } else { 443 })];
     s

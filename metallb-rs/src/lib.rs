@@ -15,4 +15,5 @@ pub mod memory;
 pub mod metrics;
 pub mod net;
 pub mod report;
+pub mod service;
 pub mod speaker;

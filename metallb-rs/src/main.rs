@@ -198,11 +198,7 @@ fn status(args: StatusArgs) -> Result<ExitCode> {
     })?;
     let rows: Vec<_> = rows
         .into_iter()
-        .filter(|r| {
-            name_filter
-                .as_ref()
-                .is_none_or(|n| r.service.rsplit('/').next() == Some(n.as_str()))
-        })
+        .filter(|r| name_filter.as_ref().is_none_or(|n| r.service.name == *n))
         .collect();
     if rows.is_empty() {
         eprintln!("no LoadBalancer service found");

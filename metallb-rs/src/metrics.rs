@@ -428,7 +428,7 @@ mod tests {
         );
         let mut a = Allocator::new();
         a.set_pools(&pools);
-        a.allocate(&crate::allocator::ServiceInfo::new("ns/s"))
+        a.allocate(&crate::allocator::ServiceInfo::new("ns", "s"))
             .expect("ip");
         m.update(&a, &[]);
         let text = render(&registry);

@@ -5,7 +5,7 @@
 //! [`fetch`] reads the cluster.
 
 use crate::api::v1beta1::{ServiceBGPStatus, ServiceL2Status};
-use crate::controller::service::{self as svcs, annotation};
+use crate::service::{self as svcs, annotation};
 use crate::speaker::status as l2;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     /// `namespace/name`.
-    pub service: String,
+    pub service: svcs::ServiceKey,
     /// Addresses, or `<pending>`.
     pub ips: String,
     /// Pool (the allocated-from annotation), or `-`.
@@ -42,7 +42,7 @@ pub fn rows(
     let mut out = Vec::new();
     for svc in services.iter().filter(|s| svcs::is_load_balancer(s)) {
         let key = svcs::key(svc);
-        let (ns, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
+        let (ns, name) = (key.namespace.clone(), key.name.clone());
         let ips = svcs::ingress_ips(svc).unwrap_or_default();
         let for_service = |labels: &BTreeMap<String, String>| {
             labels.get(l2::SERVICE_NAME_LABEL) == Some(&name)
@@ -136,11 +136,13 @@ pub fn render(rows: &[Row]) -> String {
         "INTERFACES",
         "NOTE",
     ];
+    let names: Vec<String> = rows.iter().map(|r| r.service.to_string()).collect();
     let cells: Vec<[&str; 7]> = rows
         .iter()
-        .map(|r| {
+        .zip(&names)
+        .map(|(r, name)| {
             [
-                r.service.as_str(),
+                name.as_str(),
                 &r.ips,
                 &r.pool,
                 &r.protocol,
@@ -229,7 +231,7 @@ mod tests {
         );
         let rows = rows(&services, &[status], &[], &[event]);
         assert_eq!(rows.len(), 2, "only LoadBalancer services");
-        assert_eq!(rows[1].service, "shop/web");
+        assert_eq!(rows[1].service.to_string(), "shop/web");
         assert_eq!(
             (
                 rows[1].ips.as_str(),

@@ -357,7 +357,7 @@ fn round(
     let (prefix, announced) = loop {
         if assigned.is_none() {
             let s = rt.block_on(svcs.get(name))?;
-            let ip = metallb_rs::controller::service::ingress_ips(&s)
+            let ip = metallb_rs::service::ingress_ips(&s)
                 .unwrap_or_default()
                 .into_iter()
                 .find_map(|a| match a {
@@ -401,7 +401,7 @@ fn round(
         // Announced before this loop read the status: read it now.
         None => {
             let s = rt.block_on(svcs.get(name))?;
-            let ip = metallb_rs::controller::service::ingress_ips(&s)
+            let ip = metallb_rs::service::ingress_ips(&s)
                 .unwrap_or_default()
                 .into_iter()
                 .find_map(|a| match a {

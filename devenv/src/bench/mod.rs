@@ -128,7 +128,7 @@ pub async fn wait_for_ipv4(svcs: &Api<Service>, name: &str) -> Result<std::net::
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let s = svcs.get(name).await?;
-        let ip = metallb_rs::controller::service::ingress_ips(&s)
+        let ip = metallb_rs::service::ingress_ips(&s)
             .unwrap_or_default()
             .into_iter()
             .next();

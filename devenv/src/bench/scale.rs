@@ -73,7 +73,7 @@ pub fn run(cluster: &LabCluster, n: usize) -> Result<Report> {
                     .items
                     .iter()
                     .filter(|s| {
-                        !metallb_rs::controller::service::ingress_ips(s)
+                        !metallb_rs::service::ingress_ips(s)
                             .unwrap_or_default()
                             .is_empty()
                     })

@@ -1,6 +1,6 @@
 //! What the allocator needs to know about a service, as plain data: the
 //! controller fills it from the Kubernetes Service (see
-//! `controller::service`), tests write it by hand.
+//! `crate::service`), tests write it by hand.
 
 use super::space::Family;
 use std::collections::BTreeMap;
@@ -159,12 +159,11 @@ pub struct ServiceInfo {
 }
 
 impl ServiceInfo {
-    /// A single-stack IPv4 service `key` (`namespace/name`) with one TCP
-    /// port: the common case, for tests and benchmarks to adjust.
-    pub fn new(key: &str) -> Self {
-        let namespace = key.split_once('/').map_or("default", |(ns, _)| ns);
+    /// A single-stack IPv4 service `namespace`/`name` with one TCP port:
+    /// the common case, for tests and benchmarks to adjust.
+    pub fn new(namespace: &str, name: &str) -> Self {
         Self {
-            key: key.to_owned(),
+            key: crate::service::ServiceKey::new(namespace, name).to_string(),
             namespace: namespace.to_owned(),
             labels: BTreeMap::new(),
             namespace_labels: BTreeMap::new(),

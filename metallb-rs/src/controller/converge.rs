@@ -4,11 +4,11 @@
 //! be reprocessed. Pure: the allocator is the only state it touches; the
 //! runner does the writes.
 
-use super::service::{self, annotation};
 use crate::allocator::{
     AllocError, Allocator, FamilyPolicy, ServiceFamily, ServiceInfo, SharingKey,
 };
 use crate::k8s::events::EventSpec;
+use crate::service::{self, annotation};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -40,14 +40,11 @@ pub struct Decision {
     pub write: Option<Write>,
     /// Other services may now be served differently: reprocess them all.
     pub reprocess_all: bool,
-    /// Convergence failed; the service waits for a change (no retry).
-    pub failed: bool,
 }
 
 struct Converged {
     desired: Desired,
     events: Vec<EventSpec>,
-    failed: bool,
     /// Leave the service exactly as it is (upstream returns before
     /// touching it).
     untouched: bool,
@@ -112,34 +109,33 @@ fn converge(
     svc: &Service,
     ns_labels: &BTreeMap<String, String>,
 ) -> Converged {
-    let key = service::key(svc);
+    let key = service::key(svc).to_string();
     let mut events = Vec::new();
-    let cleared = |alloc: &mut Allocator, events: Vec<EventSpec>, failed: bool| {
+    let cleared = |alloc: &mut Allocator, events: Vec<EventSpec>| {
         alloc.unassign(&key);
         Converged {
             desired: Desired::default(),
             events,
-            failed,
             untouched: false,
         }
     };
     if !service::is_load_balancer(svc) {
-        return cleared(alloc, events, false);
+        return cleared(alloc, events);
     }
     if !alloc.has_pools() {
-        return cleared(alloc, events, true);
+        return cleared(alloc, events);
     }
     let cluster_ips = service::cluster_ips(svc);
     if cluster_ips.is_empty() {
         tracing::info!(service = %key, "clearing assignment: no ClusterIPs");
-        return cleared(alloc, events, true);
+        return cleared(alloc, events);
     }
     if service::family_policy(svc) == FamilyPolicy::RequireDualStack && cluster_ips.len() < 2 {
         events.push(EventSpec::warning(
             "not enough clusterips",
             format!("Service requires dual stack but not enough clusterips {cluster_ips:?}"),
         ));
-        return cleared(alloc, events, true);
+        return cleared(alloc, events);
     }
     let info = service::service_info(svc, ns_labels);
     let held = service::ingress_strings(svc);
@@ -172,7 +168,6 @@ fn converge(
                 return Converged {
                     desired: Desired::default(),
                     events,
-                    failed: true,
                     untouched: true,
                 };
             }
@@ -193,7 +188,7 @@ fn converge(
                 "AllocationFailed",
                 format!("Failed to allocate IP for {key:?}: {e}"),
             ));
-            return cleared(alloc, events, true);
+            return cleared(alloc, events);
         }
     };
 
@@ -223,7 +218,6 @@ fn converge(
                 return Converged {
                     desired: current_desired(alloc, svc),
                     events,
-                    failed: true,
                     untouched: false,
                 };
             }
@@ -270,7 +264,6 @@ fn converge(
                 return Converged {
                     desired: Desired::default(),
                     events,
-                    failed: true,
                     untouched: false,
                 };
             }
@@ -281,7 +274,7 @@ fn converge(
             "InternalError",
             "allocated an IP that has no pool",
         ));
-        return cleared(alloc, events, true);
+        return cleared(alloc, events);
     };
     Converged {
         desired: Desired {
@@ -289,14 +282,13 @@ fn converge(
             pool: Some(pool),
         },
         events,
-        failed: false,
         untouched: false,
     }
 }
 
 /// What the service shows now (kept when convergence stops early).
 fn current_desired(alloc: &Allocator, svc: &Service) -> Desired {
-    let key = service::key(svc);
+    let key = service::key(svc).to_string();
     Desired {
         ingress: alloc.ips(&key).map(<[IpAddr]>::to_vec).unwrap_or_default(),
         pool: alloc.pool(&key).map(str::to_owned),
@@ -334,13 +326,12 @@ pub fn set_balancer(
     svc: &Service,
     ns_labels: &BTreeMap<String, String>,
 ) -> Decision {
-    let key = service::key(svc);
+    let key = service::key(svc).to_string();
     let prev_ips = alloc.ips(&key).map(<[IpAddr]>::to_vec).unwrap_or_default();
     let prev_key = allocation_key(alloc, &key);
     let Converged {
         desired,
         mut events,
-        failed,
         untouched,
     } = converge(alloc, svc, ns_labels);
     let mut reprocess_all = prev_key != allocation_key(alloc, &key);
@@ -349,7 +340,6 @@ pub fn set_balancer(
             events,
             write: None,
             reprocess_all,
-            failed,
         };
     }
 
@@ -392,7 +382,6 @@ pub fn set_balancer(
         events,
         write,
         reprocess_all,
-        failed,
     }
 }
 

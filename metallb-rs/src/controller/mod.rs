@@ -1,7 +1,6 @@
 //! The controller: assigns addresses from IPAddressPools to LoadBalancer
-//! services. [`converge`] decides per service (pure), [`service`] reads
-//! Services, [`run`] is the only part that talks to the API.
+//! services. [`converge`] decides per service (pure), [`run`] is the only
+//! part that talks to the API. Services are read through [`crate::service`].
 
 pub mod converge;
 pub mod run;
-pub mod service;

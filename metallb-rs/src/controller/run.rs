@@ -16,14 +16,16 @@
 //! way). Once loaded, an invalid change keeps the last valid one in force.
 
 use super::converge::{self, Decision, Write};
-use super::service;
 use crate::allocator::Allocator;
 use crate::api::v1beta1::{Community, IPAddressPool, IPAddressPoolStatus};
 use crate::config::{Config, Options as ConfigOptions, Pool, Resources};
+use crate::k8s::call::{CallError, call, classify};
 use crate::k8s::events::Recorder;
 use crate::k8s::leader::{LeaseLock, Timings};
-use crate::k8s::watch;
+use crate::k8s::queue::{Backoff, PendingWrites, Queue, Sender};
+use crate::k8s::watch::{self, Watches};
 use crate::metrics::{self, AllocatorMetrics, Health, K8sClientMetrics};
+use crate::service::{self, ServiceKey};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -34,8 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
-use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How the controller runs.
 #[derive(Debug, Clone)]
@@ -62,15 +63,23 @@ pub struct Options {
 pub const LEASE_NAME: &str = "metallb-controller";
 /// The ConfigurationState object the controller writes.
 pub const CONFIG_STATE_NAME: &str = "controller";
-/// A pending write older than this no longer holds processing back.
-const PENDING_TIMEOUT: Duration = Duration::from_secs(30);
+/// Retries of failed service writes.
+const RETRY: Backoff = Backoff {
+    first: Duration::from_millis(500),
+    max: Duration::from_secs(32),
+};
 
-#[derive(Debug)]
-enum Trigger {
-    Service(String),
-    AllServices,
-    Namespace(String),
+/// The controller's units of work.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Work {
+    /// The pools changed: reload the configuration.
     Pools,
+    /// Every service (the services watch listed again).
+    AllServices,
+    /// A namespace changed: its services, when its labels did.
+    Namespace(String),
+    /// One service.
+    Service(ServiceKey),
 }
 
 struct Metrics {
@@ -111,7 +120,7 @@ pub async fn run(
                 // rolling update needs the new replica Ready while the old
                 // one still holds the lease.
                 health.set_ready(true);
-                let _election = AbortOnDrop(election);
+                let _election = AbortOnDropHandle::new(election);
                 loop {
                     while !*leading.borrow_and_update() {
                         leading.changed().await?;
@@ -139,13 +148,6 @@ pub async fn run(
     result
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// One leadership term: watches, initial full pass, then the queue, until
 /// `leading` turns false (or the watches end).
 async fn lead(
@@ -164,75 +166,58 @@ async fn lead(
             }
         }
     }
-    let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
-    let mut tasks = tokio::task::JoinSet::new();
-    let send = |tx: &mpsc::UnboundedSender<Trigger>, t: Trigger| {
-        let _ = tx.send(t);
-    };
+    let (queue, tx): (_, Sender<Work>) = Queue::new(RETRY);
+    let mut watches = Watches::new();
     let services = {
         let tx = tx.clone();
-        watch::spawn(
-            &mut tasks,
+        watches.spawn(
             Api::<Service>::all(client.clone()),
             watcher::Config::default(),
             move |ev| match ev {
                 watcher::Event::Apply(s) | watcher::Event::Delete(s) => {
-                    send(&tx, Trigger::Service(service::key(s)))
+                    tx.push(Work::Service(service::key(s)))
                 }
-                watcher::Event::InitDone => send(&tx, Trigger::AllServices),
+                watcher::Event::InitDone => tx.push(Work::AllServices),
                 _ => {}
             },
         )
     };
     let namespaces = {
         let tx = tx.clone();
-        watch::spawn(
-            &mut tasks,
+        watches.spawn(
             Api::<Namespace>::all(client.clone()),
             watcher::Config::default(),
             move |ev| {
                 if let Some(ns) = watch::object(ev) {
-                    send(&tx, Trigger::Namespace(ns.name_any()));
+                    tx.push(Work::Namespace(ns.name_any()));
                 }
             },
         )
     };
     let pools = {
         let tx = tx.clone();
-        watch::spawn(
-            &mut tasks,
+        watches.spawn(
             Api::<IPAddressPool>::namespaced(client.clone(), &opts.namespace),
             watcher::Config::default(),
             move |ev| {
                 if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
-                    send(&tx, Trigger::Pools);
+                    tx.push(Work::Pools);
                 }
             },
         )
     };
     // Communities are part of what the pool side validates, as upstream's
     // pool reconciler reads them.
-    let communities = {
-        let tx = tx.clone();
-        watch::spawn(
-            &mut tasks,
-            Api::<Community>::namespaced(client.clone(), &opts.namespace),
-            watcher::Config::default(),
-            move |ev| {
-                if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
-                    send(&tx, Trigger::Pools);
-                }
-            },
-        )
-    };
-    for (what, ready) in [
-        ("services", services.wait_until_ready().await.is_ok()),
-        ("namespaces", namespaces.wait_until_ready().await.is_ok()),
-        ("pools", pools.wait_until_ready().await.is_ok()),
-        ("communities", communities.wait_until_ready().await.is_ok()),
-    ] {
-        anyhow::ensure!(ready, "the {what} watch stopped before listing");
-    }
+    let communities = watches.spawn(
+        Api::<Community>::namespaced(client.clone(), &opts.namespace),
+        watcher::Config::default(),
+        move |ev| {
+            if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                tx.push(Work::Pools);
+            }
+        },
+    );
+    watches.wait_until_listed().await?;
     let mut runner = Runner {
         client: client.clone(),
         opts: opts.clone(),
@@ -244,10 +229,9 @@ async fn lead(
         communities,
         alloc: Allocator::new(),
         config: None,
-        pending: HashMap::new(),
+        queue,
+        pending: PendingWrites::default(),
         namespace_labels: HashMap::new(),
-        retries: HashMap::new(),
-        retry_tx: tx.clone(),
         leading: leading.clone(),
         config_state: crate::k8s::config_state::Reporter::new(
             client.clone(),
@@ -274,8 +258,8 @@ async fn lead(
     let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
     trimmer.maybe_trim();
     loop {
-        let first = tokio::select! {
-            t = rx.recv() => t,
+        let batch = tokio::select! {
+            batch = runner.queue.next() => batch,
             changed = leading.changed() => {
                 if changed.is_err() || !*leading.borrow() {
                     return Ok(());
@@ -283,13 +267,9 @@ async fn lead(
                 continue;
             }
         };
-        let Some(first) = first else {
+        let Some(batch) = batch else {
             anyhow::bail!("every watch stopped");
         };
-        let mut batch = vec![first];
-        while let Ok(t) = rx.try_recv() {
-            batch.push(t);
-        }
         runner.process(batch).await;
         trimmer.maybe_trim();
     }
@@ -307,18 +287,14 @@ struct Runner {
     alloc: Allocator,
     /// The configuration in force (the last valid one).
     config: Option<BTreeMap<String, Pool>>,
-    /// Services we wrote and whose write the watch has not shown yet:
-    /// key -> (resourceVersion written, when).
-    pending: HashMap<String, (String, Instant)>,
+    /// Pending work, and retries of failed writes.
+    queue: Queue<Work>,
+    /// Services we wrote whose write the watch has not shown yet, with
+    /// the resourceVersion written.
+    pending: PendingWrites<ServiceKey>,
     namespace_labels: HashMap<String, BTreeMap<String, String>>,
-    retries: HashMap<String, u32>,
-    retry_tx: mpsc::UnboundedSender<Trigger>,
     leading: tokio::sync::watch::Receiver<bool>,
     config_state: crate::k8s::config_state::Reporter,
-}
-
-fn split_key(key: &str) -> (&str, &str) {
-    key.split_once('/').unwrap_or(("", key))
 }
 
 impl Runner {
@@ -326,18 +302,18 @@ impl Runner {
         *self.leading.borrow()
     }
 
-    async fn process(&mut self, batch: Vec<Trigger>) {
+    async fn process(&mut self, batch: Vec<Work>) {
         let mut all = false;
         let mut pools = false;
         let mut keys = BTreeSet::new();
-        for t in batch {
-            match t {
-                Trigger::Service(k) => {
+        for work in batch {
+            match work {
+                Work::Service(k) => {
                     keys.insert(k);
                 }
-                Trigger::AllServices => all = true,
-                Trigger::Pools => pools = true,
-                Trigger::Namespace(ns) => {
+                Work::AllServices => all = true,
+                Work::Pools => pools = true,
+                Work::Namespace(ns) => {
                     let labels = self
                         .namespaces
                         .get(&ObjectRef::new(&ns))
@@ -389,7 +365,7 @@ impl Runner {
             if round > 0 {
                 tracing::debug!(round, "reprocessing all services");
             }
-            let mut list: Vec<(bool, String)> = self
+            let mut list: Vec<(bool, ServiceKey)> = self
                 .services
                 .state()
                 .iter()
@@ -404,12 +380,12 @@ impl Runner {
                 .collect();
             list.sort();
             // Allocations of services that vanished while we were not looking.
-            let present: BTreeSet<&str> = list.iter().map(|(_, k)| k.as_str()).collect();
+            let present: BTreeSet<String> = list.iter().map(|(_, k)| k.to_string()).collect();
             let gone: Vec<String> = self
                 .alloc
                 .services()
                 .into_iter()
-                .filter(|k| !present.contains(k))
+                .filter(|k| !present.contains(*k))
                 .map(str::to_owned)
                 .collect();
             let mut again = false;
@@ -427,31 +403,28 @@ impl Runner {
     }
 
     /// Converges one service; true when all must be reprocessed.
-    async fn process_service(&mut self, key: &str) -> bool {
-        let (ns, name) = split_key(key);
-        let Some(svc) = self.services.get(&ObjectRef::new(name).within(ns)) else {
-            self.pending.remove(key);
-            return converge::deleted(&mut self.alloc, key).reprocess_all;
+    async fn process_service(&mut self, key: &ServiceKey) -> bool {
+        let Some(svc) = self.services.get(&key.object_ref()) else {
+            self.pending.forget(key);
+            return converge::deleted(&mut self.alloc, &key.to_string()).reprocess_all;
         };
         if !service::class_matches(&svc, self.opts.lb_class.as_deref()) {
-            return converge::deleted(&mut self.alloc, key).reprocess_all;
+            return converge::deleted(&mut self.alloc, &key.to_string()).reprocess_all;
         }
         if self.config.is_none() {
             tracing::debug!(service = %key, "not processing: no valid configuration loaded yet");
             return false;
         }
-        if let Some((rv, at)) = self.pending.get(key) {
-            if svc.resource_version().as_deref() == Some(rv.as_str())
-                || at.elapsed() > PENDING_TIMEOUT
-            {
-                self.pending.remove(key);
-            } else {
-                // Our write is on its way back through the watch; acting on
-                // the older copy would undo it.
-                return false;
-            }
+        let seen = svc.resource_version();
+        if self
+            .pending
+            .in_flight(key, |rv| seen.as_deref() == Some(rv))
+        {
+            // Our write is on its way back through the watch; acting on
+            // the older copy would undo it.
+            return false;
         }
-        let Some(labels) = self.namespace_labels.get(ns).cloned() else {
+        let Some(labels) = self.namespace_labels.get(&key.namespace).cloned() else {
             // Its namespace's watch event has not arrived yet; it will
             // queue this service.
             return false;
@@ -471,24 +444,18 @@ impl Runner {
             if !self.may_act() {
                 return false;
             }
+            let work = Work::Service(key.clone());
             match write_service(&self.client, &svc, write).await {
                 Ok(rv) => {
                     tracing::info!(service = %key, ingress = ?write.ingress, "updated service");
-                    self.pending.insert(key.to_owned(), (rv, Instant::now()));
-                    self.retries.remove(key);
+                    self.pending.wrote(key.clone(), rv);
+                    self.queue.done(&work);
                 }
                 Err(e) => {
                     self.metrics.k8s.update_errors.inc();
-                    let n = self.retries.entry(key.to_owned()).or_insert(0);
-                    *n += 1;
-                    let delay = Duration::from_millis(250 * 2u64.pow((*n).min(7)));
-                    tracing::warn!(service = %key, error = %e, retry_in = ?delay, "could not update service");
-                    let tx = self.retry_tx.clone();
-                    let key = key.to_owned();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        let _ = tx.send(Trigger::Service(key));
-                    });
+                    let class = classify(&e);
+                    let retry_in = self.queue.retry(work, class);
+                    tracing::warn!(service = %key, error = %e, ?class, ?retry_in, "could not update service");
                 }
             }
         }
@@ -570,9 +537,8 @@ impl Runner {
                 continue;
             }
             let patch = json!({ "status": desired });
-            if let Err(e) = api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
+            if let Err(e) =
+                call(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await
             {
                 self.metrics.k8s.update_errors.inc();
                 tracing::warn!(pool = %name, error = %e, "could not update pool status");
@@ -587,7 +553,7 @@ async fn write_service(
     client: &kube::Client,
     svc: &Service,
     w: &Write,
-) -> Result<String, kube::Error> {
+) -> Result<String, CallError> {
     let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default());
     let name = svc.name_any();
     let mut rv = svc.resource_version().unwrap_or_default();
@@ -598,9 +564,8 @@ async fn write_service(
             .map(|(k, v)| (k.clone(), json!(v)))
             .collect();
         let patch = json!({ "metadata": { "resourceVersion": rv, "annotations": anns } });
-        let updated = api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        let updated =
+            call(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
         rv = updated.resource_version().unwrap_or_default();
     }
     if let Some(ips) = &w.ingress {
@@ -615,9 +580,8 @@ async fn write_service(
             "metadata": { "resourceVersion": rv },
             "status": { "loadBalancer": { "ingress": ingress } },
         });
-        let updated = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        let updated =
+            call(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
         rv = updated.resource_version().unwrap_or_default();
     }
     Ok(rv)

@@ -5,6 +5,7 @@
 //! Invalid, since upstream's rule counts only False conditions with
 //! reason ConfigurationError).
 
+use super::call::{CallError, call};
 use crate::api::v1beta1::{ConfigurationResult, ConfigurationState};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -60,18 +61,18 @@ pub async fn write(
     condition: &str,
     result: &ConfigurationResult,
     summary: &str,
-) -> Result<(), kube::Error> {
+) -> Result<(), CallError> {
     let api: Api<ConfigurationState> = Api::namespaced(client.clone(), namespace);
-    if api.get_opt(name).await?.is_none() {
+    if call(api.get_opt(name)).await?.is_none() {
         let obj: ConfigurationState = serde_json::from_value(json!({
             "apiVersion": "metallb.io/v1beta1",
             "kind": "ConfigurationState",
             "metadata": { "name": name, "labels": labels },
         }))
-        .map_err(kube::Error::SerdeError)?;
-        match api.create(&PostParams::default(), &obj).await {
+        .map_err(|e| CallError::Api(kube::Error::SerdeError(e)))?;
+        match call(api.create(&PostParams::default(), &obj)).await {
             // Created meanwhile by ourselves in an earlier attempt: fine.
-            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Ok(_) | Err(CallError::Api(kube::Error::Api(_))) => {}
             Err(e) => return Err(e),
         }
     }
@@ -86,8 +87,7 @@ pub async fn write(
             "conditions": conditions(condition, result, summary, &now),
         }
     });
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    call(api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
     Ok(())
 }
 

@@ -14,6 +14,7 @@
 //! ones dropped); one task writes them. Publishing is best effort:
 //! failures are logged.
 
+use super::call::{CallError, call};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -220,7 +221,7 @@ impl Writer {
         &mut self,
         regarding: &ObjectReference,
         ev: &EventSpec,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<(), CallError> {
         let now = Timestamp::now();
         let key = SeriesKey {
             regarding: (
@@ -246,8 +247,7 @@ impl Writer {
                 count: p.count,
                 last_observed_time: MicroTime(now),
             } });
-            api.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            call(api.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
             p
         } else {
             let event = Event {
@@ -276,7 +276,7 @@ impl Writer {
                 reporting_instance: Some(format!("{}-{}", self.controller, self.instance)),
                 ..Event::default()
             };
-            let created = api.create(&PostParams::default(), &event).await?;
+            let created = call(api.create(&PostParams::default(), &event)).await?;
             Published {
                 name: created.name_any(),
                 count: 1,

@@ -3,6 +3,7 @@
 //! upstream's does), so a fresh install needs no manual step; an existing
 //! one is never changed (rotating it would split running speakers).
 
+use super::call::{ErrorClass, call, classify};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -40,15 +41,12 @@ pub fn new_secret(name: &str, namespace: &str) -> anyhow::Result<Secret> {
 /// A concurrent creation by another replica counts as existing.
 pub async fn ensure(client: &kube::Client, namespace: &str, name: &str) -> anyhow::Result<bool> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    if api.get_opt(name).await?.is_some() {
+    if call(api.get_opt(name)).await?.is_some() {
         return Ok(false);
     }
-    match api
-        .create(&PostParams::default(), &new_secret(name, namespace)?)
-        .await
-    {
+    match call(api.create(&PostParams::default(), &new_secret(name, namespace)?)).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) if classify(&e) == ErrorClass::Conflict => Ok(false),
         Err(e) => Err(e.into()),
     }
 }

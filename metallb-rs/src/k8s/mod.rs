@@ -1,11 +1,13 @@
 //! Everything that talks to the Kubernetes API on behalf of the deciding
-//! modules: the client, leader election, events. Only this module, the
-//! controller's and the speaker's runners touch `kube::Api`.
+//! modules: the client, API calls with a timeout, the work queue, leader
+//! election, events, watches.
 
+pub mod call;
 pub mod config_state;
 pub mod events;
 pub mod leader;
 pub mod memberlist;
+pub mod queue;
 pub mod watch;
 
 use anyhow::Context;
@@ -30,13 +32,4 @@ pub fn identity() -> String {
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "localhost".into());
     format!("{host}-{}", std::process::id())
-}
-
-/// Whether an API error is worth retrying (server trouble, conflicts,
-/// throttling, network) rather than a permanent rejection.
-pub fn is_transient(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(s) => s.code == 409 || s.code == 429 || s.code >= 500,
-        _ => true,
-    }
 }

@@ -21,7 +21,8 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    fn name(self) -> &'static str {
+    /// Its name in events and metrics labels.
+    pub fn name(self) -> &'static str {
         match self {
             Protocol::Layer2 => "layer2",
             Protocol::Bgp => "bgp",

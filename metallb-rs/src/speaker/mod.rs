@@ -11,6 +11,7 @@ pub mod events;
 pub mod garp;
 pub mod liveness;
 pub mod membership;
+pub mod plan;
 pub mod presence;
 pub mod run;
 pub mod status;

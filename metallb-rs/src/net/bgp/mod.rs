@@ -127,6 +127,12 @@ pub mod code {
     pub const HOLD_TIMER_EXPIRED: u8 = 4;
     /// Finite state machine error.
     pub const FSM: u8 = 5;
+    /// FSM error: a message other than OPEN in OpenSent (RFC 6608).
+    pub const FSM_UNEXPECTED_IN_OPEN_SENT: u8 = 1;
+    /// FSM error: a message other than KEEPALIVE in OpenConfirm (RFC 6608).
+    pub const FSM_UNEXPECTED_IN_OPEN_CONFIRM: u8 = 2;
+    /// FSM error: an OPEN in Established (RFC 6608).
+    pub const FSM_UNEXPECTED_IN_ESTABLISHED: u8 = 3;
     /// Cease.
     pub const CEASE: u8 = 6;
     /// Cease: administrative shutdown (the speaker stops).

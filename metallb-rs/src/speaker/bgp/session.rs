@@ -10,9 +10,7 @@ use super::socket::{self, Dial};
 use super::updates::{self, Shape};
 use crate::config::PeerAsn;
 use crate::metrics::BgpMetrics;
-use crate::net::bgp::{
-    self, Afi, Capability, Context, Message, Notification, Open, SAFI_UNICAST, code,
-};
+use crate::net::bgp::{self, Afi, Context, Message, Notification, code};
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -22,6 +20,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
+
+mod adj_out;
+mod negotiate;
+pub use adj_out::{AdjRibOut, Diff};
+pub use negotiate::{Negotiated, negotiate, our_open};
 
 /// The prefixes a peer should have, with their attributes.
 pub type Table = BTreeMap<IpNet, RouteAttrs>;
@@ -388,19 +391,8 @@ async fn connection(
     };
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::new(rd);
-    let hold_secs = u16::try_from(cfg.hold_time.as_secs()).unwrap_or(u16::MAX);
-    let caps: Vec<Capability> = cfg
-        .families
-        .iter()
-        .map(|f| Capability::Multiprotocol {
-            afi: f.number(),
-            safi: SAFI_UNICAST,
-        })
-        .chain([Capability::RouteRefresh])
-        .collect();
-    let my_id = router_id(cfg, local.ip());
-    let open = Open::new(cfg.my_asn, hold_secs, my_id, caps);
-    if let Err(e) = send(&mut wr, &Message::Open(open), &Context::default()).await {
+    let ours = our_open(cfg, local.ip());
+    if let Err(e) = send(&mut wr, &Message::Open(ours.clone()), &Context::default()).await {
         return fail(format!("sending OPEN: {e}"));
     }
     // OpenSent: RFC 4271 suggests a large hold time until the peer's OPEN.
@@ -422,44 +414,27 @@ async fn connection(
         Ok(Ok(Message::Open(o))) => o,
         Ok(Ok(Message::Notification(n))) => return fail(format!("peer sent NOTIFICATION: {n}")),
         Ok(Ok(other)) => {
-            notify(&mut wr, &Notification::new(code::FSM, 1, [])).await;
+            notify(
+                &mut wr,
+                &Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_OPEN_SENT, []),
+            )
+            .await;
             return fail(format!("expected OPEN, got {other:?}"));
         }
     };
-    if !peer_as_ok(cfg, theirs.asn()) {
-        let n = Notification::new(
-            code::OPEN,
-            code::OPEN_BAD_PEER_AS,
-            theirs.my_as.to_be_bytes(),
-        );
-        notify(&mut wr, &n).await;
-        return fail(format!(
-            "the peer's AS is {}, expected {:?}: fix peerASN",
-            theirs.asn(),
-            cfg.peer_asn
-        ));
-    }
-    let ibgp = theirs.asn() == cfg.my_asn;
-    if ibgp && theirs.router_id == my_id {
-        notify(
-            &mut wr,
-            &Notification::new(code::OPEN, code::OPEN_BAD_IDENTIFIER, []),
-        )
-        .await;
-        return fail(format!(
-            "the peer has our router ID {my_id}: set routerID on one side"
-        ));
-    }
-    let ctx = Context {
-        four_octet_as: theirs.four_octet_as(),
+    let Negotiated {
+        ctx,
+        ibgp,
+        hold,
+        keepalive,
+        families,
+    } = match negotiate(cfg, &ours, &theirs) {
+        Ok(n) => n,
+        Err(n) => {
+            notify(&mut wr, &n).await;
+            return fail(negotiate::refusal(cfg, &ours, &theirs, &n));
+        }
     };
-    let hold = Duration::from_secs(u64::from(hold_secs.min(theirs.hold_time)));
-    let keepalive = cfg.keepalive.unwrap_or(hold / 3).min(hold / 3);
-    let families: Vec<Afi> = theirs
-        .families()
-        .into_iter()
-        .filter(|f| cfg.families.contains(f))
-        .collect();
     if let Err(e) = send(&mut wr, &Message::Keepalive, &ctx).await {
         return fail(format!("sending KEEPALIVE: {e}"));
     }
@@ -477,7 +452,11 @@ async fn connection(
         Ok(Ok(Message::Keepalive)) => {}
         Ok(Ok(Message::Notification(n))) => return fail(format!("peer sent NOTIFICATION: {n}")),
         Ok(Ok(other)) => {
-            notify(&mut wr, &Notification::new(code::FSM, 2, [])).await;
+            notify(
+                &mut wr,
+                &Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_OPEN_CONFIRM, []),
+            )
+            .await;
             return fail(format!("expected KEEPALIVE, got {other:?}"));
         }
         Ok(Err(ReadError::Io(e))) => return fail(format!("waiting for KEEPALIVE: {e}")),
@@ -543,7 +522,7 @@ struct EstablishedCtx<'a> {
 }
 
 async fn established(e: EstablishedCtx<'_>) -> Ended {
-    let EstablishedCtx { mut rd, mut wr, .. } = e;
+    let EstablishedCtx { mut rd, wr, .. } = e;
     let (cfg, ctx, hold, keepalive, shape) = (e.cfg, e.ctx, e.hold, e.keepalive, e.shape);
     let (routes, status, stop, metrics, label) = (e.routes, e.status, e.stop, e.metrics, e.label);
     let failed = |why: String| Ended::Failed(why, true);
@@ -559,8 +538,15 @@ async fn established(e: EstablishedCtx<'_>) -> Ended {
             }
         }
     });
-    let _reader = AbortOnDrop(reader);
-    let mut adj_out = Table::new();
+    let _reader = tokio_util::task::AbortOnDropHandle::new(reader);
+    let mut out = Out {
+        wr,
+        adj_out: AdjRibOut::default(),
+        shape,
+        metrics,
+        label,
+        status,
+    };
     let mut hold_deadline = Instant::now() + hold;
     let mut ticker = tokio::time::interval(if keepalive.is_zero() {
         Duration::from_secs(3600)
@@ -570,19 +556,8 @@ async fn established(e: EstablishedCtx<'_>) -> Ended {
     ticker.tick().await;
     let desired = routes.snapshot();
     let count = desired.len();
-    let all = everything(desired, &adj_out);
-    if let Err(e) = sync(
-        &mut wr,
-        &mut adj_out,
-        all,
-        count,
-        &shape,
-        metrics,
-        &label,
-        status,
-    )
-    .await
-    {
+    let all = out.adj_out.everything(desired);
+    if let Err(e) = out.sync(&all, count).await {
         return failed(format!("sending UPDATEs: {e}"));
     }
     loop {
@@ -590,7 +565,7 @@ async fn established(e: EstablishedCtx<'_>) -> Ended {
             why = &mut *stop => {
                 let why = why.unwrap_or_else(|_| Notification::new(code::CEASE, code::CEASE_ADMIN_SHUTDOWN, []));
                 tracing::info!(peer = cfg.name, address = %cfg.dial.peer, reason = %why, "closing BGP session");
-                notify(&mut wr, &why).await;
+                notify(&mut out.wr, &why).await;
                 return Ended::Stopped;
             }
             msg = rx.recv() => match msg {
@@ -602,38 +577,39 @@ async fn established(e: EstablishedCtx<'_>) -> Ended {
                     hold_deadline = Instant::now() + hold;
                     // Send that family again from scratch.
                     let v6 = afi == Afi::Ipv6.number();
-                    adj_out.retain(|n, _| n.addr().is_ipv6() != v6);
+                    out.adj_out.forget_family(v6);
                     let desired = routes.snapshot();
                     let count = desired.len();
-                    let all = everything(desired, &adj_out);
-                    if let Err(e) = sync(&mut wr, &mut adj_out, all, count, &shape, metrics, &label, status).await {
+                    let all = out.adj_out.everything(desired);
+                    if let Err(e) = out.sync(&all, count).await {
                         return failed(format!("sending UPDATEs: {e}"));
                     }
                 }
                 Some(Ok(Message::Notification(n))) => return failed(format!("peer sent NOTIFICATION: {n}")),
                 Some(Ok(Message::Open(_))) => {
                     // RFC 6608: unexpected message in Established.
-                    notify(&mut wr, &Notification::new(code::FSM, 3, [1])).await;
+                    let n = Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_ESTABLISHED, [1]);
+                    notify(&mut out.wr, &n).await;
                     return failed("the peer sent OPEN in Established".into());
                 }
                 Some(Err(ReadError::Malformed(n))) => {
-                    notify(&mut wr, &n).await;
+                    notify(&mut out.wr, &n).await;
                     return failed(format!("malformed message from the peer: {n}; sent NOTIFICATION"));
                 }
                 Some(Err(ReadError::Io(e))) => return failed(format!("connection lost: {e}")),
             },
             () = tokio::time::sleep_until(hold_deadline), if !hold.is_zero() => {
-                notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, [])).await;
+                notify(&mut out.wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, [])).await;
                 return failed(format!("hold timer expired: nothing from the peer for {hold:?}"));
             }
             _ = ticker.tick(), if !keepalive.is_zero() => {
-                if let Err(e) = send(&mut wr, &Message::Keepalive, &ctx).await {
+                if let Err(e) = send(&mut out.wr, &Message::Keepalive, &ctx).await {
                     return failed(format!("sending KEEPALIVE: {e}"));
                 }
             }
             () = routes.changed() => {
                 let changes = routes.take_changes();
-                if let Err(e) = sync(&mut wr, &mut adj_out, changes, routes.len(), &shape, metrics, &label, status).await {
+                if let Err(e) = out.sync(&changes, routes.len()).await {
                     return failed(format!("sending UPDATEs: {e}"));
                 }
             }
@@ -641,98 +617,59 @@ async fn established(e: EstablishedCtx<'_>) -> Ended {
     }
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// The sending side of an established session.
+struct Out<'a> {
+    wr: OwnedWriteHalf,
+    adj_out: AdjRibOut,
+    shape: Shape,
+    metrics: &'a BgpMetrics,
+    label: String,
+    status: &'a watch::Sender<Status>,
 }
 
-/// Every desired route, and a withdrawal for each sent one no longer
-/// desired: what a full resync considers.
-fn everything(desired: Table, adj_out: &Table) -> Vec<(IpNet, Option<RouteAttrs>)> {
-    let gone: Vec<IpNet> = adj_out
-        .keys()
-        .filter(|p| !desired.contains_key(p))
-        .copied()
-        .collect();
-    desired
-        .into_iter()
-        .map(|(p, a)| (p, Some(a)))
-        .chain(gone.into_iter().map(|p| (p, None)))
-        .collect()
-}
-
-/// Brings the peer's `adj_out` in line with `changes` (prefix -> what it
-/// should be now): withdraws what went, announces what is new or changed.
-/// `desired` counts the prefixes the peer should have (the pending
-/// metric, as upstream sets it).
-#[allow(clippy::too_many_arguments)]
-async fn sync(
-    wr: &mut OwnedWriteHalf,
-    adj_out: &mut Table,
-    changes: Vec<(IpNet, Option<RouteAttrs>)>,
-    desired: usize,
-    shape: &Shape,
-    metrics: &BgpMetrics,
-    label: &str,
-    status: &watch::Sender<Status>,
-) -> std::io::Result<()> {
-    let sendable = |n: &IpNet| {
-        if n.addr().is_ipv6() {
-            shape.next_hop_v6.is_some()
-        } else {
-            shape.next_hop_v4.is_some()
+impl Out<'_> {
+    /// Brings the peer in line with `changes` (see [`AdjRibOut::diff`]).
+    /// `desired` counts the prefixes the peer should have (the pending
+    /// metric, as upstream sets it).
+    async fn sync(
+        &mut self,
+        changes: &[(IpNet, Option<RouteAttrs>)],
+        desired: usize,
+    ) -> std::io::Result<()> {
+        let diff = self.adj_out.diff(changes, &self.shape);
+        let label = self.label.as_str();
+        if !diff.is_empty() {
+            let msgs = updates::build(&diff.announce, &diff.withdraw, &self.shape);
+            let ctx = self.shape.context();
+            let mut bytes = Vec::new();
+            for u in &msgs {
+                bytes.extend(bgp::encode(&Message::Update(u.clone()), &ctx));
+            }
+            self.wr.write_all(&bytes).await?;
+            self.metrics.updates.with_label_values(&[label]).inc_by(
+                crate::metrics::upstream_updates(diff.announce.len(), diff.withdraw.len()),
+            );
+            self.adj_out.apply(&diff);
+            tracing::debug!(
+                peer = label,
+                announced = self.adj_out.len(),
+                updates = msgs.len(),
+                "sent UPDATEs"
+            );
         }
-    };
-    // A prefix now unsendable (no next hop of its family) is withdrawn.
-    let withdraw: Vec<IpNet> = changes
-        .iter()
-        .filter(|(n, a)| (a.is_none() || !sendable(n)) && adj_out.contains_key(n))
-        .map(|(n, _)| *n)
-        .collect();
-    let announce: Vec<(IpNet, &RouteAttrs)> = changes
-        .iter()
-        .filter_map(|(n, a)| Some((*n, a.as_ref()?)))
-        .filter(|(n, a)| sendable(n) && adj_out.get(n) != Some(*a))
-        .collect();
-    if !withdraw.is_empty() || !announce.is_empty() {
-        let msgs = updates::build(&announce, &withdraw, shape);
-        let ctx = shape.context();
-        let mut bytes = Vec::new();
-        for u in &msgs {
-            bytes.extend(bgp::encode(&Message::Update(u.clone()), &ctx));
-        }
-        wr.write_all(&bytes).await?;
-        metrics
-            .updates
+        let announced = self.adj_out.len();
+        self.metrics
+            .announced_prefixes
             .with_label_values(&[label])
-            .inc_by(crate::metrics::upstream_updates(
-                announce.len(),
-                withdraw.len(),
-            ));
-        for n in &withdraw {
-            adj_out.remove(n);
-        }
-        for (n, a) in announce {
-            adj_out.insert(n, a.clone());
-        }
-        tracing::debug!(
-            peer = label,
-            announced = adj_out.len(),
-            updates = msgs.len(),
-            "sent UPDATEs"
-        );
+            .set(announced as i64);
+        self.metrics
+            .pending_prefixes
+            .with_label_values(&[label])
+            .set(desired as i64);
+        self.status.send_modify(|s| s.announced = announced);
+        Ok(())
     }
-    metrics
-        .announced_prefixes
-        .with_label_values(&[label])
-        .set(adj_out.len() as i64);
-    metrics
-        .pending_prefixes
-        .with_label_values(&[label])
-        .set(desired as i64);
-    status.send_modify(|s| s.announced = adj_out.len());
-    Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,4 +1,6 @@
-//! Reading a Kubernetes Service the way MetalLB does: its annotations
+//! Services as both components see them: [`ServiceKey`], the one way a
+//! service is named (queues, allocations, status labels, metrics), and
+//! reading a Kubernetes Service the way MetalLB does: its annotations
 //! (each `metallb.io/*` also under the deprecated `metallb.universe.tf/*`),
 //! families, ports, sharing key, requested IPs and current ingress. Pure.
 
@@ -53,9 +55,45 @@ pub fn deprecated_annotations(svc: &Service) -> Vec<String> {
         .collect()
 }
 
-/// `namespace/name`.
-pub fn key(svc: &Service) -> String {
-    format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any())
+/// A service's namespace and name. Shown as `namespace/name`, which is
+/// never parsed back: whoever needs the parts keeps the key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServiceKey {
+    /// The namespace (empty for an object that names none).
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+}
+
+impl ServiceKey {
+    /// The key of `namespace`/`name`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The key of `svc`.
+    pub fn of(svc: &Service) -> Self {
+        Self::new(svc.namespace().unwrap_or_default(), svc.name_any())
+    }
+
+    /// The reference a reflector store looks the service up by.
+    pub fn object_ref(&self) -> kube::runtime::reflector::ObjectRef<Service> {
+        kube::runtime::reflector::ObjectRef::new(&self.name).within(&self.namespace)
+    }
+}
+
+impl std::fmt::Display for ServiceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The key of `svc` (see [`ServiceKey`]).
+pub fn key(svc: &Service) -> ServiceKey {
+    ServiceKey::of(svc)
 }
 
 /// Whether it is of type LoadBalancer.
@@ -207,7 +245,7 @@ pub fn service_info(
             if f == "IPv6" { Family::V6 } else { Family::V4 }
         });
     Ok(ServiceInfo {
-        key: key(svc),
+        key: key(svc).to_string(),
         namespace: svc.namespace().unwrap_or_default(),
         labels: svc.labels().clone(),
         namespace_labels: namespace_labels.clone(),

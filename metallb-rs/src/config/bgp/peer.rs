@@ -1,0 +1,376 @@
+//! BGPPeers, checked against what the native BGP speaker implements.
+
+use super::*;
+
+/// How the remote AS is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAsn {
+    /// Exactly this AS.
+    Fixed(u32),
+    /// Any AS equal to ours (iBGP).
+    Internal,
+    /// Any AS other than ours (eBGP).
+    External,
+}
+
+/// A validated BGP peer for the native speaker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// The object's name.
+    pub name: String,
+    /// Local AS.
+    pub my_asn: u32,
+    /// Remote AS.
+    pub peer_asn: PeerAsn,
+    /// Address to dial.
+    pub address: IpAddr,
+    /// TCP port to dial.
+    pub port: u16,
+    /// Local address to bind, when set.
+    pub source_address: Option<IpAddr>,
+    /// Proposed hold time (default 90 s).
+    pub hold_time: Option<Duration>,
+    /// Keepalive interval (default hold time / 3).
+    pub keepalive_time: Option<Duration>,
+    /// Delay between connection attempts.
+    pub connect_time: Option<Duration>,
+    /// Router ID (default: the node's IPv4 address).
+    pub router_id: Option<Ipv4Addr>,
+    /// Nodes that run this session (empty: all).
+    pub node_selectors: Vec<Selector>,
+    /// TCP MD5 password, from `password` or `passwordSecret`.
+    pub password: Option<String>,
+    /// The peer is more than one hop away.
+    pub ebgp_multi_hop: bool,
+    /// Carry both address families on this session.
+    pub dual_stack_address_family: bool,
+}
+
+pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = kube::core::Duration::from_str(s)
+        .map_err(|e| format!("invalid duration {s:?} ({e}): use Go syntax such as 90s or 1m30s"))?;
+    if d.is_negative() {
+        return Err(format!("invalid duration {s:?}: must not be negative"));
+    }
+    Ok(d.into())
+}
+
+/// Builds every peer, then rejects two peers dialling the same address
+/// and port from a common node. Peers on one node may differ in myASN and
+/// routerID: each native session has its own (upstream applies
+/// `checkFRRPeersCompatible` to its FRR backends only).
+pub(crate) fn peers(
+    list: &[&v1beta2::BGPPeer],
+    opts: &Options,
+    secrets: &[Secret],
+    bfd_profiles: &BTreeMap<String, BfdProfile>,
+    nodes: &[BTreeMap<String, String>],
+    errors: &mut Vec<ConfigError>,
+) -> Vec<Peer> {
+    let mut out: Vec<(Peer, ObjectRef)> = Vec::new();
+    for p in list {
+        let obj = ObjectRef::new("BGPPeer", &namespace_of(*p, opts), &p.name_any());
+        if let Some(peer) = peer(p, &obj, opts, secrets, bfd_profiles, errors) {
+            out.push((peer, obj));
+        }
+    }
+    for (i, (a, _)) in out.iter().enumerate() {
+        for (b, b_obj) in &out[i + 1..] {
+            if a.address == b.address
+                && a.port == b.port
+                && crate::config::share_a_node(&a.node_selectors, &b.node_selectors, nodes)
+            {
+                errors.push(ConfigError::new(
+                    b_obj,
+                    "spec.peerAddress",
+                    format!(
+                        "duplicate peer: bgppeer {:?} already peers with {}:{} from the same nodes",
+                        a.name, a.address, a.port
+                    ),
+                ));
+            }
+        }
+    }
+    out.into_iter().map(|(p, _)| p).collect()
+}
+
+pub(super) fn peer(
+    p: &v1beta2::BGPPeer,
+    obj: &ObjectRef,
+    opts: &Options,
+    secrets: &[Secret],
+    bfd_profiles: &BTreeMap<String, BfdProfile>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Peer> {
+    let before = errors.len();
+    let s = &p.spec;
+    let mut err = |field: &str, msg: String| errors.push(ConfigError::new(obj, field, msg));
+
+    if s.my_asn == 0 {
+        err(
+            "spec.myASN",
+            "missing myASN: set the local AS number (1-4294967295)".into(),
+        );
+    }
+    // peerASN 0 is no peerASN, as upstream reads it.
+    let peer_asn = match (s.peer_asn.filter(|a| *a != 0), s.dynamic_asn) {
+        (Some(_), Some(_)) => {
+            err(
+                "spec.dynamicASN",
+                "peerASN and dynamicASN are mutually exclusive: set one of them".into(),
+            );
+            None
+        }
+        (None, None) => {
+            err(
+                "spec.peerASN",
+                "missing peerASN: set peerASN or dynamicASN".into(),
+            );
+            None
+        }
+        (Some(asn), None) => {
+            if asn == s.my_asn && s.ebgp_multi_hop == Some(true) {
+                err(
+                    "spec.ebgpMultiHop",
+                    "ebgpMultiHop is set for an iBGP peer (peerASN equals myASN): remove it".into(),
+                );
+            }
+            Some(PeerAsn::Fixed(asn))
+        }
+        (None, Some(v1beta2::DynamicASNMode::Internal)) => Some(PeerAsn::Internal),
+        (None, Some(v1beta2::DynamicASNMode::External)) => Some(PeerAsn::External),
+    };
+    // Fields the native BGP speaker does not implement: reject rather than
+    // silently ignore them.
+    let unsupported = |present: bool,
+                       field: &str,
+                       what: &str,
+                       err: &mut dyn FnMut(&str, String)| {
+        if present {
+            err(
+                field,
+                format!(
+                    "{what} is not supported by the metallb-rs native BGP speaker: remove {field}"
+                ),
+            );
+        }
+    };
+    unsupported(
+        s.interface.is_some(),
+        "spec.interface",
+        "unnumbered BGP peering",
+        &mut err,
+    );
+    unsupported(
+        s.vrf.as_deref().is_some_and(|v| !v.is_empty()),
+        "spec.vrf",
+        "VRF peering",
+        &mut err,
+    );
+    unsupported(
+        s.enable_graceful_restart == Some(true),
+        "spec.enableGracefulRestart",
+        "graceful restart",
+        &mut err,
+    );
+    unsupported(s.local_asn.is_some(), "spec.localASN", "local-as", &mut err);
+    if let Some(name) = s.bfd_profile.as_deref().filter(|n| !n.is_empty()) {
+        if bfd_profiles.contains_key(name) {
+            err(
+                "spec.bfdProfile",
+                format!(
+                    "BFD (profile {name:?}) is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile"
+                ),
+            );
+        } else {
+            err(
+                "spec.bfdProfile",
+                format!("bfdprofile {name:?} does not exist"),
+            );
+        }
+    }
+
+    let address = match s.peer_address.as_deref() {
+        None | Some("") => {
+            err(
+                "spec.peerAddress",
+                "missing peerAddress: the address of the BGP router to dial".into(),
+            );
+            None
+        }
+        Some(a) => a
+            .trim()
+            .parse::<IpAddr>()
+            .map_err(|_| err("spec.peerAddress", format!("invalid IP address {a:?}")))
+            .ok(),
+    };
+    let source_address = s
+        .source_address
+        .as_deref()
+        .filter(|a| !a.is_empty())
+        .and_then(|a| match a.parse::<IpAddr>() {
+            Ok(ip) if address.is_some_and(|p| p.is_ipv4() != ip.is_ipv4()) => {
+                err(
+                    "spec.sourceAddress",
+                    format!("{a} is not of the same IP family as peerAddress"),
+                );
+                None
+            }
+            Ok(ip) => Some(ip),
+            Err(_) => {
+                err("spec.sourceAddress", format!("invalid IP address {a:?}"));
+                None
+            }
+        });
+    let port = s.peer_port.unwrap_or(179);
+    if port == 0 {
+        err(
+            "spec.peerPort",
+            "port 0 is not a valid peer port: use 1-16384 (default 179)".into(),
+        );
+    }
+    let mut duration = |v: &Option<String>, field: &str| -> Option<Duration> {
+        let v = v.as_deref()?;
+        parse_duration(v).map_err(|e| err(field, e)).ok()
+    };
+    let hold_time = duration(&s.hold_time, "spec.holdTime");
+    let keepalive_time = duration(&s.keepalive_time, "spec.keepaliveTime");
+    let connect_time = duration(&s.connect_time, "spec.connectTime");
+    let (hold_time, keepalive_time) = match timers(hold_time, keepalive_time) {
+        Ok(t) => t,
+        Err(e) => {
+            let field = if e.starts_with("keepalive") || s.hold_time.is_none() {
+                "spec.keepaliveTime"
+            } else {
+                "spec.holdTime"
+            };
+            err(field, e);
+            (None, None)
+        }
+    };
+    if let Some(c) = connect_time {
+        if c.subsec_nanos() != 0 {
+            err(
+                "spec.connectTime",
+                "connect time should contain a whole number of seconds".into(),
+            );
+        } else if !(1..=65535).contains(&c.as_secs()) {
+            err(
+                "spec.connectTime",
+                "connect time should be between 1 seconds to 65535".into(),
+            );
+        }
+    }
+    let router_id = s
+        .router_id
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .and_then(|r| {
+            r.parse::<Ipv4Addr>()
+                .map_err(|_| {
+                    err(
+                        "spec.routerID",
+                        format!("invalid router ID {r:?}: must be an IPv4 address"),
+                    )
+                })
+                .ok()
+        });
+    let password = match (&s.password, &s.password_secret) {
+        (Some(_), Some(_)) => {
+            err(
+                "spec.passwordSecret",
+                "password and passwordSecret are mutually exclusive: set one of them".into(),
+            );
+            None
+        }
+        (Some(p), None) => Some(p.clone()),
+        (None, Some(r)) => secret_password(r, opts, secrets)
+            .map_err(|e| err("spec.passwordSecret", e))
+            .ok(),
+        (None, None) => None,
+    };
+    // Linux refuses longer TCP MD5 keys (TCP_MD5SIG_MAXKEYLEN).
+    if let Some(p) = &password
+        && p.len() > crate::net::bgp::MD5_MAX_KEY
+    {
+        let field = if s.password.is_some() {
+            "spec.password"
+        } else {
+            "spec.passwordSecret"
+        };
+        err(
+            field,
+            format!(
+                "the password is {} bytes; TCP MD5 keys are at most {} bytes",
+                p.len(),
+                crate::net::bgp::MD5_MAX_KEY
+            ),
+        );
+    }
+    let node_selectors =
+        crate::config::selectors(obj, "spec.nodeSelectors", s.node_selectors.as_ref(), errors);
+    if errors.len() != before {
+        return None;
+    }
+    Some(Peer {
+        name: p.name_any(),
+        my_asn: s.my_asn,
+        peer_asn: peer_asn?,
+        address: address?,
+        port,
+        source_address,
+        hold_time,
+        keepalive_time,
+        connect_time,
+        router_id,
+        node_selectors,
+        password,
+        ebgp_multi_hop: s.ebgp_multi_hop.unwrap_or(false),
+        dual_stack_address_family: s.dual_stack_address_family.unwrap_or(false),
+    })
+}
+
+pub(super) fn secret_password(
+    r: &v1beta2::SecretReference,
+    opts: &Options,
+    secrets: &[Secret],
+) -> Result<String, String> {
+    let name = r
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or("passwordSecret.name is empty")?;
+    if let Some(ns) = r.namespace.as_deref().filter(|ns| *ns != opts.namespace) {
+        return Err(format!(
+            "secret {ns}/{name}: the secret must be in the MetalLB namespace {:?}",
+            opts.namespace
+        ));
+    }
+    let secret = secrets
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some(name))
+        .ok_or_else(|| {
+            format!(
+                "secret {name:?} not found in namespace {:?}",
+                opts.namespace
+            )
+        })?;
+    if secret.type_.as_deref() != Some("kubernetes.io/basic-auth") {
+        return Err(format!(
+            "secret {name:?} must be of type kubernetes.io/basic-auth"
+        ));
+    }
+    let from_data = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("password"))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    let from_string = secret
+        .string_data
+        .as_ref()
+        .and_then(|d| d.get("password"))
+        .cloned();
+    from_data
+        .or(from_string)
+        .ok_or_else(|| format!("secret {name:?} has no key \"password\""))
+}

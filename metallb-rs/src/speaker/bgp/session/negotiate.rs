@@ -1,0 +1,86 @@
+//! OpenSent: our OPEN, and what it and the peer's agree on. Pure.
+
+use super::{SessionConfig, peer_as_ok, router_id};
+use crate::net::bgp::{Afi, Capability, Context, Notification, Open, SAFI_UNICAST, code};
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// What a session runs with once both OPENs are known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Negotiated {
+    /// How messages are encoded from now on (4-octet AS numbers).
+    pub ctx: Context,
+    /// The peer is in our AS.
+    pub ibgp: bool,
+    /// The smaller of the two hold times (zero: no hold timer).
+    pub hold: Duration,
+    /// Ours when configured, at most a third of the hold time.
+    pub keepalive: Duration,
+    /// The families both sides carry.
+    pub families: Vec<Afi>,
+}
+
+/// The OPEN we send for `cfg` on a connection from `local`.
+pub fn our_open(cfg: &SessionConfig, local: IpAddr) -> Open {
+    let hold_secs = u16::try_from(cfg.hold_time.as_secs()).unwrap_or(u16::MAX);
+    let caps: Vec<Capability> = cfg
+        .families
+        .iter()
+        .map(|f| Capability::Multiprotocol {
+            afi: f.number(),
+            safi: SAFI_UNICAST,
+        })
+        .chain([Capability::RouteRefresh])
+        .collect();
+    Open::new(cfg.my_asn, hold_secs, router_id(cfg, local), caps)
+}
+
+/// Checks the peer's OPEN against the configuration and our OPEN; the
+/// NOTIFICATION to send when it is refused.
+pub fn negotiate(
+    cfg: &SessionConfig,
+    ours: &Open,
+    theirs: &Open,
+) -> Result<Negotiated, Notification> {
+    if !peer_as_ok(cfg, theirs.asn()) {
+        return Err(Notification::new(
+            code::OPEN,
+            code::OPEN_BAD_PEER_AS,
+            theirs.my_as.to_be_bytes(),
+        ));
+    }
+    let ibgp = theirs.asn() == cfg.my_asn;
+    if ibgp && theirs.router_id == ours.router_id {
+        return Err(Notification::new(code::OPEN, code::OPEN_BAD_IDENTIFIER, []));
+    }
+    let hold = Duration::from_secs(u64::from(ours.hold_time.min(theirs.hold_time)));
+    Ok(Negotiated {
+        ctx: Context {
+            four_octet_as: theirs.four_octet_as(),
+        },
+        ibgp,
+        hold,
+        keepalive: cfg.keepalive.unwrap_or(hold / 3).min(hold / 3),
+        families: theirs
+            .families()
+            .into_iter()
+            .filter(|f| cfg.families.contains(f))
+            .collect(),
+    })
+}
+
+/// Why `negotiate` refused the peer's OPEN with `n`, and what to fix.
+pub fn refusal(cfg: &SessionConfig, ours: &Open, theirs: &Open, n: &Notification) -> String {
+    match (n.code, n.subcode) {
+        (code::OPEN, code::OPEN_BAD_PEER_AS) => format!(
+            "the peer's AS is {}, expected {:?}: fix peerASN",
+            theirs.asn(),
+            cfg.peer_asn
+        ),
+        (code::OPEN, code::OPEN_BAD_IDENTIFIER) => format!(
+            "the peer has our router ID {}: set routerID on one side",
+            ours.router_id
+        ),
+        _ => format!("refused the peer's OPEN: {n}"),
+    }
+}

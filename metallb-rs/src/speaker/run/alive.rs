@@ -1,0 +1,173 @@
+//! Who counts as alive: presence leases, gossip membership, isolation.
+
+use super::*;
+
+/// Reads the gossip secret: the mounted file, or the Secret through the
+/// API; the error says which and what to do.
+pub(super) async fn membership_secret(
+    client: &kube::Client,
+    namespace: &str,
+    ml: &MembershipOptions,
+) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context as _;
+    if let Some(path) = &ml.secret_path {
+        return std::fs::read(path).with_context(|| {
+            format!(
+                "reading the memberlist secret from {} (--ml-secret-key-path): mount Secret {}",
+                path.display(),
+                ml.secret_name
+            )
+        });
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = secrets.get_opt(&ml.secret_name).await?.with_context(|| {
+        format!(
+            "Secret {namespace}/{} does not exist yet: the controller creates it; or create it with a random `{SECRET_KEY}`",
+            ml.secret_name
+        )
+    })?;
+    let data = secret
+        .data
+        .and_then(|mut d| d.remove(SECRET_KEY))
+        .filter(|v| !v.0.is_empty())
+        .with_context(|| {
+            format!(
+                "Secret {namespace}/{} has no `{SECRET_KEY}`",
+                ml.secret_name
+            )
+        })?;
+    Ok(data.0)
+}
+
+/// Where each other node's speaker gossips: its InternalIP of the bind
+/// address's family, on the bind port (speakers use the host network).
+pub(super) fn seeds(nodes: &[Arc<Node>], me: &str, bind: SocketAddr) -> Vec<(String, SocketAddr)> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let name = n.metadata.name.clone()?;
+            if name == me {
+                return None;
+            }
+            let ip = n
+                .status
+                .as_ref()?
+                .addresses
+                .as_ref()?
+                .iter()
+                .filter(|a| a.type_ == "InternalIP")
+                .filter_map(|a| a.address.parse::<IpAddr>().ok())
+                .find(|ip| ip.is_ipv6() == bind.is_ipv6())?;
+            Some((name, SocketAddr::new(ip, bind.port())))
+        })
+        .collect()
+}
+
+impl Runner {
+    /// Recomputes who counts as alive and whether this speaker is cut off
+    /// (see `liveness`); true when either changed.
+    pub(super) fn refresh_liveness(&mut self) -> bool {
+        let now = SystemTime::now();
+        let leases = presence::states(self.stores.leases.state().iter().map(|l| &**l));
+        let view = self.membership.as_ref().map(|m| m.view());
+        let ctx = liveness::Context {
+            now,
+            api_ok: self.api_ok(),
+            membership: view.is_some(),
+        };
+        let gossip = |node: &str| -> Option<liveness::Gossip> {
+            let view = view.as_ref()?;
+            if view.alive.contains(node) {
+                return Some(liveness::Gossip::Alive);
+            }
+            view.down.get(node).map(|d| liveness::Gossip::Down {
+                since: d.since,
+                left: d.left,
+            })
+        };
+        let (alive, gone) = liveness::alive(
+            self.node_view.iter().map(|n| {
+                (
+                    n.name.as_str(),
+                    liveness::Evidence {
+                        ready: n.ready,
+                        out_of_service: n.out_of_service,
+                        lease: leases.get(&n.name).copied(),
+                        gossip: gossip(&n.name),
+                    },
+                )
+            }),
+            &ctx,
+        );
+        let isolated = view.as_ref().is_some_and(|v| {
+            let known = self
+                .node_view
+                .iter()
+                .filter(|n| {
+                    v.alive.contains(&n.name)
+                        || v.down.contains_key(&n.name)
+                        || leases.contains_key(&n.name)
+                })
+                .count();
+            liveness::isolated(ctx.api_ok, v.alive.len(), known)
+        });
+        let changed = alive != self.alive || isolated != self.isolated;
+        if changed {
+            if !gone.is_empty() {
+                tracing::info!(?gone, "speakers not counted");
+            }
+            if isolated != self.isolated {
+                if isolated {
+                    tracing::warn!(
+                        "cut off from the API server and from most speakers: not answering for any address until either comes back"
+                    );
+                } else {
+                    tracing::info!("no longer cut off: announcing again");
+                }
+            }
+            self.alive = alive;
+            self.isolated = isolated;
+        }
+        changed
+    }
+
+    /// Starts gossip membership when configured and its secret is
+    /// readable; until then the speaker runs on leases alone (as upstream
+    /// would wait for the Secret to be mounted) and retries on every lease
+    /// renewal.
+    pub(super) async fn start_membership(&mut self) {
+        let Some(ml) = self.opts.membership.clone() else {
+            return;
+        };
+        let started = async {
+            let secret = membership_secret(&self.client, &self.opts.namespace, &ml).await?;
+            let membership = Membership::start(crate::speaker::membership::Config {
+                node: self.opts.node.clone(),
+                bind: ml.bind,
+                secret,
+                timing: ml.timing.clone(),
+            })
+            .await?;
+            anyhow::Ok(membership)
+        };
+        match started.await {
+            Ok(m) => {
+                m.join(seeds(&self.stores.nodes.state(), &self.opts.node, ml.bind));
+                tracing::info!(bind = %ml.bind, "gossip membership started");
+                self.membership = Some(m);
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "gossip membership not started yet; retrying");
+            }
+        }
+    }
+
+    /// This speaker renewed its presence lease recently.
+    pub(super) fn api_ok(&self) -> bool {
+        self.last_api_ok
+            .lock()
+            .map(|t| t.elapsed() < liveness::API_TIMEOUT)
+            // A poisoned lock: a renewal panicked; count the API as gone.
+            .unwrap_or(false)
+    }
+}
