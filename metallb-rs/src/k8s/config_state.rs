@@ -10,7 +10,6 @@ use crate::api::v1beta1::{ConfigurationResult, ConfigurationState};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::Mutex;
 
 /// The type of the warnings condition beside validity condition
@@ -91,10 +90,6 @@ pub async fn write(
     Ok(())
 }
 
-/// How long one write of the object may take; a write that times out
-/// is retried at the next report or repair.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// The last result a [`Reporter`] wrote: what its object must show.
 type Reported = Arc<Mutex<Option<(ConfigurationResult, String)>>>;
 
@@ -110,7 +105,7 @@ struct Target {
 
 impl Target {
     async fn write(&self, state: &(ConfigurationResult, String)) -> Result<(), String> {
-        let call = write(
+        write(
             &self.client,
             &self.namespace,
             &self.name,
@@ -118,11 +113,9 @@ impl Target {
             self.condition,
             &state.0,
             &state.1,
-        );
-        match tokio::time::timeout(WRITE_TIMEOUT, call).await {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err(format!("no answer within {WRITE_TIMEOUT:?}")),
-        }
+        )
+        .await
+        .map_err(|e| e.to_string())
     }
 }
 
