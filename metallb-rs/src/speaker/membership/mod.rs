@@ -18,6 +18,7 @@
 //! identities and frames, `task` the gossip loop.
 
 mod crypto;
+mod replay;
 mod task;
 #[cfg(test)]
 mod tests;
@@ -38,11 +39,12 @@ pub const DEFAULT_PORT: u16 = 7946;
 /// Largest SWIM packet a speaker produces and accepts, before the
 /// envelope. Kept well under 1500 minus the envelope and IP/UDP headers
 /// so datagrams are not fragmented even on overlay-sized MTUs (1450).
-const MAX_PACKET: usize = 1200;
-const MAX_PACKET_SIZE: NonZeroUsize = NonZeroUsize::new(MAX_PACKET).expect("1200 is not zero");
-/// Largest datagram a speaker sends: the packet, its frame kind byte and
-/// the envelope. Anything larger on the wire is not ours.
-const MAX_DATAGRAM: usize = MAX_PACKET + 1 + crypto::OVERHEAD;
+const MAX_PACKET: usize = 1080;
+const MAX_PACKET_SIZE: NonZeroUsize = NonZeroUsize::new(MAX_PACKET).expect("1080 is not zero");
+/// Largest datagram a speaker sends: the packet, its frame kind byte,
+/// the sender's stamp (replay protection) and the envelope. Anything
+/// larger on the wire is not ours.
+const MAX_DATAGRAM: usize = MAX_PACKET + 1 + wire::MAX_STAMP + crypto::OVERHEAD;
 // Fits a VXLAN-sized MTU (1450) less IPv6 and UDP headers.
 const _: () = assert!(MAX_DATAGRAM <= 1450 - 40 - 8);
 /// How many times each membership update rides on outgoing messages.
@@ -279,17 +281,30 @@ pub enum DropReason {
     /// version under the same secret.
     Decode,
     /// Decoded but refused by the protocol (e.g. a message claiming to
-    /// come from this very node: two speakers with one node name?).
+    /// come from this very node: two speakers with one node name?, or a
+    /// leave for another identity than the sender's current one).
     Rejected,
+    /// From an address that is no known node's: dropped before any
+    /// decryption.
+    UnknownSender,
+    /// Authentic but seen before (recorded and sent again), or from an
+    /// older run of its sender.
+    Replayed,
+    /// A join request (which is answered with the member list) beyond
+    /// the rate one sender may ask for.
+    RateLimited,
 }
 
 impl DropReason {
     /// Every reason, in a stable order.
-    pub const ALL: [DropReason; 4] = [
+    pub const ALL: [DropReason; 7] = [
         DropReason::Malformed,
         DropReason::Auth,
         DropReason::Decode,
         DropReason::Rejected,
+        DropReason::UnknownSender,
+        DropReason::Replayed,
+        DropReason::RateLimited,
     ];
 
     /// A short lowercase label (for metrics).
@@ -299,6 +314,9 @@ impl DropReason {
             DropReason::Auth => "auth",
             DropReason::Decode => "decode",
             DropReason::Rejected => "rejected",
+            DropReason::UnknownSender => "unknown_sender",
+            DropReason::Replayed => "replayed",
+            DropReason::RateLimited => "rate_limited",
         }
     }
 }
@@ -314,6 +332,12 @@ pub struct Dropped {
     pub decode: u64,
     /// See [`DropReason::Rejected`].
     pub rejected: u64,
+    /// See [`DropReason::UnknownSender`].
+    pub unknown_sender: u64,
+    /// See [`DropReason::Replayed`].
+    pub replayed: u64,
+    /// See [`DropReason::RateLimited`].
+    pub rate_limited: u64,
 }
 
 impl Dropped {
@@ -324,6 +348,9 @@ impl Dropped {
             DropReason::Auth => self.auth,
             DropReason::Decode => self.decode,
             DropReason::Rejected => self.rejected,
+            DropReason::UnknownSender => self.unknown_sender,
+            DropReason::Replayed => self.replayed,
+            DropReason::RateLimited => self.rate_limited,
         }
     }
 
@@ -340,6 +367,9 @@ struct Counters {
     auth: AtomicU64,
     decode: AtomicU64,
     rejected: AtomicU64,
+    unknown_sender: AtomicU64,
+    replayed: AtomicU64,
+    rate_limited: AtomicU64,
 }
 
 impl Counters {
@@ -349,6 +379,9 @@ impl Counters {
             DropReason::Auth => &self.auth,
             DropReason::Decode => &self.decode,
             DropReason::Rejected => &self.rejected,
+            DropReason::UnknownSender => &self.unknown_sender,
+            DropReason::Replayed => &self.replayed,
+            DropReason::RateLimited => &self.rate_limited,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -359,6 +392,9 @@ impl Counters {
             auth: self.auth.load(Ordering::Relaxed),
             decode: self.decode.load(Ordering::Relaxed),
             rejected: self.rejected.load(Ordering::Relaxed),
+            unknown_sender: self.unknown_sender.load(Ordering::Relaxed),
+            replayed: self.replayed.load(Ordering::Relaxed),
+            rate_limited: self.rate_limited.load(Ordering::Relaxed),
         }
     }
 }
@@ -431,6 +467,9 @@ pub struct Membership {
     counters: Arc<Counters>,
     leave_timeout: Duration,
     task: Option<JoinHandle<()>>,
+    /// This run's first identity (tests forge its datagrams).
+    #[cfg(test)]
+    identity: wire::Identity,
 }
 
 impl Membership {
@@ -472,6 +511,9 @@ impl Membership {
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let counters = Arc::new(Counters::default());
         let runner = task::Runner::new(task::Parts {
+            #[cfg(test)]
+            identity: identity.clone(),
+            #[cfg(not(test))]
             identity,
             foca_config,
             timing: timing.clone(),
@@ -490,6 +532,8 @@ impl Membership {
             counters,
             leave_timeout: timing.leave_timeout,
             task: Some(task),
+            #[cfg(test)]
+            identity,
         })
     }
 
