@@ -351,7 +351,10 @@ fn malformed_messages_get_the_right_notification(#[case] bytes: Vec<u8>, #[case]
 #[case::nlri_truncated(attr_update(&WELL_KNOWN, &[24, 1]))]
 #[case::as_path_segment_type_9(attr_update(&[0x40, 2, 4, 9, 1, 0, 1], &[]))]
 fn received_malformed_updates_never_reset_the_session(#[case] bytes: Vec<u8>) {
-    assert!(decode(&bytes, &TWO).is_err(), "the strict decoder accepts it");
+    assert!(
+        decode(&bytes, &TWO).is_err(),
+        "the strict decoder accepts it"
+    );
     assert_eq!(
         decode_received(&bytes, &TWO),
         Ok(Message::Update(Update::default()))

@@ -6,9 +6,12 @@
 //! address (port [`DEFAULT_PORT`]). Members are node names: a restarted
 //! speaker replaces its previous run instead of appearing beside it.
 //! Every datagram is encrypted and authenticated (XChaCha20-Poly1305,
-//! random nonce per datagram) with the SHA-256 of the `memberlist`
-//! Secret as key; anything that does not open or decode is dropped and
-//! counted ([`Membership::dropped`]), never trusted.
+//! random nonce per datagram) under a key derived by HKDF from the
+//! `memberlist` Secret (or a [`Keyring`] of them during a rotation), and
+//! carries its sender's name, run and sequence number so a recorded
+//! datagram cannot be replayed; datagrams from addresses of no node,
+//! and anything that does not open or decode, are dropped and counted
+//! ([`Membership::dropped`]), never trusted.
 //!
 //! A graceful [`Membership::leave`] is told to every member at once and
 //! acknowledged, so the others re-elect without waiting for failure
@@ -24,6 +27,7 @@ mod task;
 mod tests;
 mod wire;
 
+pub use crypto::Keyring;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::num::{NonZeroU8, NonZeroUsize};
@@ -231,8 +235,9 @@ pub struct Config {
     /// (InternalIP) and port, reachable by the other speakers. Port 0
     /// picks a free port (tests).
     pub bind: SocketAddr,
-    /// The shared secret (the `memberlist` Secret's bytes); the key is
-    /// its SHA-256.
+    /// The shared secret (the `memberlist` Secret's bytes, at least 16);
+    /// the key is derived from it by HKDF-SHA256. Other keys can be
+    /// accepted later ([`Membership::set_keyring`]).
     pub secret: Vec<u8>,
     /// Detection timings.
     pub timing: Timing,
@@ -417,6 +422,12 @@ pub enum MembershipError {
         "the memberlist secret is empty; the `memberlist` Secret must hold random bytes under `secretkey` (e.g. `openssl rand -base64 128`)"
     )]
     EmptySecret,
+    /// A secret too short to be a key.
+    #[error(
+        "a memberlist secret of {0} bytes is too short: at least {min} random bytes are needed (e.g. `openssl rand -base64 128`)",
+        min = crypto::MIN_SECRET
+    )]
+    ShortSecret(usize),
     /// An address the others cannot send to.
     #[error(
         "cannot advertise {0} to the other speakers; bind membership to the node's own address (its InternalIP), not an unspecified one"
@@ -441,9 +452,16 @@ pub enum MembershipError {
     Random(String),
 }
 
+/// The cluster label, authenticated with every datagram (and salting
+/// the key): a datagram of another cluster or another program using the
+/// same secret never opens.
+const CLUSTER_LABEL: &str = "metallb";
+
 /// Requests from the handle to the gossip task.
 #[derive(Debug)]
 enum Command {
+    /// Seal with this ring's primary key from now on, open with any.
+    Keys(Keyring),
     /// Seeds to announce to (see [`Membership::join`]).
     Join(Vec<(String, SocketAddr)>),
     /// Leave now; answered when done.
@@ -491,6 +509,7 @@ impl Membership {
         if secret.is_empty() {
             return Err(MembershipError::EmptySecret);
         }
+        let keyring = Keyring::new(secret, Vec::new())?;
         if bind.ip().is_unspecified() {
             return Err(MembershipError::UnspecifiedBind(bind));
         }
@@ -518,7 +537,7 @@ impl Membership {
             foca_config,
             timing: timing.clone(),
             socket,
-            cipher: crypto::Cipher::new(&secret),
+            cipher: crypto::Cipher::with_keyring(&keyring, CLUSTER_LABEL),
             view: view_tx,
             counters: Arc::clone(&counters),
         })?;
@@ -577,6 +596,14 @@ impl Membership {
         task.abort();
         // Cancelled or finished: either way it is gone.
         let _ = task.await;
+    }
+
+    /// Replaces the keys (the `memberlist` Secret changed): datagrams are
+    /// sealed with `keyring`'s primary key from now on and opened with
+    /// any of its keys, as hashicorp memberlist's keyring.
+    pub fn set_keyring(&self, keyring: Keyring) {
+        // Fails only once the task has stopped: no keys to change then.
+        let _ = self.commands.send(Command::Keys(keyring));
     }
 
     /// Datagrams dropped since start, by reason.

@@ -221,6 +221,10 @@ impl Runner {
                     tokio::time::sleep(RECV_ERROR_PAUSE).await;
                 }
                 Event::Command(Some(Command::Join(seeds))) => self.join(seeds),
+                Event::Command(Some(Command::Keys(keyring))) => {
+                    tracing::info!(?keyring, "gossip keys changed");
+                    self.transport.cipher = Cipher::with_keyring(&keyring, super::CLUSTER_LABEL);
+                }
                 Event::Command(Some(Command::Leave(done))) => {
                     self.leave(&mut buf).await;
                     // The handle may have stopped waiting: nothing to tell.
@@ -240,7 +244,8 @@ impl Runner {
     /// Whether `ip` is the address of a node: a seed (every Node) or a
     /// member the gossip told of.
     fn is_node_address(&self, ip: IpAddr) -> bool {
-        self.seeds.values().any(|a| a.ip() == ip) || self.known.values().any(|id| id.addr.ip() == ip)
+        self.seeds.values().any(|a| a.ip() == ip)
+            || self.known.values().any(|id| id.addr.ip() == ip)
     }
 
     /// The stamp and frame of a received datagram, or `None` (counted)

@@ -36,7 +36,12 @@ fn forged(node: &str, epoch: u64, seq: u64, frame: &Frame<'_>) -> Vec<u8> {
     let plaintext = stamp
         .prepend(&frame.encode().expect("encode"))
         .expect("stamp");
-    Cipher::new(SECRET).seal(&plaintext).expect("seal")
+    Cipher::with_keyring(
+        &Keyring::new(SECRET.to_vec(), vec![]).expect("ring"),
+        CLUSTER_LABEL,
+    )
+    .seal(&plaintext)
+    .expect("seal")
 }
 
 fn loopback() -> SocketAddr {
@@ -324,7 +329,7 @@ async fn a_member_with_another_secret_cannot_join() {
         };
         let a = start_with("a", SECRET, timing.clone()).await;
         let b = start_with("b", SECRET, timing.clone()).await;
-        let x = start_with("x", b"another secret", timing).await;
+        let x = start_with("x", b"another secret, long enough", timing).await;
         join_all(&[&a, &b, &x]);
         all_see(&[&a, &b], "a and b alive", alive(&["a", "b"])).await;
         // Both sides keep knocking; every datagram fails authentication.
@@ -354,7 +359,10 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
 
         let attacker = UdpSocket::bind(loopback()).await.expect("bind");
         let to = a.local_addr();
-        let ours = Cipher::new(SECRET);
+        let ours = Cipher::with_keyring(
+            &Keyring::new(SECRET.to_vec(), vec![]).expect("ring"),
+            CLUSTER_LABEL,
+        );
         let theirs = Cipher::new(b"wrong key");
         let swim = Frame::Foca(b"not a swim packet").encode().expect("encode");
         let valid = forged("z", 1, 0, &Frame::Foca(b"not a swim packet"));
@@ -386,7 +394,12 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
             valid.clone(),                            // foca cannot decode it
         ];
         let replayed = [valid];
-        for d in malformed.iter().chain(&auth).chain(&decode).chain(&replayed) {
+        for d in malformed
+            .iter()
+            .chain(&auth)
+            .chain(&decode)
+            .chain(&replayed)
+        {
             attacker.send_to(d, to).await.expect("send");
         }
         until_true("every datagram counted", || {
@@ -430,6 +443,39 @@ async fn a_leave_in_our_own_name_is_rejected() {
 }
 
 #[tokio::test]
+async fn keys_rotate_through_the_keyring_without_a_split() {
+    traced(async {
+        let (a, b) = (start("a").await, start("b").await);
+        join_all(&[&a, &b]);
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        let old = SECRET.to_vec();
+        let new = b"the next memberlist secretkey".to_vec();
+        let ring = |primary: &[u8], accepted: &[&[u8]]| {
+            Keyring::new(
+                primary.to_vec(),
+                accepted.iter().map(|k| k.to_vec()).collect(),
+            )
+            .expect("ring")
+        };
+        // As memberlist: accept the new key everywhere, make it primary
+        // everywhere, drop the old one.
+        let steps = [ring(&old, &[&new]), ring(&new, &[&old]), ring(&new, &[])];
+        for step in steps {
+            a.set_keyring(step.clone());
+            b.set_keyring(step);
+            // A few probe rounds under the new ring.
+            tokio::time::sleep(Timing::default().probe_period * 3).await;
+        }
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        assert_eq!(a.dropped().auth + b.dropped().auth, 0);
+        // The reload takes effect: a key b does not have splits them.
+        a.set_keyring(ring(b"a key nobody else has", &[]));
+        until_true("b refuses a's datagrams", || b.dropped().auth >= 3).await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn replayed_datagrams_are_dropped() {
     traced(async {
         let (a, b) = (start("a").await, start("b").await);
@@ -465,7 +511,12 @@ async fn datagrams_from_an_address_of_no_node_are_dropped_before_decryption() {
         let stranger = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 2], 0)))
             .await
             .expect("bind");
-        let leave = forged("b", b.identity.bump, 1 << 40, &Frame::Leave(b.identity.clone()));
+        let leave = forged(
+            "b",
+            b.identity.bump,
+            1 << 40,
+            &Frame::Leave(b.identity.clone()),
+        );
         for d in [leave, vec![crypto::VERSION; 100]] {
             stranger.send_to(&d, a.local_addr()).await.expect("send");
         }
@@ -485,12 +536,16 @@ async fn a_leave_is_acknowledged_to_the_leavers_known_address_only() {
         // A key holder sends b's leave from another socket: a takes it
         // (it is b's own current identity) but answers b, not the socket.
         let sock = UdpSocket::bind(loopback()).await.expect("bind");
-        let leave = forged("b", b.identity.bump, 1 << 40, &Frame::Leave(b.identity.clone()));
+        let leave = forged(
+            "b",
+            b.identity.bump,
+            1 << 40,
+            &Frame::Leave(b.identity.clone()),
+        );
         sock.send_to(&leave, a.local_addr()).await.expect("send");
         until(&a, "b left", |v| v.down.get("b").is_some_and(|d| d.left)).await;
         let mut buf = [0u8; 2048];
-        let answered =
-            tokio::time::timeout(Duration::from_secs(1), sock.recv_from(&mut buf)).await;
+        let answered = tokio::time::timeout(Duration::from_secs(1), sock.recv_from(&mut buf)).await;
         assert!(answered.is_err(), "the ack went to the datagram's source");
     })
     .await;
@@ -509,7 +564,12 @@ async fn a_leave_only_counts_for_the_senders_own_current_identity() {
         newer.bump += 1;
         let forgeries = [
             // c telling that b leaves.
-            forged("c", c.identity.bump, 1 << 40, &Frame::Leave(b.identity.clone())),
+            forged(
+                "c",
+                c.identity.bump,
+                1 << 40,
+                &Frame::Leave(b.identity.clone()),
+            ),
             // b's previous run, and a run b never announced.
             forged("b", b.identity.bump, 1 << 40, &Frame::Leave(older)),
             forged("b", b.identity.bump, (1 << 40) + 1, &Frame::Leave(newer)),
@@ -542,8 +602,7 @@ async fn join_requests_are_rate_limited() {
             message: foca::Message::Announce,
         };
         let mut packet = Vec::new();
-        foca::Codec::encode_header(&mut foca::PostcardCodec, &header, &mut packet)
-            .expect("encode");
+        foca::Codec::encode_header(&mut foca::PostcardCodec, &header, &mut packet).expect("encode");
         const SENT: u64 = 30;
         for seq in 0..SENT {
             let d = forged("z", 1, seq, &Frame::Foca(&packet));
@@ -578,6 +637,10 @@ async fn start_rejects_bad_configs_with_what_to_do() {
             "node's name",
         ),
         (config("a", loopback(), b"", Timing::default()), "secretkey"),
+        (
+            config("a", loopback(), b"fifteen bytes!!", Timing::default()),
+            "at least 16 random bytes",
+        ),
         (
             config(
                 "a",
