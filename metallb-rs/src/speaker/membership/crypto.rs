@@ -98,7 +98,34 @@ impl Keyring {
         }
         Ok(Self { primary, accepted })
     }
+
+    /// The ring in a `memberlist` Secret's data: `secretkey` is the
+    /// primary key, and every `secretkey-<anything>` an accepted one
+    /// (put the next key there, then swap, to rotate without a split).
+    pub fn from_secret_data<'a>(
+        data: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    ) -> Result<Self, super::MembershipError> {
+        let mut primary = None;
+        let mut accepted = Vec::new();
+        for (key, value) in data {
+            if key == PRIMARY_KEY {
+                primary = Some(value.to_vec());
+            } else if key
+                .strip_prefix(PRIMARY_KEY)
+                .is_some_and(|r| r.starts_with('-'))
+            {
+                accepted.push(value.to_vec());
+            }
+        }
+        let primary = primary
+            .filter(|p| !p.is_empty())
+            .ok_or(super::MembershipError::EmptySecret)?;
+        Self::new(primary, accepted)
+    }
 }
+
+/// The Secret's key holding the primary gossip key (upstream's name).
+const PRIMARY_KEY: &str = "secretkey";
 
 /// Why a datagram could not be opened.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -346,6 +373,25 @@ mod tests {
         assert_eq!(after.open(&from_during), Ok(b"b".to_vec()));
         assert_eq!(before.open(&from_during), Err(OpenError::Auth));
         assert_eq!(after.open(&from_before), Err(OpenError::Auth));
+    }
+
+    #[test]
+    fn a_keyring_is_read_from_the_secret_data() {
+        let data: [(&str, &[u8]); 4] = [
+            ("secretkey", &[1; 16]),
+            ("secretkey-next", &[2; 16]),
+            ("secretkeyish", &[3; 2]),
+            ("other", &[4; 2]),
+        ];
+        let ring = Keyring::from_secret_data(data).expect("ring");
+        assert_eq!(
+            ring,
+            Keyring::new(vec![1; 16], vec![vec![2; 16]]).expect("ring")
+        );
+        let only_accepted: [(&str, &[u8]); 1] = [("secretkey-next", &[2; 16])];
+        assert!(Keyring::from_secret_data(only_accepted).is_err());
+        let short: [(&str, &[u8]); 1] = [("secretkey", &[2; 8])];
+        assert!(Keyring::from_secret_data(short).is_err());
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! identities and frames, `task` the gossip loop.
 
 mod crypto;
+mod metrics;
 mod replay;
 mod task;
 #[cfg(test)]
@@ -28,6 +29,7 @@ mod tests;
 mod wire;
 
 pub use crypto::Keyring;
+pub use metrics::GossipMetrics;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::num::{NonZeroU8, NonZeroUsize};
@@ -375,9 +377,18 @@ struct Counters {
     unknown_sender: AtomicU64,
     replayed: AtomicU64,
     rate_limited: AtomicU64,
+    probes: AtomicU64,
 }
 
 impl Counters {
+    fn probe(&self) {
+        self.probes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn probes(&self) -> u64 {
+        self.probes.load(Ordering::Relaxed)
+    }
+
     fn count(&self, reason: DropReason) {
         let counter = match reason {
             DropReason::Malformed => &self.malformed,
@@ -604,6 +615,12 @@ impl Membership {
     pub fn set_keyring(&self, keyring: Keyring) {
         // Fails only once the task has stopped: no keys to change then.
         let _ = self.commands.send(Command::Keys(keyring));
+    }
+
+    /// The gossip metrics (members, probes, dropped datagrams by reason)
+    /// as a collector to register in the speaker's registry.
+    pub fn metrics(&self) -> GossipMetrics {
+        GossipMetrics::new(Arc::clone(&self.counters), self.view.clone())
     }
 
     /// Datagrams dropped since start, by reason.

@@ -452,6 +452,9 @@ impl Runner {
             let Some(Reverse((_, timer))) = self.timers.pop() else {
                 break;
             };
+            if matches!(timer, Timer::ProbeRandomMember(_)) {
+                self.transport.counters.probe();
+            }
             let forgets = match &timer {
                 Timer::RemoveDown(id) => Some(id.clone()),
                 _ => None,

@@ -476,6 +476,40 @@ async fn keys_rotate_through_the_keyring_without_a_split() {
 }
 
 #[tokio::test]
+async fn gossip_metrics_count_members_probes_and_drops() {
+    traced(async {
+        let (a, b) = (start("a").await, start("b").await);
+        join_all(&[&a, &b]);
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        let registry = prometheus::Registry::new();
+        registry
+            .register(Box::new(a.metrics()))
+            .expect("registered");
+        let sock = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 2], 0)))
+            .await
+            .expect("bind");
+        sock.send_to(b"x", a.local_addr()).await.expect("send");
+        until_true("dropped and probed", || {
+            a.dropped().unknown_sender == 1 && a.metrics().counters.probes() >= 2
+        })
+        .await;
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&registry.gather())
+            .expect("encode");
+        for line in [
+            "metallb_rs_gossip_members{state=\"alive\"} 2",
+            "metallb_rs_gossip_members{state=\"down\"} 0",
+            "metallb_rs_gossip_dropped_datagrams_total{reason=\"unknown_sender\"} 1",
+            "metallb_rs_gossip_dropped_datagrams_total{reason=\"replayed\"} 0",
+        ] {
+            assert!(text.contains(line), "no {line} in\n{text}");
+        }
+        assert!(!text.contains("metallb_rs_gossip_probes_total 0"), "{text}");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn replayed_datagrams_are_dropped() {
     traced(async {
         let (a, b) = (start("a").await, start("b").await);
