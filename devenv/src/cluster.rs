@@ -85,6 +85,11 @@ pub trait Cluster: Send + Sync {
     /// The external host's interface on the network of the nodes'
     /// `node_iface` (`eth0`, `eth1`).
     fn external_interface(&self, node_iface: &str) -> Result<String>;
+    /// The external host's network namespace, for sockets the suites open
+    /// there themselves (the ARP/NDP prober): `Some(name)` as `ip netns`
+    /// names it, `None` when the external host is this process's own
+    /// namespace (kind, where it is this machine on the kind bridge).
+    fn external_netns(&self) -> Result<Option<String>>;
 
     // The BGP router. Providers without one keep these defaults.
 
@@ -112,6 +117,11 @@ pub trait Cluster: Send + Sync {
     /// external namespace; kind: the FRR container).
     fn exec_on_router(&self, argv: &[&str]) -> Result<Output> {
         let _ = argv;
+        bail!("cluster {:?} runs no BGP router", self.name())
+    }
+    /// The router's network namespace as `ip netns` names it, where the
+    /// suites capture what the router receives.
+    fn router_netns(&self) -> Result<String> {
         bail!("cluster {:?} runs no BGP router", self.name())
     }
     /// The router's BGP neighbors (`show bgp neighbors json`), by address.
@@ -212,6 +222,9 @@ impl Cluster for KubeconfigCluster {
         PoolRanges::default()
     }
     fn external_interface(&self, _: &str) -> Result<String> {
+        Err(unavailable("the external host"))
+    }
+    fn external_netns(&self) -> Result<Option<String>> {
         Err(unavailable("the external host"))
     }
     fn vtysh(&self, _: &str) -> Result<String> {

@@ -2,7 +2,8 @@
 //! image built from this tree, and free address blocks on a fresh network
 //! with containers of that image on it.
 //!
-//! Each test prints `skipped: <reason>` and passes when no engine answers.
+//! Each test skips with the reason (`devenv::prereq::skip`: listed at the
+//! end of `cargo xtask test`, a failure under CI) when no engine answers.
 //! The image is built once per test binary (minutes cold: a static release
 //! build) and kept, tagged `ghcr.io/metallb-rs/metallb-rs:test`; every
 //! container and network a test creates is removed by a guard, also when the
@@ -35,12 +36,12 @@ fn project_root() -> PathBuf {
     manifest.parent().unwrap_or(manifest).to_owned()
 }
 
-/// A client, or `None` after printing why the test is skipped.
+/// A client, or `None` after recording why the test is skipped.
 async fn engine() -> Option<Docker> {
     match docker::available().await {
         Ok(docker) => Some(docker),
         Err(e) => {
-            println!("skipped: {e}");
+            devenv::prereq::skip(format!("no Docker engine: {e}"));
             None
         }
     }
@@ -578,8 +579,8 @@ async fn net_raw_is_effective_only_for_root() {
         effective_capabilities(&docker, &image_user).await,
         effective_capabilities(&docker, &root).await,
     ) else {
-        println!(
-            "skipped: the containers' /proc/<pid>/status is not readable here (remote engine?)"
+        devenv::prereq::skip(
+            "the containers' /proc/<pid>/status is not readable here (remote engine?)",
         );
         return;
     };

@@ -7,6 +7,8 @@
 //! With `FRR_RECORD=<dir>` it also writes FRR's raw output there: that is
 //! how `tests/fixtures/frr` was recorded.
 
+mod common;
+
 use devenv::frr::{self, AddressFamily, wait_for};
 use devenv::lab::cluster::{down, lab_dir};
 use devenv::lab::frr::{BGPD, LabRouter, ZEBRA, lab_router_config};
@@ -152,14 +154,22 @@ fn connect_through_nodes(lab: &netns::Lab, vip: IpAddr) -> usize {
     panic!("40 connections to {vip} reached only nodes {reached:?}");
 }
 
-#[test]
-fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
-    if let Err(e) = netns::require_privileges() {
-        println!("skipped: needs root (network namespaces): {e}");
-        return;
+/// Whether this machine can run the router (root and FRR); otherwise
+/// records why the test is skipped.
+fn root_and_frr() -> bool {
+    if !devenv::prereq::netns_or_skip() {
+        return false;
     }
     if let Err(e) = devenv::lab::frr::binaries() {
-        println!("skipped: {e}");
+        devenv::prereq::skip(e);
+        return false;
+    }
+    true
+}
+
+#[test]
+fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
+    if !root_and_frr() {
         return;
     }
     let name = format!("fr{}", std::process::id() % 100_000);
@@ -392,33 +402,17 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
     assert!(router.vtysh(frr::NEIGHBORS_COMMAND).is_err());
 }
 
-/// A directory holding this package's binaries under the names the lab runs.
-fn bin_dir(tmp: &Path) -> std::path::PathBuf {
-    for (name, path) in [
-        ("lab-apiserver", env!("CARGO_BIN_EXE_lab-apiserver")),
-        ("lab-agent", env!("CARGO_BIN_EXE_lab-agent")),
-    ] {
-        std::os::unix::fs::symlink(path, tmp.join(name)).expect("symlink");
-    }
-    tmp.to_owned()
-}
-
 #[test]
 fn a_bgp_lab_runs_frr_behind_the_cluster_handle_needs_root_and_frr() {
     use devenv::cluster::{Cluster, Protocol};
     use devenv::lab::cluster::{LabSpec, api_port, up};
-    if let Err(e) = netns::require_privileges() {
-        println!("skipped: needs root (network namespaces): {e}");
-        return;
-    }
-    if let Err(e) = devenv::lab::frr::binaries() {
-        println!("skipped: {e}");
+    if !root_and_frr() {
         return;
     }
     let name = format!("fb{}", std::process::id() % 100_000);
     let _guard = Guard(name.clone());
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut spec = LabSpec::new(&bin_dir(tmp.path()));
+    let mut spec = LabSpec::new(&common::bin_dir(tmp.path()));
     spec.name = name.clone();
     spec.nodes = 2;
     spec.api_port = api_port(&name);

@@ -1,22 +1,12 @@
-//! A whole lab (network, API server, node agents) brought up twice and
+//! A whole lab (network, API server, controller manager, node agents) brought up twice and
 //! torn down after a simulated crash. Needs root.
+
+mod common;
 
 use devenv::cluster::Cluster;
 use devenv::lab::cluster::{LabSpec, api_port, down, lab_dir, up};
 use devenv::lab::netns;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// A directory holding this package's binaries under the names the lab runs.
-fn bin_dir(tmp: &std::path::Path) -> PathBuf {
-    for (name, path) in [
-        ("lab-apiserver", env!("CARGO_BIN_EXE_lab-apiserver")),
-        ("lab-agent", env!("CARGO_BIN_EXE_lab-agent")),
-    ] {
-        std::os::unix::fs::symlink(path, tmp.join(name)).expect("symlink");
-    }
-    tmp.to_owned()
-}
 
 struct Guard(String);
 impl Drop for Guard {
@@ -39,14 +29,13 @@ fn pids(name: &str) -> Vec<String> {
 
 #[test]
 fn lab_up_is_idempotent_and_down_cleans_up_after_a_crash_needs_root() {
-    if netns::require_privileges().is_err() {
-        println!("skipped: needs root (network namespaces)");
+    if !devenv::prereq::netns_or_skip() {
         return;
     }
     let name = format!("l{}", std::process::id() % 100_000);
     let _guard = Guard(name.clone());
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut spec = LabSpec::new(&bin_dir(tmp.path()));
+    let mut spec = LabSpec::new(&common::bin_dir(tmp.path()));
     spec.name = name.clone();
     spec.nodes = 2;
     spec.api_port = api_port(&name);
@@ -59,8 +48,8 @@ fn lab_up_is_idempotent_and_down_cleans_up_after_a_crash_needs_root() {
     let first = pids(&name);
     assert_eq!(
         first.len(),
-        5,
-        "API server, two forwarders, two agents: {first:?}"
+        6,
+        "API server, controller manager, two forwarders, two agents: {first:?}"
     );
 
     // Nodes register and turn Ready through the forwarders.

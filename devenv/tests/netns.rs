@@ -12,12 +12,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 fn root() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        true
-    } else {
-        println!("skipped: needs root (network namespaces)");
-        false
-    }
+    devenv::prereq::netns_or_skip()
 }
 
 fn lab_name(letter: char) -> String {
@@ -443,8 +438,10 @@ fn forwarder_needs_an_existing_namespace() {
 
 #[test]
 fn ensure_without_privileges_says_dev_env_needs_root() {
-    if nix::unistd::geteuid().is_root() {
-        println!("skipped: checks the error seen without root, and this runs as root");
+    if netns::require_privileges().is_ok() {
+        devenv::prereq::not_applicable(
+            "checks the error seen without root, and this process may manage namespaces",
+        );
         return;
     }
     let err = netns::ensure(&Topology::new(&lab_name('g'), 0)).expect_err("not root");

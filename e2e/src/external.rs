@@ -1,77 +1,14 @@
-//! What the external host sees: ARP and NDP answers (arping, ndisc6), HTTP
-//! and UDP replies, neighbor caches; and nodes' interface MACs. Parsing is
-//! pure and unit-tested; running goes through the Cluster handle.
+//! What the external host sees besides ARP and NDP answers (those are the
+//! prober's, [`crate::prober`]): HTTP and UDP replies, neighbor caches,
+//! metrics; and nodes' interface MACs. Parsing is pure and unit-tested;
+//! running goes through the Cluster handle.
 
 use crate::Ctx;
 use anyhow::{Result, bail};
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// MACs in arping output (`Unicast reply from IP [AA:BB:...]`), lowercase.
-pub fn parse_arping(output: &str) -> BTreeSet<String> {
-    output
-        .lines()
-        .filter(|l| l.contains("reply from"))
-        .filter_map(|l| {
-            let start = l.find('[')? + 1;
-            let end = l[start..].find(']')? + start;
-            Some(l[start..end].to_lowercase())
-        })
-        .collect()
-}
-
-/// The MAC in ndisc6 output (`Target link-layer address: AA:BB:...`).
-pub fn parse_ndisc6(output: &str) -> Option<String> {
-    output
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Target link-layer address:"))
-        .map(|m| m.trim().to_lowercase())
-}
-
-/// The MACs answering ARP for `ip` on the external host's leg of the
-/// nodes' network `node_iface` (`eth0`, `eth1`), `count` requests.
-pub fn arp_macs(ctx: &Ctx, ip: IpAddr, node_iface: &str, count: u32) -> Result<BTreeSet<String>> {
-    let iface = ctx.cluster().external_interface(node_iface)?;
-    let out = ctx.cluster().exec_on_external(&[
-        "arping",
-        "-c",
-        &count.to_string(),
-        "-w",
-        &(count + 1).to_string(),
-        "-I",
-        &iface,
-        &ip.to_string(),
-    ])?;
-    Ok(parse_arping(&stdout(&out)))
-}
-
-/// The MAC answering NDP for `ip` on the external host's leg of the
-/// nodes' network `node_iface`, if any.
-pub fn ndp_mac(ctx: &Ctx, ip: IpAddr, node_iface: &str) -> Result<Option<String>> {
-    let iface = ctx.cluster().external_interface(node_iface)?;
-    let out = ctx.cluster().exec_on_external(&[
-        "ndisc6",
-        "-r",
-        "2",
-        "-w",
-        "1000",
-        &ip.to_string(),
-        &iface,
-    ])?;
-    Ok(parse_ndisc6(&stdout(&out)))
-}
-
-/// The MAC answering for `ip` (ARP or NDP by family) on the nodes'
-/// network `node_iface`.
-pub fn mac_for(ctx: &Ctx, ip: IpAddr, iface: &str) -> Result<Option<String>> {
-    match ip {
-        IpAddr::V4(_) => Ok(arp_macs(ctx, ip, iface, 1)?.into_iter().next()),
-        IpAddr::V6(_) => ndp_mac(ctx, ip, iface),
-    }
 }
 
 /// The MAC of `node`'s interface `iface`.
@@ -84,16 +21,6 @@ pub fn node_mac(ctx: &Ctx, node: &str, iface: &str) -> Result<String> {
         bail!("{node} has no interface {iface}");
     }
     Ok(mac)
-}
-
-/// Which node owns `mac` on `iface`.
-pub fn node_with_mac(ctx: &Ctx, mac: &str, iface: &str) -> Result<Option<String>> {
-    for n in ctx.cluster().nodes() {
-        if node_mac(ctx, &n.name, iface)? == mac {
-            return Ok(Some(n.name));
-        }
-    }
-    Ok(None)
 }
 
 fn url_host(ip: IpAddr) -> String {
@@ -172,30 +99,18 @@ pub fn sample(text: &str, metric: &str, labels: &[&str]) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
-/// The tools the suites run on the external host and the nodes, with the
-/// Debian package of each.
-pub const TOOLS: [(&str, &str); 5] = [
-    ("arping", "iputils-arping"),
-    ("ndisc6", "ndisc6"),
-    ("curl", "curl"),
-    ("python3", "python3"),
-    ("nft", "nftables"),
-];
-
-/// Fails naming the packages to install when a tool the suites run here is
-/// missing (better than every spec failing on "exec of arping failed").
+/// Fails naming the packages to install when a command the suites run
+/// on this machine is missing (better than every spec failing on "exec
+/// of curl failed").
 pub fn require_tools() -> Result<()> {
-    let missing: Vec<&str> = TOOLS
+    let missing: Vec<&str> = devenv::prereq::E2E_TOOLS
         .iter()
-        .filter(|(tool, _)| {
-            !std::env::var_os("PATH")
-                .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(tool).is_file()))
-        })
+        .filter(|(tool, _)| !devenv::prereq::on_path(tool))
         .map(|(_, package)| *package)
         .collect();
     if !missing.is_empty() {
         bail!(
-            "the e2e suites run arping, ndisc6, curl, python3 and nft on this machine; install them: apt-get install {}",
+            "the e2e suites run curl, python3, nft and ip on this machine; install them: apt-get install {}",
             missing.join(" ")
         );
     }
@@ -207,20 +122,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_tool_output() {
-        let arping = "ARPING 10.0.0.1 from 10.0.0.2 eth0\nUnicast reply from 10.0.0.1 [E2:F1:98:B7:81:B9]  0.868ms\nUnicast reply from 10.0.0.1 [AA:F1:98:B7:81:B9]  0.7ms\nSent 2 probes\n";
-        assert_eq!(
-            parse_arping(arping),
-            [
-                "aa:f1:98:b7:81:b9".to_owned(),
-                "e2:f1:98:b7:81:b9".to_owned()
-            ]
-            .into()
-        );
-        assert!(parse_arping("Sent 1 probes\nReceived 0 response(s)\n").is_empty());
-        let ndisc = "Soliciting fc00::1 (fc00::1) on eth0...\nTarget link-layer address: E2:F1:98:B7:81:B9\n from fc00::1\n";
-        assert_eq!(parse_ndisc6(ndisc).as_deref(), Some("e2:f1:98:b7:81:b9"));
-        assert_eq!(parse_ndisc6("Timed out.\nNo response.\n"), None);
+    fn parses_metrics() {
         let metrics = "# HELP x\nmetallb_layer2_requests_received{ip=\"10.0.0.1\"} 3\nmetallb_layer2_requests_received_other 9\n";
         assert_eq!(
             sample(metrics, "metallb_layer2_requests_received", &["10.0.0.1"]),

@@ -30,11 +30,14 @@
 //! ```
 
 pub mod backend;
+pub mod capture;
 mod ctx;
 pub mod external;
 pub mod filter;
+pub mod link;
 pub mod metallb;
 pub mod namespaces;
+pub mod prober;
 mod runner;
 pub mod spec;
 pub mod suites;
@@ -100,6 +103,9 @@ pub(crate) mod testing {
             devenv::cluster::PoolRanges::default()
         }
         fn external_interface(&self, _: &str) -> Result<String> {
+            bail!("no cluster")
+        }
+        fn external_netns(&self) -> Result<Option<String>> {
             bail!("no cluster")
         }
     }

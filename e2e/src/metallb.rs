@@ -424,3 +424,25 @@ pub fn wait_for_l2_node(ctx: &Ctx, name: &str, timeout: Duration) -> Result<Stri
         })
     })
 }
+
+/// How long ago `node`'s speaker last renewed its presence Lease
+/// (`metallb-speaker-<node>`), by this machine's clock; `None` without a
+/// lease or renewal time.
+pub fn presence_age(ctx: &Ctx, node: &str) -> Result<Option<Duration>> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let api: Api<Lease> = Api::namespaced(ctx.client()?, NAMESPACE);
+    let name = format!("{}{node}", metallb_rs::speaker::presence::LEASE_PREFIX);
+    let Some(lease) = ctx.block_on(api.get_opt(&name))? else {
+        return Ok(None);
+    };
+    let Some(renewed) = lease.spec.and_then(|s| s.renew_time) else {
+        return Ok(None);
+    };
+    let renewed_ms = renewed.0.as_millisecond();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Ok(Some(Duration::from_millis(
+        u64::try_from(now_ms.saturating_sub(renewed_ms)).unwrap_or(0),
+    )))
+}

@@ -24,6 +24,10 @@ pub struct Options {
     pub junit: Option<PathBuf>,
     /// How many specs run at once (default 1: suites share one cluster).
     pub test_threads: usize,
+    /// `--allow-empty`: selecting no spec is not an error (without it, a
+    /// focus that matches nothing fails the run, as ginkgo's
+    /// `--fail-on-empty`: a typo must not pass as a green run).
+    pub allow_empty: bool,
 }
 
 impl Default for Options {
@@ -34,6 +38,7 @@ impl Default for Options {
             dry_run: false,
             junit: None,
             test_threads: 1,
+            allow_empty: false,
         }
     }
 }
@@ -121,6 +126,12 @@ pub fn run(
         });
     }
     println!("{} of {total} tests selected", selected.len());
+    if selected.is_empty() && !opts.allow_empty {
+        bail!(
+            "no test matches {}: check the regex, or pass --allow-empty if running nothing is intended",
+            filter_description(opts)
+        );
+    }
 
     let results = if selected.is_empty() {
         Vec::new()
@@ -148,10 +159,36 @@ pub fn run(
         dry_run: false,
         results,
     };
+    print_skips(&summary);
     if let Some(path) = &opts.junit {
         write_junit(&summary, path)?;
     }
     Ok(summary)
+}
+
+fn filter_description(opts: &Options) -> String {
+    match (&opts.focus, &opts.skip) {
+        (Some(f), Some(s)) => format!("--focus {f:?} with --skip {s:?}"),
+        (Some(f), None) => format!("--focus {f:?}"),
+        (None, Some(s)) => format!("--skip {s:?}"),
+        (None, None) => "the selection".to_owned(),
+    }
+}
+
+/// Every skipped spec with its reason, once more after the run, so a
+/// skip is never only a line lost in the middle of the output.
+fn print_skips(summary: &Summary) {
+    let skipped: Vec<String> = summary
+        .results
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            Outcome::Skipped(why) => Some(format!("  {}: {why}", r.name)),
+            _ => None,
+        })
+        .collect();
+    if !skipped.is_empty() {
+        println!("{} test(s) skipped:\n{}", skipped.len(), skipped.join("\n"));
+    }
 }
 
 fn check_unique(specs: &[Spec]) -> Result<()> {
@@ -515,15 +552,30 @@ mod tests {
     }
 
     #[test]
-    fn nothing_selected_needs_no_cluster() {
+    fn nothing_selected_fails_unless_allowed_and_needs_no_cluster() {
         let specs = vec![Spec::new("BGP", "x", &[], must_not_run)];
         let opts = Options {
             focus: Some("L2".into()),
             ..Options::default()
         };
-        let summary = run(specs, &opts, no_env).expect("run");
+        let err = run(specs.clone(), &opts, no_env).expect_err("a focus matching nothing");
+        assert!(
+            err.to_string().contains("no test matches --focus \"L2\""),
+            "{err}"
+        );
+        let allowed = Options {
+            allow_empty: true,
+            ..opts.clone()
+        };
+        let summary = run(specs.clone(), &allowed, no_env).expect("run");
         assert_eq!((summary.selected, summary.total), (0, 1));
         assert!(summary.success());
+        // Listing nothing is not an error.
+        let list = Options {
+            dry_run: true,
+            ..opts
+        };
+        assert_eq!(run(specs, &list, no_env).expect("list").selected, 0);
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //! would take minutes at 100k: it is filled directly instead.)
 //!
 //! Run by `cargo test` (no `--bench` argument) it does a small smoke round
-//! so the benchmark is checked to work without taking long.
+//! so the benchmark is checked to work without taking long; either way it
+//! fails when the two allocators pick different addresses.
 
 use metallb_rs::allocator::{
     Allocator, FamilyPolicy, Port, ServiceFamily, ServiceInfo, SharingKey,
@@ -180,6 +181,18 @@ fn measure(label: &'static str, cidr: &str, family: ServiceFamily, n: usize, win
         naive.allocate(s).expect("room in the pool");
     }
     let naive_alloc_ns = ns_per(start, window);
+    // Both are to pick exactly the same addresses: the ratio compares the
+    // same work, and the scan is upstream's rule (lowest address that
+    // fits), so this also checks ours follows it.
+    for s in tail {
+        let theirs = naive.held.get(&s.key).copied();
+        let mine = ours.ips(&s.key).and_then(|i| i.first().copied());
+        assert_eq!(
+            mine, theirs,
+            "{label}: {} got {mine:?} from ours, {theirs:?} from the linear scan",
+            s.key
+        );
+    }
     let start = Instant::now();
     for s in tail {
         naive.release(&s.key);

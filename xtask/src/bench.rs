@@ -21,17 +21,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     match args.target {
         // The benchmark lives beside the allocator (metallb-rs/benches) and
         // runs with the optimised bench profile.
-        BenchTarget::Allocator => tools::run(
-            "cargo",
-            &[
-                "bench",
-                "--quiet",
-                "-p",
-                "metallb-rs",
-                "--bench",
-                "allocator",
-            ],
-        ),
+        BenchTarget::Allocator => tools::cargo(&[
+            "bench",
+            "--quiet",
+            "-p",
+            "metallb-rs",
+            "--bench",
+            "allocator",
+        ]),
         BenchTarget::Arp => on_bench_lab(Protocol::Layer2, |lab, _| {
             devenv::bench::arp::run(lab, args.rounds, args.burst).map(drop)
         }),

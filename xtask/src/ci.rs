@@ -87,6 +87,7 @@ fn kind_job(job: KindJob) -> Result<Outcome> {
             dry_run: false,
             list: false,
             junit: Some(root.join(format!("target/e2e-kind-{}.xml", job.ip_family))),
+            allow_empty: false,
         })
     })();
     if result.is_err() {
@@ -134,6 +135,13 @@ pub fn run(args: &CiArgs) -> Result<()> {
     }
     if !args.kind {
         println!("  (kind e2e matrix not run: pass --kind where kind and Docker work)");
+    }
+    let skips = crate::test::recorded_skips();
+    if !skips.is_empty() {
+        println!(
+            "  tests that skipped themselves:\n    {}",
+            skips.join("\n    ")
+        );
     }
     let failed: Vec<&str> = rows.iter().filter(|r| r.3).map(|r| r.0.as_str()).collect();
     if !failed.is_empty() {

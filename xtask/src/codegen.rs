@@ -133,10 +133,19 @@ mod tests {
             "t",
         )
         .expect_err("drift");
-        assert!(
-            err.to_string().contains("3 generated file(s) out of date"),
-            "{err}"
-        );
+        let msg = err.to_string();
+        assert!(msg.contains("3 generated file(s) out of date"), "{msg}");
+        // Each drifted file by name, with how it drifted; the ones that
+        // match are not named.
+        for (file, how) in [
+            ("a.yaml", "differs"),
+            ("c.yaml", "missing"),
+            ("old.yaml", "no longer generated"),
+        ] {
+            let line = format!("{} ({how})", dir.join(file).display());
+            assert!(msg.contains(&line), "{line:?} not in {msg}");
+        }
+        assert!(!msg.contains("b.yaml"), "b.yaml is up to date: {msg}");
         assert_eq!(
             std::fs::read_to_string(dir.join("a.yaml")).expect("kept"),
             "edited",

@@ -33,12 +33,14 @@ pub fn build_lab_binaries(profile: Profile) -> Result<PathBuf> {
         "metallb-rs",
         "-p",
         "devenv",
+        "-p",
+        "lab-apiserver",
         "--bins",
     ];
     if profile == Profile::Release {
         args.push("--release");
     }
-    tools::run("cargo", &args)?;
+    tools::cargo(&args)?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| tools::project_root().join("target"));
@@ -165,12 +167,18 @@ pub fn run(args: &DevEnvArgs) -> Result<()> {
 }
 
 /// The lab's dev-env MetalLB objects: for bgp the router's peers, pool and
-/// advertisement (FRR already runs: `up` started it); for layer2 none (a
-/// BGP configuration left from an earlier run is deleted).
+/// advertisement (FRR already runs: `up` started it); for layer2 the pool
+/// `dev-env-l2` and an L2Advertisement (a BGP configuration left from an
+/// earlier run is deleted first).
 fn lab_dev_env_config(lab: &LabCluster, protocol: flags::Protocol) -> Result<()> {
     if protocol == flags::Protocol::Layer2 {
-        for d in lab.remove_dev_env_config()? {
-            println!("deleted the earlier BGP dev-env's {d}");
+        let (done, ranges) = lab.apply_l2_dev_env()?;
+        println!(
+            "layer2 pool dev-env-l2 ({}) with an L2Advertisement: LoadBalancer services get an address from it",
+            ranges.join(", ")
+        );
+        for line in done {
+            println!("  {line}");
         }
         return Ok(());
     }

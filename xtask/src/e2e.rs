@@ -14,6 +14,7 @@ pub fn run(args: &E2eArgs) -> Result<()> {
         skip: args.skip.clone(),
         dry_run: args.dry_run || args.list,
         junit: args.junit.clone(),
+        allow_empty: args.allow_empty,
         ..Default::default()
     };
     let provider = args.provider;
@@ -63,6 +64,13 @@ pub fn run(args: &E2eArgs) -> Result<()> {
         bail!(
             "{} of {} e2e tests failed",
             summary.failed,
+            summary.selected
+        );
+    }
+    if devenv::prereq::ci() && summary.skipped > 0 {
+        bail!(
+            "CI=true: {} of {} e2e tests skipped themselves (listed above); every suite must run here",
+            summary.skipped,
             summary.selected
         );
     }

@@ -227,6 +227,9 @@ pub struct E2eArgs {
     /// Write a JUnit XML report here
     #[arg(long)]
     pub junit: Option<std::path::PathBuf>,
+    /// Succeed even when --focus/--skip select no test (without it such a run fails, as a typo would)
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 /// Flags shared by the generators.

@@ -5,7 +5,8 @@
 use crate::codegen;
 use crate::flags::{CheckArgs, E2eArgs, Provider, TestArgs};
 use crate::tools;
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
+use std::path::PathBuf;
 
 /// How a step ended when it did not fail.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,15 +37,66 @@ impl Step {
 
 fn cargo(args: &'static [&'static str]) -> impl Fn() -> Result<Outcome> {
     move || {
-        tools::run("cargo", args)?;
+        tools::cargo(args)?;
         Ok(Outcome::Passed)
     }
 }
 
+/// Where the tests append the skips they record (`devenv::prereq`).
+fn skip_log() -> PathBuf {
+    tools::project_root().join("target/test-skips.log")
+}
+
+/// The workspace's unit and integration tests (every target), with the
+/// skip log named so every skipped test is listed at the end.
+fn workspace_tests() -> Result<Outcome> {
+    let log = skip_log();
+    match std::fs::remove_file(&log) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("removing {}", log.display()));
+        }
+        _ => {}
+    }
+    tools::cargo_with_env(
+        &["test", "--workspace", "--all-targets"],
+        &[(devenv::prereq::SKIP_LOG_ENV, log.as_os_str())],
+    )?;
+    Ok(Outcome::Passed)
+}
+
+/// The lines of the skip log the last test run left, if any.
+pub fn recorded_skips() -> Vec<String> {
+    std::fs::read_to_string(skip_log())
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Under CI (`CI=true`), fails before anything runs when a suite that
+/// must run here would be skipped, naming what is missing (see
+/// `devenv::prereq`); elsewhere a missing piece only skips the tests that
+/// need it.
+pub fn ci_preflight(needs: &[devenv::prereq::Need]) -> Result<()> {
+    if !devenv::prereq::ci() {
+        return Ok(());
+    }
+    let missing = devenv::prereq::missing(needs);
+    if !missing.is_empty() {
+        bail!(
+            "CI=true: every suite must run here, but this machine cannot run them all:\n  {}",
+            missing.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
 /// The lab e2e run on a lab of its own ("ci"), removed afterwards whatever
-/// the outcome; skipped with the reason where the lab cannot run.
+/// the outcome; skipped with the reason where the lab cannot run (a
+/// failure under CI).
 pub fn lab_e2e() -> Result<Outcome> {
     if let Err(e) = devenv::lab::netns::require_privileges() {
+        if devenv::prereq::ci() {
+            bail!("CI=true: the lab e2e must run here: {e}");
+        }
         return Ok(Outcome::Skipped(format!("lab e2e: {e}")));
     }
     let args = E2eArgs {
@@ -56,6 +108,7 @@ pub fn lab_e2e() -> Result<Outcome> {
         dry_run: false,
         list: false,
         junit: Some(tools::project_root().join("target/e2e-junit.xml")),
+        allow_empty: false,
     };
     let result = crate::e2e::run(&args);
     let cleanup = devenv::lab::cluster::down("ci");
@@ -85,10 +138,7 @@ pub fn lint_steps() -> Vec<Step> {
 /// Unit, integration and doc tests, the fuzz targets' build, drift checks.
 pub fn test_steps() -> Vec<Step> {
     vec![
-        Step::new(
-            "unit + integration tests",
-            cargo(&["test", "--workspace", "--all-targets"]),
-        ),
+        Step::new("unit + integration tests", workspace_tests),
         Step::new("doc tests", cargo(&["test", "--workspace", "--doc"])),
         // The cargo-fuzz targets live in a workspace of their own; fuzzing
         // needs nightly, building them does not.
@@ -114,6 +164,11 @@ pub fn test_steps() -> Vec<Step> {
 /// Runs formatting and lint checks, every unit and integration test, the
 /// generated-file drift checks and the lab e2e; stops at the first failure.
 pub fn run(args: &TestArgs) -> Result<()> {
+    let mut needs = devenv::prereq::TESTS.to_vec();
+    if !args.no_e2e {
+        needs.extend_from_slice(devenv::prereq::LAB_E2E);
+    }
+    ci_preflight(&needs)?;
     let mut steps = Vec::new();
     if !args.no_lint {
         steps.extend(lint_steps());
@@ -122,11 +177,22 @@ pub fn run(args: &TestArgs) -> Result<()> {
     if !args.no_e2e {
         steps.push(Step::new("lab e2e", lab_e2e));
     }
+    let mut skipped = Vec::new();
     for step in &steps {
         if let Outcome::Skipped(why) = (step.run)()? {
             println!("skipped: {why}");
+            skipped.push(why);
         }
     }
-    println!("cargo xtask test: all checks passed");
+    skipped.extend(recorded_skips());
+    if skipped.is_empty() {
+        println!("cargo xtask test: all checks passed");
+    } else {
+        println!(
+            "cargo xtask test: all checks that ran passed; {} skipped:\n  {}",
+            skipped.len(),
+            skipped.join("\n  ")
+        );
+    }
     Ok(())
 }

@@ -13,15 +13,41 @@ pub fn project_root() -> PathBuf {
         .unwrap_or(manifest_dir)
 }
 
-/// Runs `program args...` in the project root, streaming its output, and
-/// fails naming the command when it exits non-zero.
-pub fn run(program: &str, args: &[&str]) -> Result<()> {
+/// Runs `cargo args...` in the project root, streaming its output, and
+/// fails naming the command when it exits non-zero. Without the variables
+/// `cargo run` set for xtask itself (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`,
+/// ...): build scripts such as ring's track them, so a nested build that
+/// inherited them would rebuild everything above ring, and the next plain
+/// `cargo build` or `cargo xtask` would rebuild it all again.
+pub fn cargo(args: &[&str]) -> Result<()> {
+    cargo_with_env(args, &[])
+}
+
+/// [`cargo`] with `env` added to the command's environment.
+pub fn cargo_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Result<()> {
+    let mut command = duct::cmd("cargo", args);
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_str()
+            .is_some_and(devenv::image::inherited_from_cargo_run)
+        {
+            command = command.env_remove(name);
+        }
+    }
+    for (key, value) in env {
+        command = command.env(key, value);
+    }
+    run("cargo", args, command)
+}
+
+/// Runs `command` (`program args...`), naming it in what it prints.
+fn run(program: &str, args: &[&str], command: duct::Expression) -> Result<()> {
     let shown = std::iter::once(program)
         .chain(args.iter().copied())
         .collect::<Vec<_>>()
         .join(" ");
     eprintln!("$ {shown}");
-    let status = duct::cmd(program, args)
+    let status = command
         .unchecked()
         .run()
         .with_context(|| format!("could not start `{shown}`: is {program} installed?"))?

@@ -174,17 +174,38 @@ pub async fn delete_metallb_config(
     namespace: &str,
     label_selector: &str,
 ) -> Result<Vec<String>> {
+    delete_metallb_config_except(client, namespace, label_selector, &[]).await
+}
+
+/// [`delete_metallb_config`], keeping the objects `keep` names (same kind
+/// and name): what a rerun is about to create again stays untouched, so
+/// no address moves.
+pub async fn delete_metallb_config_except(
+    client: &kube::Client,
+    namespace: &str,
+    label_selector: &str,
+    keep: &[Value],
+) -> Result<Vec<String>> {
     use kube::api::{DeleteParams, ListParams};
     use metallb_rs::api::{v1beta1, v1beta2};
     let lp = ListParams::default().labels(label_selector);
+    let kept = |kind: &str, name: &str| {
+        keep.iter().any(|o| {
+            o["kind"].as_str() == Some(kind) && o["metadata"]["name"].as_str() == Some(name)
+        })
+    };
     let mut deleted = Vec::new();
     macro_rules! delete_all {
         ($kind:ty) => {{
             let api: Api<$kind> = Api::namespaced(client.clone(), namespace);
             for o in api.list(&lp).await?.items {
                 let name = o.metadata.name.clone().unwrap_or_default();
+                let kind = <$kind as kube::Resource>::kind(&());
+                if kept(&kind, &name) {
+                    continue;
+                }
                 api.delete(&name, &DeleteParams::default()).await?;
-                deleted.push(format!("{} {name}", stringify!($kind)));
+                deleted.push(format!("{kind} {name}"));
             }
         }};
     }

@@ -894,8 +894,19 @@ impl Cluster for KindCluster {
             }
         }
     }
+    /// This machine: the kind bridges are links of its own namespace.
+    fn external_netns(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
     fn router_addresses(&self) -> Vec<IpAddr> {
         self.router_addresses.clone()
+    }
+    /// The FRR container's namespace has no `ip netns` name; the BGP
+    /// suite runs on the lab (see the CI matrix).
+    fn router_netns(&self) -> Result<String> {
+        bail!(
+            "capturing what the router receives needs the lab's router namespace; run the BGP suite with --provider lab"
+        )
     }
     fn vtysh(&self, command: &str) -> Result<String> {
         let container = self.router()?;

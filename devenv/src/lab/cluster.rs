@@ -1,5 +1,6 @@
-//! Bringing a whole lab up and down: network (netns), API server (with
-//! the node-namespace forwarders), node agents, metallb-rs controller and
+//! Bringing a whole lab up and down: network (netns), API server (the
+//! `lab-apiserver` crate's binary), the node-namespace forwarders, the
+//! controller-manager stand-ins, node agents, metallb-rs controller and
 //! speakers; and the [`Cluster`] handle the e2e suites drive it through.
 
 use super::frr::{LabRouter, lab_router_config};
@@ -21,7 +22,8 @@ pub struct LabSpec {
     pub nodes: usize,
     /// Address families.
     pub family: Family,
-    /// Directory with `metallb-rs`, `lab-apiserver` and `lab-agent`.
+    /// Directory with `metallb-rs`, `lab-apiserver`, `lab-forward`,
+    /// `lab-controller-manager` and `lab-agent`.
     pub bin_dir: PathBuf,
     /// API server port on 127.0.0.1 (root and every node namespace).
     pub api_port: u16,
@@ -76,6 +78,13 @@ pub fn controller_metrics_port(api_port: u16) -> u16 {
 fn standby_metrics_port(api_port: u16) -> u16 {
     api_port + 30000
 }
+
+/// The IPv4 addresses of the layer2 dev-env's pool `dev-env-l2`: on the
+/// nodes' subnet, apart from the nodes (from .10), the e2e pools
+/// ([`LabCluster::pool_ranges`], .100-.119) and the external host (.2).
+pub const DEV_ENV_L2_V4: &str = "172.30.0.200-172.30.0.215";
+/// The IPv6 addresses of `dev-env-l2` (the same host numbers).
+pub const DEV_ENV_L2_V6: &str = "fc00:f853:ccd:e793::200-fc00:f853:ccd:e793::20f";
 
 /// The process name of the standby controller replica.
 const STANDBY: &str = "controller-standby";
@@ -203,6 +212,12 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             kubeconfig.display().to_string(),
             "--name".into(),
             spec.name.clone(),
+            // Kept in the lab directory: kubeconfigs and tokens stay valid
+            // when the API server restarts.
+            "--token-key".into(),
+            dir.join("token.key").display().to_string(),
+            "--tls-dir".into(),
+            dir.join("pki").display().to_string(),
         ];
         procs.ensure("apiserver", &argv, &[])?;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -217,7 +232,23 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+    // What kube-controller-manager would run (stateless: restarted when
+    // rebuilt).
+    procs.ensure_fresh(
+        "controller-manager",
+        &[
+            bin("lab-controller-manager"),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+        ],
+        &[],
+    )?;
     bootstrap_api(&kubeconfig).context("installing the MetalLB CRDs and namespace")?;
+    if spec.metallb {
+        let nodes: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
+        write_component_kubeconfigs(&dir, &spec.name, spec.api_port, &kubeconfig, &nodes)
+            .context("issuing the MetalLB components' ServiceAccount tokens")?;
+    }
     let cluster = LabCluster {
         name: spec.name.clone(),
         dir: dir.clone(),
@@ -233,8 +264,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         procs.ensure(
             &format!("forward-{}", node.name),
             &[
-                bin("lab-apiserver"),
-                "--forward-only".into(),
+                bin("lab-forward"),
                 "--listen".into(),
                 format!("127.0.0.1:{}", spec.api_port),
                 "--forward".into(),
@@ -291,8 +321,63 @@ fn bootstrap_api(kubeconfig: &Path) -> Result<()> {
     rt.block_on(async { install_metallb_api(&client(kubeconfig).await?).await })
 }
 
+/// The kubeconfig MetalLB component `component` (`controller`,
+/// `speaker-<node>`) runs with in lab `dir`.
+pub fn component_kubeconfig(dir: &Path, component: &str) -> PathBuf {
+    dir.join(format!("kubeconfig-{component}"))
+}
+
+/// Writes a kubeconfig per MetalLB component (the controller, each
+/// node's speaker) with a token of its ServiceAccount from the API
+/// server's TokenRequest API, so every component runs with exactly the
+/// manifests' RBAC.
+fn write_component_kubeconfigs(
+    dir: &Path,
+    cluster: &str,
+    api_port: u16,
+    admin: &Path,
+    nodes: &[String],
+) -> Result<()> {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let ca_path = dir.join("pki").join("ca.crt");
+    let endpoint = lab_apiserver::Endpoint {
+        url: format!("https://127.0.0.1:{api_port}"),
+        ca_pem: std::fs::read_to_string(&ca_path)
+            .with_context(|| format!("reading {}", ca_path.display()))?,
+    };
+    let ns = metallb_rs::api::DEFAULT_NAMESPACE;
+    let mut wanted = vec![("controller".to_owned(), "controller")];
+    wanted.extend(nodes.iter().map(|n| (format!("speaker-{n}"), "speaker")));
+    crate::runtime()?.block_on(async {
+        let client = client(admin).await?;
+        let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client, ns);
+        for (component, account) in wanted {
+            // A year: the lab's components never refresh their token.
+            let request: TokenRequest = serde_json::from_value(
+                serde_json::json!({ "spec": { "audiences": [], "expirationSeconds": 365 * 24 * 3600 } }),
+            )?;
+            let issued = tokio::time::timeout(
+                Duration::from_secs(10),
+                accounts.create_token_request(account, &Default::default(), &request),
+            )
+            .await
+            .with_context(|| format!("requesting a token for {ns}/{account}: timed out"))?
+            .with_context(|| format!("requesting a token for {ns}/{account}"))?;
+            let token = issued.status.map(|s| s.token).unwrap_or_default();
+            let user = format!("system:serviceaccount:{ns}:{account}");
+            lab_apiserver::write_private(
+                &component_kubeconfig(dir, &component),
+                lab_apiserver::kubeconfig(&endpoint, cluster, &user, &token).as_bytes(),
+            )?;
+        }
+        anyhow::Ok(())
+    })
+}
+
 /// Installs (or updates) every MetalLB CRD and creates the MetalLB
-/// namespace: what a cluster needs before metallb-rs runs in it.
+/// namespace, ServiceAccounts and RBAC of the manifests: what a cluster
+/// needs before metallb-rs runs in it.
 pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -322,6 +407,22 @@ pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
         )?;
         namespaces.create(&PostParams::default(), &ns).await?;
     }
+    let rbac: Vec<serde_json::Value> = metallb_rs::manifests::native_objects(&Default::default())
+        .into_iter()
+        .filter(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some(
+                    "ServiceAccount"
+                        | "ClusterRole"
+                        | "ClusterRoleBinding"
+                        | "Role"
+                        | "RoleBinding"
+                )
+            )
+        })
+        .collect();
+    crate::kind::apply::create_or_replace_all(client, &rbac, Duration::from_secs(10)).await?;
     Ok(())
 }
 
@@ -394,11 +495,56 @@ impl LabCluster {
             &routers,
             (crate::kind::cluster::DEV_ENV_LABEL, &self.name),
         );
-        crate::kind::validate(&objects)?;
+        self.apply_dev_env(&objects)
+    }
+
+    /// Creates (or replaces) the dev-env's layer2 configuration: the pool
+    /// `dev-env-l2` over [`DEV_ENV_L2_V4`] / [`DEV_ENV_L2_V6`] (the lab's
+    /// families; addresses the e2e suites do not use) and an
+    /// L2Advertisement of every pool; returns what it did, one line per
+    /// object, and the pool's ranges.
+    pub fn apply_l2_dev_env(&self) -> Result<(Vec<String>, Vec<String>)> {
+        let node = self.lab.nodes.first().context("the lab has no node")?;
+        let ranges: Vec<String> = [(false, DEV_ENV_L2_V4), (true, DEV_ENV_L2_V6)]
+            .into_iter()
+            .filter(|(v6, _)| node.addresses().iter().any(|a| a.is_ipv6() == *v6))
+            .map(|(_, r)| r.to_owned())
+            .collect();
+        let parsed = ranges
+            .iter()
+            .map(|r| r.parse().map_err(anyhow::Error::msg))
+            .collect::<Result<Vec<_>>>()?;
+        let objects = crate::kind::cluster::layer2_objects(&self.name, &parsed)?;
+        Ok((self.apply_dev_env(&objects)?, ranges))
+    }
+
+    /// Makes `objects` the dev-env's configuration: deletes what an earlier
+    /// dev-env left that is not among them, creates or replaces the rest
+    /// (unchanged objects are not written).
+    fn apply_dev_env(&self, objects: &[serde_json::Value]) -> Result<Vec<String>> {
+        crate::kind::validate(objects)?;
+        let label = format!("{}={}", crate::kind::cluster::DEV_ENV_LABEL, self.name);
         crate::runtime()?.block_on(async {
             let client = client(&self.kubeconfig).await?;
-            crate::kind::apply::create_or_replace_all(&client, &objects, Duration::from_secs(10))
-                .await
+            let mut done = crate::kind::apply::delete_metallb_config_except(
+                &client,
+                metallb_rs::api::DEFAULT_NAMESPACE,
+                &label,
+                objects,
+            )
+            .await?
+            .into_iter()
+            .map(|d| format!("deleted {d}"))
+            .collect::<Vec<_>>();
+            done.extend(
+                crate::kind::apply::create_or_replace_all(
+                    &client,
+                    objects,
+                    Duration::from_secs(10),
+                )
+                .await?,
+            );
+            Ok(done)
         })
     }
 
@@ -451,7 +597,12 @@ impl LabCluster {
         self.procs().ensure_fresh(
             name,
             &argv,
-            &[("KUBECONFIG", self.kubeconfig.display().to_string())],
+            &[(
+                "KUBECONFIG",
+                component_kubeconfig(&self.dir, "controller")
+                    .display()
+                    .to_string(),
+            )],
         )?;
         Ok(())
     }
@@ -644,6 +795,10 @@ impl Cluster for LabCluster {
         }
     }
 
+    fn external_netns(&self) -> Result<Option<String>> {
+        Ok(Some(self.lab.external.namespace.clone()))
+    }
+
     /// The external host's `eth0` addresses, when FRR runs there.
     fn router_addresses(&self) -> Vec<IpAddr> {
         if self.protocol == Protocol::Bgp {
@@ -667,6 +822,12 @@ impl Cluster for LabCluster {
     fn exec_on_router(&self, argv: &[&str]) -> Result<Output> {
         self.bgp_router()?;
         self.exec_on_external(argv)
+    }
+
+    /// FRR runs in the external namespace.
+    fn router_netns(&self) -> Result<String> {
+        self.bgp_router()?;
+        Ok(self.lab.external.namespace.clone())
     }
 
     fn restart_controller(&self) -> Result<()> {
@@ -715,7 +876,12 @@ impl Cluster for LabCluster {
         self.procs().ensure_fresh(
             &format!("speaker-{node}"),
             &argv,
-            &[("KUBECONFIG", self.kubeconfig.display().to_string())],
+            &[(
+                "KUBECONFIG",
+                component_kubeconfig(&self.dir, &format!("speaker-{node}"))
+                    .display()
+                    .to_string(),
+            )],
         )?;
         Ok(())
     }

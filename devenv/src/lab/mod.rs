@@ -2,7 +2,6 @@
 //! this machine, with its own API server. Runs anywhere Linux gives root.
 
 pub mod agent;
-pub mod apiserver;
 pub mod backend;
 pub mod cluster;
 pub mod endpoints;

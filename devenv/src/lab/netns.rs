@@ -848,8 +848,25 @@ fn addresses(ns: &str, dev: &str) -> Result<Vec<IpNet>> {
     Ok(out)
 }
 
-/// Reads sysctls inside `ns`.
+/// Reads sysctls inside `ns`: from `/proc/sys` on a thread that entered
+/// `ns` (no process started: a rerun on a healthy lab reads dozens), else
+/// with `ip netns exec NS sysctl -n`.
 pub fn read_sysctls(ns: &str, keys: &[&str]) -> Result<Vec<String>> {
+    let from_proc = super::forward::in_netns(ns, || {
+        keys.iter()
+            .map(|k| {
+                std::fs::read_to_string(format!("/proc/sys/{}", k.replace('.', "/")))
+                    .map(|v| v.trim().to_owned())
+            })
+            .collect::<std::io::Result<Vec<String>>>()
+    });
+    match from_proc {
+        Ok(Ok(values)) => Ok(values),
+        _ => read_sysctls_with_command(ns, keys),
+    }
+}
+
+fn read_sysctls_with_command(ns: &str, keys: &[&str]) -> Result<Vec<String>> {
     let mut args = vec!["netns", "exec", ns, "sysctl", "-n"];
     args.extend_from_slice(keys);
     let out = ip(&args)?;
@@ -960,12 +977,19 @@ pub fn ensure(topology: &Topology) -> Result<Lab> {
         }
     }
 
-    // Hosts.
+    // Hosts. Links are read again only after something changed.
+    let mut net_links = links(net)?;
+    let mut net_links_at = changes.len();
+    let mut host_links_seen = std::collections::BTreeMap::new();
     for host in &plan.hosts {
         let ns = host.namespace.as_str();
         changes.extend(apply_sysctls(ns, &host.sysctls)?);
-        let net_links = links(net)?;
+        if changes.len() != net_links_at {
+            net_links = links(net)?;
+            net_links_at = changes.len();
+        }
         let host_links = links(ns)?;
+        let host_changes_at = changes.len();
         for iface in &host.interfaces {
             let (dev, peer, br) = (iface.name.as_str(), iface.peer.as_str(), &iface.bridge);
             let have_dev = find(&host_links, dev);
@@ -1024,12 +1048,18 @@ pub fn ensure(topology: &Topology) -> Result<Lab> {
                 changes.push(format!("{ns}: {dev} up"));
             }
         }
+        if changes.len() == host_changes_at {
+            host_links_seen.insert(ns.to_owned(), host_links);
+        }
     }
 
     // Read back what is there now.
     let mut hosts = Vec::new();
     for host in &plan.hosts {
-        let host_links = links(&host.namespace)?;
+        let host_links = match host_links_seen.remove(&host.namespace) {
+            Some(unchanged) => unchanged,
+            None => links(&host.namespace)?,
+        };
         let mut interfaces = Vec::new();
         for iface in &host.interfaces {
             let mac = find(&host_links, &iface.name)

@@ -8,18 +8,23 @@
 //! upstream's dev-env BGP pool: only the router's routes lead to them.
 
 use super::l2::{backends, nodes, web_service};
+use crate::capture::{self, Capture, Segment};
 use crate::external::{self, http_get, sample, speaker_metrics};
-use crate::metallb::{self, Config, eventually};
+use crate::metallb::{self, Config, eventually, throughout};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
 use devenv::frr::{ASN, AddressFamily, BgpPath};
 use ipnet::IpNet;
+use metallb_rs::net::bgp::{self, Message};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(60);
+/// The hold time of the specs' BGPPeers: a session that ends without a
+/// NOTIFICATION lingers this long at the router.
+const HOLD_TIME: Duration = Duration::from_secs(9);
 const HTTP_PORT: u16 = 8080;
 /// Inside upstream's dev-env BGP pool (192.168.10.0/24,
 /// fc00:f853:ccd:e799::/124).
@@ -143,11 +148,23 @@ fn merge(base: &mut Value, patch: &Value) {
     }
 }
 
+fn hold_time() -> String {
+    format!("{}s", HOLD_TIME.as_secs())
+}
+
+/// Starts capturing what crosses the router's link on the BGP port.
+fn capture(ctx: &Ctx) -> Result<Capture> {
+    Capture::start(
+        &ctx.cluster().router_netns()?,
+        &ctx.cluster().external_interface("eth0")?,
+    )
+}
+
 /// A BGPPeer to the router (iBGP in AS 64512, like upstream's dev-env),
 /// the pool and an advertisement with `ad`.
 fn bgp_config<'a>(ctx: &'a Ctx, v6: bool, peer: Value, ad: Value) -> Result<Config<'a>> {
     let mut config = Config::new(ctx)?;
-    let mut spec = json!({ "myASN": ASN, "peerASN": ASN, "peerAddress": router(ctx, v6)?.to_string(), "holdTime": "9s" });
+    let mut spec = json!({ "myASN": ASN, "peerASN": ASN, "peerAddress": router(ctx, v6)?.to_string(), "holdTime": hold_time() });
     merge(&mut spec, &peer);
     config.bgp_peer("frr", spec)?;
     config.pool(
@@ -295,13 +312,14 @@ fn etp_local(ctx: &Ctx) -> Result<()> {
         json!({ "spec": { "externalTrafficPolicy": "Local" } }),
     )?;
     wait_route(ctx, host_route(ips[0]), &BTreeSet::from([first_ip]))?;
-    let statuses = metallb::bgp_statuses(ctx, "web")?;
-    ensure!(
-        statuses.keys().collect::<Vec<_>>() == [&first],
-        "ServiceBGPStatus from {:?}, expected only {first}",
-        statuses.keys()
-    );
-    Ok(())
+    eventually(
+        WAIT,
+        &format!("a ServiceBGPStatus from {first} only"),
+        || {
+            let statuses = metallb::bgp_statuses(ctx, "web")?;
+            Ok((statuses.keys().collect::<Vec<_>>() == [&first]).then_some(()))
+        },
+    )
 }
 
 fn attributes(ctx: &Ctx) -> Result<()> {
@@ -351,6 +369,8 @@ fn aggregation(ctx: &Ctx) -> Result<()> {
 fn peer_node_selectors(ctx: &Ctx) -> Result<()> {
     let addrs = node_addresses(ctx, false);
     let (first, first_ip) = addrs.first().context("no node")?.clone();
+    let router_ip = router(ctx, false)?;
+    let capture = capture(ctx)?;
     let _config = bgp_config(
         ctx,
         false,
@@ -362,6 +382,21 @@ fn peer_node_selectors(ctx: &Ctx) -> Result<()> {
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
     wait_route(ctx, host_route(ips[0]), &only)?;
+    // Over the whole spec, the unselected nodes never dialled the router;
+    // the selected one did (the capture saw its SYN: the control).
+    throughout(
+        Duration::from_secs(3),
+        &format!("sessions from {first} only"),
+        || {
+            let up = established(ctx)?;
+            Ok((up != only).then(|| format!("established from {up:?}")))
+        },
+    )?;
+    let dialled = dials(&capture.finish()?, router_ip);
+    ensure!(
+        dialled.keys().eq([&first_ip]),
+        "SYNs to the router came from {dialled:?}; only {first} ({first_ip}) is selected"
+    );
     Ok(())
 }
 
@@ -390,7 +425,7 @@ fn dual_stack(ctx: &Ctx) -> Result<()> {
     for (name, v6) in [("frr-v4", false), ("frr-v6", true)] {
         config.bgp_peer(
             name,
-            json!({ "myASN": ASN, "peerASN": ASN, "peerAddress": router(ctx, v6)?.to_string(), "holdTime": "9s" }),
+            json!({ "myASN": ASN, "peerASN": ASN, "peerAddress": router(ctx, v6)?.to_string(), "holdTime": hold_time() }),
         )?;
     }
     config.pool("bgp-test", json!({ "addresses": [POOL_V4, POOL_V6] }))?;
@@ -405,14 +440,17 @@ fn dual_stack(ctx: &Ctx) -> Result<()> {
     for ip in &ips {
         wait_route(ctx, host_route(*ip), &all_hops(ctx, ip.is_ipv6()))?;
     }
-    let statuses = metallb::bgp_statuses(ctx, "web")?;
-    for (node, peers) in &statuses {
-        ensure!(
-            peers == &["frr-v4", "frr-v6"],
-            "{node} reports peers {peers:?}"
-        );
-    }
-    Ok(())
+    let every = nodes(ctx);
+    eventually(
+        WAIT,
+        "a ServiceBGPStatus naming both peers from every node",
+        || {
+            let statuses = metallb::bgp_statuses(ctx, "web")?;
+            Ok((statuses.keys().eq(every.iter())
+                && statuses.values().all(|p| p == &["frr-v4", "frr-v6"]))
+            .then_some(()))
+        },
+    )
 }
 
 /// Router configuration made through vtysh for one spec, undone when
@@ -463,10 +501,29 @@ fn md5_password(ctx: &Ctx) -> Result<()> {
         |a| format!("no neighbor {a} password"),
     )?;
     {
+        let capture = capture(ctx)?;
+        let router_ip = router(ctx, false)?;
         let _wrong = bgp_config(ctx, false, json!({ "password": "not-it" }), json!({}))?;
-        // Segments signed with another key are dropped by the router's
-        // kernel: no session comes up.
-        std::thread::sleep(Duration::from_secs(5));
+        // Positive control: every speaker dials, again and again - the
+        // router's kernel drops segments signed with another key, so no
+        // SYN is ever answered and no session comes up.
+        eventually(WAIT, "every speaker dialling the router twice", || {
+            let dials = dials(&capture.segments(), router_ip);
+            Ok(hops
+                .iter()
+                .all(|h| dials.get(h).is_some_and(|n| *n >= 2))
+                .then_some(()))
+        })?;
+        let segments = capture.finish()?;
+        let answered: Vec<&Segment> = segments
+            .iter()
+            .filter(|s| s.syn && s.ack && s.src.ip() == router_ip && s.src.port() == bgp::PORT)
+            .filter(|s| hops.contains(&s.dst.ip()))
+            .collect();
+        ensure!(
+            answered.is_empty(),
+            "the router answered a speaker's SYN despite the wrong password: {answered:?}"
+        );
         let up = established(ctx)?;
         ensure!(up.is_empty(), "sessions up with a wrong password: {up:?}");
     }
@@ -481,6 +538,40 @@ fn md5_password(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
+/// How many SYNs each address sent to the router's BGP port.
+fn dials(segments: &[Segment], router: IpAddr) -> std::collections::BTreeMap<IpAddr, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for s in segments {
+        if s.syn && !s.ack && s.dst.ip() == router && s.dst.port() == bgp::PORT {
+            *out.entry(s.src.ip()).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// The UPDATEs `from` sent the router that announce `prefix`.
+fn updates_announcing(
+    segments: &[Segment],
+    from: IpAddr,
+    router: IpAddr,
+    prefix: IpNet,
+) -> Vec<bgp::Update> {
+    capture::messages(segments, from, router)
+        .into_iter()
+        .filter_map(|seen| match seen.msg {
+            Message::Update(u) => Some(u),
+            _ => None,
+        })
+        .filter(|u| {
+            u.nlri.iter().any(|n| IpNet::V4(*n) == prefix)
+                || u.attributes
+                    .mp_reach
+                    .as_ref()
+                    .is_some_and(|m| m.nlri.contains(&prefix))
+        })
+        .collect()
+}
+
 fn ebgp(ctx: &Ctx) -> Result<()> {
     const OURS: u32 = 64513;
     let hops = all_hops(ctx, false);
@@ -490,6 +581,8 @@ fn ebgp(ctx: &Ctx) -> Result<()> {
         |a| format!("neighbor {a} remote-as {OURS}"),
         |a| format!("neighbor {a} remote-as {ASN}"),
     )?;
+    let capture = capture(ctx)?;
+    let router_ip = router(ctx, false)?;
     let _config = bgp_config(
         ctx,
         false,
@@ -498,14 +591,28 @@ fn ebgp(ctx: &Ctx) -> Result<()> {
     )?;
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
-    let paths = wait_route(ctx, host_route(ips[0]), &hops)?;
+    let prefix = host_route(ips[0]);
+    let paths = wait_route(ctx, prefix, &hops)?;
     for p in &paths {
         ensure!(p.as_path == OURS.to_string(), "AS path {:?}", p.as_path);
-        // LOCAL_PREF is not sent to external peers; FRR shows its default.
+    }
+    // FRR ignores LOCAL_PREF from an external peer, so only the wire
+    // tells whether it was sent: every node's UPDATE for the prefix
+    // (seen: the positive control) carries none.
+    let segments = capture.finish()?;
+    for hop in &hops {
+        let updates = updates_announcing(&segments, *hop, router_ip, prefix);
         ensure!(
-            p.local_pref != Some(300),
-            "LOCAL_PREF 300 crossed an eBGP session"
+            !updates.is_empty(),
+            "no UPDATE announcing {prefix} from {hop} was captured at the router"
         );
+        for u in &updates {
+            ensure!(
+                u.attributes.local_pref.is_none(),
+                "{hop} sent LOCAL_PREF {:?} to its external peer: {u:?}",
+                u.attributes.local_pref
+            );
+        }
     }
     Ok(())
 }
@@ -523,19 +630,35 @@ fn speaker_restart(ctx: &Ctx) -> Result<()> {
     let (_config, ip, hops) = announced_web(ctx)?;
     let addrs = node_addresses(ctx, false);
     let (node, addr) = addrs.last().context("no node")?.clone();
+    let router_ip = router(ctx, false)?;
+    let capture = capture(ctx)?;
+    let stopped = Instant::now();
     ctx.cluster().stop_speaker(&node, StopSignal::Term)?;
     let result = (|| {
-        // The speaker closed its session with a Cease: its path goes
-        // without waiting for the hold time.
+        // The speaker closed its session with a Cease: its path goes at
+        // once, well within the hold time the router would otherwise wait.
         let rest: BTreeSet<IpAddr> = hops.iter().copied().filter(|a| *a != addr).collect();
         wait_route(ctx, host_route(ip), &rest)?;
-        let n = ctx.cluster().bgp_neighbors()?;
-        let reset = n.get(&addr).and_then(|n| n.last_reset.clone());
+        let took = stopped.elapsed();
+        eprintln!(
+            "e2e: {node}'s path gone at the router {took:?} after SIGTERM (bound {:?})",
+            HOLD_TIME / 3
+        );
         ensure!(
-            reset.as_deref().is_some_and(|r| r.contains("Notification")
-                || r.contains("NOTIFICATION")
-                || r.contains("Cease")),
-            "the router saw the session end without a NOTIFICATION: {reset:?}"
+            took < HOLD_TIME / 3,
+            "{node}'s route was withdrawn {took:?} after its speaker stopped: not at once (hold time {HOLD_TIME:?})"
+        );
+        // The NOTIFICATION came from the speaker: received by the router,
+        // not the router's own (a hold timer expiry is sent by it).
+        let segments = capture.finish()?;
+        let sent = capture::messages(&segments, addr, router_ip);
+        ensure!(
+            sent.iter().any(|s| matches!(
+                &s.msg,
+                Message::Notification(n) if n.code == bgp::code::CEASE
+            )),
+            "the router received no Cease NOTIFICATION from {addr}; from it: {:?}",
+            sent.iter().map(|s| &s.msg).collect::<Vec<_>>()
         );
         Ok(())
     })();

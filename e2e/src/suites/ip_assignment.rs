@@ -135,12 +135,10 @@ fn requested_pool(ctx: &Ctx) -> Result<()> {
     }
     // The IP stays put while nothing changes.
     let before = metallb::ingress(&metallb::get_service(ctx, "to-manual")?);
-    std::thread::sleep(Duration::from_secs(2));
-    ensure!(
-        metallb::ingress(&metallb::get_service(ctx, "to-manual")?) == before,
-        "IP changed"
-    );
-    Ok(())
+    metallb::throughout(Duration::from_secs(2), "to-manual's address", || {
+        let now = metallb::ingress(&metallb::get_service(ctx, "to-manual")?);
+        Ok((now != before).then(|| format!("{before:?} became {now:?}")))
+    })
 }
 
 fn pool_counters(ctx: &Ctx) -> Result<()> {
@@ -172,11 +170,17 @@ fn pool_counters(ctx: &Ctx) -> Result<()> {
     )?;
     wait_for_ips(ctx, "v4", WAIT)?;
     expect((1, 3, 0, 4))?;
-    ctx.block_on(pools.patch_status(
+    let edited = ctx.block_on(pools.patch_status(
         "e2e-counters",
         &PatchParams::default(),
         &Patch::Merge(json!({ "status": { "assignedIPv4": 0, "availableIPv4": 99 } })),
     ))?;
+    // Positive control: the edit was stored, so what follows is a revert.
+    let stored = edited.status.map(|s| (s.assigned_ipv4, s.available_ipv4));
+    ensure!(
+        stored == Some((0, 99)),
+        "the manual status edit did not take: the API server stored {stored:?}"
+    );
     expect((1, 3, 0, 4))?;
     let api: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
     ctx.block_on(api.delete("v4", &DeleteParams::default()))?;

@@ -1,5 +1,6 @@
 //! Reads MetalLB objects from YAML files (multi-document, `kind: List`
-//! accepted), checks each against its CRD's openAPIV3Schema, and collects
+//! accepted), checks each against its CRD's openAPIV3Schema and its CEL
+//! rules (`x-kubernetes-validations`, as on create), and collects
 //! them into [`Resources`]. Used by `metallb-rs validate` and tests.
 
 use super::Resources;
@@ -22,8 +23,9 @@ pub struct Loaded {
     pub skipped: usize,
 }
 
-/// Compiled CRD schemas, by `(plural, version)`.
-pub struct Schemas(BTreeMap<(String, String), jsonschema::Validator>);
+/// Compiled CRD schemas (and the schema, for its CEL rules), by
+/// `(plural, version)`.
+pub struct Schemas(BTreeMap<(String, String), (jsonschema::Validator, Value)>);
 
 impl Schemas {
     /// Compiles the schema of every served version of every CRD.
@@ -35,7 +37,10 @@ impl Schemas {
                     let schema = serde_json::to_value(schema).expect("schema serializes");
                     let validator =
                         jsonschema::draft4::new(&schema).expect("generated CRD schemas compile");
-                    map.insert((crd.spec.names.plural.clone(), version.name), validator);
+                    map.insert(
+                        (crd.spec.names.plural.clone(), version.name),
+                        (validator, schema),
+                    );
                 }
             }
         }
@@ -43,18 +48,26 @@ impl Schemas {
     }
 
     /// Every schema violation of `object` (a `plural` at `version`), as
-    /// `(field path, message)`.
+    /// `(field path, message)`; with none, every CEL rule it breaks.
     pub fn check(&self, plural: &str, version: &str, object: &Value) -> Vec<(String, String)> {
-        let Some(v) = self.0.get(&(plural.to_owned(), version.to_owned())) else {
+        let Some((v, schema)) = self.0.get(&(plural.to_owned(), version.to_owned())) else {
             return vec![(String::new(), format!("no schema for {plural}/{version}"))];
         };
-        v.iter_errors(object)
+        let errors: Vec<(String, String)> = v
+            .iter_errors(object)
             .map(|e| {
                 (
                     pointer_to_path(&e.instance_path().to_string()),
                     e.to_string(),
                 )
             })
+            .collect();
+        if !errors.is_empty() {
+            return errors;
+        }
+        crd_cel::validate(object, None, schema)
+            .into_iter()
+            .map(|v| (v.field, v.message))
             .collect()
     }
 }

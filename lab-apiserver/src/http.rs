@@ -1,12 +1,15 @@
 //! HTTP routing: Kubernetes REST paths onto [`State`] operations, lists,
 //! and watch streams (JSON lines, bookmarks, 410 on expired versions).
 
+use super::auth::User;
 use super::error::ApiError;
 use super::patch::PatchKind;
 use super::registry::ResourceType;
 use super::selector::{FieldSelector, LabelSelector};
 use super::state::{Part, State};
 use super::store::{Event, EventKind};
+use super::table::{self, Format, Include};
+use super::{gate, proto, reviews};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -140,7 +143,33 @@ pub async fn handle(
     body: Bytes,
 ) -> Response {
     let shared = state.0;
-    match route(uri.path()) {
+    let route = route(uri.path());
+    let user = {
+        let s = lock(&shared);
+        let user = match gate::authenticate(&s, &headers) {
+            Ok(u) => u,
+            Err(e) => return error(e),
+        };
+        let request = match &route {
+            Route::Resource(t) => gate::resource(&gate::ResourceCall {
+                method: &method,
+                group: &t.group,
+                resource: &t.plural,
+                subresource: t.subresource.as_deref(),
+                namespace: &t.namespace,
+                name: t.name.as_deref(),
+                watch: query(&uri)
+                    .get("watch")
+                    .is_some_and(|w| w == "true" || w == "1"),
+            }),
+            _ => gate::non_resource(&method, uri.path()),
+        };
+        if let Err(e) = gate::authorize(&s, &user, &request) {
+            return error(e);
+        }
+        user
+    };
+    match route {
         Route::Version => json_response(
             200,
             &json!({
@@ -165,7 +194,9 @@ pub async fn handle(
             None => error(ApiError::not_found("group version", &format!("{g}/{v}"))),
         },
         Route::NotFound => error(ApiError::not_found("path", uri.path())),
-        Route::Resource(target) => resource(shared, method, &uri, &headers, &body, target).await,
+        Route::Resource(target) => {
+            resource(shared, &user, method, &uri, &headers, &body, target).await
+        }
     }
 }
 
@@ -182,6 +213,7 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
 
 async fn resource(
     shared: Shared,
+    user: &User,
     method: Method,
     uri: &Uri,
     headers: &HeaderMap,
@@ -210,29 +242,50 @@ async fn resource(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    let reviewing = t.review || target.subresource.as_deref() == Some("token");
+    if reviewing && ct.contains("protobuf") {
+        let decoded =
+            proto::decode(body).and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string()));
+        return match decoded {
+            Ok(json) => review(
+                &shared,
+                user,
+                &method,
+                &t,
+                &ns_of(&t, &target),
+                &target,
+                &Bytes::from(json),
+            ),
+            Err(e) => error(ApiError::unsupported_media_type(e)),
+        };
+    }
     if !body.is_empty() && (ct.contains("protobuf") || ct.contains("cbor")) {
         return error(ApiError::unsupported_media_type(format!(
             "{ct} is not supported by the lab API server: send JSON"
         )));
     }
-    let ns = if t.namespaced {
-        target.namespace.clone()
-    } else {
-        String::new()
-    };
+    let ns = ns_of(&t, &target);
+    if reviewing {
+        return review(&shared, user, &method, &t, &ns, &target, body);
+    }
     let part = match target.subresource.as_deref() {
         None => Part::Main,
         Some("status") if t.status => Part::Status,
         Some(other) => return error(ApiError::not_found("subresource", other)),
     };
+    let view = View::of(headers, &q);
     let result = match (method.clone(), target.name.as_deref()) {
         (Method::GET, None) => {
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return watch(shared, t, target.namespace.clone(), &q);
+                return watch(shared, t, target.namespace.clone(), &q, view);
             }
-            list(&shared, &t, &target.namespace, &q)
+            list(&shared, &t, &target.namespace, &q, view)
         }
-        (Method::GET, Some(name)) => lock(&shared).get(&t, &ns, name),
+        (Method::GET, Some(name)) => {
+            let s = lock(&shared);
+            s.get(&t, &ns, name)
+                .map(|o| view.one(&t, o, s.store.resource_version()))
+        }
         (Method::POST, None) => {
             return match parse_body(body).and_then(|b| lock(&shared).create(&t, &ns, b)) {
                 Ok(o) => json_response(201, &o),
@@ -285,6 +338,86 @@ async fn resource(
     }
 }
 
+/// How objects are rendered for one request: as themselves or as
+/// kubectl's Table rows.
+#[derive(Clone, Copy)]
+struct View {
+    format: Format,
+    include: Include,
+}
+
+impl View {
+    fn of(headers: &HeaderMap, q: &HashMap<String, String>) -> Self {
+        let accept = headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        Self {
+            format: Format::from_accept(accept),
+            include: Include::from_query(q.get("includeObject").map(String::as_str)),
+        }
+    }
+
+    /// One object (a GET, a watch event).
+    fn one(self, t: &ResourceType, object: Value, rv: u64) -> Value {
+        match self.format {
+            Format::Object => object,
+            Format::Table(v) => {
+                table::table(t, &[object], rv, v, self.include, jiff::Timestamp::now())
+            }
+        }
+    }
+
+    /// A list.
+    fn many(self, t: &ResourceType, items: Vec<Value>, rv: u64) -> Value {
+        match self.format {
+            Format::Object => list_body(t, rv, items),
+            Format::Table(v) => {
+                table::table(t, &items, rv, v, self.include, jiff::Timestamp::now())
+            }
+        }
+    }
+}
+
+/// The namespace a request addresses ("" for cluster-scoped kinds).
+fn ns_of(t: &ResourceType, target: &Target) -> String {
+    if t.namespaced {
+        target.namespace.clone()
+    } else {
+        String::new()
+    }
+}
+
+/// Reviews and TokenRequests: created, answered, never stored.
+fn review(
+    shared: &Shared,
+    user: &User,
+    method: &Method,
+    t: &ResourceType,
+    ns: &str,
+    target: &Target,
+    body: &Bytes,
+) -> Response {
+    if method != Method::POST {
+        return error(ApiError::method_not_allowed(format!(
+            "{method} is not supported on {}: only POST (create)",
+            t.plural
+        )));
+    }
+    let s = lock(shared);
+    let answer = parse_body(body).and_then(|b| match (&target.name, t.review) {
+        (None, true) => reviews::answer(&s, user, &t.plural, ns, b),
+        (Some(name), false) if t.group.is_empty() && t.plural == "serviceaccounts" => {
+            reviews::token_request(&s, ns, name, b)
+        }
+        _ => Err(ApiError::not_found("subresource", "token")),
+    });
+    match answer {
+        Ok(v) => json_response(201, &v),
+        Err(e) => error(e),
+    }
+}
+
 fn selectors(q: &HashMap<String, String>) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(
         q.get("labelSelector")
@@ -331,10 +464,11 @@ fn list(
     t: &ResourceType,
     ns: &str,
     q: &HashMap<String, String>,
+    view: View,
 ) -> Result<Value, ApiError> {
     let s = lock(shared);
     let items = select(&s, t, ns, q)?;
-    Ok(list_body(t, s.store.resource_version(), items))
+    Ok(view.many(t, items, s.store.resource_version()))
 }
 
 fn watch_line(kind: &str, object: &Value) -> Bytes {
@@ -346,7 +480,13 @@ fn watch_line(kind: &str, object: &Value) -> Bytes {
 /// A watch: the backlog (synthetic ADDED for the current state when no
 /// resourceVersion is given, or the logged events after it), then live
 /// events, filtered by namespace and selectors.
-fn watch(shared: Shared, t: ResourceType, ns: String, q: &HashMap<String, String>) -> Response {
+fn watch(
+    shared: Shared,
+    t: ResourceType,
+    ns: String,
+    q: &HashMap<String, String>,
+    view: View,
+) -> Response {
     let (labels, fields) = match selectors(q) {
         Ok(s) => s,
         Err(e) => return error(e),
@@ -374,7 +514,10 @@ fn watch(shared: Shared, t: ResourceType, ns: String, q: &HashMap<String, String
                 .list(&t.collection(), scope.as_deref())
                 .iter()
                 .filter(|o| matches(o))
-                .map(|o| watch_line("ADDED", &s.at_version(&t, o)))
+                .map(|o| {
+                    let o = view.one(&t, s.at_version(&t, o), s.store.resource_version());
+                    watch_line("ADDED", &o)
+                })
                 .collect(),
             Some(Err(_)) => {
                 return error(ApiError::bad_request("resourceVersion must be a number"));
@@ -382,7 +525,7 @@ fn watch(shared: Shared, t: ResourceType, ns: String, q: &HashMap<String, String
             Some(Ok(rv)) => match s.store.events_since(&t.collection(), scope.as_deref(), rv) {
                 Ok(events) => events
                     .iter()
-                    .filter_map(|e| render(&s, &t, e, &matches))
+                    .filter_map(|e| render(&s, &t, e, &matches, view))
                     .collect(),
                 Err(gone) => {
                     expired = true;
@@ -428,7 +571,7 @@ fn watch(shared: Shared, t: ResourceType, ns: String, q: &HashMap<String, String
                         if e.rv <= last_rv || e.collection != collection || scope.as_deref().is_some_and(|n| n != e.namespace) {
                             continue;
                         }
-                        let line = render(&lock(&shared), &t, &e, &matches);
+                        let line = render(&lock(&shared), &t, &e, &matches, view);
                         if let Some(line) = line {
                             return Some((Ok(line), (rx, e.rv)));
                         }
@@ -460,6 +603,7 @@ fn render(
     t: &ResourceType,
     e: &Event,
     matches: &impl Fn(&Value) -> bool,
+    view: View,
 ) -> Option<Bytes> {
     let now = matches(&e.object);
     let before = e.previous.as_deref().is_some_and(matches);
@@ -469,5 +613,8 @@ fn render(
         (_, false, _) => return None,
         (k, true, _) => k.as_str(),
     };
-    Some(watch_line(kind, &s.at_version(t, &e.object)))
+    Some(watch_line(
+        kind,
+        &view.one(t, s.at_version(t, &e.object), e.rv),
+    ))
 }

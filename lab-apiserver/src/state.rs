@@ -9,6 +9,7 @@ use super::patch::{self, PatchKind};
 use super::registry::{Registry, ResourceType};
 use super::schema;
 use super::store::{Event, EventKind, Store};
+use crate::auth::token::Signer;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -20,6 +21,8 @@ pub struct State {
     pub registry: Registry,
     /// Live watchers.
     pub events: tokio::sync::broadcast::Sender<Event>,
+    /// Signs and verifies bearer tokens.
+    pub signer: Signer,
     next_cluster_ip: u32,
     next_node_port: u16,
     name_seed: u64,
@@ -54,25 +57,45 @@ impl State {
         Self::with_history(10_000)
     }
 
-    /// A fresh state keeping `history` changes for watch resumption.
+    /// A fresh state keeping `history` changes for watch resumption, with
+    /// a random token key.
     pub fn with_history(history: usize) -> Self {
+        Self::with_key(history, &Signer::random_secret())
+    }
+
+    /// A fresh state keeping `history` changes, signing tokens with
+    /// `secret`.
+    pub fn with_key(history: usize, secret: &[u8]) -> Self {
         let (events, _) = tokio::sync::broadcast::channel(4096);
         Self {
             store: Store::new(history),
             registry: Registry::default(),
             events,
+            signer: Signer::new(secret),
             next_cluster_ip: 1,
             next_node_port: 30000,
             name_seed: 0x9e37_79b9_7f4a_7c15,
         }
     }
 
-    /// Creates the namespaces every cluster has.
+    /// Creates the namespaces and the RBAC policy every cluster has.
     pub fn bootstrap(&mut self) {
         let ns = self.registry.get("", "v1", "namespaces").cloned();
         if let Some(ns) = ns {
             for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
                 let _ = self.create(&ns, "", json!({ "metadata": { "name": name } }));
+            }
+        }
+        let (roles, bindings) = crate::auth::bootstrap::objects();
+        for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
+            let t = self
+                .registry
+                .get("rbac.authorization.k8s.io", "v1", plural)
+                .cloned();
+            for o in objects {
+                if let Some(t) = &t {
+                    let _ = self.create(t, "", o);
+                }
             }
         }
     }
@@ -143,30 +166,34 @@ impl State {
         let namespaces = ("".to_owned(), "namespaces".to_owned());
         match self.store.get(&namespaces, "", ns) {
             Some(n) if n["metadata"]["deletionTimestamp"].is_null() => Ok(()),
-            Some(_) => Err(ApiError {
-                code: 403,
-                reason: "Forbidden",
-                message: format!("namespace {ns} is being terminated"),
-                causes: vec![],
-            }),
+            Some(_) => Err(ApiError::forbidden(format!(
+                "namespace {ns} is being terminated"
+            ))),
             None => Err(ApiError::not_found("namespaces", ns)),
         }
     }
 
-    /// Validates against the CRD schema after defaulting and pruning.
-    fn admit(&self, t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+    /// Validates against the CRD schema after defaulting and pruning,
+    /// then evaluates its CEL rules (transition rules against `old`, the
+    /// stored object, on an update).
+    fn admit(
+        &self,
+        t: &ResourceType,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
         if let Some(s) = &t.schema {
             schema::default_and_prune(obj, &s.1);
-            let causes: Vec<(String, String)> = s
-                .0
-                .iter_errors(obj)
-                .map(|e| {
-                    (
-                        metallb_rs::config::load::pointer_to_path(&e.instance_path().to_string()),
-                        e.to_string(),
-                    )
-                })
-                .collect();
+            let mut causes: Vec<(String, String)> =
+                s.0.iter_errors(obj)
+                    .map(|e| (field_path(e.instance_path()), e.to_string()))
+                    .collect();
+            if causes.is_empty() {
+                causes = crd_cel::validate(obj, old, &s.1)
+                    .into_iter()
+                    .map(|v| (v.field, v.message))
+                    .collect();
+            }
             if !causes.is_empty() {
                 return Err(ApiError::invalid(
                     &format!("{}.{}", t.kind, t.group),
@@ -253,7 +280,7 @@ impl State {
         {
             o.remove("status");
         }
-        self.admit(t, &mut obj)?;
+        self.admit(t, &mut obj, None)?;
         self.builtin_on_create(t, &mut obj)?;
         let rv = self.store.next_rv();
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
@@ -455,7 +482,7 @@ impl State {
             }
             self.service_defaults(&mut next);
         }
-        self.admit(t, &mut next)?;
+        self.admit(t, &mut next, Some(&*current))?;
         if next["spec"] != current["spec"] {
             let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
             next["metadata"]["generation"] = json!(generation);
@@ -509,12 +536,7 @@ impl State {
             .get(&t.collection(), ns, name)
             .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
         let mut doc = (*current).clone();
-        patch::apply(&mut doc, body, kind).map_err(|e| ApiError {
-            code: 422,
-            reason: "Invalid",
-            message: e,
-            causes: vec![],
-        })?;
+        patch::apply(&mut doc, body, kind).map_err(ApiError::invalid_message)?;
         // A patch carries a resourceVersion only when the client wants the
         // precondition; otherwise it applies to the current object.
         if body["metadata"]["resourceVersion"].is_null() {
@@ -665,6 +687,23 @@ impl State {
                 .any(|o| o["metadata"]["uid"] == uid)
         })
     }
+}
+
+/// A schema error's location as a field path (`spec.addresses[1]`).
+fn field_path(location: &jsonschema::paths::Location) -> String {
+    let mut out = String::new();
+    for seg in location.iter() {
+        match seg {
+            jsonschema::paths::LocationSegment::Index(i) => out.push_str(&format!("[{i}]")),
+            jsonschema::paths::LocationSegment::Property(p) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&p);
+            }
+        }
+    }
+    out
 }
 
 impl Default for State {

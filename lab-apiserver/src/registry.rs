@@ -2,6 +2,7 @@
 //! and the e2e suites use, plus every version of every applied CRD (with
 //! its compiled openAPIV3Schema). Also renders the discovery documents.
 
+use crate::table::PrinterColumn;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +31,11 @@ pub struct ResourceType {
     pub schema: Option<Arc<(jsonschema::Validator, Value)>>,
     /// Defined by a CustomResourceDefinition (not built in).
     pub custom: bool,
+    /// The CRD version's printer columns (custom resources only).
+    pub columns: Vec<PrinterColumn>,
+    /// Create-only and never stored: the answer comes back in the
+    /// response (access and token reviews).
+    pub review: bool,
 }
 
 impl ResourceType {
@@ -68,6 +74,8 @@ fn builtin(
         short_names: short.iter().map(|s| (*s).to_owned()).collect(),
         schema: None,
         custom: false,
+        columns: Vec::new(),
+        review: false,
     }
 }
 
@@ -134,10 +142,63 @@ impl Default for Registry {
                 &["crd", "crds"],
             ),
         ];
+        let rbac = [
+            ("ClusterRole", "clusterroles", false),
+            ("ClusterRoleBinding", "clusterrolebindings", false),
+            ("Role", "roles", true),
+            ("RoleBinding", "rolebindings", true),
+        ]
+        .map(|(kind, plural, namespaced)| {
+            builtin(
+                "rbac.authorization.k8s.io",
+                "v1",
+                kind,
+                plural,
+                namespaced,
+                false,
+                &[],
+            )
+        });
+        let reviews = [
+            (
+                "authorization.k8s.io",
+                "SelfSubjectAccessReview",
+                "selfsubjectaccessreviews",
+                false,
+            ),
+            (
+                "authorization.k8s.io",
+                "SubjectAccessReview",
+                "subjectaccessreviews",
+                false,
+            ),
+            (
+                "authorization.k8s.io",
+                "LocalSubjectAccessReview",
+                "localsubjectaccessreviews",
+                true,
+            ),
+            (
+                "authentication.k8s.io",
+                "TokenReview",
+                "tokenreviews",
+                false,
+            ),
+            (
+                "authentication.k8s.io",
+                "SelfSubjectReview",
+                "selfsubjectreviews",
+                false,
+            ),
+        ]
+        .map(|(group, kind, plural, namespaced)| ResourceType {
+            review: true,
+            ..builtin(group, "v1", kind, plural, namespaced, false, &[])
+        });
         let mut r = Registry {
             types: BTreeMap::new(),
         };
-        for t in list {
+        for t in list.into_iter().chain(rbac).chain(reviews) {
             r.insert(t);
         }
         r
@@ -216,6 +277,8 @@ impl Registry {
                     .collect(),
                 schema,
                 custom: true,
+                columns: PrinterColumn::of_version(v),
+                review: false,
             });
         }
         Ok(())
@@ -266,14 +329,31 @@ impl Registry {
             .values()
             .filter(|t| t.group == group && t.version == version)
         {
+            let verbs = if t.review {
+                json!(["create"])
+            } else {
+                json!([
+                    "create",
+                    "delete",
+                    "deletecollection",
+                    "get",
+                    "list",
+                    "patch",
+                    "update",
+                    "watch"
+                ])
+            };
             resources.push(json!({
                 "name": t.plural,
                 "singularName": t.singular,
                 "namespaced": t.namespaced,
                 "kind": t.kind,
-                "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                "verbs": verbs,
                 "shortNames": t.short_names,
             }));
+            if t.group.is_empty() && t.plural == "serviceaccounts" {
+                resources.push(json!({ "name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"] }));
+            }
             if t.status {
                 resources.push(json!({ "name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"] }));
             }
@@ -369,13 +449,12 @@ mod tests {
     #[test]
     fn crd_versions_are_served_and_replaced() {
         let mut r = Registry::default();
-        let crd = serde_json::to_value(
-            metallb_rs::api::crds()
-                .into_iter()
-                .find(|c| c.spec.names.plural == "bgppeers")
-                .expect("bgppeers"),
-        )
-        .expect("json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/crds/metallb.io_bgppeers.yaml"
+        );
+        let yaml = std::fs::read_to_string(path).expect("the generated CRD");
+        let crd: Value = serde_yaml::from_str(&yaml).expect("CRD YAML");
         r.add_crd(&crd).expect("adds");
         assert!(r.get("metallb.io", "v1beta1", "bgppeers").is_some());
         let v2 = r.get("metallb.io", "v1beta2", "bgppeers").expect("v1beta2");

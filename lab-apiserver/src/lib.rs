@@ -1,0 +1,243 @@
+//! A small kube-apiserver: HTTPS (a CA of its own) on a loopback address,
+//! with bearer tokens and RBAC, serving the
+//! part of the Kubernetes API that metallb-rs, kubectl and the e2e suites
+//! use, with real semantics ([`DEVIATIONS`] lists what differs from
+//! kube-apiserver). The lab (`devenv`) runs it as the `lab-apiserver`
+//! process; tests start it in process with [`ApiServer::start`].
+//!
+//! Knows nothing about MetalLB: custom resources come from the CRDs that
+//! clients apply.
+
+mod auth;
+mod error;
+mod gate;
+mod http;
+mod patch;
+mod proto;
+mod registry;
+mod reviews;
+mod schema;
+mod selector;
+mod state;
+mod store;
+mod table;
+mod tls;
+
+pub use tls::Identity;
+
+use anyhow::{Context, Result};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// What the lab API server does differently from kube-apiserver.
+pub const DEVIATIONS: &str = "\
+- authentication by bearer tokens this server signs only (the admin kubeconfig's, and ServiceAccount tokens from the TokenRequest API; not JWTs, not bound to a pod; no client certificates, OIDC or webhook); aggregated ClusterRoles are not expanded
+- JSON only: protobuf/CBOR bodies get 415, so `kubectl create <kind>` generators fail; use `kubectl apply -f`
+- Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
+- /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2
+- server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here
+- list ignores limit/continue and returns everything in one page
+- CRD versions use conversion None whatever the CRD says (only apiVersion is rewritten)
+- openAPIV3Schema is enforced with defaults and pruning, and CEL rules (x-kubernetes-validations, the `crd-cel` crate) are evaluated, transition rules on updates; messageExpression, fieldPath, reason and CEL cost limits are not, and list items are not correlated for transition rules
+- namespace deletion is immediate (no Terminating phase); ownerReference garbage collection is background-only
+- state lives in memory: it survives restarts of every other lab process, not of the API server itself
+";
+
+/// How a server starts.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How many changes watches can resume from (older resourceVersions
+    /// get 410 Gone).
+    pub history: usize,
+    /// The key tokens are signed with (random when `None`). Keep it to
+    /// keep tokens valid across restarts.
+    pub token_key: Option<Vec<u8>>,
+    /// The CA and serving certificate (fresh when `None`).
+    pub tls: Option<Identity>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            history: 10_000,
+            token_key: None,
+            tls: None,
+        }
+    }
+}
+
+/// The admin user of [`ApiServer::kubeconfig`] (in `system:masters`).
+pub const ADMIN: &str = "kubernetes-admin";
+
+/// A running API server.
+pub struct ApiServer {
+    addr: SocketAddr,
+    signer: auth::token::Signer,
+    ca_pem: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ApiServer {
+    /// Starts serving on `listener` (e.g. bound to 127.0.0.1:0).
+    pub async fn start(listener: tokio::net::TcpListener) -> Result<Self> {
+        Self::start_with(listener, Options::default()).await
+    }
+
+    /// Like [`ApiServer::start`], keeping only the last `history` changes
+    /// for watches to resume from (older resourceVersions get 410 Gone).
+    pub async fn start_with_history(
+        listener: tokio::net::TcpListener,
+        history: usize,
+    ) -> Result<Self> {
+        Self::start_with(
+            listener,
+            Options {
+                history,
+                ..Options::default()
+            },
+        )
+        .await
+    }
+
+    /// Starts serving on `listener` with `options`.
+    pub async fn start_with(listener: tokio::net::TcpListener, options: Options) -> Result<Self> {
+        let addr = listener.local_addr()?;
+        let key = options
+            .token_key
+            .unwrap_or_else(|| auth::token::Signer::random_secret().to_vec());
+        let identity = match options.tls {
+            Some(id) => id,
+            None => Identity::generate()?,
+        };
+        let acceptor = identity.acceptor()?;
+        let mut state = state::State::with_key(options.history, &key);
+        state.bootstrap();
+        let shared: http::Shared = Arc::new(Mutex::new(state));
+        let app = axum::Router::new()
+            .fallback(http::handle)
+            .with_state(shared);
+        let task = tokio::spawn(tls::serve(listener, acceptor, app));
+        Ok(Self {
+            addr,
+            signer: auth::token::Signer::new(&key),
+            ca_pem: identity.ca_pem,
+            task,
+        })
+    }
+
+    /// Starts on `addr`.
+    pub async fn bind(addr: SocketAddr, options: Options) -> Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding the lab API server to {addr}"))?;
+        Self::start_with(listener, options).await
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kubeconfig (YAML) that reaches this server as [`ADMIN`], in
+    /// `system:masters`.
+    pub fn kubeconfig(&self, cluster: &str) -> String {
+        self.kubeconfig_as(cluster, ADMIN, &[auth::MASTERS])
+    }
+
+    /// A kubeconfig for user `user` in `groups` (a token that never
+    /// expires; `system:authenticated` is implied).
+    pub fn kubeconfig_as(&self, cluster: &str, user: &str, groups: &[&str]) -> String {
+        let token = self.signer.sign(&auth::token::Claims::user(user, groups));
+        kubeconfig(&Endpoint::of(self), cluster, user, &token)
+    }
+
+    /// The HTTPS URL clients use.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The CA certificate (PEM) that signed the serving certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Writes [`ApiServer::kubeconfig`] to `path` (readable by its owner
+    /// only: it holds the admin token).
+    pub fn write_kubeconfig(&self, cluster: &str, path: &Path) -> Result<()> {
+        write_private(path, self.kubeconfig(cluster).as_bytes())
+    }
+
+    /// Stops serving.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Writes a file only its owner can read.
+pub fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(contents)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The token key in `path`, made (32 random bytes) when missing.
+pub fn load_or_create_token_key(path: &Path) -> Result<Vec<u8>> {
+    match std::fs::read(path) {
+        Ok(key) if key.len() >= 32 => Ok(key),
+        Ok(_) => anyhow::bail!(
+            "{} holds fewer than 32 bytes: remove it to get a new key",
+            path.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = auth::token::Signer::random_secret().to_vec();
+            write_private(path, &key)?;
+            Ok(key)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Where a server is and how to trust it.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// `https://HOST:PORT`.
+    pub url: String,
+    /// The CA certificate (PEM).
+    pub ca_pem: String,
+}
+
+impl Endpoint {
+    /// The endpoint of a running server.
+    pub fn of(server: &ApiServer) -> Self {
+        Self {
+            url: server.url(),
+            ca_pem: server.ca_pem.clone(),
+        }
+    }
+}
+
+/// A kubeconfig for `endpoint` with one context named `cluster`, as
+/// `user` with bearer `token`.
+pub fn kubeconfig(endpoint: &Endpoint, cluster: &str, user: &str, token: &str) -> String {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(&endpoint.ca_pem);
+    let url = &endpoint.url;
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {cluster}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {cluster}\n  context:\n    cluster: {cluster}\n    user: {user:?}\n    namespace: default\nusers:\n- name: {user:?}\n  user:\n    token: {token:?}\ncurrent-context: {cluster}\n"
+    )
+}

