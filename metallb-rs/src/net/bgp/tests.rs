@@ -324,6 +324,92 @@ fn malformed_messages_get_the_right_notification(#[case] bytes: Vec<u8>, #[case]
     assert_eq!((got.code, got.subcode), want, "{got}");
 }
 
+/// RFC 7606: what a session reads from a peer. Every malformed UPDATE
+/// of [`malformed_messages_get_the_right_notification`] whose
+/// withdrawn routes and attribute list fit in the message is read as an
+/// (empty) UPDATE - treat-as-withdraw or attribute-discard, with no
+/// routes kept - never a NOTIFICATION that would reset the session.
+#[rstest]
+#[case::attribute_value_overrun(attr_update(&[0x40, 1, 5, 0], &[]))]
+#[case::duplicate_attribute(attr_update(&[0x40, 1, 1, 0, 0x40, 1, 1, 0], &[]))]
+#[case::unknown_well_known(attr_update(&[0x40, 99, 0], &[]))]
+#[case::missing_origin(attr_update(&WELL_KNOWN[4..14], &[24, 192, 0, 2]))]
+#[case::missing_next_hop(attr_update(&WELL_KNOWN[..7], &[24, 192, 0, 2]))]
+#[case::origin_flagged_optional(attr_update(&[0xc0, 1, 1, 0], &[]))]
+#[case::communities_flagged_well_known(with_well_known(&[0x40, 8, 4, 0, 0, 0, 1]))]
+#[case::origin_length_2(attr_update(&[0x40, 1, 2, 0, 0], &[]))]
+#[case::communities_length_3(with_well_known(&[0xc0, 8, 3, 0, 0, 1]))]
+#[case::large_community_length_8(with_well_known(&[0xc0, 32, 8, 0, 0, 0, 1, 0, 0, 0, 2]))]
+#[case::origin_7(attr_update(&[0x40, 1, 1, 7], &[]))]
+#[case::next_hop_zero(attr_update(&[0x40, 3, 4, 0, 0, 0, 0], &[]))]
+#[case::mp_reach_unknown_afi(with_well_known(&[0x80, 14, 5, 0, 9, 1, 0, 0]))]
+#[case::mp_reach_next_hop_length_5(with_well_known(&[0x80, 14, 10, 0, 2, 1, 5, 1, 2, 3, 4, 5, 0]))]
+#[case::mp_reach_prefix_129(with_well_known(&[0x80, 14, 22, 0, 2, 1, 16, 0xfc, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 129]))]
+#[case::as4_path_garbage(with_well_known(&[0xc0, 17, 3, 2, 9, 0]))]
+#[case::aggregator_length_3(with_well_known(&[0xc0, 7, 3, 0, 0, 1]))]
+#[case::nlri_prefix_33(attr_update(&WELL_KNOWN, &[33, 1, 2, 3, 4, 5]))]
+#[case::nlri_truncated(attr_update(&WELL_KNOWN, &[24, 1]))]
+#[case::as_path_segment_type_9(attr_update(&[0x40, 2, 4, 9, 1, 0, 1], &[]))]
+fn received_malformed_updates_never_reset_the_session(#[case] bytes: Vec<u8>) {
+    assert!(
+        decode(&bytes, &TWO).is_err(),
+        "the strict decoder accepts it"
+    );
+    assert_eq!(
+        decode_received(&bytes, &TWO),
+        Ok(Message::Update(Update::default()))
+    );
+}
+
+/// RFC 7606 section 4: when the withdrawn routes or the attribute list
+/// overrun the UPDATE, nothing in it can be located: session reset.
+/// Header errors stay session errors too.
+#[rstest]
+#[case::update_withdrawn_overrun(frame(2, &[0, 9, 0, 0]), (3, 1))]
+#[case::update_attributes_overrun(frame(2, &[0, 0, 0, 9]), (3, 1))]
+#[case::update_attributes_overrun_by_one(frame(2, &[0, 0, 0, 1]), (3, 1))]
+#[case::length_above_4096({ let mut m = frame(2, &[0; 4]); m[16] = 0x10; m[17] = 1; m }, (1, 2))]
+#[case::update_too_short(frame(2, &[0, 0, 0]), (1, 2))]
+#[case::open_version_3(frame(1, &[3, 0, 1, 0, 90, 1, 1, 1, 1, 0]), (2, 1))]
+fn received_unframeable_messages_still_reset(#[case] bytes: Vec<u8>, #[case] want: (u8, u8)) {
+    let got = decode_received(&bytes, &TWO).expect_err("unframeable message read");
+    assert_eq!((got.code, got.subcode), want, "{got}");
+}
+
+#[test]
+fn received_messages_other_than_updates_decode_fully() {
+    for m in [
+        Message::Keepalive,
+        Message::RouteRefresh { afi: 1, safi: 1 },
+        Message::Notification(Notification::new(6, 2, [])),
+    ] {
+        assert_eq!(decode_received(&encode(&m, &FOUR), &FOUR), Ok(m));
+    }
+    // A well-formed UPDATE is read, not decoded.
+    let valid = with_well_known(&[]);
+    assert!(decode(&valid, &TWO).is_ok());
+    assert_eq!(
+        decode_received(&valid, &TWO),
+        Ok(Message::Update(Update::default()))
+    );
+}
+
+proptest! {
+    /// Whatever a peer sends, reading it does not panic, and an UPDATE
+    /// is only refused when its two length fields overrun it.
+    #[test]
+    fn received_bytes_never_panic(kind in 1u8..=6, body in prop::collection::vec(any::<u8>(), 0..200)) {
+        let bytes = frame(kind, &body);
+        let got = decode_received(&bytes, &TWO);
+        if kind == 2 && body.len() >= 4 {
+            let withdrawn = usize::from(u16::from_be_bytes([body[0], body[1]]));
+            let fits = body.len() >= 4 + withdrawn
+                && body.len() >= 4 + withdrawn + usize::from(u16::from_be_bytes([body[2 + withdrawn], body[3 + withdrawn]]));
+            prop_assert_eq!(got.is_ok(), fits);
+        }
+    }
+}
+
 #[test]
 fn attribute_errors_carry_the_attribute() {
     let got = decode(&attr_update(&[0x40, 1, 1, 7], &[]), &TWO).expect_err("origin 7");

@@ -244,6 +244,20 @@ fn decode_next_hops(bytes: &[u8]) -> Option<Vec<IpAddr>> {
     }
 }
 
+/// Checks a received UPDATE's body only as far as RFC 7606 asks for a
+/// session reset: the withdrawn routes and the attribute list fit in the
+/// message. Nothing inside them is looked at (see
+/// [`super::decode_received`]).
+pub(super) fn check_received(body: &[u8]) -> Result<(), Notification> {
+    let list = || Notification::new(code::UPDATE, code::UPDATE_MALFORMED_ATTRIBUTE_LIST, []);
+    let mut r = Reader::new(body);
+    let withdrawn_len = usize::from(r.u16().ok_or_else(list)?);
+    r.take(withdrawn_len).ok_or_else(list)?;
+    let attrs_len = usize::from(r.u16().ok_or_else(list)?);
+    r.take(attrs_len).ok_or_else(list)?;
+    Ok(())
+}
+
 impl Update {
     pub(super) fn decode(body: &[u8], ctx: &Context) -> Result<Update, Notification> {
         let list = || Notification::new(code::UPDATE, code::UPDATE_MALFORMED_ATTRIBUTE_LIST, []);

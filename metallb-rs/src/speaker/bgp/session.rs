@@ -330,7 +330,7 @@ pub(super) async fn read_message(
     rd.read_exact(&mut buf[bgp::HEADER_LEN..])
         .await
         .map_err(ReadError::Io)?;
-    bgp::decode(&buf, ctx).map_err(ReadError::Malformed)
+    bgp::decode_received(&buf, ctx).map_err(ReadError::Malformed)
 }
 
 async fn send(wr: &mut OwnedWriteHalf, msg: &Message, ctx: &Context) -> std::io::Result<()> {

@@ -1,7 +1,7 @@
 //! Sessions against an in-process peer on loopback that speaks the
 //! protocol through the same codec, byte for byte over real TCP.
 
-use super::session::{DesiredRoutes, ReadError, read_message};
+use super::session::{DesiredRoutes, ReadError};
 use super::*;
 use crate::config::Community;
 use crate::net::bgp::{self, Capability, Context, Message, Open, Update};
@@ -62,6 +62,24 @@ struct FakePeer {
     open: Open,
 }
 
+/// Reads one message as a peer that decodes our UPDATEs fully (the
+/// session's own reader only length-checks received UPDATEs).
+async fn read_strict(
+    rd: &mut (impl tokio::io::AsyncRead + Unpin),
+    ctx: &Context,
+) -> Result<Message, ReadError> {
+    use tokio::io::AsyncReadExt as _;
+    let mut header = [0u8; bgp::HEADER_LEN];
+    rd.read_exact(&mut header).await.map_err(ReadError::Io)?;
+    let (_, len) = bgp::decode_header(&header).map_err(ReadError::Malformed)?;
+    let mut buf = vec![0u8; len];
+    buf[..bgp::HEADER_LEN].copy_from_slice(&header);
+    rd.read_exact(&mut buf[bgp::HEADER_LEN..])
+        .await
+        .map_err(ReadError::Io)?;
+    bgp::decode(&buf, ctx).map_err(ReadError::Malformed)
+}
+
 impl FakePeer {
     /// Accepts the speaker's connection and completes the handshake as AS
     /// `asn` with `hold` seconds.
@@ -89,7 +107,7 @@ impl FakePeer {
     async fn handshake_start(s: TcpStream) -> FakePeer {
         let (rd, wr) = s.into_split();
         let mut rd = BufReader::new(rd);
-        let Ok(Message::Open(open)) = read_message(&mut rd, &Context::default()).await else {
+        let Ok(Message::Open(open)) = read_strict(&mut rd, &Context::default()).await else {
             panic!("the speaker did not send OPEN first");
         };
         FakePeer { rd, wr, open }
@@ -105,7 +123,7 @@ impl FakePeer {
 
     /// The next message, within 10 s.
     async fn next(&mut self) -> Message {
-        match tokio::time::timeout(Duration::from_secs(10), read_message(&mut self.rd, &FOUR))
+        match tokio::time::timeout(Duration::from_secs(10), read_strict(&mut self.rd, &FOUR))
             .await
             .expect("a message within 10 s")
         {
@@ -277,8 +295,19 @@ async fn ebgp_prepends_our_as_and_a_wrong_peer_as_is_refused() {
 
 /// A malformed UPDATE ends the session with the NOTIFICATION that names
 /// the problem; the speaker reconnects and announces again.
+fn raw_update(body: &[u8]) -> Vec<u8> {
+    let mut m = bgp::MARKER.to_vec();
+    m.extend_from_slice(&((bgp::HEADER_LEN + body.len()) as u16).to_be_bytes());
+    m.push(2);
+    m.extend_from_slice(body);
+    m
+}
+
+/// RFC 7606: malformed attributes in a received UPDATE never reset the
+/// session (the speaker keeps no received routes: treat-as-withdraw is
+/// ignoring them); only an UPDATE whose attribute list overruns it does.
 #[tokio::test]
-async fn a_malformed_update_gets_a_notification_and_the_session_recovers() {
+async fn a_malformed_update_is_ignored_and_only_an_unframeable_one_resets() {
     let l = listener(None);
     let s = Session::start(
         config(&l, 64512),
@@ -287,23 +316,36 @@ async fn a_malformed_update_gets_a_notification_and_the_session_recovers() {
     );
     let mut p = FakePeer::accept(&l, 64512, 9).await;
     p.update().await;
-    // ORIGIN 7.
-    let body = [0, 0, 0, 4, 0x40, 1, 1, 7];
-    let mut bad = bgp::MARKER.to_vec();
-    bad.extend_from_slice(&((bgp::HEADER_LEN + body.len()) as u16).to_be_bytes());
-    bad.push(2);
-    bad.extend_from_slice(&body);
-    p.send_raw(&bad).await;
+    // ORIGIN 7; then a COMMUNITIES of 3 bytes (an optional attribute) beside
+    // valid well-known ones and a prefix; then an AS4_PATH of garbage.
+    let well_known = [0x40, 1, 1, 0, 0x40, 2, 0, 0x40, 3, 4, 10, 0, 0, 1];
+    let mut communities = vec![0, 0, 0, 21];
+    communities.extend_from_slice(&well_known);
+    communities.extend_from_slice(&[0xc0, 8, 3, 0, 0, 1, 24, 192, 0, 2]);
+    let mut as4 = vec![0, 0, 0, 20];
+    as4.extend_from_slice(&well_known);
+    as4.extend_from_slice(&[0xc0, 17, 3, 2, 9, 0]);
+    for body in [&[0, 0, 0, 4, 0x40, 1, 1, 7][..], &communities, &as4] {
+        p.send_raw(&raw_update(body)).await;
+    }
+    // Still up and reading: a route refresh is answered with the route.
+    p.send(&Message::RouteRefresh { afi: 1, safi: 1 }).await;
+    assert_eq!(
+        p.update().await.nlri,
+        vec!["192.168.10.5/32".parse().expect("net")]
+    );
+    assert_eq!(s.status().last_error, None);
+    // The attribute list claims 9 bytes, there are none.
+    p.send_raw(&raw_update(&[0, 0, 0, 9])).await;
     let n = p.notification().await;
-    assert_eq!((n.code, n.subcode), (3, 6));
-    assert_eq!(n.data, vec![0x40, 1, 1, 7]);
+    assert_eq!((n.code, n.subcode), (3, 1));
     let mut p = FakePeer::accept(&l, 64512, 9).await;
     assert_eq!(
         p.update().await.nlri,
         vec!["192.168.10.5/32".parse().expect("net")]
     );
     let last = s.status().last_error.unwrap_or_default();
-    assert!(last.contains("invalid ORIGIN"), "{last}");
+    assert!(last.contains("malformed attribute list"), "{last}");
 }
 
 #[tokio::test]

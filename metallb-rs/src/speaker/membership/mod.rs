@@ -6,9 +6,12 @@
 //! address (port [`DEFAULT_PORT`]). Members are node names: a restarted
 //! speaker replaces its previous run instead of appearing beside it.
 //! Every datagram is encrypted and authenticated (XChaCha20-Poly1305,
-//! random nonce per datagram) with the SHA-256 of the `memberlist`
-//! Secret as key; anything that does not open or decode is dropped and
-//! counted ([`Membership::dropped`]), never trusted.
+//! random nonce per datagram) under a key derived by HKDF from the
+//! `memberlist` Secret (or a [`Keyring`] of them during a rotation), and
+//! carries its sender's name, run and sequence number so a recorded
+//! datagram cannot be replayed; datagrams from addresses of no node,
+//! and anything that does not open or decode, are dropped and counted
+//! ([`Membership::dropped`]), never trusted.
 //!
 //! A graceful [`Membership::leave`] is told to every member at once and
 //! acknowledged, so the others re-elect without waiting for failure
@@ -18,11 +21,15 @@
 //! identities and frames, `task` the gossip loop.
 
 mod crypto;
+mod metrics;
+mod replay;
 mod task;
 #[cfg(test)]
 mod tests;
 mod wire;
 
+pub use crypto::Keyring;
+pub use metrics::GossipMetrics;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::num::{NonZeroU8, NonZeroUsize};
@@ -38,11 +45,12 @@ pub const DEFAULT_PORT: u16 = 7946;
 /// Largest SWIM packet a speaker produces and accepts, before the
 /// envelope. Kept well under 1500 minus the envelope and IP/UDP headers
 /// so datagrams are not fragmented even on overlay-sized MTUs (1450).
-const MAX_PACKET: usize = 1200;
-const MAX_PACKET_SIZE: NonZeroUsize = NonZeroUsize::new(MAX_PACKET).expect("1200 is not zero");
-/// Largest datagram a speaker sends: the packet, its frame kind byte and
-/// the envelope. Anything larger on the wire is not ours.
-const MAX_DATAGRAM: usize = MAX_PACKET + 1 + crypto::OVERHEAD;
+const MAX_PACKET: usize = 1080;
+const MAX_PACKET_SIZE: NonZeroUsize = NonZeroUsize::new(MAX_PACKET).expect("1080 is not zero");
+/// Largest datagram a speaker sends: the packet, its frame kind byte,
+/// the sender's stamp (replay protection) and the envelope. Anything
+/// larger on the wire is not ours.
+const MAX_DATAGRAM: usize = MAX_PACKET + 1 + wire::MAX_STAMP + crypto::OVERHEAD;
 // Fits a VXLAN-sized MTU (1450) less IPv6 and UDP headers.
 const _: () = assert!(MAX_DATAGRAM <= 1450 - 40 - 8);
 /// How many times each membership update rides on outgoing messages.
@@ -229,8 +237,9 @@ pub struct Config {
     /// (InternalIP) and port, reachable by the other speakers. Port 0
     /// picks a free port (tests).
     pub bind: SocketAddr,
-    /// The shared secret (the `memberlist` Secret's bytes); the key is
-    /// its SHA-256.
+    /// The shared secret (the `memberlist` Secret's bytes, at least 16);
+    /// the key is derived from it by HKDF-SHA256. Other keys can be
+    /// accepted later ([`Membership::set_keyring`]).
     pub secret: Vec<u8>,
     /// Detection timings.
     pub timing: Timing,
@@ -279,17 +288,30 @@ pub enum DropReason {
     /// version under the same secret.
     Decode,
     /// Decoded but refused by the protocol (e.g. a message claiming to
-    /// come from this very node: two speakers with one node name?).
+    /// come from this very node: two speakers with one node name?, or a
+    /// leave for another identity than the sender's current one).
     Rejected,
+    /// From an address that is no known node's: dropped before any
+    /// decryption.
+    UnknownSender,
+    /// Authentic but seen before (recorded and sent again), or from an
+    /// older run of its sender.
+    Replayed,
+    /// A join request (which is answered with the member list) beyond
+    /// the rate one sender may ask for.
+    RateLimited,
 }
 
 impl DropReason {
     /// Every reason, in a stable order.
-    pub const ALL: [DropReason; 4] = [
+    pub const ALL: [DropReason; 7] = [
         DropReason::Malformed,
         DropReason::Auth,
         DropReason::Decode,
         DropReason::Rejected,
+        DropReason::UnknownSender,
+        DropReason::Replayed,
+        DropReason::RateLimited,
     ];
 
     /// A short lowercase label (for metrics).
@@ -299,6 +321,9 @@ impl DropReason {
             DropReason::Auth => "auth",
             DropReason::Decode => "decode",
             DropReason::Rejected => "rejected",
+            DropReason::UnknownSender => "unknown_sender",
+            DropReason::Replayed => "replayed",
+            DropReason::RateLimited => "rate_limited",
         }
     }
 }
@@ -314,6 +339,12 @@ pub struct Dropped {
     pub decode: u64,
     /// See [`DropReason::Rejected`].
     pub rejected: u64,
+    /// See [`DropReason::UnknownSender`].
+    pub unknown_sender: u64,
+    /// See [`DropReason::Replayed`].
+    pub replayed: u64,
+    /// See [`DropReason::RateLimited`].
+    pub rate_limited: u64,
 }
 
 impl Dropped {
@@ -324,6 +355,9 @@ impl Dropped {
             DropReason::Auth => self.auth,
             DropReason::Decode => self.decode,
             DropReason::Rejected => self.rejected,
+            DropReason::UnknownSender => self.unknown_sender,
+            DropReason::Replayed => self.replayed,
+            DropReason::RateLimited => self.rate_limited,
         }
     }
 
@@ -340,15 +374,30 @@ struct Counters {
     auth: AtomicU64,
     decode: AtomicU64,
     rejected: AtomicU64,
+    unknown_sender: AtomicU64,
+    replayed: AtomicU64,
+    rate_limited: AtomicU64,
+    probes: AtomicU64,
 }
 
 impl Counters {
+    fn probe(&self) {
+        self.probes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn probes(&self) -> u64 {
+        self.probes.load(Ordering::Relaxed)
+    }
+
     fn count(&self, reason: DropReason) {
         let counter = match reason {
             DropReason::Malformed => &self.malformed,
             DropReason::Auth => &self.auth,
             DropReason::Decode => &self.decode,
             DropReason::Rejected => &self.rejected,
+            DropReason::UnknownSender => &self.unknown_sender,
+            DropReason::Replayed => &self.replayed,
+            DropReason::RateLimited => &self.rate_limited,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -359,6 +408,9 @@ impl Counters {
             auth: self.auth.load(Ordering::Relaxed),
             decode: self.decode.load(Ordering::Relaxed),
             rejected: self.rejected.load(Ordering::Relaxed),
+            unknown_sender: self.unknown_sender.load(Ordering::Relaxed),
+            replayed: self.replayed.load(Ordering::Relaxed),
+            rate_limited: self.rate_limited.load(Ordering::Relaxed),
         }
     }
 }
@@ -381,6 +433,12 @@ pub enum MembershipError {
         "the memberlist secret is empty; the `memberlist` Secret must hold random bytes under `secretkey` (e.g. `openssl rand -base64 128`)"
     )]
     EmptySecret,
+    /// A secret too short to be a key.
+    #[error(
+        "a memberlist secret of {0} bytes is too short: at least {min} random bytes are needed (e.g. `openssl rand -base64 128`)",
+        min = crypto::MIN_SECRET
+    )]
+    ShortSecret(usize),
     /// An address the others cannot send to.
     #[error(
         "cannot advertise {0} to the other speakers; bind membership to the node's own address (its InternalIP), not an unspecified one"
@@ -405,9 +463,16 @@ pub enum MembershipError {
     Random(String),
 }
 
+/// The cluster label, authenticated with every datagram (and salting
+/// the key): a datagram of another cluster or another program using the
+/// same secret never opens.
+const CLUSTER_LABEL: &str = "metallb";
+
 /// Requests from the handle to the gossip task.
 #[derive(Debug)]
 enum Command {
+    /// Seal with this ring's primary key from now on, open with any.
+    Keys(Keyring),
     /// Seeds to announce to (see [`Membership::join`]).
     Join(Vec<(String, SocketAddr)>),
     /// Leave now; answered when done.
@@ -431,6 +496,9 @@ pub struct Membership {
     counters: Arc<Counters>,
     leave_timeout: Duration,
     task: Option<JoinHandle<()>>,
+    /// This run's first identity (tests forge its datagrams).
+    #[cfg(test)]
+    identity: wire::Identity,
 }
 
 impl Membership {
@@ -452,6 +520,7 @@ impl Membership {
         if secret.is_empty() {
             return Err(MembershipError::EmptySecret);
         }
+        let keyring = Keyring::new(secret, Vec::new())?;
         if bind.ip().is_unspecified() {
             return Err(MembershipError::UnspecifiedBind(bind));
         }
@@ -472,11 +541,14 @@ impl Membership {
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let counters = Arc::new(Counters::default());
         let runner = task::Runner::new(task::Parts {
+            #[cfg(test)]
+            identity: identity.clone(),
+            #[cfg(not(test))]
             identity,
             foca_config,
             timing: timing.clone(),
             socket,
-            cipher: crypto::Cipher::new(&secret),
+            cipher: crypto::Cipher::with_keyring(&keyring, CLUSTER_LABEL),
             view: view_tx,
             counters: Arc::clone(&counters),
         })?;
@@ -490,6 +562,8 @@ impl Membership {
             counters,
             leave_timeout: timing.leave_timeout,
             task: Some(task),
+            #[cfg(test)]
+            identity,
         })
     }
 
@@ -533,6 +607,20 @@ impl Membership {
         task.abort();
         // Cancelled or finished: either way it is gone.
         let _ = task.await;
+    }
+
+    /// Replaces the keys (the `memberlist` Secret changed): datagrams are
+    /// sealed with `keyring`'s primary key from now on and opened with
+    /// any of its keys, as hashicorp memberlist's keyring.
+    pub fn set_keyring(&self, keyring: Keyring) {
+        // Fails only once the task has stopped: no keys to change then.
+        let _ = self.commands.send(Command::Keys(keyring));
+    }
+
+    /// The gossip metrics (members, probes, dropped datagrams by reason)
+    /// as a collector to register in the speaker's registry.
+    pub fn metrics(&self) -> GossipMetrics {
+        GossipMetrics::new(Arc::clone(&self.counters), self.view.clone())
     }
 
     /// Datagrams dropped since start, by reason.

@@ -9,17 +9,20 @@
 //! [`View`].
 
 use super::crypto::{Cipher, OpenError};
-use super::wire::{Frame, Identity};
+use super::replay::{Replay, Verdict};
+use super::wire::{Frame, Identity, Stamp};
 use super::{Command, Counters, Down, DropReason, MAX_DATAGRAM, MembershipError, Timing, View};
 use foca::{
-    AccumulatingRuntime, Foca, Member, NoCustomBroadcast, OwnedNotification, PostcardCodec, Timer,
+    AccumulatingRuntime, Codec as _, Foca, Member, Message, NoCustomBroadcast, OwnedNotification,
+    PostcardCodec, Timer,
 };
 use rand::SeedableRng;
 use rand::rngs::{StdRng, SysRng};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
@@ -35,6 +38,12 @@ const RECV_BUFFER: usize = 65536;
 const RECV_ERROR_PAUSE: Duration = Duration::from_millis(50);
 /// How many times a leave is sent, at most, within the leave timeout.
 const LEAVE_ROUNDS: u32 = 5;
+/// Join requests (announces) one sender may make in a burst: each is
+/// answered with the member list (a feed), so they are rate-limited -
+/// a speaker announces to a member a few times per rejoin period.
+const ANNOUNCE_BURST: f64 = 5.0;
+/// Join requests per second one sender may make after its burst.
+const ANNOUNCES_PER_SECOND: f64 = 2.0;
 
 /// Everything the task starts from.
 pub(super) struct Parts {
@@ -47,18 +56,37 @@ pub(super) struct Parts {
     pub(super) counters: Arc<Counters>,
 }
 
-/// The socket side: seals, sends, opens and counts what it drops.
+/// The socket side: stamps, seals, sends, opens and counts what it
+/// drops.
 struct Transport {
     socket: UdpSocket,
     cipher: Cipher,
     counters: Arc<Counters>,
+    /// This node's name, in every stamp.
+    node: String,
+    /// This run, in every stamp.
+    epoch: u64,
+    /// The next stamp's sequence number.
+    seq: AtomicU64,
 }
 
 impl Transport {
-    /// Seals `frame` and sends it to `to`; failures are logged, not
-    /// fatal (UDP is best effort, and SWIM copes with loss).
+    /// Stamps and seals `frame` and sends it to `to`; failures are
+    /// logged, not fatal (UDP is best effort, and SWIM copes with loss).
     async fn send(&self, to: SocketAddr, frame: &[u8]) {
-        let datagram = match self.cipher.seal(frame) {
+        let stamp = Stamp {
+            node: self.node.clone(),
+            epoch: self.epoch,
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+        };
+        let plaintext = match stamp.prepend(frame) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(%to, error = %e, "could not stamp a gossip frame");
+                return;
+            }
+        };
+        let datagram = match self.cipher.seal(&plaintext) {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(%to, error = %e, "gossip datagram not sent");
@@ -111,6 +139,10 @@ pub(super) struct Runner {
     known: HashMap<String, Identity>,
     /// The run (bump) of each node that told us it left.
     left: HashMap<String, u64>,
+    /// Which stamps each sender already used.
+    replay: Replay,
+    /// Each sender's announce allowance: (tokens, when last refilled).
+    announces: HashMap<String, (f64, Instant)>,
 }
 
 /// What woke the loop.
@@ -138,14 +170,18 @@ impl Runner {
         let rng = StdRng::try_from_rng(&mut SysRng)
             .map_err(|e| MembershipError::Random(e.to_string()))?;
         let node = identity.node.clone();
+        let epoch = identity.bump;
         Ok(Self {
-            node,
+            node: node.clone(),
             foca: Foca::new(identity, foca_config, rng, PostcardCodec),
             runtime: AccumulatingRuntime::new(),
             transport: Transport {
                 socket,
                 cipher,
                 counters,
+                node: node.clone(),
+                epoch,
+                seq: AtomicU64::new(0),
             },
             timing,
             timers: BinaryHeap::new(),
@@ -154,6 +190,8 @@ impl Runner {
             seeds: BTreeMap::new(),
             known: HashMap::new(),
             left: HashMap::new(),
+            replay: Replay::default(),
+            announces: HashMap::new(),
         })
     }
 
@@ -183,6 +221,10 @@ impl Runner {
                     tokio::time::sleep(RECV_ERROR_PAUSE).await;
                 }
                 Event::Command(Some(Command::Join(seeds))) => self.join(seeds),
+                Event::Command(Some(Command::Keys(keyring))) => {
+                    tracing::info!(?keyring, "gossip keys changed");
+                    self.transport.cipher = Cipher::with_keyring(&keyring, super::CLUSTER_LABEL);
+                }
                 Event::Command(Some(Command::Leave(done))) => {
                     self.leave(&mut buf).await;
                     // The handle may have stopped waiting: nothing to tell.
@@ -199,12 +241,98 @@ impl Runner {
         }
     }
 
+    /// Whether `ip` is the address of a node: a seed (every Node) or a
+    /// member the gossip told of.
+    fn is_node_address(&self, ip: IpAddr) -> bool {
+        self.seeds.values().any(|a| a.ip() == ip)
+            || self.known.values().any(|id| id.addr.ip() == ip)
+    }
+
+    /// The stamp and frame of a received datagram, or `None` (counted)
+    /// when it is not a fresh datagram of another member of this
+    /// cluster: from an unknown address (before any decryption),
+    /// unopenable, unstamped, in this node's own name or replayed.
+    fn accept(&mut self, datagram: &[u8], from: SocketAddr) -> Option<(Stamp, Vec<u8>)> {
+        if !self.is_node_address(from.ip()) {
+            tracing::debug!(%from, "dropped gossip datagram: not from a node's address");
+            self.transport.counters.count(DropReason::UnknownSender);
+            return None;
+        }
+        let plaintext = self.transport.open(datagram, from)?;
+        let (stamp, frame) = match Stamp::split(&plaintext) {
+            Ok(split) => split,
+            Err(e) => {
+                tracing::debug!(%from, error = %e, "dropped gossip datagram");
+                self.transport.counters.count(DropReason::Decode);
+                return None;
+            }
+        };
+        if stamp.node == self.node {
+            tracing::debug!(%from, "dropped gossip datagram in this node's name: two speakers with one node name?");
+            self.transport.counters.count(DropReason::Rejected);
+            return None;
+        }
+        if self.replay.check(&stamp.node, stamp.epoch, stamp.seq) == Verdict::Replayed {
+            tracing::debug!(%from, sender = %stamp.node, seq = stamp.seq, "dropped replayed gossip datagram");
+            self.transport.counters.count(DropReason::Replayed);
+            return None;
+        }
+        let frame = frame.to_vec();
+        Some((stamp, frame))
+    }
+
+    /// Whether `node` may make one more join request now (token bucket).
+    fn may_announce(&mut self, node: &str) -> bool {
+        let now = Instant::now();
+        let (tokens, at) = self
+            .announces
+            .entry(node.to_owned())
+            .or_insert((ANNOUNCE_BURST, now));
+        let refill = now.duration_since(*at).as_secs_f64() * ANNOUNCES_PER_SECOND;
+        *tokens = (*tokens + refill).min(ANNOUNCE_BURST);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Checks a SWIM packet's header against its stamp: it must come
+    /// from the member that sealed it, and join requests are
+    /// rate-limited. Counts and returns false when refused.
+    fn check_packet(&mut self, stamp: &Stamp, packet: &[u8], from: SocketAddr) -> bool {
+        let header: foca::Header<Identity> = match PostcardCodec.decode_header(packet) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::debug!(%from, error = %e, "dropped gossip packet");
+                self.transport.counters.count(DropReason::Decode);
+                return false;
+            }
+        };
+        if header.src.node != stamp.node {
+            tracing::debug!(%from, sender = %stamp.node, claimed = %header.src.node, "dropped gossip packet in another member's name");
+            self.transport.counters.count(DropReason::Rejected);
+            return false;
+        }
+        if matches!(header.message, Message::Announce) && !self.may_announce(&stamp.node) {
+            tracing::debug!(%from, sender = %stamp.node, "dropped a join request: too many from this member");
+            self.transport.counters.count(DropReason::RateLimited);
+            return false;
+        }
+        true
+    }
+
     fn on_datagram(&mut self, datagram: &[u8], from: SocketAddr) {
-        let Some(plaintext) = self.transport.open(datagram, from) else {
+        let Some((stamp, plaintext)) = self.accept(datagram, from) else {
             return;
         };
         match Frame::decode(&plaintext) {
             Ok(Frame::Foca(packet)) => {
+                if !self.check_packet(&stamp, packet, from) {
+                    return;
+                }
                 if let Err(e) = self.foca.handle_data(packet, &mut self.runtime) {
                     let reason = match e {
                         foca::Error::Decode(_)
@@ -216,7 +344,7 @@ impl Runner {
                     self.transport.counters.count(reason);
                 }
             }
-            Ok(Frame::Leave(leaver)) => self.on_leave(leaver, from),
+            Ok(Frame::Leave(leaver)) => self.on_leave(&stamp, leaver, from),
             // Late or duplicate: only a leaving speaker waits for these.
             Ok(Frame::LeaveAck { .. }) => {}
             Err(e) => {
@@ -228,10 +356,17 @@ impl Runner {
 
     /// A member tells us it leaves: down now, marked as left, and
     /// acknowledged (after the view changed, so an acknowledged leave is
-    /// already visible here).
-    fn on_leave(&mut self, leaver: Identity, from: SocketAddr) {
+    /// already visible here). Only a member's own current identity can
+    /// leave, and the acknowledgement goes to its known address, never
+    /// to wherever the datagram claims to come from.
+    fn on_leave(&mut self, stamp: &Stamp, leaver: Identity, from: SocketAddr) {
         if leaver.node == self.node {
             tracing::debug!(%from, "dropped a leave in this node's name: two speakers with one node name?");
+            self.transport.counters.count(DropReason::Rejected);
+            return;
+        }
+        if stamp.node != leaver.node || self.known.get(&leaver.node) != Some(&leaver) {
+            tracing::debug!(%from, sender = %stamp.node, leaver = ?leaver, known = ?self.known.get(&leaver.node), "dropped a leave: not the sender's own current identity");
             self.transport.counters.count(DropReason::Rejected);
             return;
         }
@@ -254,11 +389,14 @@ impl Runner {
         if let Err(e) = self.foca.apply_many(down, true, &mut self.runtime) {
             tracing::debug!(error = %e, "could not apply a member's leave");
         }
+        // The known identity's address (equal to the leaver's, checked
+        // above), not `from`.
+        let to = leaver.addr;
         let ack = Frame::LeaveAck {
             leaver,
             by: self.node.clone(),
         };
-        self.queue(from, &ack);
+        self.queue(to, &ack);
     }
 
     fn join(&mut self, seeds: Vec<(String, SocketAddr)>) {
@@ -314,6 +452,9 @@ impl Runner {
             let Some(Reverse((_, timer))) = self.timers.pop() else {
                 break;
             };
+            if matches!(timer, Timer::ProbeRandomMember(_)) {
+                self.transport.counters.probe();
+            }
             let forgets = match &timer {
                 Timer::RemoveDown(id) => Some(id.clone()),
                 _ => None,
@@ -339,6 +480,8 @@ impl Runner {
         }
         self.known.remove(&id.node);
         self.left.remove(&id.node);
+        self.replay.forget(&id.node);
+        self.announces.remove(&id.node);
         self.view
             .send_if_modified(|view| view.down.remove(&id.node).is_some());
     }
@@ -459,11 +602,12 @@ impl Runner {
                     () = tokio::time::sleep_until(round_end) => break,
                 };
                 let Ok((len, from)) = received else { continue };
-                let Some(plaintext) = self.transport.open(&buf[..len], from) else {
+                let Some((stamp, plaintext)) = self.accept(&buf[..len], from) else {
                     continue;
                 };
                 if let Ok(Frame::LeaveAck { leaver, by }) = Frame::decode(&plaintext)
                     && leaver == me
+                    && by == stamp.node
                 {
                     waiting.remove(&by);
                 }

@@ -6,7 +6,7 @@
 //! order only.
 
 use super::crypto::Cipher;
-use super::wire::{Frame, Identity};
+use super::wire::{Frame, Identity, Stamp};
 use super::*;
 use std::future::Future;
 use tokio::net::UdpSocket;
@@ -23,6 +23,25 @@ fn config(node: &str, bind: SocketAddr, secret: &[u8], timing: Timing) -> Config
         secret: secret.to_vec(),
         timing,
     }
+}
+
+/// `frame` stamped as `node`'s datagram `seq` of run `epoch` and sealed
+/// with the cluster's secret: what a key holder (or a recording) sends.
+fn forged(node: &str, epoch: u64, seq: u64, frame: &Frame<'_>) -> Vec<u8> {
+    let stamp = Stamp {
+        node: node.into(),
+        epoch,
+        seq,
+    };
+    let plaintext = stamp
+        .prepend(&frame.encode().expect("encode"))
+        .expect("stamp");
+    Cipher::with_keyring(
+        &Keyring::new(SECRET.to_vec(), vec![]).expect("ring"),
+        CLUSTER_LABEL,
+    )
+    .seal(&plaintext)
+    .expect("seal")
 }
 
 fn loopback() -> SocketAddr {
@@ -134,7 +153,10 @@ async fn three_members_see_each_other() {
 async fn a_member_learns_the_others_from_one_seed() {
     traced(async {
         let (a, b, c) = (start("a").await, start("b").await, start("c").await);
-        // b and c only know a; a knows nobody.
+        // b and c only know a: each learns the other from a. (a knows
+        // every node, as every speaker does from the Nodes: datagrams
+        // from addresses of no node are dropped.)
+        a.join(seeds(&[&a, &b, &c]));
         b.join(seeds(&[&a]));
         c.join(seeds(&[&a]));
         all_see(&[&a, &b, &c], "all alive", alive(&["a", "b", "c"])).await;
@@ -307,7 +329,7 @@ async fn a_member_with_another_secret_cannot_join() {
         };
         let a = start_with("a", SECRET, timing.clone()).await;
         let b = start_with("b", SECRET, timing.clone()).await;
-        let x = start_with("x", b"another secret", timing).await;
+        let x = start_with("x", b"another secret, long enough", timing).await;
         join_all(&[&a, &b, &x]);
         all_see(&[&a, &b], "a and b alive", alive(&["a", "b"])).await;
         // Both sides keep knocking; every datagram fails authentication.
@@ -337,10 +359,13 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
 
         let attacker = UdpSocket::bind(loopback()).await.expect("bind");
         let to = a.local_addr();
-        let ours = Cipher::new(SECRET);
+        let ours = Cipher::with_keyring(
+            &Keyring::new(SECRET.to_vec(), vec![]).expect("ring"),
+            CLUSTER_LABEL,
+        );
         let theirs = Cipher::new(b"wrong key");
         let swim = Frame::Foca(b"not a swim packet").encode().expect("encode");
-        let valid = ours.seal(&swim).expect("seal");
+        let valid = forged("z", 1, 0, &Frame::Foca(b"not a swim packet"));
         let impostor = Frame::Leave(Identity::new("b".into(), b.local_addr()))
             .encode()
             .expect("encode");
@@ -367,9 +392,14 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
             ours.seal(&[42, 1, 2, 3]).expect("seal"), // unknown frame kind
             ours.seal(&[1, 0xff]).expect("seal"),     // bad leave body
             valid.clone(),                            // foca cannot decode it
-            valid,                                    // ... and replayed
         ];
-        for d in malformed.iter().chain(&auth).chain(&decode) {
+        let replayed = [valid];
+        for d in malformed
+            .iter()
+            .chain(&auth)
+            .chain(&decode)
+            .chain(&replayed)
+        {
             attacker.send_to(d, to).await.expect("send");
         }
         until_true("every datagram counted", || {
@@ -378,7 +408,8 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
                     malformed: malformed.len() as u64,
                     auth: auth.len() as u64,
                     decode: decode.len() as u64,
-                    rejected: 0,
+                    replayed: 1,
+                    ..Dropped::default()
                 }
         })
         .await;
@@ -391,7 +422,7 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
         all_see(&[&a, &b, &c], "all alive", alive(&["a", "b", "c"])).await;
         assert_eq!(
             a.dropped().total(),
-            (malformed.len() + auth.len() + decode.len()) as u64
+            (malformed.len() + auth.len() + decode.len() + replayed.len()) as u64
         );
     })
     .await;
@@ -400,14 +431,226 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
 #[tokio::test]
 async fn a_leave_in_our_own_name_is_rejected() {
     let a = start("a").await;
+    // A node on loopback, so datagrams from loopback are a node's.
+    a.join(vec![("b".into(), SocketAddr::from(([127, 0, 0, 1], 9)))]);
     let sock = UdpSocket::bind(loopback()).await.expect("bind");
-    let me = Frame::Leave(Identity::new("a".into(), a.local_addr()))
-        .encode()
-        .expect("encode");
-    let datagram = Cipher::new(SECRET).seal(&me).expect("seal");
-    sock.send_to(&datagram, a.local_addr()).await.expect("send");
-    until_true("rejected", || a.dropped().rejected == 1).await;
+    let me = Frame::Leave(Identity::new("a".into(), a.local_addr()));
+    for datagram in [forged("b", 1, 0, &me), forged("a", 1, 0, &me)] {
+        sock.send_to(&datagram, a.local_addr()).await.expect("send");
+    }
+    until_true("rejected", || a.dropped().rejected == 2).await;
     assert_eq!(a.view().alive, BTreeSet::from(["a".to_owned()]));
+}
+
+#[tokio::test]
+async fn keys_rotate_through_the_keyring_without_a_split() {
+    traced(async {
+        let (a, b) = (start("a").await, start("b").await);
+        join_all(&[&a, &b]);
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        let old = SECRET.to_vec();
+        let new = b"the next memberlist secretkey".to_vec();
+        let ring = |primary: &[u8], accepted: &[&[u8]]| {
+            Keyring::new(
+                primary.to_vec(),
+                accepted.iter().map(|k| k.to_vec()).collect(),
+            )
+            .expect("ring")
+        };
+        // As memberlist: accept the new key everywhere, make it primary
+        // everywhere, drop the old one.
+        let steps = [ring(&old, &[&new]), ring(&new, &[&old]), ring(&new, &[])];
+        for step in steps {
+            a.set_keyring(step.clone());
+            b.set_keyring(step);
+            // A few probe rounds under the new ring.
+            tokio::time::sleep(Timing::default().probe_period * 3).await;
+        }
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        assert_eq!(a.dropped().auth + b.dropped().auth, 0);
+        // The reload takes effect: a key b does not have splits them.
+        a.set_keyring(ring(b"a key nobody else has", &[]));
+        until_true("b refuses a's datagrams", || b.dropped().auth >= 3).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gossip_metrics_count_members_probes_and_drops() {
+    traced(async {
+        let (a, b) = (start("a").await, start("b").await);
+        join_all(&[&a, &b]);
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        let registry = prometheus::Registry::new();
+        registry
+            .register(Box::new(a.metrics()))
+            .expect("registered");
+        let sock = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 2], 0)))
+            .await
+            .expect("bind");
+        sock.send_to(b"x", a.local_addr()).await.expect("send");
+        until_true("dropped and probed", || {
+            a.dropped().unknown_sender == 1 && a.metrics().counters.probes() >= 2
+        })
+        .await;
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&registry.gather())
+            .expect("encode");
+        for line in [
+            "metallb_rs_gossip_members{state=\"alive\"} 2",
+            "metallb_rs_gossip_members{state=\"down\"} 0",
+            "metallb_rs_gossip_dropped_datagrams_total{reason=\"unknown_sender\"} 1",
+            "metallb_rs_gossip_dropped_datagrams_total{reason=\"replayed\"} 0",
+        ] {
+            assert!(text.contains(line), "no {line} in\n{text}");
+        }
+        assert!(!text.contains("metallb_rs_gossip_probes_total 0"), "{text}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn replayed_datagrams_are_dropped() {
+    traced(async {
+        let (a, b) = (start("a").await, start("b").await);
+        join_all(&[&a, &b]);
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        let sock = UdpSocket::bind(loopback()).await.expect("bind");
+        // A datagram of z's run 7, recorded: the first copy reaches the
+        // protocol (which cannot decode it), a second copy and anything
+        // of an older run of z do not.
+        let recorded = forged("z", 7, 0, &Frame::Foca(b"recorded"));
+        let older_run = forged("z", 6, 1, &Frame::Foca(b"older"));
+        for d in [&recorded, &recorded, &older_run] {
+            sock.send_to(d, a.local_addr()).await.expect("send");
+        }
+        let want = Dropped {
+            decode: 1,
+            replayed: 2,
+            ..Dropped::default()
+        };
+        until_true("two replays dropped", || a.dropped() == want).await;
+        assert!(a.view().alive.contains("b"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn datagrams_from_an_address_of_no_node_are_dropped_before_decryption() {
+    traced(async {
+        let (a, b) = (start("a").await, start("b").await);
+        join_all(&[&a, &b]);
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        // Loopback, but no node's address.
+        let stranger = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 2], 0)))
+            .await
+            .expect("bind");
+        let leave = forged(
+            "b",
+            b.identity.bump,
+            1 << 40,
+            &Frame::Leave(b.identity.clone()),
+        );
+        for d in [leave, vec![crypto::VERSION; 100]] {
+            stranger.send_to(&d, a.local_addr()).await.expect("send");
+        }
+        until_true("dropped", || a.dropped().unknown_sender == 2).await;
+        assert_eq!(a.dropped().total(), 2, "{:?}", a.dropped());
+        assert!(a.view().alive.contains("b"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_leave_is_acknowledged_to_the_leavers_known_address_only() {
+    traced(async {
+        let (a, b) = (start("a").await, start("b").await);
+        join_all(&[&a, &b]);
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        // A key holder sends b's leave from another socket: a takes it
+        // (it is b's own current identity) but answers b, not the socket.
+        let sock = UdpSocket::bind(loopback()).await.expect("bind");
+        let leave = forged(
+            "b",
+            b.identity.bump,
+            1 << 40,
+            &Frame::Leave(b.identity.clone()),
+        );
+        sock.send_to(&leave, a.local_addr()).await.expect("send");
+        until(&a, "b left", |v| v.down.get("b").is_some_and(|d| d.left)).await;
+        let mut buf = [0u8; 2048];
+        let answered = tokio::time::timeout(Duration::from_secs(1), sock.recv_from(&mut buf)).await;
+        assert!(answered.is_err(), "the ack went to the datagram's source");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_leave_only_counts_for_the_senders_own_current_identity() {
+    traced(async {
+        let (a, b, c) = (start("a").await, start("b").await, start("c").await);
+        join_all(&[&a, &b, &c]);
+        all_see(&[&a, &b, &c], "all alive", alive(&["a", "b", "c"])).await;
+        let sock = UdpSocket::bind(loopback()).await.expect("bind");
+        let mut older = b.identity.clone();
+        older.bump -= 1;
+        let mut newer = b.identity.clone();
+        newer.bump += 1;
+        let forgeries = [
+            // c telling that b leaves.
+            forged(
+                "c",
+                c.identity.bump,
+                1 << 40,
+                &Frame::Leave(b.identity.clone()),
+            ),
+            // b's previous run, and a run b never announced.
+            forged("b", b.identity.bump, 1 << 40, &Frame::Leave(older)),
+            forged("b", b.identity.bump, (1 << 40) + 1, &Frame::Leave(newer)),
+        ];
+        for d in &forgeries {
+            sock.send_to(d, a.local_addr()).await.expect("send");
+        }
+        until_true("all rejected", || a.dropped().rejected == 3).await;
+        // (Stamped far ahead, the forgeries also make a drop b's own
+        // next datagrams as replays: a key holder can disturb anything.)
+        assert!(a.view().alive.contains("b"), "{:?}", a.view());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn join_requests_are_rate_limited() {
+    traced(async {
+        let a = start("a").await;
+        a.join(vec![("b".into(), SocketAddr::from(([127, 0, 0, 1], 9)))]);
+        let sock = UdpSocket::bind(loopback()).await.expect("bind");
+        let header = foca::Header {
+            src: Identity {
+                node: "z".into(),
+                addr: sock.local_addr().expect("addr"),
+                bump: 1,
+            },
+            src_incarnation: 0,
+            dst: Identity::seed("a".into(), a.local_addr()),
+            message: foca::Message::Announce,
+        };
+        let mut packet = Vec::new();
+        foca::Codec::encode_header(&mut foca::PostcardCodec, &header, &mut packet).expect("encode");
+        const SENT: u64 = 30;
+        for seq in 0..SENT {
+            let d = forged("z", 1, seq, &Frame::Foca(&packet));
+            sock.send_to(&d, a.local_addr()).await.expect("send");
+        }
+        // Each of the first few is answered with a feed; the rest are
+        // dropped (a few more pass if sending took long).
+        until_true("most join requests dropped", || {
+            a.dropped().rate_limited >= SENT - 10
+        })
+        .await;
+        assert_eq!(a.dropped().total(), a.dropped().rate_limited);
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -433,6 +676,10 @@ async fn start_rejects_bad_configs_with_what_to_do() {
             "node's name",
         ),
         (config("a", loopback(), b"", Timing::default()), "secretkey"),
+        (
+            config("a", loopback(), b"fifteen bytes!!", Timing::default()),
+            "at least 16 random bytes",
+        ),
         (
             config(
                 "a",
@@ -529,13 +776,27 @@ fn config_debug_hides_the_secret() {
 #[test]
 fn drop_reasons_have_stable_labels() {
     let labels: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
-    assert_eq!(labels, ["malformed", "auth", "decode", "rejected"]);
+    assert_eq!(
+        labels,
+        [
+            "malformed",
+            "auth",
+            "decode",
+            "rejected",
+            "unknown_sender",
+            "replayed",
+            "rate_limited"
+        ]
+    );
     let d = Dropped {
         malformed: 1,
         auth: 2,
         decode: 3,
         rejected: 4,
+        unknown_sender: 5,
+        replayed: 6,
+        rate_limited: 7,
     };
-    assert_eq!(d.total(), 10);
+    assert_eq!(d.total(), 28);
     assert_eq!(d.get(DropReason::Decode), 3);
 }

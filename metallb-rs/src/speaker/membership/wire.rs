@@ -77,6 +77,41 @@ impl foca::Identity for Identity {
     }
 }
 
+/// Who sealed a datagram, which run of it and which of its datagrams:
+/// the first thing inside every envelope, checked against the replay
+/// window before the frame is looked at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Stamp {
+    /// The sender's Node name.
+    pub(crate) node: String,
+    /// The sender's run: its start time in milliseconds since the epoch
+    /// (a restart is a larger epoch).
+    pub(crate) epoch: u64,
+    /// Counts the run's datagrams from 0.
+    pub(crate) seq: u64,
+}
+
+/// The longest encoded stamp: a node name of [`super::MAX_NODE_NAME`]
+/// bytes with its 2-byte length, and two 10-byte varints.
+pub(crate) const MAX_STAMP: usize = 2 + super::MAX_NODE_NAME + 10 + 10;
+
+impl Stamp {
+    /// `frame` behind this stamp: the plaintext to seal.
+    pub(crate) fn prepend(&self, frame: &[u8]) -> Result<Vec<u8>, postcard::Error> {
+        let mut out = postcard::to_allocvec(self)?;
+        out.extend_from_slice(frame);
+        Ok(out)
+    }
+
+    /// The stamp of a plaintext and the frame behind it.
+    pub(crate) fn split(plaintext: &[u8]) -> Result<(Stamp, &[u8]), FrameError> {
+        postcard::take_from_bytes::<Stamp>(plaintext).map_err(|e| FrameError::Body {
+            what: "stamp",
+            reason: e.to_string(),
+        })
+    }
+}
+
 const FOCA: u8 = 0;
 const LEAVE: u8 = 1;
 const LEAVE_ACK: u8 = 2;
@@ -210,6 +245,19 @@ mod tests {
             let bytes = frame.encode().expect("encode");
             assert_eq!(Frame::decode(&bytes), Ok(frame));
         }
+    }
+
+    #[test]
+    fn stamps_round_trip_and_fit_their_bound() {
+        let stamp = Stamp {
+            node: "n".repeat(crate::speaker::membership::MAX_NODE_NAME),
+            epoch: u64::MAX,
+            seq: u64::MAX,
+        };
+        let sealed = stamp.prepend(b"frame").expect("encode");
+        assert_eq!(sealed.len(), MAX_STAMP + 5);
+        assert_eq!(Stamp::split(&sealed), Ok((stamp, &b"frame"[..])));
+        assert!(Stamp::split(&[5, b'a']).is_err());
     }
 
     #[test]
