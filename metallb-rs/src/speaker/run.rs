@@ -196,6 +196,8 @@ pub async fn run(
         alive: BTreeSet::new(),
         isolated: false,
         membership: None,
+        keyring: None,
+        registry: registry.clone(),
         last_api_ok: Arc::new(std::sync::Mutex::new(std::time::Instant::now())),
     };
     let work = async {
@@ -267,6 +269,7 @@ pub async fn run(
                     if let (Some(m), Some(ml)) = (&runner.membership, &opts.membership) {
                         m.join(seeds(&runner.stores.nodes.state(), &opts.node, ml.bind));
                     }
+                    runner.refresh_keyring();
                     if membership_wanted && joined {
                         runner.start_membership().await;
                         if let Some(m) = &runner.membership {
@@ -355,6 +358,10 @@ struct Runner {
     isolated: bool,
     /// Gossip membership, when on.
     membership: Option<Membership>,
+    /// The gossip keys last read from the `memberlist` Secret.
+    keyring: Option<super::membership::Keyring>,
+    /// Where the gossip metrics are registered once membership starts.
+    registry: prometheus::Registry,
     /// When this speaker last renewed its presence lease (written by the
     /// renewal task).
     last_api_ok: Arc<std::sync::Mutex<std::time::Instant>>,

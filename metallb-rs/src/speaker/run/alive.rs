@@ -154,12 +154,49 @@ impl Runner {
             Ok(m) => {
                 m.join(seeds(&self.stores.nodes.state(), &self.opts.node, ml.bind));
                 tracing::info!(bind = %ml.bind, "gossip membership started");
+                if let Err(e) = self.registry.register(Box::new(m.metrics())) {
+                    tracing::warn!(error = %e, "gossip metrics not served");
+                }
                 self.membership = Some(m);
             }
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "gossip membership not started yet; retrying");
             }
         }
+    }
+
+    /// Reads the gossip keys from the cached `memberlist` Secret
+    /// (`secretkey` seals, every `secretkey-*` opens too) and hands them
+    /// to membership when they changed: a key rotation needs no restart.
+    /// A Secret mounted as a file (`--ml-secret-key-path`) is read once.
+    pub(super) fn refresh_keyring(&mut self) {
+        let (Some(m), Some(ml)) = (&self.membership, &self.opts.membership) else {
+            return;
+        };
+        if ml.secret_path.is_some() {
+            return;
+        }
+        let Some(secret) = self.stores.config.secret(&ml.secret_name) else {
+            return;
+        };
+        let data = secret.data.iter().flatten();
+        let keyring = match super::super::membership::Keyring::from_secret_data(
+            data.map(|(k, v)| (k.as_str(), v.0.as_slice())),
+        ) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(error = %e, secret = %ml.secret_name, "gossip keys unchanged: the Secret's keys are unusable");
+                return;
+            }
+        };
+        if self.keyring.as_ref() == Some(&keyring) {
+            return;
+        }
+        if self.keyring.is_some() {
+            tracing::info!(secret = %ml.secret_name, "gossip keys changed: using the new keyring");
+        }
+        m.set_keyring(keyring.clone());
+        self.keyring = Some(keyring);
     }
 
     /// This speaker renewed its presence lease recently.

@@ -173,6 +173,16 @@ macro_rules! config_kinds {
     };
 }
 
+impl ConfigStores {
+    /// The cached Secret `name` of the MetalLB namespace.
+    pub(super) fn secret(&self, name: &str) -> Option<std::sync::Arc<Secret>> {
+        self.secrets
+            .state()
+            .into_iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+    }
+}
+
 config_kinds! {
     pools: IPAddressPool,
     l2_advertisements: L2Advertisement,
