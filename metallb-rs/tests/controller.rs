@@ -146,6 +146,11 @@ fn ingress(svc: &Service) -> Vec<String> {
 }
 
 /// Polls `f` until it returns Some, or fails after `secs` with `what`.
+/// How long a wait may take before the test fails: generous, since these
+/// are waits for something that must happen, not timings, and the
+/// machine may be busy (CI runs every test at once).
+const PATIENCE: u64 = 30;
+
 async fn eventually<T, F: Future<Output = Option<T>>>(
     secs: u64,
     what: &str,
@@ -174,7 +179,7 @@ async fn ips_of(client: &Client, name: &str) -> Vec<String> {
 }
 
 async fn wait_ips(client: &Client, name: &str) -> Vec<String> {
-    eventually(10, &format!("an IP on {name}"), || async {
+    eventually(PATIENCE, &format!("an IP on {name}"), || async {
         let ips = ips_of(client, name).await;
         (!ips.is_empty()).then_some(ips)
     })
@@ -219,7 +224,7 @@ async fn assigns_releases_and_hands_the_ip_to_a_waiting_service() {
             .map(String::as_str),
         Some("one")
     );
-    let allocated = eventually(5, "IPAllocated event", || async {
+    let allocated = eventually(PATIENCE, "IPAllocated event", || async {
         let e = events(&client, "first", "IPAllocated").await;
         (!e.is_empty()).then_some(e)
     })
@@ -227,7 +232,7 @@ async fn assigns_releases_and_hands_the_ip_to_a_waiting_service() {
     assert_eq!(allocated[0].1, r#"Assigned IP ["10.0.0.7"]"#);
 
     service(&client, "waiting", json!({})).await;
-    let failed = eventually(5, "AllocationFailed event", || async {
+    let failed = eventually(PATIENCE, "AllocationFailed event", || async {
         let e = events(&client, "waiting", "AllocationFailed").await;
         (!e.is_empty()).then_some(e)
     })
@@ -343,7 +348,7 @@ async fn two_replicas_never_both_assign() {
     let a = Controller::start(&client, "replica-a", |o| o.leader_elect = true);
     let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
     let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity);
-    eventually(10, "replica-a leading", || async {
+    eventually(PATIENCE, "replica-a leading", || async {
         let l = leases.get_opt(run::LEASE_NAME).await.ok().flatten()?;
         (holder(l).as_deref() == Some("replica-a")).then_some(())
     })
@@ -367,7 +372,7 @@ async fn two_replicas_never_both_assign() {
     // The leader stops (SIGTERM): it releases the lease and b takes over
     // without waiting for it to expire.
     a.stop().await;
-    eventually(5, "replica-b leading", || async {
+    eventually(PATIENCE, "replica-b leading", || async {
         let l = leases.get_opt(run::LEASE_NAME).await.ok().flatten()?;
         (holder(l).as_deref() == Some("replica-b")).then_some(())
     })
@@ -406,13 +411,13 @@ async fn pool_status_counts_and_reverts_manual_edits() {
         ))
     };
     let c = Controller::start(&client, "c1", |_| {});
-    eventually(5, "status 0/4 0/4", || async {
+    eventually(PATIENCE, "status 0/4 0/4", || async {
         (counts().await? == (0, 4, 0, 4)).then_some(())
     })
     .await;
     service(&client, "s", json!({})).await;
     wait_ips(&client, "s").await;
-    eventually(5, "status 1/3", || async {
+    eventually(PATIENCE, "status 1/3", || async {
         (counts().await? == (1, 3, 0, 4)).then_some(())
     })
     .await;
@@ -424,7 +429,7 @@ async fn pool_status_counts_and_reverts_manual_edits() {
         )
         .await
         .expect("manual edit");
-    eventually(5, "manual edit reverted", || async {
+    eventually(PATIENCE, "manual edit reverted", || async {
         (counts().await? == (1, 3, 0, 4)).then_some(())
     })
     .await;
@@ -446,7 +451,7 @@ async fn invalid_configuration_keeps_the_last_good_one() {
             .status?;
         Some((s.result?, s.error_summary.unwrap_or_default()))
     };
-    eventually(5, "Valid", || async {
+    eventually(PATIENCE, "Valid", || async {
         (result().await?.0 == ConfigurationResult::Valid).then_some(())
     })
     .await;
@@ -455,7 +460,7 @@ async fn invalid_configuration_keeps_the_last_good_one() {
 
     // An overlapping pool makes the whole configuration invalid.
     pool(&client, "bad", json!({ "addresses": ["10.0.0.2/31"] })).await;
-    let (_, summary) = eventually(5, "Invalid", || async {
+    let (_, summary) = eventually(PATIENCE, "Invalid", || async {
         let r = result().await?;
         (r.0 == ConfigurationResult::Invalid).then_some(r)
     })
@@ -482,7 +487,7 @@ async fn invalid_configuration_keeps_the_last_good_one() {
         .delete("bad", &DeleteParams::default())
         .await
         .expect("delete");
-    eventually(5, "Valid again", || async {
+    eventually(PATIENCE, "Valid again", || async {
         (result().await?.0 == ConfigurationResult::Valid).then_some(())
     })
     .await;
@@ -512,7 +517,7 @@ async fn changing_the_pool_annotation_moves_the_service() {
         )
         .await
         .expect("annotate");
-    eventually(5, "move to pool b", || async {
+    eventually(PATIENCE, "move to pool b", || async {
         (ips_of(&client, "s").await == ["10.0.1.0"]).then_some(())
     })
     .await;
@@ -525,7 +530,7 @@ async fn changing_the_pool_annotation_moves_the_service() {
         )
         .await
         .expect("retype");
-    eventually(5, "cleared", || async {
+    eventually(PATIENCE, "cleared", || async {
         let s = Api::<Service>::namespaced(client.clone(), "default")
             .get("s")
             .await
@@ -581,7 +586,7 @@ async fn serves_upstream_metrics_and_probes() {
     });
     service(&client, "s", json!({})).await;
     wait_ips(&client, "s").await;
-    let body = eventually(5, "metrics", || async {
+    let body = eventually(PATIENCE, "metrics", || async {
         let (status, body) = http_get(addr, "/metrics").await;
         (status.contains("200")
             && body.contains("metallb_allocator_addresses_in_use_total{pool=\"p\"} 1"))

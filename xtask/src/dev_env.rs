@@ -143,6 +143,7 @@ pub fn run(args: &DevEnvArgs) -> Result<()> {
     let cluster: Box<dyn Cluster> = if provider == Provider::Kind {
         Box::new(devenv::kind::up(&kind_spec(args))?)
     } else {
+        crate::setup::ensure(devenv::prereq::LAB_E2E)?;
         let bin_dir = build_binaries()?;
         let lab = lab_up(&lab_spec(args, bin_dir))?;
         lab_dev_env_config(&lab, args.protocol)?;

@@ -9,6 +9,7 @@ mod codegen;
 mod dev_env;
 mod e2e;
 mod flags;
+mod setup;
 mod test;
 mod tools;
 

@@ -168,6 +168,7 @@ pub fn run(args: &TestArgs) -> Result<()> {
     if !args.no_e2e {
         needs.extend_from_slice(devenv::prereq::LAB_E2E);
     }
+    crate::setup::ensure(&needs)?;
     ci_preflight(&needs)?;
     let mut steps = Vec::new();
     if !args.no_lint {

@@ -40,6 +40,12 @@ pub fn cargo_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Result
     run("cargo", args, command)
 }
 
+/// Runs `program args...` in the project root, streaming its output, and
+/// fails naming the command when it exits non-zero.
+pub fn run_program(program: &str, args: &[&str]) -> Result<()> {
+    run(program, args, duct::cmd(program, args))
+}
+
 /// Runs `command` (`program args...`), naming it in what it prints.
 fn run(program: &str, args: &[&str], command: duct::Expression) -> Result<()> {
     let shown = std::iter::once(program)
