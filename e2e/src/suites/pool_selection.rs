@@ -346,149 +346,107 @@ fn sequence(ctx: &Ctx, namespace: &str, extra: &Value, want: &[(&str, &str)]) ->
     Ok(())
 }
 
-fn with_namespace(ctx: &Ctx) -> Result<()> {
+/// Upstream's pool-selection shape: a pool of priority 20 (`lower`) and
+/// one of priority 10 (`higher`) that both serve the services, and with
+/// `unprioritized` a pool of no priority for the test's namespace.
+/// Services `<prefix>-1`, `-2`, `-3` (with `service` merged in), created
+/// one after the other, take the priority-10 pool, then the priority-20
+/// one, then the one of no priority (pools are /32s).
+fn by_priority(
+    ctx: &Ctx,
+    lower: Value,
+    higher: Value,
+    unprioritized: bool,
+    service: Value,
+    prefix: &str,
+) -> Result<()> {
     let ns = ctx.namespace();
     let mut config = Config::new(ctx)?;
     config.pool(
-        "test-ns-pool-1",
-        pool(
-            &["192.168.5.0/32"],
-            json!({ "priority": 20, "namespaces": [ns] }),
-        ),
+        &format!("{prefix}-pool-1"),
+        pool(&["192.168.5.0/32"], lower),
     )?;
     config.pool(
-        "test-ns-pool-2",
-        pool(
-            &["192.168.6.0/32"],
-            json!({ "priority": 10, "namespaces": [ns] }),
-        ),
+        &format!("{prefix}-pool-2"),
+        pool(&["192.168.6.0/32"], higher),
     )?;
-    config.pool(
-        "ns-ip-pool",
-        pool(&["192.168.7.0/32"], json!({ "namespaces": [ns] })),
-    )?;
-    sequence(
+    let mut want = vec![
+        (format!("{prefix}-1"), "192.168.6.0/32"),
+        (format!("{prefix}-2"), "192.168.5.0/32"),
+    ];
+    if unprioritized {
+        config.pool(
+            "ns-ip-pool",
+            pool(&["192.168.7.0/32"], json!({ "namespaces": [ns] })),
+        )?;
+        want.push((format!("{prefix}-3"), "192.168.7.0/32"));
+    }
+    let want: Vec<(&str, &str)> = want.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    sequence(ctx, ns, &service, &want)
+}
+
+/// Services carrying the label the service-selecting pools select.
+fn labelled() -> Value {
+    json!({ "metadata": { "labels": { "test": "e2e" } } })
+}
+
+fn with_namespace(ctx: &Ctx) -> Result<()> {
+    let ns = ctx.namespace();
+    by_priority(
         ctx,
-        ns,
-        &json!({}),
-        &[
-            ("svc-test-ns-pool-1", "192.168.6.0/32"),
-            ("svc-test-ns-pool-2", "192.168.5.0/32"),
-            ("svc-test-ns-pool-3", "192.168.7.0/32"),
-        ],
+        json!({ "priority": 20, "namespaces": [ns] }),
+        json!({ "priority": 10, "namespaces": [ns] }),
+        true,
+        json!({}),
+        "svc-test-ns",
     )
 }
 
 fn with_priority(ctx: &Ctx) -> Result<()> {
-    let mut config = Config::new(ctx)?;
-    config.pool(
-        "test-priority-pool-1",
-        pool(&["192.168.5.0/32"], json!({ "priority": 20 })),
-    )?;
-    config.pool(
-        "test-priority-pool-2",
-        pool(&["192.168.6.0/32"], json!({ "priority": 10 })),
-    )?;
-    sequence(
+    by_priority(
         ctx,
-        ctx.namespace(),
-        &json!({}),
-        &[
-            ("svc-test-priority-pool-1", "192.168.6.0/32"),
-            ("svc-test-priority-pool-2", "192.168.5.0/32"),
-        ],
+        json!({ "priority": 20 }),
+        json!({ "priority": 10 }),
+        false,
+        json!({}),
+        "svc-test-priority",
     )
 }
 
 fn with_namespace_labels(ctx: &Ctx) -> Result<()> {
     let ns = ctx.namespace();
-    let mut config = Config::new(ctx)?;
-    config.pool(
-        "test-ns-label-pool-1",
-        pool(
-            &["192.168.5.0/32"],
-            json!({ "priority": 20, "namespaces": [ns] }),
-        ),
-    )?;
     label_namespace(ctx, ns, json!({ "foo1": "bar1", "foo2": "bar2" }))?;
-    config.pool(
-        "test-ns-label-pool-2",
-        pool(
-            &["192.168.6.0/32"],
-            json!({ "priority": 10, "namespaceSelectors": [{ "matchLabels": { "foo1": "bar1", "foo2": "bar2" } }] }),
-        ),
-    )?;
-    config.pool(
-        "ns-ip-pool",
-        pool(&["192.168.7.0/32"], json!({ "namespaces": [ns] })),
-    )?;
-    sequence(
+    by_priority(
         ctx,
-        ns,
-        &json!({}),
-        &[
-            ("svc-test-ns-label-pool-1", "192.168.6.0/32"),
-            ("svc-test-ns-label-pool-2", "192.168.5.0/32"),
-            ("svc-test-ns-label-pool-3", "192.168.7.0/32"),
-        ],
+        json!({ "priority": 20, "namespaces": [ns] }),
+        json!({ "priority": 10, "namespaceSelectors": [{ "matchLabels": { "foo1": "bar1", "foo2": "bar2" } }] }),
+        true,
+        json!({}),
+        "svc-test-ns-label",
     )
 }
 
 fn with_service_label(ctx: &Ctx) -> Result<()> {
-    let ns = ctx.namespace();
-    let selected =
-        json!({ "priority": 20, "serviceSelectors": [{ "matchLabels": { "test": "e2e" } }] });
-    let mut higher = selected.clone();
-    higher["priority"] = json!(10);
-    let mut config = Config::new(ctx)?;
-    config.pool("test-svc-label-pool-1", pool(&["192.168.5.0/32"], selected))?;
-    config.pool("test-svc-label-pool-2", pool(&["192.168.6.0/32"], higher))?;
-    config.pool(
-        "ns-ip-pool",
-        pool(&["192.168.7.0/32"], json!({ "namespaces": [ns] })),
-    )?;
-    sequence(
+    let selecting = |priority: i64| json!({ "priority": priority, "serviceSelectors": [{ "matchLabels": { "test": "e2e" } }] });
+    by_priority(
         ctx,
-        ns,
-        &json!({ "metadata": { "labels": { "test": "e2e" } } }),
-        &[
-            ("svc-test-svc-label-pool-1", "192.168.6.0/32"),
-            ("svc-test-svc-label-pool-2", "192.168.5.0/32"),
-            ("svc-test-svc-label-pool-3", "192.168.7.0/32"),
-        ],
+        selecting(20),
+        selecting(10),
+        true,
+        labelled(),
+        "svc-test-svc-label",
     )
 }
 
 fn with_namespace_and_service_label(ctx: &Ctx) -> Result<()> {
     let ns = ctx.namespace();
-    let mut config = Config::new(ctx)?;
-    config.pool(
-        "test-ns-svc-label-pool-1",
-        pool(
-            &["192.168.5.0/32"],
-            json!({ "priority": 20, "namespaces": [ns] }),
-        ),
-    )?;
-    config.pool(
-        "test-ns-svc-label-pool-2",
-        pool(
-            &["192.168.6.0/32"],
-            json!({ "priority": 10, "serviceSelectors": [{ "matchLabels": { "test": "e2e" } }] }),
-        ),
-    )?;
-    config.pool(
-        "ns-ip-pool",
-        pool(&["192.168.7.0/32"], json!({ "namespaces": [ns] })),
-    )?;
-    sequence(
+    by_priority(
         ctx,
-        ns,
-        &json!({ "metadata": { "labels": { "test": "e2e" } } }),
-        &[
-            ("svc-ns-svc-label-pool-1", "192.168.6.0/32"),
-            ("svc-ns-svc-label-pool-2", "192.168.5.0/32"),
-            ("svc-ns-svc-label-pool-3", "192.168.7.0/32"),
-        ],
+        json!({ "priority": 20, "namespaces": [ns] }),
+        json!({ "priority": 10, "serviceSelectors": [{ "matchLabels": { "test": "e2e" } }] }),
+        true,
+        labelled(),
+        "svc-ns-svc-label",
     )
 }
 
