@@ -20,7 +20,7 @@ pub(super) async fn membership_secret(
         });
     }
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = secrets.get_opt(&ml.secret_name).await?.with_context(|| {
+    let secret = crate::k8s::call::call(secrets.get_opt(&ml.secret_name)).await?.with_context(|| {
         format!(
             "Secret {namespace}/{} does not exist yet: the controller creates it; or create it with a random `{SECRET_KEY}`",
             ml.secret_name

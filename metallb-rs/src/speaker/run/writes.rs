@@ -102,7 +102,8 @@ impl Runner {
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.opts.namespace);
         for o in store.state() {
             if o.labels().get(status::NODE_LABEL) == Some(&self.opts.node) {
-                let _ = api.delete(&o.name_any(), &DeleteParams::default()).await;
+                let _ = crate::k8s::call::call(api.delete(&o.name_any(), &DeleteParams::default()))
+                    .await;
             }
         }
     }
