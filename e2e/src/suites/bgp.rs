@@ -140,14 +140,6 @@ fn node_addresses(ctx: &Ctx, v6: bool) -> Vec<(String, IpAddr)> {
         .collect()
 }
 
-fn merge(base: &mut Value, patch: &Value) {
-    if let (Value::Object(b), Value::Object(p)) = (&mut *base, patch) {
-        for (k, v) in p {
-            b.insert(k.clone(), v.clone());
-        }
-    }
-}
-
 fn hold_time() -> String {
     format!("{}s", HOLD_TIME.as_secs())
 }
@@ -165,14 +157,14 @@ fn capture(ctx: &Ctx) -> Result<Capture> {
 fn bgp_config<'a>(ctx: &'a Ctx, v6: bool, peer: Value, ad: Value) -> Result<Config<'a>> {
     let mut config = Config::new(ctx)?;
     let mut spec = json!({ "myASN": ASN, "peerASN": ASN, "peerAddress": router(ctx, v6)?.to_string(), "holdTime": hold_time() });
-    merge(&mut spec, &peer);
+    metallb::merge(&mut spec, &peer);
     config.bgp_peer("frr", spec)?;
     config.pool(
         "bgp-test",
         json!({ "addresses": [if v6 { POOL_V6 } else { POOL_V4 }] }),
     )?;
     let mut ad_spec = json!({ "ipAddressPools": ["bgp-test"] });
-    merge(&mut ad_spec, &ad);
+    metallb::merge(&mut ad_spec, &ad);
     config.bgp_advertisement("bgp-test", ad_spec)?;
     Ok(config)
 }

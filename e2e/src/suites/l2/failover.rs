@@ -9,10 +9,10 @@
 
 use super::watch::{HOLD, Watch};
 use super::{
-    Net, WAIT, backends, l2_config, pool, reachable, set_label, set_network_unavailable,
-    web_service,
+    Net, WAIT, backends, create_web_service, l2_config, pool, reachable, set_label,
+    set_network_unavailable,
 };
-use crate::metallb::{self, Config, eventually, wait_for_l2_node};
+use crate::metallb::{self, Config, eventually, wait_for_ips, wait_for_l2_node};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
 use devenv::cluster::StopSignal;
@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use metallb_rs::speaker::liveness::API_TIMEOUT;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -84,7 +85,7 @@ pub(super) fn specs() -> Vec<Spec> {
         ),
         Spec::new(
             "L2",
-            "should answer from two nodes no longer than the documented bound when the announcing node loses its peers and the API server",
+            "should answer from two nodes no longer than the documented bound when the announcing node of six services is cut off from its peers and the API server",
             &["IPV4"],
             isolation,
         ),
@@ -100,7 +101,14 @@ pub(super) fn specs() -> Vec<Spec> {
 /// Pool and advertisement of both families where the cluster has both,
 /// backends everywhere and service `web` (dual-stack then); its
 /// addresses.
-fn failover_service(ctx: &Ctx) -> Result<(Config<'_>, Vec<IpAddr>)> {
+pub(super) fn failover_service(ctx: &Ctx) -> Result<(Config<'_>, Vec<IpAddr>)> {
+    let (config, mut services) = failover_services(ctx, 1)?;
+    Ok((config, services.remove(0)))
+}
+
+/// [`failover_service`] with `count` services: `web`, `web-1`, ...; the
+/// addresses of each, in that order.
+fn failover_services(ctx: &Ctx, count: usize) -> Result<(Config<'_>, Vec<Vec<IpAddr>>)> {
     let v4 = pool(ctx, Net::V4)?;
     let (config, family) = match pool(ctx, Net::V6) {
         Ok(v6) => (
@@ -110,7 +118,19 @@ fn failover_service(ctx: &Ctx) -> Result<(Config<'_>, Vec<IpAddr>)> {
         Err(_) => (l2_config(ctx, &[&v4], json!({}))?, json!({})),
     };
     backends(ctx, &[])?;
-    let ips = web_service(ctx, "web", family)?;
+    let names: Vec<String> = (0..count)
+        .map(|i| match i {
+            0 => "web".to_owned(),
+            i => format!("web-{i}"),
+        })
+        .collect();
+    for name in &names {
+        create_web_service(ctx, name, family.clone())?;
+    }
+    let ips = names
+        .iter()
+        .map(|name| wait_for_ips(ctx, name, WAIT))
+        .collect::<Result<_>>()?;
     Ok((config, ips))
 }
 
@@ -345,10 +365,32 @@ fn partition(ctx: &Ctx) -> Result<()> {
     watch.wait_only(&leader).context("after healing")
 }
 
+/// Services in the isolation spec: a cut-off speaker once kept answering
+/// for the whole cut because of API calls it started for its other
+/// services, which a single service never shows.
+const ISOLATION_SERVICES: usize = 6;
+
 fn isolation(ctx: &Ctx) -> Result<()> {
-    let (_config, ips) = failover_service(ctx)?;
+    let (_config, services) = failover_services(ctx, ISOLATION_SERVICES)?;
+    let ips: Vec<IpAddr> = services.concat();
     let watch = Watch::new(ctx, &ips, "eth0")?;
-    let leader = watch.settled()?;
+    let before = watch.owners()?;
+    // Cut off the node announcing the most addresses: with six services
+    // on three nodes, at least two of them.
+    let mut held_by: BTreeMap<&str, usize> = BTreeMap::new();
+    for node in before.values() {
+        *held_by.entry(node).or_default() += 1;
+    }
+    let leader = held_by
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(node, _)| (*node).to_owned())
+        .context("no address announced")?;
+    eprintln!(
+        "e2e: cutting off {leader}, which announces {} of {} addresses",
+        held_by[leader.as_str()],
+        ips.len()
+    );
     let peers = peers_of(ctx, &leader)?;
     ctx.cluster().set_api_reachable(&leader, false)?;
     let cut = partition_node(ctx, &leader, &peers, true);
@@ -364,25 +406,33 @@ fn isolation(ctx: &Ctx) -> Result<()> {
             (windows, control)
         });
         control?;
-        let windows = windows?;
         let leader_mac = watch.mac_of(&leader)?;
-        for w in &windows {
+        for w in &windows? {
             let seen = w.describe(&|m| watch.name(m));
-            eprintln!("e2e: {} while {leader} is isolated: {seen}", w.target);
+            eprintln!("e2e: {} while {leader} is cut off: {seen}", w.target);
             ensure!(
                 w.longest_split() <= ISOLATION_BOUND,
                 "{} answered from two nodes for {:?}, longer than the README's bound of {ISOLATION_BOUND:?}: {seen}",
                 w.target,
                 w.longest_split()
             );
-            // Positive control: the others took over and the leader went
-            // quiet, so the window saw the whole handover.
-            let tail = w.since(w.length().saturating_sub(HOLD));
-            ensure!(
-                tail.macs().into_iter().any(|m| m != leader_mac && tail.only(m)),
-                "no other node alone answered {} by the end of the isolation: {seen}",
-                w.target
-            );
+            let owner = &before[&w.target];
+            if *owner == leader {
+                // Positive control: another node took over and the leader
+                // went quiet, so the window saw the whole handover.
+                let tail = w.since(w.length().saturating_sub(HOLD));
+                ensure!(
+                    tail.macs()
+                        .into_iter()
+                        .any(|m| m != leader_mac && tail.only(m)),
+                    "no other node alone answered {} by the end of the cut: {seen}",
+                    w.target
+                );
+            } else {
+                // The others' addresses stay where they were.
+                w.expect_only(watch.mac_of(owner)?, &|m| watch.name(m))
+                    .with_context(|| format!("while {leader} is cut off"))?;
+            }
         }
         Ok(())
     });
@@ -390,7 +440,9 @@ fn isolation(ctx: &Ctx) -> Result<()> {
     ctx.cluster().set_api_reachable(&leader, true)?;
     result?;
     healed?;
-    watch.wait_only(&leader).context("after healing")
+    eventually(WAIT, "every address back on its node after healing", || {
+        Ok((watch.owners()? == before).then_some(()))
+    })
 }
 
 fn api_outage(ctx: &Ctx) -> Result<()> {

@@ -11,6 +11,7 @@
 
 mod failover;
 mod interfaces;
+mod replay;
 pub(super) mod watch;
 
 use crate::external::{self, forget_neighbor, http_get};
@@ -94,6 +95,7 @@ pub fn specs() -> Vec<Spec> {
     ];
     specs.extend(failover::specs());
     specs.extend(interfaces::specs());
+    specs.extend(replay::specs());
     specs.extend([
         Spec::new(
             "L2",
@@ -143,22 +145,9 @@ pub(super) fn web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<Vec<IpA
 /// Creates the service [`web_service`] describes without waiting for it.
 pub(super) fn create_web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<()> {
     let mut spec = json!({ "spec": { "selector": { "app": "web" }, "ports": [{ "name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP" }] } });
-    merge(&mut spec, &extra);
+    metallb::merge(&mut spec, &extra);
     create_service(ctx, name, spec)?;
     Ok(())
-}
-
-fn merge(base: &mut Value, patch: &Value) {
-    if let (Value::Object(b), Value::Object(p)) = (&mut *base, patch) {
-        for (k, v) in p {
-            match b.get_mut(k) {
-                Some(existing) if existing.is_object() && v.is_object() => merge(existing, v),
-                _ => {
-                    b.insert(k.clone(), v.clone());
-                }
-            }
-        }
-    }
 }
 
 /// Which of the cluster's pool ranges (see `Cluster::pool_ranges`).
@@ -406,7 +395,7 @@ fn check_shared(ctx: &Ctx, addresses: &[&str], family: &str) -> Result<()> {
     });
     let a = web_service(ctx, "a", shared.clone())?;
     let mut udp = shared;
-    merge(
+    metallb::merge(
         &mut udp,
         &json!({ "spec": { "ports": [{ "name": "udp", "port": UDP_PORT, "targetPort": UDP_PORT, "protocol": "UDP" }] } }),
     );

@@ -132,6 +132,34 @@ impl Watch {
         Ok(node)
     }
 
+    /// Waits until every address has one node alone answering it over a
+    /// window (not necessarily the same node for all); returns that node
+    /// per address.
+    pub fn owners(&self) -> Result<BTreeMap<IpAddr, String>> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let windows = self.windows(HOLD)?;
+            let owners: Option<BTreeMap<IpAddr, String>> = windows
+                .iter()
+                .map(|w| {
+                    let mac = *w.macs().first()?;
+                    let node = self.nodes.get(&mac).filter(|_| w.only(mac))?;
+                    Some((w.target, node.clone()))
+                })
+                .collect();
+            if let Some(owners) = owners {
+                return Ok(owners);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "timed out after {WAIT:?} waiting for one node alone to answer each address on {}; last window:\n  {}",
+                    self.iface,
+                    self.describe(&windows)
+                );
+            }
+        }
+    }
+
     /// Waits until one node alone answers every address and keeps doing
     /// so over a window; returns it.
     pub fn settled(&self) -> Result<String> {
