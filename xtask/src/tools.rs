@@ -43,7 +43,16 @@ pub fn cargo_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Result
 /// Runs `program args...` in the project root, streaming its output, and
 /// fails naming the command when it exits non-zero.
 pub fn run_program(program: &str, args: &[&str]) -> Result<()> {
-    run(program, args, duct::cmd(program, args))
+    run_program_env(program, args, &[])
+}
+
+/// [`run_program`] with `env` added to the program's environment.
+pub fn run_program_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<()> {
+    let mut command = duct::cmd(program, args);
+    for (key, value) in env {
+        command = command.env(key, value);
+    }
+    run(program, args, command)
 }
 
 /// Runs `command` (`program args...`), naming it in what it prints.

@@ -25,10 +25,15 @@ use tokio::task::JoinHandle;
 #[derive(Debug, Default)]
 struct Table {
     ips: HashMap<IpAddr, Interfaces>,
+    /// Answer nothing, whatever `ips` holds (see [`Silencer`]).
+    silenced: bool,
 }
 
 impl Table {
     fn answers(&self, ip: IpAddr, iface: &str) -> Option<bool> {
+        if self.silenced {
+            return None;
+        }
         self.ips.get(&ip).map(|i| match i {
             Interfaces::All => true,
             Interfaces::Named(n) => n.contains(iface),
@@ -37,6 +42,30 @@ impl Table {
 }
 
 type SharedTable = Arc<RwLock<Table>>;
+
+/// Stops and resumes every answer of an [`Announcer`] at once, from any
+/// task: the responders and the unsolicited announcements read the flag,
+/// so silencing never waits for the speaker's loop, which may be waiting
+/// on the API server.
+#[derive(Clone)]
+pub struct Silencer(SharedTable);
+
+impl Silencer {
+    /// Silences (`true`) or lets the announcer answer again; returns
+    /// whether that changed anything.
+    pub fn set(&self, silenced: bool) -> bool {
+        let mut table = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut table.silenced, silenced) != silenced
+    }
+
+    /// Whether the announcer is silenced.
+    pub fn silenced(&self) -> bool {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .silenced
+    }
+}
 
 /// A service's addresses could not be announced.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,6 +123,11 @@ impl Announcer {
             garp: Schedule::new(),
             metrics,
         }
+    }
+
+    /// A handle that silences this announcer from another task.
+    pub fn silencer(&self) -> Silencer {
+        Silencer(self.table.clone())
     }
 
     /// The eligible interfaces currently in use.
@@ -234,6 +268,7 @@ impl Announcer {
         let owned: Vec<(IpAddr, Interfaces)> = {
             let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
             due.iter()
+                .filter(|_| !table.silenced)
                 .filter_map(|ip| table.ips.get(ip).map(|i| (*ip, i.clone())))
                 .collect()
         };

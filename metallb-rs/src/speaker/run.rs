@@ -50,6 +50,7 @@ use std::time::{Duration, SystemTime};
 mod alive;
 mod announce;
 mod config;
+mod guard;
 mod watches;
 mod writes;
 
@@ -199,6 +200,7 @@ pub async fn run(
         keyring: None,
         registry: registry.clone(),
         last_api_ok: Arc::new(std::sync::Mutex::new(std::time::Instant::now())),
+        guard: None,
     };
     let work = async {
         watches.wait_until_listed().await?;
@@ -208,6 +210,7 @@ pub async fn run(
                 tracing::warn!(error = %e, "could not record this speaker's presence (graceful leave will not be seen)");
             }
             runner.start_membership().await;
+            runner.start_guard();
         } else {
             tracing::warn!(
                 "no valid configuration: not joining the speakers until one loads, so the others keep this node's addresses"
@@ -272,6 +275,7 @@ pub async fn run(
                     runner.refresh_keyring();
                     if membership_wanted && joined {
                         runner.start_membership().await;
+                        runner.start_guard();
                         if let Some(m) = &runner.membership {
                             view_changes = Some(m.subscribe());
                             membership_wanted = false;
@@ -365,6 +369,8 @@ struct Runner {
     /// When this speaker last renewed its presence lease (written by the
     /// renewal task).
     last_api_ok: Arc<std::sync::Mutex<std::time::Instant>>,
+    /// Silences the responders when cut off, beside the loop (see `guard`).
+    guard: Option<tokio_util::task::AbortOnDropHandle<()>>,
 }
 
 impl Runner {

@@ -143,3 +143,21 @@ fn garbage_is_dropped_as_error_never_panics() {
         assert!(ndp_response(&junk, "eth0", ME, owned).is_err());
     }
 }
+
+#[test]
+fn a_silenced_announcer_answers_nothing_until_let_go() {
+    let ip: IpAddr = "10.0.0.100".parse().expect("ip");
+    let table: SharedTable = Arc::new(RwLock::new(Table {
+        ips: [(ip, Interfaces::All)].into(),
+        silenced: false,
+    }));
+    let silencer = Silencer(table.clone());
+    let answers = owned_fn(&table);
+    assert_eq!(answers(ip, "eth0"), Some(true));
+    assert!(silencer.set(true), "silencing is a change");
+    assert!(silencer.silenced());
+    assert_eq!(answers(ip, "eth0"), None);
+    assert!(!silencer.set(true), "silencing twice changes nothing");
+    assert!(silencer.set(false));
+    assert_eq!(answers(ip, "eth0"), Some(true));
+}

@@ -201,10 +201,6 @@ impl Runner {
 
     /// This speaker renewed its presence lease recently.
     pub(super) fn api_ok(&self) -> bool {
-        self.last_api_ok
-            .lock()
-            .map(|t| t.elapsed() < liveness::API_TIMEOUT)
-            // A poisoned lock: a renewal panicked; count the API as gone.
-            .unwrap_or(false)
+        super::guard::api_ok(&self.last_api_ok)
     }
 }

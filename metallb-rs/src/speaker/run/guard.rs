@@ -1,0 +1,138 @@
+//! The isolation guard: a task beside the speaker's loop that silences
+//! the layer 2 responders as soon as this speaker is cut off from the API
+//! server and from most speakers ([`liveness::isolated`]), and lets them
+//! answer again once it is not. The loop reaches the same decision and
+//! withdraws, but it may be waiting on API calls (each with its timeout,
+//! one after another for several services) while the other speakers take
+//! its addresses over: the bound on two nodes answering for one address
+//! must not depend on how much work the loop has in hand.
+//!
+//! The guard counts the members gossip knows (alive, or declared down and
+//! not yet forgotten); the loop also counts nodes known only by their
+//! presence lease. Both silence only without the API server and with at
+//! most half of those speakers alive in gossip.
+
+use super::super::announcer::Silencer;
+use super::super::liveness;
+use super::super::membership::View;
+use super::Runner;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_util::task::AbortOnDropHandle;
+
+/// How often the guard looks: a small part of the others' takeover time.
+const PERIOD: Duration = Duration::from_millis(100);
+
+/// This speaker renewed its presence lease (written to `last_renewal` by
+/// the renewal task) within [`liveness::API_TIMEOUT`]. A poisoned lock
+/// means a renewal panicked: the API counts as gone.
+pub(super) fn api_ok(last_renewal: &Mutex<Instant>) -> bool {
+    last_renewal
+        .lock()
+        .map(|t| t.elapsed() < liveness::API_TIMEOUT)
+        .unwrap_or(false)
+}
+
+/// Whether a speaker that sees `view` in gossip, reaching the API server
+/// or not (`api_ok`), must answer nothing.
+pub(super) fn cut_off(api_ok: bool, view: &View) -> bool {
+    let known = view.alive.len() + view.down.len();
+    liveness::isolated(api_ok, view.alive.len(), known)
+}
+
+/// Every [`PERIOD`], silences or lets go the announcer behind `silencer`
+/// from the gossip `view` and the time of the last lease renewal.
+fn spawn(
+    view: watch::Receiver<View>,
+    last_renewal: Arc<Mutex<Instant>>,
+    silencer: Silencer,
+) -> AbortOnDropHandle<()> {
+    AbortOnDropHandle::new(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(PERIOD);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tick.tick().await;
+            let silent = cut_off(api_ok(&last_renewal), &view.borrow());
+            if silencer.set(silent) {
+                if silent {
+                    tracing::warn!(
+                        "cut off from the API server and from most speakers: layer 2 answers stop now"
+                    );
+                } else {
+                    tracing::info!("no longer cut off: layer 2 answers resume");
+                }
+            }
+        }
+    }))
+}
+
+impl Runner {
+    /// Starts the guard once membership runs (without gossip nothing
+    /// tells this speaker it is cut off).
+    pub(super) fn start_guard(&mut self) {
+        if self.guard.is_some() {
+            return;
+        }
+        if let Some(m) = &self.membership {
+            self.guard = Some(spawn(
+                m.subscribe(),
+                self.last_api_ok.clone(),
+                self.announcer.silencer(),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::speaker::membership::Down;
+    use rstest::rstest;
+    use std::time::SystemTime;
+
+    fn view(alive: &[&str], down: &[&str]) -> View {
+        View {
+            alive: alive.iter().map(|n| (*n).to_owned()).collect(),
+            down: down
+                .iter()
+                .map(|n| {
+                    (
+                        (*n).to_owned(),
+                        Down {
+                            since: SystemTime::UNIX_EPOCH,
+                            left: false,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[rstest]
+    #[case::api_and_peers(true, &["a", "b", "c"], &[], false)]
+    #[case::api_only(true, &["a"], &["b", "c"], false)]
+    #[case::peers_only(false, &["a", "b", "c"], &[], false)]
+    #[case::majority_without_api(false, &["a", "b"], &["c"], false)]
+    #[case::neither(false, &["a"], &["b", "c"], true)]
+    #[case::half_of_four(false, &["a", "b"], &["c", "d"], true)]
+    #[case::alone_in_the_cluster(false, &["a"], &[], false)]
+    fn silent_only_without_api_and_majority(
+        #[case] api_ok: bool,
+        #[case] alive: &[&str],
+        #[case] down: &[&str],
+        #[case] silent: bool,
+    ) {
+        assert_eq!(cut_off(api_ok, &view(alive, down)), silent);
+    }
+
+    #[test]
+    fn api_counts_as_gone_after_the_timeout() {
+        let fresh = Mutex::new(Instant::now());
+        assert!(api_ok(&fresh));
+        let long_ago = Instant::now().checked_sub(liveness::API_TIMEOUT + Duration::from_millis(1));
+        if let Some(t) = long_ago {
+            assert!(!api_ok(&Mutex::new(t)));
+        }
+    }
+}
