@@ -15,6 +15,7 @@ use crate::net::ethernet::{ETHERTYPE_ARP, ETHERTYPE_IPV6, Frame, Mac};
 use crate::net::iface::Eligible;
 use crate::net::packet::{PacketSocket, PacketType};
 use crate::net::{arp, ndp};
+use crate::service::ServiceKey;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -96,7 +97,7 @@ impl std::ops::Drop for Responder {
 /// The layer 2 announcer of this node.
 pub struct Announcer {
     table: SharedTable,
-    services: BTreeMap<String, (Vec<IpAddr>, Interfaces)>,
+    services: BTreeMap<ServiceKey, (Vec<IpAddr>, Interfaces)>,
     responders: BTreeMap<String, Responder>,
     eligible: Vec<Eligible>,
     garp: Schedule,
@@ -135,31 +136,25 @@ impl Announcer {
         &self.eligible
     }
 
-    /// Which of `wanted` exist here (all eligible ones for `All`), sorted.
-    pub fn resolve(&self, wanted: &Interfaces) -> Vec<String> {
-        self.eligible
-            .iter()
-            .filter(|e| match wanted {
-                Interfaces::All => true,
-                Interfaces::Named(n) => n.contains(&e.name),
-            })
-            .map(|e| e.name.clone())
-            .collect()
+    /// The names of the eligible interfaces, in the order found.
+    pub fn interface_names(&self) -> Vec<String> {
+        self.eligible.iter().map(|e| e.name.clone()).collect()
     }
 
     /// Announces `service`'s `ips` from `interfaces` (replacing what it
-    /// announced). Fails, announcing nothing for it, when none of the
-    /// named interfaces exists.
+    /// announced); returns the addresses it announced before. Fails,
+    /// changing nothing, when none of the named interfaces exists (the
+    /// plan checks this first; the announcer keeps the rule so its table
+    /// never names an interface it has no responder on).
     pub async fn set(
         &mut self,
-        service: &str,
+        service: &ServiceKey,
         ips: &[IpAddr],
         interfaces: Interfaces,
-    ) -> Result<(), AnnounceError> {
+    ) -> Result<Option<Vec<IpAddr>>, AnnounceError> {
         if let Interfaces::Named(names) = &interfaces
-            && self.resolve(&interfaces).is_empty()
+            && !self.eligible.iter().any(|e| names.contains(&e.name))
         {
-            self.withdraw(service).await;
             return Err(AnnounceError::NoInterface(names.clone()));
         }
         let entry = (ips.to_vec(), interfaces);
@@ -170,24 +165,24 @@ impl Announcer {
             for ip in ips {
                 self.garp.trigger(*ip, now);
             }
-            return Ok(());
+            return Ok(Some(entry.0));
         }
-        self.services.insert(service.to_owned(), entry);
+        let before = self.services.insert(service.clone(), entry);
         self.rebuild(Instant::now()).await;
-        Ok(())
+        Ok(before.map(|(ips, _)| ips))
     }
 
     /// Stops announcing for `service` (its addresses stay announced while
-    /// another service uses them).
-    pub async fn withdraw(&mut self, service: &str) {
-        if self.services.remove(service).is_some() {
-            self.rebuild(Instant::now()).await;
-        }
+    /// another service uses them); returns the addresses it announced.
+    pub async fn withdraw(&mut self, service: &ServiceKey) -> Option<Vec<IpAddr>> {
+        let before = self.services.remove(service)?;
+        self.rebuild(Instant::now()).await;
+        Some(before.0)
     }
 
     /// Services announced.
-    pub fn services(&self) -> impl Iterator<Item = &str> {
-        self.services.keys().map(String::as_str)
+    pub fn services(&self) -> impl Iterator<Item = &ServiceKey> {
+        self.services.keys()
     }
 
     /// Recomputes the table from the services; triggers announcements

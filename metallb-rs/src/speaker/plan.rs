@@ -1,18 +1,40 @@
 //! The speaker's decision for one service, from plain data: whether this
-//! node answers for it in layer 2 and from which interfaces, and which
-//! routes it sends each BGP peer. Pure: `run::announce` applies the plan
-//! (announcer, BGP speaker, status objects, events, metrics).
+//! node answers for it in layer 2 and from which interfaces, which routes
+//! it sends each BGP peer, the status objects it should have, and the
+//! events to publish. Pure: `run::announce` applies the plan (announcer,
+//! BGP speaker, status writes, events) and reports what changed, which
+//! drives the logs and metrics.
 
 use super::bgp::advertise::{self, NotAnnounced, PeerRoutes};
 use super::election::{self, Decision, Endpoints, Interfaces, NodeInfo, NotOwner};
+use super::events::{self, Protocol};
+use super::status;
+use crate::api::v1beta1::{
+    MetalLBServiceBGPStatus, MetalLBServiceL2Status, ServiceBGPStatus, ServiceL2Status,
+};
 use crate::config::Config;
-use crate::service as svcs;
+use crate::k8s::events::EventSpec;
+use crate::service::{self as svcs, ServiceKey};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
+
+/// The objects one pass reads, by service: built once per batch from the
+/// caches (never per service, which would make a full pass quadratic).
+#[derive(Debug, Default)]
+pub struct Objects {
+    /// The services themselves.
+    pub services: BTreeMap<ServiceKey, Arc<Service>>,
+    /// Their EndpointSlices.
+    pub slices: BTreeMap<ServiceKey, Vec<Arc<EndpointSlice>>>,
+    /// Every node's ServiceL2Status objects for them.
+    pub statuses: BTreeMap<ServiceKey, Vec<Arc<ServiceL2Status>>>,
+    /// Every node's ServiceBGPStatus objects for them.
+    pub bgp_statuses: BTreeMap<ServiceKey, Vec<Arc<ServiceBGPStatus>>>,
+}
 
 /// What the speaker knows that every service's decision reads.
 #[derive(Debug, Clone, Copy)]
@@ -27,10 +49,14 @@ pub struct World<'a> {
     pub alive: &'a BTreeSet<String>,
     /// Cut off from the API server and most speakers: announce nothing.
     pub isolated: bool,
+    /// The names of this node's interfaces layer 2 may answer on.
+    pub interfaces: &'a [String],
     /// `--lb-class`.
     pub lb_class: Option<&'a str>,
     /// `--ignore-exclude-lb`.
     pub ignore_exclude_lb: bool,
+    /// The services and the objects that go with them.
+    pub objects: &'a Objects,
 }
 
 /// Why a service is not announced, for the logs.
@@ -40,6 +66,9 @@ pub enum Note {
     NoPool(Vec<IpAddr>),
     /// Another node answers in layer 2 (or none may).
     Layer2(NotOwner),
+    /// Elected, but none of the interfaces its L2Advertisements name
+    /// exists here.
+    NoInterface(BTreeSet<String>),
     /// Not announced over BGP.
     Bgp(NotAnnounced),
 }
@@ -54,18 +83,23 @@ pub struct ServicePlan {
     pub layer2: Option<Interfaces>,
     /// Routes per BGP peer (empty: none).
     pub bgp: PeerRoutes,
+    /// What this node's ServiceL2Status should say (None: no object).
+    pub l2_status: Option<MetalLBServiceL2Status>,
+    /// What this node's ServiceBGPStatus should say (None: no object).
+    pub bgp_status: Option<MetalLBServiceBGPStatus>,
+    /// Events to publish on the service.
+    pub events: Vec<EventSpec>,
     /// Why something is not announced.
     pub notes: Vec<Note>,
 }
 
-/// Decides for `svc` (None: it does not exist) with its EndpointSlices.
-pub fn plan(
-    world: &World<'_>,
-    svc: Option<&Service>,
-    slices: &[Arc<EndpointSlice>],
-) -> ServicePlan {
+/// Decides for the service `key` (gone from `world.objects`: announce
+/// nothing, keep no status object).
+pub fn plan(world: &World<'_>, key: &ServiceKey) -> ServicePlan {
     let mut out = ServicePlan::default();
-    let Some(svc) = svc else { return out };
+    let Some(svc) = world.objects.services.get(key) else {
+        return out;
+    };
     if !svcs::class_matches(svc, world.lb_class) || !svcs::is_load_balancer(svc) {
         return out;
     }
@@ -76,7 +110,8 @@ pub fn plan(
         out.notes.push(Note::NoPool(ips));
         return out;
     };
-    let endpoints = Endpoints::from_slices(slices.iter().map(|s| &**s));
+    let slices = world.objects.slices.get(key).map(Vec::as_slice);
+    let endpoints = Endpoints::from_slices(slices.unwrap_or_default().iter().map(|s| &**s));
     let local = svc
         .spec
         .as_ref()
@@ -97,7 +132,23 @@ pub fn plan(
             ignore_exclude_lb: world.ignore_exclude_lb,
         };
         match election::decide(&input, world.node) {
-            Decision::Announce(interfaces) => out.layer2 = Some(interfaces),
+            Decision::Announce(Interfaces::Named(names))
+                if !names.iter().any(|n| world.interfaces.contains(n)) =>
+            {
+                out.events.extend(events::announce_failed(&ips, world.node));
+                out.notes.push(Note::NoInterface(names));
+            }
+            Decision::Announce(interfaces) => {
+                out.l2_status = Some(status::desired_status(
+                    world.node,
+                    &key.namespace,
+                    &key.name,
+                    status::reported_interfaces(&interfaces),
+                ));
+                out.events
+                    .push(events::node_assigned(world.node, Protocol::Layer2));
+                out.layer2 = Some(interfaces);
+            }
             Decision::NotOwner(reason) => out.notes.push(Note::Layer2(reason)),
         }
     }
@@ -117,9 +168,67 @@ pub fn plan(
             Ok(routes) => out.bgp = routes,
             Err(reason) => out.notes.push(Note::Bgp(reason)),
         }
+        let peers: Vec<String> = out
+            .bgp
+            .iter()
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(p, _)| p.clone())
+            .collect();
+        if !peers.is_empty() {
+            out.bgp_status = Some(status::desired_bgp_status(
+                world.node,
+                &key.namespace,
+                &key.name,
+                peers,
+            ));
+            out.events
+                .push(events::node_assigned(world.node, Protocol::Bgp));
+        }
     }
     out.ips = ips;
     out
+}
+
+/// What applying a plan changed for one protocol: what the logs say and
+/// how `metallb_speaker_announced` moves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Not announced before, not now.
+    Idle,
+    /// Announced as before.
+    Same,
+    /// Newly announced.
+    Started,
+    /// Still announced, with other addresses (the old ones).
+    Changed(Vec<IpAddr>),
+    /// No longer announced (the addresses it had).
+    Stopped(Vec<IpAddr>),
+}
+
+impl Change {
+    /// From the addresses announced before (None: nothing) and now.
+    pub fn between(before: Option<Vec<IpAddr>>, now: Option<&[IpAddr]>) -> Change {
+        match (before, now) {
+            (None, None) => Change::Idle,
+            (None, Some(_)) => Change::Started,
+            (Some(old), None) => Change::Stopped(old),
+            (Some(old), Some(now)) if old == now => Change::Same,
+            (Some(old), Some(_)) => Change::Changed(old),
+        }
+    }
+
+    /// The addresses whose gauges go, before the current ones are set.
+    pub fn retired(&self) -> &[IpAddr] {
+        match self {
+            Change::Changed(old) | Change::Stopped(old) => old,
+            _ => &[],
+        }
+    }
+
+    /// Whether the gauges of the current addresses are set.
+    pub fn sets_gauges(&self) -> bool {
+        matches!(self, Change::Started | Change::Changed(_))
+    }
 }
 
 #[cfg(test)]

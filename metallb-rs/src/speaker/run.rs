@@ -15,7 +15,7 @@
 use super::announcer::Announcer;
 use super::bgp::{self, advertise};
 use super::election::NodeInfo;
-use super::events::{self, Protocol};
+use super::events::Protocol;
 use super::membership::Membership;
 use super::status::StatusObject;
 use super::{liveness, presence, status};
@@ -55,7 +55,7 @@ mod watches;
 mod writes;
 
 use alive::seeds;
-use watches::{Index, start_watches};
+use watches::start_watches;
 
 /// How the speaker runs.
 #[derive(Debug, Clone)]
@@ -134,14 +134,6 @@ struct Stores {
     leases: Store<Lease>,
 }
 
-/// What this speaker announces for one service.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Announced {
-    ips: Vec<IpAddr>,
-    /// Interfaces actually used, or None for "all".
-    interfaces: Option<Vec<String>>,
-}
-
 struct Metrics {
     k8s: K8sClientMetrics,
     speaker: SpeakerMetrics,
@@ -186,10 +178,7 @@ pub async fn run(
         config: None,
         config_state: reporter,
         announcer: Announcer::new(l2_metrics),
-        announced: BTreeMap::new(),
         bgp: bgp::Speaker::new(bgp_metrics),
-        bgp_announced: BTreeMap::new(),
-        failed: BTreeMap::new(),
         exclusions: (Vec::new(), Exclusions::defaults()),
         owner: None,
         node_view: Vec::new(),
@@ -220,7 +209,10 @@ pub async fn run(
         runner.rescan_interfaces().await;
         runner.full_pass().await;
         health.set_ready(true);
-        tracing::info!(announced = runner.announced.len(), "initial sync done");
+        tracing::info!(
+            announced = runner.announcer.services().count(),
+            "initial sync done"
+        );
         let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
         trimmer.maybe_trim();
         let mut rescan = tokio::time::interval(opts.rescan);
@@ -340,14 +332,10 @@ struct Runner {
     metrics: Metrics,
     config: Option<Config>,
     config_state: crate::k8s::config_state::Reporter,
+    /// Layer 2: what this node answers for (the one record of it).
     announcer: Announcer,
-    announced: BTreeMap<ServiceKey, Announced>,
-    /// BGP sessions and routes.
+    /// BGP sessions and routes (the one record of what is announced).
     bgp: bgp::Speaker,
-    /// What this speaker announces over BGP, per service.
-    bgp_announced: BTreeMap<ServiceKey, Vec<IpAddr>>,
-    /// Services whose interfaces do not exist here, with the message sent.
-    failed: BTreeMap<ServiceKey, String>,
     /// The exclusion patterns in force (source list, compiled).
     exclusions: (Vec<String>, Exclusions),
     owner: Option<OwnerReference>,
@@ -431,11 +419,9 @@ impl Runner {
         }
         if all {
             self.full_pass().await;
-        } else {
-            for k in keys {
-                let index = Index::build(&self.stores, Some(&k));
-                self.process_service(&k, &index).await;
-            }
+        } else if self.config.is_some() {
+            let objects = watches::objects(&self.stores, Some(&keys));
+            self.process_services(keys, &objects).await;
         }
     }
 
@@ -453,8 +439,8 @@ impl Runner {
             .filter(|s| !svcs::ingress_ips(s).unwrap_or_default().is_empty())
             .map(|s| svcs::key(s))
             .collect();
-        keys.extend(self.announced.keys().cloned());
-        keys.extend(self.bgp_announced.keys().cloned());
+        keys.extend(self.announcer.services().cloned());
+        keys.extend(self.bgp.services().cloned());
         keys.extend(self.own_status_keys(&self.stores.statuses));
         keys.extend(self.own_status_keys(&self.stores.bgp_statuses));
         self.node_view = self.nodes();
@@ -463,15 +449,10 @@ impl Runner {
         if self.isolated {
             // Stop answering everywhere first: the status work below talks
             // to an API server that may not answer for a long time.
-            let keys: Vec<ServiceKey> = self.announced.keys().cloned().collect();
-            for k in keys {
-                self.withdraw(&k).await;
-            }
+            self.withdraw_layer2().await;
         }
-        let index = Index::build(&self.stores, None);
-        for k in keys {
-            self.process_service(&k, &index).await;
-        }
+        let objects = watches::objects(&self.stores, None);
+        self.process_services(keys, &objects).await;
     }
 
     /// Runs a BGP session for each BGPPeer that selects this node.

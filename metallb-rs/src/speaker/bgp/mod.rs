@@ -19,6 +19,7 @@ pub mod updates;
 use crate::config::{Peer, PeerAsn};
 use crate::metrics::BgpMetrics;
 use crate::net::bgp::{Afi, Notification, code};
+use crate::service::ServiceKey;
 use advertise::{PeerRoutes, RouteAttrs};
 use ipnet::IpNet;
 use session::{DesiredRoutes, Session, SessionConfig, Table};
@@ -104,10 +105,10 @@ pub fn node_addresses(addresses: impl IntoIterator<Item = IpAddr>) -> NodeAddres
 pub struct Speaker {
     metrics: BgpMetrics,
     sessions: BTreeMap<String, Session>,
-    /// Each service's routes per peer.
-    services: BTreeMap<String, PeerRoutes>,
+    /// Each announced service's addresses and routes per peer.
+    services: BTreeMap<ServiceKey, (Vec<IpAddr>, PeerRoutes)>,
     /// Per peer: prefix -> the services asking for it, with attributes.
-    tables: BTreeMap<String, BTreeMap<IpNet, BTreeMap<String, RouteAttrs>>>,
+    tables: BTreeMap<String, BTreeMap<IpNet, BTreeMap<ServiceKey, RouteAttrs>>>,
     /// Per peer: the merged routes its session reads, changed prefix by
     /// prefix (kept while its session restarts).
     desired: BTreeMap<String, DesiredRoutes>,
@@ -159,17 +160,30 @@ impl Speaker {
         }
     }
 
-    /// Sets what `key` announces (empty: nothing).
-    pub fn set_service(&mut self, key: &str, routes: PeerRoutes) {
-        let old = self.services.remove(key).unwrap_or_default();
-        if old == routes {
-            if !routes.is_empty() {
-                self.services.insert(key.to_owned(), routes);
-            }
-            return;
+    /// Sets what `key` announces: its addresses `ips` as `routes` (empty:
+    /// nothing); returns the addresses it announced before.
+    pub fn set_service(
+        &mut self,
+        key: &ServiceKey,
+        ips: &[IpAddr],
+        routes: PeerRoutes,
+    ) -> Option<Vec<IpAddr>> {
+        let (before, old) = self.services.remove(key).unzip();
+        let old = old.unwrap_or_default();
+        if old != routes {
+            self.retable(key, &old, &routes);
         }
+        if !routes.is_empty() {
+            self.services.insert(key.clone(), (ips.to_vec(), routes));
+        }
+        before
+    }
+
+    /// Moves `key`'s contribution to the per-peer tables from `old` to
+    /// `routes`, and hands the touched prefixes to the sessions.
+    fn retable(&mut self, key: &ServiceKey, old: &PeerRoutes, routes: &PeerRoutes) {
         let mut touched: BTreeSet<(String, IpNet)> = BTreeSet::new();
-        for (peer, prefixes) in &old {
+        for (peer, prefixes) in old {
             if let Some(t) = self.tables.get_mut(peer) {
                 for p in prefixes.keys() {
                     if let Some(by) = t.get_mut(p) {
@@ -182,15 +196,12 @@ impl Speaker {
                 }
             }
         }
-        for (peer, prefixes) in &routes {
+        for (peer, prefixes) in routes {
             let t = self.tables.entry(peer.clone()).or_default();
             for (p, a) in prefixes {
-                t.entry(*p).or_default().insert(key.to_owned(), a.clone());
+                t.entry(*p).or_default().insert(key.clone(), a.clone());
                 touched.insert((peer.clone(), *p));
             }
-        }
-        if !routes.is_empty() {
-            self.services.insert(key.to_owned(), routes);
         }
         // Only the touched prefixes reach the sessions, merged over every
         // service asking for them.
@@ -221,16 +232,21 @@ impl Speaker {
     }
 
     /// Whether `key` announces anything.
-    pub fn announces(&self, key: &str) -> bool {
+    pub fn announces(&self, key: &ServiceKey) -> bool {
         self.services.contains_key(key)
     }
 
     /// The peers `key` is announced to.
-    pub fn peers_of(&self, key: &str) -> Vec<String> {
+    pub fn peers_of(&self, key: &ServiceKey) -> Vec<String> {
         self.services
             .get(key)
-            .map(|r| r.keys().cloned().collect())
+            .map(|(_, r)| r.keys().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Services announced.
+    pub fn services(&self) -> impl Iterator<Item = &ServiceKey> {
+        self.services.keys()
     }
 
     /// What `peer` should have now.

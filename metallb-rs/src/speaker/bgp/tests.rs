@@ -460,22 +460,30 @@ fn routes(peer: &str, prefixes: &[(&str, u32)]) -> PeerRoutes {
 #[test]
 fn services_sharing_an_aggregate_keep_it_until_the_last_goes() {
     let mut s = Speaker::new(BgpMetrics::new(&Registry::new()));
-    s.set_service("ns/a", routes("p", &[("10.0.0.0/24", 1)]));
+    let (a, b) = (ServiceKey::new("ns", "a"), ServiceKey::new("ns", "b"));
+    let ip: IpAddr = "10.0.0.1".parse().expect("ip");
+    assert_eq!(
+        s.set_service(&a, &[ip], routes("p", &[("10.0.0.0/24", 1)])),
+        None
+    );
     s.set_service(
-        "ns/b",
+        &b,
+        &[ip],
         routes("p", &[("10.0.0.0/24", 2), ("10.0.1.0/24", 2)]),
     );
     let t = s.table("p");
     assert_eq!(t.len(), 2);
     let agg: IpNet = "10.0.0.0/24".parse().expect("net");
     assert_eq!(t[&agg].communities.len(), 2);
-    s.set_service("ns/b", PeerRoutes::new());
+    assert_eq!(s.set_service(&b, &[ip], PeerRoutes::new()), Some(vec![ip]));
     let t = s.table("p");
     assert_eq!(t.keys().collect::<Vec<_>>(), [&agg]);
     assert_eq!(t[&agg].communities.len(), 1);
-    assert_eq!(s.peers_of("ns/a"), ["p"]);
-    assert!(!s.announces("ns/b"));
-    s.set_service("ns/a", PeerRoutes::new());
+    assert_eq!(s.peers_of(&a), ["p"]);
+    assert!(!s.announces(&b));
+    assert_eq!(s.services().collect::<Vec<_>>(), [&a]);
+    s.set_service(&a, &[ip], PeerRoutes::new());
+    assert_eq!(s.services().count(), 0);
     assert!(s.table("p").is_empty());
 }
 

@@ -8,7 +8,8 @@
 //! per node), `notready=A` (an endpoint there, neither ready nor
 //! serving), `isolated`, `unavailable=N` (NetworkUnavailable),
 //! `excluded=N` (exclude-from-external-load-balancers),
-//! `label=N:K=V`, `lbclass=C`, `ignore-exclude-lb`.
+//! `label=N:K=V`, `lbclass=C`, `ignore-exclude-lb`, `ifaces=A,B` (this
+//! node's eligible interfaces; default eth0,eth1).
 
 use super::*;
 use crate::config::load::{Loaded, Schemas};
@@ -122,6 +123,7 @@ fn show(p: &ServicePlan) -> String {
         match n {
             Note::NoPool(ips) => out.push(format!("ignored: {ips:?} in no pool")),
             Note::Layer2(r) => out.push(format!("layer2 no: {r}")),
+            Note::NoInterface(names) => out.push(format!("layer2 no interface of {names:?}")),
             Note::Bgp(r) => out.push(format!("bgp no: {r}")),
         }
     }
@@ -160,13 +162,19 @@ fn show(p: &ServicePlan) -> String {
     out.join("\n")
 }
 
-fn check(config: &str, world: &str, svc: &str, expected: &str) {
+/// The plan for `svc` in `world` under `config`.
+fn plan_for(config: &str, world: &str, svc: &str) -> ServicePlan {
     let words: Vec<&str> = world.split_whitespace().collect();
     let me = list(&words, "me").map_or("n1", |v| v[0]);
     let names = list(&words, "nodes").unwrap_or_else(|| vec!["n1"]);
     let nodes: Vec<NodeInfo> = names.iter().map(|n| node(n, &words)).collect();
     let alive: BTreeSet<String> = list(&words, "alive")
         .unwrap_or_else(|| names.clone())
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let interfaces: Vec<String> = list(&words, "ifaces")
+        .unwrap_or_else(|| vec!["eth0", "eth1"])
         .into_iter()
         .map(str::to_owned)
         .collect();
@@ -183,6 +191,7 @@ fn check(config: &str, world: &str, svc: &str, expected: &str) {
         &Options::default(),
     )
     .expect("valid configuration");
+    let key = ServiceKey::new("default", "s");
     let mut slices = vec![slice(
         &list(&words, "endpoints").unwrap_or_else(|| names.clone()),
         true,
@@ -190,17 +199,62 @@ fn check(config: &str, world: &str, svc: &str, expected: &str) {
     if let Some(n) = list(&words, "notready") {
         slices.push(slice(&n, false));
     }
+    let mut objects = Objects::default();
+    objects.services.insert(key.clone(), Arc::new(service(svc)));
+    objects.slices.insert(key.clone(), slices);
     let world = World {
         node: me,
         config: &config,
         nodes: &nodes,
         alive: &alive,
         isolated: words.contains(&"isolated"),
+        interfaces: &interfaces,
         lb_class: list(&words, "lbclass").map(|v| v[0]),
         ignore_exclude_lb: words.contains(&"ignore-exclude-lb"),
+        objects: &objects,
     };
-    let svc = service(svc);
-    assert_eq!(show(&plan(&world, Some(&svc), &slices)), expected.trim());
+    let plan = plan(&world, &key);
+    // Every plan keeps the rules the runner relies on: a status object
+    // exactly where something is announced, and an event for it.
+    assert_eq!(plan.l2_status.is_some(), plan.layer2.is_some(), "{plan:?}");
+    let peers = plan.bgp.values().any(|r| !r.is_empty());
+    assert_eq!(plan.bgp_status.is_some(), peers, "{plan:?}");
+    plan
+}
+
+fn check(config: &str, world: &str, svc: &str, expected: &str) {
+    assert_eq!(show(&plan_for(config, world, svc)), expected.trim());
+}
+
+/// The status objects and events of a plan, a line each.
+fn show_writes(p: &ServicePlan) -> String {
+    let mut out = Vec::new();
+    if let Some(st) = &p.l2_status {
+        let interfaces: Option<Vec<&str>> = st
+            .interfaces
+            .as_ref()
+            .map(|l| l.iter().filter_map(|i| i.name.as_deref()).collect());
+        out.push(format!(
+            "l2 status {}/{} node={} interfaces={interfaces:?}",
+            st.service_namespace.as_deref().unwrap_or_default(),
+            st.service_name.as_deref().unwrap_or_default(),
+            st.node.as_deref().unwrap_or_default(),
+        ));
+    }
+    if let Some(st) = &p.bgp_status {
+        out.push(format!(
+            "bgp status node={} peers={:?}",
+            st.node.as_deref().unwrap_or_default(),
+            st.peers.as_deref().unwrap_or_default(),
+        ));
+    }
+    for ev in &p.events {
+        out.push(format!("event {} {}", ev.reason, ev.message));
+    }
+    if out.is_empty() {
+        out.push("nothing".into());
+    }
+    out.join("\n")
 }
 
 fn l2() -> String {
@@ -343,4 +397,108 @@ fn both() -> String {
 )]
 fn plans(#[case] config: String, #[case] world: &str, #[case] svc: &str, #[case] expected: &str) {
     check(&config, world, svc, expected);
+}
+
+const L2_NAMED: &str = "
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: l2}
+spec: {interfaces: [eth1, eth9]}
+";
+
+/// The status objects and events each plan asks for.
+#[rstest]
+#[case::l2_all(
+    l2(),
+    "",
+    "",
+    r#"
+l2 status default/s node=n1 interfaces=None
+event nodeAssigned announcing from node "n1" with protocol "layer2"
+"#
+)]
+#[case::l2_named_reports_configured_names(format!("{POOL}{L2_NAMED}"), "", "", r#"
+l2 status default/s node=n1 interfaces=Some(["eth1", "eth9"])
+event nodeAssigned announcing from node "n1" with protocol "layer2"
+"#)]
+#[case::l2_no_named_interface_here(format!("{POOL}{L2_NAMED}"), "ifaces=eth0", "{status: {loadBalancer: {ingress: [{ip: 10.0.0.1}, {ip: 'fc00::1'}]}}}", r#"
+event announceFailed the interfaces specified by LB IP "10.0.0.1" doesn't exist in assigned node "n1" with protocol "layer2"
+event announceFailed the interfaces specified by LB IP "fc00::1" doesn't exist in assigned node "n1" with protocol "layer2"
+"#)]
+#[case::l2_elsewhere(l2(), "nodes=n1,n2 alive=n2", "", "nothing")]
+#[case::bgp(
+    bgp(),
+    "",
+    "",
+    r#"
+bgp status node=n1 peers=["router"]
+event nodeAssigned announcing from node "n1" with protocol "bgp"
+"#
+)]
+#[case::both(
+    both(),
+    "me=n2 nodes=n1,n2",
+    "",
+    r#"
+l2 status default/s node=n2 interfaces=None
+bgp status node=n2 peers=["router"]
+event nodeAssigned announcing from node "n2" with protocol "layer2"
+event nodeAssigned announcing from node "n2" with protocol "bgp"
+"#
+)]
+#[case::isolated(both(), "isolated", "", "nothing")]
+#[case::gone_from_the_pool(
+    both(),
+    "",
+    "{status: {loadBalancer: {ingress: [{ip: 192.168.1.1}]}}}",
+    "nothing"
+)]
+fn writes(#[case] config: String, #[case] world: &str, #[case] svc: &str, #[case] expected: &str) {
+    assert_eq!(show_writes(&plan_for(&config, world, svc)), expected.trim());
+}
+
+/// A service missing from the objects (deleted) plans nothing.
+#[test]
+fn a_vanished_service_plans_nothing() {
+    let config = Config::build(&crate::config::Resources::default(), &Options::default())
+        .expect("empty config");
+    let (nodes, alive, objects) = (Vec::new(), BTreeSet::new(), Objects::default());
+    let world = World {
+        node: "n1",
+        config: &config,
+        nodes: &nodes,
+        alive: &alive,
+        isolated: false,
+        interfaces: &[],
+        lb_class: None,
+        ignore_exclude_lb: false,
+        objects: &objects,
+    };
+    assert_eq!(
+        plan(&world, &ServiceKey::new("default", "s")),
+        ServicePlan::default()
+    );
+}
+
+/// What applying a plan changed, from the addresses before and after.
+#[rstest]
+#[case::idle(None, None, Change::Idle)]
+#[case::started(None, Some(&["10.0.0.1"][..]), Change::Started)]
+#[case::same(Some(&["10.0.0.1"][..]), Some(&["10.0.0.1"][..]), Change::Same)]
+#[case::changed(Some(&["10.0.0.1"][..]), Some(&["10.0.0.2"][..]), Change::Changed(vec!["10.0.0.1".parse().expect("ip")]))]
+#[case::stopped(Some(&["10.0.0.1"][..]), None, Change::Stopped(vec!["10.0.0.1".parse().expect("ip")]))]
+fn changes(
+    #[case] before: Option<&[&str]>,
+    #[case] now: Option<&[&str]>,
+    #[case] expected: Change,
+) {
+    let ips = |l: &[&str]| -> Vec<IpAddr> { l.iter().map(|s| s.parse().expect("ip")).collect() };
+    let now = now.map(ips);
+    let change = Change::between(before.map(ips), now.as_deref());
+    assert_eq!(change, expected);
+    assert_eq!(
+        change.sets_gauges(),
+        matches!(expected, Change::Started | Change::Changed(_))
+    );
 }

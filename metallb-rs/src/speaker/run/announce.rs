@@ -1,173 +1,130 @@
-//! One service: decide whether and how this node announces it (layer 2,
-//! BGP), announce or withdraw, events and metrics.
+//! One service: plan it (see [`plan::plan`]), apply the plan (announcer,
+//! BGP speaker, status objects, events), and turn what changed into logs
+//! and metrics.
 
 use super::*;
-use crate::speaker::plan::{self, Note, ServicePlan};
+use crate::speaker::plan::{self, Change, Note, Objects, ServicePlan};
+
+/// What applying one service's plan changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Applied {
+    pub(super) layer2: Change,
+    pub(super) bgp: Change,
+}
 
 impl Runner {
-    /// Decides for `key` (see [`plan::plan`]) and logs why something is
-    /// not announced.
-    fn plan(&self, key: &ServiceKey, svc: Option<&Service>, index: &Index) -> Option<ServicePlan> {
-        let config = self.config.as_ref()?;
-        let world = plan::World {
+    /// The plain-data view every plan of this pass reads.
+    fn world<'a>(
+        &'a self,
+        config: &'a Config,
+        interfaces: &'a [String],
+        objects: &'a Objects,
+    ) -> plan::World<'a> {
+        plan::World {
             node: &self.opts.node,
             config,
             nodes: &self.node_view,
             alive: &self.alive,
             isolated: self.isolated,
+            interfaces,
             lb_class: self.opts.lb_class.as_deref(),
             ignore_exclude_lb: self.opts.ignore_exclude_lb,
-        };
-        let slices = index.slices.get(key).map(Vec::as_slice).unwrap_or_default();
-        let plan = plan::plan(&world, svc, slices);
-        for note in &plan.notes {
-            match note {
-                Note::NoPool(ips) => {
-                    tracing::debug!(service = %key, ips = ?ips, "not announcing: the addresses are in no pool");
-                }
-                Note::Layer2(reason) => tracing::debug!(service = %key, %reason, "not announcing"),
-                Note::Bgp(reason) if reason.is_config_problem() => {
-                    tracing::warn!(service = %key, %reason, "not announcing over BGP");
-                }
-                Note::Bgp(reason) => {
-                    tracing::debug!(service = %key, %reason, "not announcing over BGP");
-                }
-            }
+            objects,
         }
-        Some(plan)
     }
 
-    pub(super) async fn process_service(&mut self, key: &ServiceKey, index: &Index) {
-        if self.config.is_none() {
-            tracing::debug!(
-                service = %key,
-                "not processing: no valid configuration loaded yet"
-            );
-            return;
+    /// Plans, applies and reports every service of `keys`, reading
+    /// `objects` (built once for the batch).
+    pub(super) async fn process_services(
+        &mut self,
+        keys: impl IntoIterator<Item = ServiceKey>,
+        objects: &Objects,
+    ) {
+        let interfaces = self.announcer.interface_names();
+        for key in keys {
+            let Some(config) = self.config.as_ref() else {
+                tracing::debug!(service = %key, "not processing: no valid configuration loaded yet");
+                return;
+            };
+            self.metrics.k8s.updates.inc();
+            let plan = plan::plan(&self.world(config, &interfaces, objects), &key);
+            log_notes(&key, &plan);
+            let applied = self.apply(&key, &plan, objects).await;
+            self.report(&key, &plan, &applied);
         }
-        self.metrics.k8s.updates.inc();
-        let svc = self.stores.services.get(&key.object_ref());
-        let plan = self.plan(key, svc.as_deref(), index).unwrap_or_default();
-        let l2 = svc
-            .as_ref()
-            .zip(plan.layer2.clone())
-            .map(|(svc, interfaces)| (svc.clone(), plan.ips.clone(), interfaces));
-        let desired = match l2 {
-            Some((svc, ips, interfaces)) => {
-                match self
-                    .announcer
-                    .set(&key.to_string(), &ips, interfaces.clone())
-                    .await
-                {
-                    Ok(()) => {
-                        self.failed.remove(key);
-                        let now = Announced {
-                            ips,
-                            interfaces: status::reported_interfaces(&interfaces),
-                        };
-                        if self.announced.get(key) != Some(&now) {
-                            self.set_announced_metrics(key, Protocol::Layer2, false);
-                            if !self.announced.contains_key(key) {
-                                tracing::info!(service = %key, ips = ?now.ips, interfaces = ?now.interfaces, "announcing");
-                            }
-                            self.announced.insert(key.clone(), now);
-                            self.set_announced_metrics(key, Protocol::Layer2, true);
-                        }
-                        let ev = events::node_assigned(&self.opts.node, Protocol::Layer2);
-                        self.recorder
-                            .publish(&Recorder::reference(svc.as_ref()), &ev)
-                            .await;
-                        let interfaces = self.announced.get(key).and_then(|a| a.interfaces.clone());
-                        Some(status::desired_status(
-                            &self.opts.node,
-                            &key.namespace,
-                            &key.name,
-                            interfaces,
-                        ))
-                    }
+    }
+
+    /// Does what `plan` says for `key`: the announcer and the BGP speaker
+    /// first (they reach the network now), then the status objects and
+    /// events (API calls, each bounded by its timeout).
+    async fn apply(&mut self, key: &ServiceKey, plan: &ServicePlan, objects: &Objects) -> Applied {
+        let (before, layer2) = match &plan.layer2 {
+            Some(interfaces) => {
+                match self.announcer.set(key, &plan.ips, interfaces.clone()).await {
+                    Ok(before) => (before, Some(plan.ips.as_slice())),
                     Err(e) => {
-                        let message = format!("{e} (node {})", self.opts.node);
-                        if self.failed.get(key) != Some(&message) {
-                            tracing::warn!(service = %key, "{message}");
-                            self.failed.insert(key.clone(), message);
-                        }
-                        for ev in events::announce_failed(&ips, &self.opts.node) {
-                            self.recorder
-                                .publish(&Recorder::reference(svc.as_ref()), &ev)
-                                .await;
-                        }
-                        self.withdraw(key).await;
-                        None
+                        // The plan saw the same interfaces; this only happens
+                        // if they changed in between.
+                        tracing::warn!(service = %key, node = %self.opts.node, "{e}");
+                        (self.announcer.withdraw(key).await, None)
                     }
                 }
             }
-            None => {
-                self.failed.remove(key);
-                self.withdraw(key).await;
-                None
-            }
+            None => (self.announcer.withdraw(key).await, None),
         };
-        self.sync_status::<ServiceL2Status>(key, desired.as_ref(), index.statuses.get(key))
+        let l2_status = plan.l2_status.as_ref().filter(|_| layer2.is_some());
+        let layer2 = Change::between(before, layer2);
+        let announced_bgp = plan.bgp_status.is_some().then_some(plan.ips.as_slice());
+        let before = self.bgp.set_service(key, &plan.ips, plan.bgp.clone());
+        let bgp = Change::between(before, announced_bgp);
+        if let Some(svc) = objects.services.get(key) {
+            let reference = Recorder::reference(svc.as_ref());
+            for ev in &plan.events {
+                self.recorder.publish(&reference, ev).await;
+            }
+        }
+        self.sync_status::<ServiceL2Status>(key, l2_status, objects.statuses.get(key))
             .await;
-        let bgp_desired = self.process_bgp(key, svc.as_ref(), plan).await;
         self.sync_status::<ServiceBGPStatus>(
             key,
-            bgp_desired.as_ref(),
-            index.bgp_statuses.get(key),
+            plan.bgp_status.as_ref(),
+            objects.bgp_statuses.get(key),
         )
         .await;
+        Applied { layer2, bgp }
     }
 
-    /// Hands the service's routes to the BGP speaker; the status this
-    /// node's ServiceBGPStatus should carry when it announces.
-    pub(super) async fn process_bgp(
-        &mut self,
+    /// Logs and `metallb_speaker_announced` from what changed.
+    fn report(&self, key: &ServiceKey, plan: &ServicePlan, applied: &Applied) {
+        for (protocol, change) in [
+            (Protocol::Layer2, &applied.layer2),
+            (Protocol::Bgp, &applied.bgp),
+        ] {
+            match change {
+                Change::Started => {
+                    tracing::info!(service = %key, protocol = protocol.name(), ips = ?plan.ips, "announcing");
+                }
+                Change::Stopped(_) => {
+                    tracing::info!(service = %key, protocol = protocol.name(), "withdrawing");
+                }
+                Change::Idle | Change::Same | Change::Changed(_) => {}
+            }
+            self.set_announced_metrics(key, protocol, change.retired(), false);
+            if change.sets_gauges() {
+                self.set_announced_metrics(key, protocol, &plan.ips, true);
+            }
+        }
+    }
+
+    /// Sets (or removes) `metallb_speaker_announced` for `ips` of `key`
+    /// announced with `protocol`.
+    fn set_announced_metrics(
+        &self,
         key: &ServiceKey,
-        svc: Option<&Arc<Service>>,
-        plan: ServicePlan,
-    ) -> Option<crate::api::v1beta1::MetalLBServiceBGPStatus> {
-        // Reaches the sessions now, before the status objects below (API
-        // calls that may be slow).
-        let name = key.to_string();
-        self.bgp.set_service(&name, plan.bgp);
-        let peers = self.bgp.peers_of(&name);
-        let svc = svc.filter(|_| !plan.ips.is_empty() && !peers.is_empty());
-        let Some(svc) = svc else {
-            if self.bgp_announced.contains_key(key) {
-                tracing::info!(service = %key, "withdrawing (bgp)");
-                self.set_announced_metrics(key, Protocol::Bgp, false);
-                self.bgp_announced.remove(key);
-            }
-            return None;
-        };
-        if self.bgp_announced.get(key) != Some(&plan.ips) {
-            self.set_announced_metrics(key, Protocol::Bgp, false);
-            if !self.bgp_announced.contains_key(key) {
-                tracing::info!(service = %key, ips = ?plan.ips, peers = ?peers, "announcing (bgp)");
-            }
-            self.bgp_announced.insert(key.clone(), plan.ips.clone());
-            self.set_announced_metrics(key, Protocol::Bgp, true);
-        }
-        let ev = events::node_assigned(&self.opts.node, Protocol::Bgp);
-        self.recorder
-            .publish(&Recorder::reference(svc.as_ref()), &ev)
-            .await;
-        Some(status::desired_bgp_status(
-            &self.opts.node,
-            &key.namespace,
-            &key.name,
-            peers,
-        ))
-    }
-
-    /// Sets (or removes) `metallb_speaker_announced` for what `key`
-    /// announces with `protocol`.
-    pub(super) fn set_announced_metrics(&self, key: &ServiceKey, protocol: Protocol, on: bool) {
-        let ips: &[IpAddr] = match protocol {
-            Protocol::Bgp => self.bgp_announced.get(key).map(Vec::as_slice),
-            Protocol::Layer2 => self.announced.get(key).map(|a| a.ips.as_slice()),
-        }
-        .unwrap_or_default();
+        protocol: Protocol,
+        ips: &[IpAddr],
+        on: bool,
+    ) {
         let service = key.to_string();
         for ip in ips {
             let labels = [
@@ -188,12 +145,36 @@ impl Runner {
         }
     }
 
-    pub(super) async fn withdraw(&mut self, key: &ServiceKey) {
-        if self.announced.contains_key(key) {
-            tracing::info!(service = %key, "withdrawing");
-            self.set_announced_metrics(key, Protocol::Layer2, false);
-            self.announced.remove(key);
+    /// Stops answering in layer 2 for every service at once (the plans
+    /// and status writes that follow may wait on the API server).
+    pub(super) async fn withdraw_layer2(&mut self) {
+        let keys: Vec<ServiceKey> = self.announcer.services().cloned().collect();
+        for key in keys {
+            if let Some(ips) = self.announcer.withdraw(&key).await {
+                tracing::info!(service = %key, protocol = Protocol::Layer2.name(), "withdrawing");
+                self.set_announced_metrics(&key, Protocol::Layer2, &ips, false);
+            }
         }
-        self.announcer.withdraw(&key.to_string()).await;
+    }
+}
+
+/// Why a service is not announced, at the level each reason deserves.
+fn log_notes(key: &ServiceKey, plan: &ServicePlan) {
+    for note in &plan.notes {
+        match note {
+            Note::NoPool(ips) => {
+                tracing::debug!(service = %key, ips = ?ips, "not announcing: the addresses are in no pool");
+            }
+            Note::Layer2(reason) => tracing::debug!(service = %key, %reason, "not announcing"),
+            Note::NoInterface(names) => {
+                tracing::warn!(service = %key, interfaces = ?names, "not announcing: none of the interfaces the L2Advertisements name exists on this node");
+            }
+            Note::Bgp(reason) if reason.is_config_problem() => {
+                tracing::warn!(service = %key, %reason, "not announcing over BGP");
+            }
+            Note::Bgp(reason) => {
+                tracing::debug!(service = %key, %reason, "not announcing over BGP");
+            }
+        }
     }
 }

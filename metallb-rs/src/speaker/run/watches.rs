@@ -2,6 +2,7 @@
 //! index of the objects a pass reads.
 
 use super::*;
+use crate::speaker::plan::Objects;
 
 pub(super) fn start_watches(
     client: &kube::Client,
@@ -205,19 +206,11 @@ pub(super) fn config_trigger<K>(
     }
 }
 
-/// The objects of one service, looked up once per pass instead of per
-/// service (a full pass over n services would otherwise cost n^2).
-#[derive(Default)]
-pub(super) struct Index {
-    pub(super) slices: BTreeMap<ServiceKey, Vec<Arc<EndpointSlice>>>,
-    pub(super) statuses: BTreeMap<ServiceKey, Vec<Arc<ServiceL2Status>>>,
-    pub(super) bgp_statuses: BTreeMap<ServiceKey, Vec<Arc<ServiceBGPStatus>>>,
-}
-
-/// Status objects by the service their labels name.
-pub(super) fn by_service<K: StatusObject>(
+/// Status objects by the service their labels name (only `only`'s when
+/// given).
+fn by_service<K: StatusObject>(
     store: &Store<K>,
-    only: Option<&ServiceKey>,
+    only: Option<&BTreeSet<ServiceKey>>,
 ) -> BTreeMap<ServiceKey, Vec<Arc<K>>> {
     let mut out: BTreeMap<ServiceKey, Vec<Arc<K>>> = BTreeMap::new();
     for o in store.state() {
@@ -227,7 +220,7 @@ pub(super) fn by_service<K: StatusObject>(
             l.get(status::SERVICE_NAME_LABEL),
         ) {
             let key = ServiceKey::new(ns, name);
-            if only.is_none_or(|o| *o == key) {
+            if only.is_none_or(|o| o.contains(&key)) {
                 out.entry(key).or_default().push(o);
             }
         }
@@ -235,19 +228,34 @@ pub(super) fn by_service<K: StatusObject>(
     out
 }
 
-impl Index {
-    pub(super) fn build(stores: &Stores, only: Option<&ServiceKey>) -> Self {
-        let mut index = Index::default();
-        for s in stores.slices.state() {
-            if let Some(name) = s.labels().get("kubernetes.io/service-name") {
-                let key = ServiceKey::new(s.namespace().unwrap_or_default(), name);
-                if only.is_none_or(|o| *o == key) {
-                    index.slices.entry(key).or_default().push(s);
+/// The objects of the services `only` (None: every service) the plans of
+/// one batch read, in one scan of each cache.
+pub(super) fn objects(stores: &Stores, only: Option<&BTreeSet<ServiceKey>>) -> Objects {
+    let wanted = |key: &ServiceKey| only.is_none_or(|o| o.contains(key));
+    let mut objects = Objects::default();
+    match only {
+        Some(keys) => {
+            for key in keys {
+                if let Some(svc) = stores.services.get(&key.object_ref()) {
+                    objects.services.insert(key.clone(), svc);
                 }
             }
         }
-        index.statuses = by_service(&stores.statuses, only);
-        index.bgp_statuses = by_service(&stores.bgp_statuses, only);
-        index
+        None => {
+            for svc in stores.services.state() {
+                objects.services.insert(svcs::key(&svc), svc);
+            }
+        }
     }
+    for s in stores.slices.state() {
+        if let Some(name) = s.labels().get("kubernetes.io/service-name") {
+            let key = ServiceKey::new(s.namespace().unwrap_or_default(), name);
+            if wanted(&key) {
+                objects.slices.entry(key).or_default().push(s);
+            }
+        }
+    }
+    objects.statuses = by_service(&stores.statuses, only);
+    objects.bgp_statuses = by_service(&stores.bgp_statuses, only);
+    objects
 }
