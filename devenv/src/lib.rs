@@ -3,7 +3,6 @@
 //! kind (Docker containers as nodes). Both hand the e2e suites one
 //! [`cluster::Cluster`] handle.
 
-pub mod bench;
 pub mod cluster;
 pub mod docker;
 pub mod frr;
@@ -14,7 +13,7 @@ pub mod prereq;
 
 /// A current-thread tokio runtime for the synchronous entry points (the
 /// `Cluster` handle, benchmarks) that make a few async calls.
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context as _;
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

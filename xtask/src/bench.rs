@@ -30,19 +30,19 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "allocator",
         ]),
         BenchTarget::Arp => on_bench_lab(Protocol::Layer2, |lab, _| {
-            devenv::bench::arp::run(lab, args.rounds, args.burst).map(drop)
+            lab_bench::arp::run(lab, args.rounds, args.burst).map(drop)
         }),
         BenchTarget::Scale => on_bench_lab(Protocol::Layer2, |lab, _| {
-            devenv::bench::scale::run(lab, args.services).map(drop)
+            lab_bench::scale::run(lab, args.services).map(drop)
         }),
         BenchTarget::Failover => on_bench_lab(Protocol::Layer2, |lab, _| {
-            devenv::bench::failover::run(lab, args.runs.unwrap_or(10)).map(drop)
+            lab_bench::failover::run(lab, args.runs.unwrap_or(10)).map(drop)
         }),
         BenchTarget::Bgp => on_bench_lab(Protocol::Bgp, |lab, bin_dir| {
             // Throughput first, in namespaces of its own, while the lab
             // has no BGP configuration yet and idles.
-            devenv::bench::bgp::throughput(bin_dir, args.runs.unwrap_or(3), args.prefixes)?;
-            devenv::bench::bgp::latency(lab, args.runs.unwrap_or(10)).map(drop)
+            lab_bench::bgp::throughput(bin_dir, args.runs.unwrap_or(3), args.prefixes)?;
+            lab_bench::bgp::latency(lab, args.runs.unwrap_or(10)).map(drop)
         }),
     }
 }
@@ -56,7 +56,7 @@ fn on_bench_lab(
 ) -> Result<()> {
     devenv::lab::netns::require_privileges()?;
     let bin_dir = crate::dev_env::build_lab_binaries(crate::dev_env::Profile::Release)?;
-    devenv::bench::on_interrupt(|| {
+    lab_bench::on_interrupt(|| {
         for removed in cleanup() {
             eprintln!("removed {removed}");
         }
@@ -68,14 +68,14 @@ fn on_bench_lab(
     spec.protocol = protocol;
     // A Ctrl-C during the bring-up waits for it, then removes the lab.
     let lab = {
-        let _guard = devenv::bench::cleanup_lock();
+        let _guard = lab_bench::cleanup_lock();
         devenv::lab::cluster::up(&spec)
     };
     let result = lab.and_then(|lab| f(&lab, &bin_dir));
     // After Ctrl-C the handler cleans up and exits (an error from the
     // interrupted run is no news); a signal from here on waits for this.
-    let guard = devenv::bench::cleanup_lock();
-    let leftovers = devenv::bench::bgp::Testbed::destroy();
+    let guard = lab_bench::cleanup_lock();
+    let leftovers = lab_bench::bgp::Testbed::destroy();
     let cleanup = devenv::lab::cluster::down(LAB);
     drop(guard);
     result?;
@@ -87,7 +87,7 @@ fn on_bench_lab(
 /// Everything a benchmark may have left: the bgp testbed and the lab.
 fn cleanup() -> Vec<String> {
     let mut removed = Vec::new();
-    match devenv::bench::bgp::Testbed::destroy() {
+    match lab_bench::bgp::Testbed::destroy() {
         Ok(r) => removed.extend(r),
         Err(e) => eprintln!("removing the bgp testbed: {e:#}"),
     }

@@ -38,7 +38,8 @@ pub fn build_lab_binaries(profile: Profile) -> Result<PathBuf> {
         "--bins",
     ];
     if profile == Profile::Release {
-        args.push("--release");
+        // The benchmarks also run `bgp-announce`.
+        args.extend(["-p", "lab-bench", "--release"]);
     }
     tools::cargo(&args)?;
     let target = std::env::var_os("CARGO_TARGET_DIR")

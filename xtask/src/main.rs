@@ -11,6 +11,8 @@ mod e2e;
 mod flags;
 mod setup;
 mod test;
+#[cfg(test)]
+mod tidy;
 mod tools;
 
 use anyhow::Result;

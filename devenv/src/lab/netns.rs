@@ -669,7 +669,7 @@ fn display_command(program: &str, args: &[&str]) -> String {
 
 /// Runs `program` with `args` (each a separate argument, no shell) and
 /// returns its standard output; errors name the command and its stderr.
-pub(crate) fn run(program: &str, args: &[&str]) -> Result<String> {
+pub fn run(program: &str, args: &[&str]) -> Result<String> {
     let command = display_command(program, args);
     let out = duct::cmd(program, args)
         .stdin_null()

@@ -1,3 +1,6 @@
+//! Table responses: the columns and cells of each kind, as kubectl reads
+//! them.
+
 use super::*;
 use crate::registry::Registry;
 use rstest::rstest;

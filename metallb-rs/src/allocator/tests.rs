@@ -1,5 +1,5 @@
-//! Upstream's allocator behaviours (internal/allocator tests and reference
-//! §2-§3) as tables: each row builds a fresh allocator from a pool list,
+//! Upstream's allocator behaviours (internal/allocator's tests, pool
+//! selection and sharing rules) as tables: each row builds a fresh allocator from a pool list,
 //! runs setup steps that must all succeed, then one step whose output is
 //! checked. Steps are one line each:
 //!

@@ -1,3 +1,6 @@
+//! The generated manifests read back as Kubernetes objects: the kinds,
+//! the RBAC each component needs, the pod specs.
+
 use super::*;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};

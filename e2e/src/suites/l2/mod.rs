@@ -1,4 +1,4 @@
-//! `L2`: upstream's layer 2 suite (reference §7) against real speakers,
+//! `L2`: upstream's layer 2 suite (e2etest/l2tests) against real speakers,
 //! observed from the external host with the prober (every answer to
 //! every ARP who-has or neighbor solicitation, so two nodes answering one
 //! address are seen as two), curl and UDP.

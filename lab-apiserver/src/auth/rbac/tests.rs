@@ -1,3 +1,6 @@
+//! RBAC evaluation as tables: rules, bindings, subjects and the 403
+//! messages kube-apiserver gives.
+
 use super::*;
 use rstest::rstest;
 use serde_json::json;

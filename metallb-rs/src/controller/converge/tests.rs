@@ -1,5 +1,5 @@
-//! The controller's per-service decisions (upstream controller_test.go and
-//! reference §2), one fresh allocator per row: pools, services already
+//! The controller's per-service decisions (upstream's controller_test.go
+//! and its service handling), one fresh allocator per row: pools, services already
 //! converged (their writes applied, as the API would), then the service
 //! under test, summarised as text.
 

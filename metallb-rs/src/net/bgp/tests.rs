@@ -1,3 +1,6 @@
+//! The BGP wire codec against RFC 4271/4760/7606 examples: round trips,
+//! malformed messages and the NOTIFICATION each earns, proptested decoding.
+
 use super::*;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use proptest::prelude::*;

@@ -1,3 +1,6 @@
+//! Which prefixes a node announces to which peers, as a table over
+//! configurations, nodes and services.
+
 use super::*;
 use crate::config::load::{Loaded, Schemas};
 use crate::config::{Config, Options};

@@ -5,9 +5,9 @@
 //! controller and of each speaker against the 20 MiB target.
 
 use super::{rss_kib, service, setup, teardown};
-use crate::cluster::Cluster;
-use crate::lab::cluster::LabCluster;
 use anyhow::Result;
+use devenv::cluster::Cluster;
+use devenv::lab::cluster::LabCluster;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, ListParams, PostParams};
@@ -39,7 +39,7 @@ pub fn run(cluster: &LabCluster, n: usize) -> Result<Report> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let client = rt.block_on(crate::lab::cluster::client(cluster.kubeconfig()))?;
+    let client = rt.block_on(devenv::lab::cluster::client(cluster.kubeconfig()))?;
     let nodes: Vec<String> = cluster.nodes().into_iter().map(|n| n.name).collect();
     rt.block_on(setup(&client, &["10.200.0.0/20"], &nodes))?;
     let result = rt.block_on(async {

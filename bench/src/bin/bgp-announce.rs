@@ -34,7 +34,7 @@ struct Args {
     #[arg(long, default_value_t = 10_000)]
     count: usize,
     /// The first prefix's address; the rest follow it
-    #[arg(long, default_value_t = devenv::bench::bgp::FIRST_PREFIX)]
+    #[arg(long, default_value_t = lab_bench::bgp::FIRST_PREFIX)]
     first: Ipv4Addr,
 }
 
@@ -45,7 +45,7 @@ fn main() -> Result<()> {
         metallb_rs::logging::LogFormat::Text,
         metallb_rs::logging::LogLevel::Info,
     );
-    let table = DesiredRoutes::new(devenv::bench::bgp::announce_table(args.first, args.count)?);
+    let table = DesiredRoutes::new(lab_bench::bgp::announce_table(args.first, args.count)?);
     let peer = Peer {
         name: "bench".into(),
         my_asn: args.asn,

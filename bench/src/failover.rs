@@ -7,9 +7,9 @@
 
 use super::arp::Prober;
 use super::{percentile, with_service};
-use crate::cluster::{Cluster, StopSignal};
-use crate::lab::cluster::LabCluster;
 use anyhow::{Context, Result, bail};
+use devenv::cluster::{Cluster, StopSignal};
+use devenv::lab::cluster::LabCluster;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -152,8 +152,8 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
     }
     let figures = with_service(cluster, &["172.30.0.230-172.30.0.239"], "failover", |vip| {
         let ns = cluster.external_namespace().to_owned();
-        crate::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
-            let rt = crate::runtime()?;
+        devenv::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
+            let rt = devenv::runtime()?;
             let prober = rt.block_on(async { Prober::on_eth0() })?;
             let mut all = Vec::new();
             for scenario in [Scenario::Term, Scenario::Kill, Scenario::LinkDown] {

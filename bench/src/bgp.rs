@@ -1,4 +1,4 @@
-//! `cargo xtask bench bgp`, two measurements (issue #8):
+//! `cargo xtask bench bgp`, two measurements:
 //!
 //! - **Latency** on a lab brought up with `--protocol bgp`: from creating a
 //!   LoadBalancer service until the lab's FRR router holds its /32 with a
@@ -13,7 +13,7 @@
 //!   session Established, and from the announcer's start, until the
 //!   router has accepted every prefix.
 //!
-//! The router is polled through bgpd's vty socket ([`crate::lab::frr::Vty`],
+//! The router is polled through bgpd's vty socket ([`devenv::lab::frr::Vty`],
 //! well under a millisecond per query where a vtysh process takes tens),
 //! so the figures resolve to about a millisecond. The throughput router
 //! runs without zebra (`-Z`) and without logging: without zebra, bgpd logs
@@ -21,13 +21,13 @@
 //! down more than the announcers differ.
 
 use super::{percentile, service, setup_bgp, teardown};
-use crate::cluster::Cluster;
-use crate::frr::{self, AddressFamily, BgpPath, BgpRoutes, NeighborStatus};
-use crate::lab::cluster::LabCluster;
-use crate::lab::frr::Vty;
-use crate::lab::netns;
-use crate::lab::process::{Processes, alive, log_tail};
 use anyhow::{Context, Result, bail};
+use devenv::cluster::Cluster;
+use devenv::frr::{self, AddressFamily, BgpPath, BgpRoutes, NeighborStatus};
+use devenv::lab::cluster::LabCluster;
+use devenv::lab::frr::Vty;
+use devenv::lab::netns;
+use devenv::lab::process::{Processes, alive, log_tail};
 use ipnet::{IpNet, Ipv4Net};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -454,8 +454,8 @@ pub fn latency(cluster: &LabCluster, rounds: usize) -> Result<Latency> {
         bail!("the bgp latency needs IPv4 on the router and on every node");
     }
     let pool: IpNet = frr::POOL[0].parse()?;
-    let rt = crate::runtime()?;
-    let client = rt.block_on(crate::lab::cluster::client(cluster.kubeconfig()))?;
+    let rt = devenv::runtime()?;
+    let client = rt.block_on(devenv::lab::cluster::client(cluster.kubeconfig()))?;
     rt.block_on(setup_bgp(&client, &routers, &names))?;
     let result = (|| {
         let mut vty = router.bgpd_vty()?;
@@ -610,7 +610,7 @@ impl Testbed {
 
     fn make() -> Result<Testbed> {
         let dir = state_dir();
-        let bgpd = crate::lab::frr::binaries()?.bgpd;
+        let bgpd = devenv::lab::frr::binaries()?.bgpd;
         for d in [dir.join(ROUTER), dir.join(ANNOUNCER)] {
             std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
         }
@@ -1091,8 +1091,10 @@ mod tests {
         );
         assert_eq!(pool_route(&routes, &pool, &nodes), Some((vip, 2)));
         // Read from FRR's own output: both nodes' paths of a recorded route.
-        let recorded = frr::parse_routes(include_str!("../../tests/fixtures/frr/routes-ipv4.json"))
-            .expect("recorded table");
+        let recorded = frr::parse_routes(include_str!(
+            "../../devenv/tests/fixtures/frr/routes-ipv4.json"
+        ))
+        .expect("recorded table");
         let any: IpNet = "0.0.0.0/0".parse().expect("net");
         assert_eq!(
             pool_route(&recorded, &any, &nodes),

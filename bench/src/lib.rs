@@ -67,7 +67,7 @@ async fn backends(client: &kube::Client, nodes: &[String]) -> Result<()> {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": { "name": format!("bench-{node}"), "labels": { "app": "bench" } },
             "spec": { "nodeName": node, "containers": [{
-                "name": "netexec", "image": crate::lab::backend::NETEXEC_IMAGE,
+                "name": "netexec", "image": devenv::lab::backend::NETEXEC_IMAGE,
                 "args": ["netexec", "--http-port=18080", "--udp-port=18081"],
             }] },
         }))?;
@@ -77,16 +77,16 @@ async fn backends(client: &kube::Client, nodes: &[String]) -> Result<()> {
 }
 
 /// Creates the bench namespace, backends on every node (as [`setup`]) and
-/// the dev-env's BGP configuration for `routers` ([`crate::frr::objects`]:
-/// a BGPPeer per router address, pool [`crate::frr::POOL_NAME`] with the
-/// [`crate::frr::POOL`] CIDRs of those families, a BGPAdvertisement),
+/// the dev-env's BGP configuration for `routers` ([`devenv::frr::objects`]:
+/// a BGPPeer per router address, pool [`devenv::frr::POOL_NAME`] with the
+/// [`devenv::frr::POOL`] CIDRs of those families, a BGPAdvertisement),
 /// labelled [`LABEL`].
 pub async fn setup_bgp(client: &kube::Client, routers: &[IpAddr], nodes: &[String]) -> Result<()> {
     teardown(client).await?;
     backends(client, nodes).await?;
-    let objects = crate::frr::objects(metallb_rs::api::DEFAULT_NAMESPACE, routers, LABEL);
-    crate::kind::validate(&objects)?;
-    crate::kind::apply::create_or_replace_all(client, &objects, Duration::from_secs(10)).await?;
+    let objects = devenv::frr::objects(metallb_rs::api::DEFAULT_NAMESPACE, routers, LABEL);
+    devenv::kind::validate(&objects)?;
+    devenv::kind::apply::create_or_replace_all(client, &objects, Duration::from_secs(10)).await?;
     Ok(())
 }
 
@@ -102,14 +102,14 @@ pub fn service(name: &str) -> Result<Service> {
 /// waits for its IPv4 address, runs `measure` with it, then removes
 /// everything whatever the outcome.
 pub fn with_service<T>(
-    cluster: &crate::lab::cluster::LabCluster,
+    cluster: &devenv::lab::cluster::LabCluster,
     addresses: &[&str],
     name: &str,
     measure: impl FnOnce(std::net::Ipv4Addr) -> Result<T>,
 ) -> Result<T> {
-    use crate::cluster::Cluster;
-    let rt = crate::runtime()?;
-    let client = rt.block_on(crate::lab::cluster::client(cluster.kubeconfig()))?;
+    use devenv::cluster::Cluster;
+    let rt = devenv::runtime()?;
+    let client = rt.block_on(devenv::lab::cluster::client(cluster.kubeconfig()))?;
     let nodes: Vec<String> = cluster.nodes().into_iter().map(|n| n.name).collect();
     rt.block_on(setup(&client, addresses, &nodes))?;
     let result = (|| {
@@ -160,8 +160,12 @@ pub async fn teardown(client: &kube::Client) -> Result<()> {
     if ads.get_opt("bench").await?.is_some() {
         ads.delete("bench", &DeleteParams::default()).await?;
     }
-    crate::kind::apply::delete_metallb_config(client, metallb, &format!("{}={}", LABEL.0, LABEL.1))
-        .await?;
+    devenv::kind::apply::delete_metallb_config(
+        client,
+        metallb,
+        &format!("{}={}", LABEL.0, LABEL.1),
+    )
+    .await?;
     // Namespace deletion is immediate in the lab; give controllers a moment.
     let deadline = Instant::now() + Duration::from_secs(30);
     while ns_api.get_opt(NAMESPACE).await?.is_some() && Instant::now() < deadline {
@@ -210,7 +214,7 @@ pub fn cleanup_lock() -> std::sync::MutexGuard<'static, ()> {
 /// holds [`cleanup_lock`] while it removes things.
 pub fn on_interrupt(cleanup: impl FnOnce() + Send + 'static) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let rt = crate::runtime()?;
+    let rt = devenv::runtime()?;
     let (mut int, mut term) = {
         let _guard = rt.enter();
         (

@@ -4,9 +4,9 @@
 //! run. Measured from the external host with a raw socket of our own.
 
 use super::{percentile, with_service};
-use crate::cluster::Cluster;
-use crate::lab::cluster::LabCluster;
 use anyhow::{Context, Result, bail};
+use devenv::cluster::Cluster;
+use devenv::lab::cluster::LabCluster;
 use metallb_rs::net::arp::{Arp, Op};
 use metallb_rs::net::ethernet::{ETHERTYPE_ARP, Frame, Mac};
 use metallb_rs::net::packet::{PacketSocket, PacketType};
@@ -181,8 +181,8 @@ pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figu
     let figures = with_service(cluster, &["172.30.0.220-172.30.0.229"], "arp", |vip| {
         let ns = cluster.external_namespace().to_owned();
         let nodes = cluster.nodes();
-        let figures = crate::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
-            crate::runtime()?.block_on(async {
+        let figures = devenv::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
+            devenv::runtime()?.block_on(async {
                 let prober = Prober::on_eth0()?;
                 // Wait for the announcement, then find the announcing node.
                 let deadline = Instant::now() + Duration::from_secs(60);
