@@ -21,6 +21,7 @@ use metallb_rs::allocator::{
     Allocator, FamilyPolicy, Port, ServiceFamily, ServiceInfo, SharingKey,
 };
 use metallb_rs::config::Pool;
+use metallb_rs::service::ServiceKey;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::time::Instant;
@@ -44,7 +45,7 @@ struct Naive {
     size: u128,
     v4: bool,
     used: HashMap<IpAddr, Use>,
-    held: HashMap<String, IpAddr>,
+    held: HashMap<ServiceKey, IpAddr>,
 }
 
 fn to_ip(n: u128, v4: bool) -> IpAddr {
@@ -105,7 +106,7 @@ impl Naive {
         Some(ip)
     }
 
-    fn release(&mut self, key: &str) {
+    fn release(&mut self, key: &ServiceKey) {
         if let Some(ip) = self.held.remove(key)
             && let Some(entry) = self.used.get_mut(&ip)
         {

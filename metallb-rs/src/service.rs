@@ -85,6 +85,21 @@ impl ServiceKey {
     }
 }
 
+/// Tests compare keys with their `namespace/name` text.
+#[cfg(test)]
+impl PartialEq<str> for ServiceKey {
+    fn eq(&self, other: &str) -> bool {
+        other.split_once('/') == Some((self.namespace.as_str(), self.name.as_str()))
+    }
+}
+
+#[cfg(test)]
+impl PartialEq<&str> for ServiceKey {
+    fn eq(&self, other: &&str) -> bool {
+        self == *other
+    }
+}
+
 impl std::fmt::Display for ServiceKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
@@ -245,7 +260,7 @@ pub fn service_info(
             if f == "IPv6" { Family::V6 } else { Family::V4 }
         });
     Ok(ServiceInfo {
-        key: key(svc).to_string(),
+        key: key(svc),
         namespace: svc.namespace().unwrap_or_default(),
         labels: svc.labels().clone(),
         namespace_labels: namespace_labels.clone(),

@@ -19,6 +19,7 @@ pub use service::{FamilyPolicy, Port, ServiceFamily, ServiceInfo, SharingKey};
 pub use space::Family;
 
 use crate::config::Pool;
+use crate::service::ServiceKey;
 use freeset::to_u128;
 use space::AddressSpace;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -53,9 +54,9 @@ struct IpUse {
     /// user changes its own).
     key: SharingKey,
     /// Port -> the service using it on this address.
-    ports: BTreeMap<Port, String>,
+    ports: BTreeMap<Port, ServiceKey>,
     /// Services holding it.
-    services: BTreeSet<String>,
+    services: BTreeSet<ServiceKey>,
 }
 
 struct PoolState {
@@ -71,7 +72,7 @@ pub struct Allocator {
     /// pools never overlap (config validation), so this finds an
     /// address's pool in O(log n).
     owners: BTreeMap<(Family, u128), (u128, String)>,
-    allocated: HashMap<String, Alloc>,
+    allocated: HashMap<ServiceKey, Alloc>,
     ips: HashMap<IpAddr, IpUse>,
     /// Addresses currently held under each non-empty sharing key, in
     /// order: the only used addresses a new service may be handed.
@@ -104,8 +105,8 @@ impl Allocator {
     /// more are released and returned (sorted), for the caller to
     /// reprocess. Sharing is not re-checked: it only restricts new
     /// allocations.
-    pub fn set_pools(&mut self, pools: &BTreeMap<String, Pool>) -> Vec<String> {
-        let mut old: Vec<(String, Alloc)> =
+    pub fn set_pools(&mut self, pools: &BTreeMap<String, Pool>) -> Vec<ServiceKey> {
+        let mut old: Vec<(ServiceKey, Alloc)> =
             std::mem::take(&mut self.allocated).into_iter().collect();
         old.sort_by(|a, b| a.0.cmp(&b.0));
         self.ips.clear();
@@ -169,32 +170,32 @@ impl Allocator {
     }
 
     /// Addresses held by service `key`.
-    pub fn ips(&self, key: &str) -> Option<&[IpAddr]> {
+    pub fn ips(&self, key: &ServiceKey) -> Option<&[IpAddr]> {
         self.allocated.get(key).map(|a| a.ips.as_slice())
     }
 
     /// The pool service `key`'s addresses come from.
-    pub fn pool(&self, key: &str) -> Option<&str> {
+    pub fn pool(&self, key: &ServiceKey) -> Option<&str> {
         self.allocated.get(key).map(|a| a.pool.as_str())
     }
 
     /// The sharing key service `key` holds its addresses under.
-    pub fn sharing_key(&self, key: &str) -> Option<&SharingKey> {
+    pub fn sharing_key(&self, key: &ServiceKey) -> Option<&SharingKey> {
         self.allocated.get(key).map(|a| &a.key)
     }
 
     /// Services holding an allocation, sorted.
-    pub fn services(&self) -> Vec<&str> {
-        let mut v: Vec<&str> = self.allocated.keys().map(String::as_str).collect();
+    pub fn services(&self) -> Vec<&ServiceKey> {
+        let mut v: Vec<&ServiceKey> = self.allocated.keys().collect();
         v.sort_unstable();
         v
     }
 
     /// Services holding `ip`.
-    pub fn users_of(&self, ip: IpAddr) -> Vec<&str> {
+    pub fn users_of(&self, ip: IpAddr) -> Vec<&ServiceKey> {
         self.ips
             .get(&ip)
-            .map(|u| u.services.iter().map(String::as_str).collect())
+            .map(|u| u.services.iter().collect())
             .unwrap_or_default()
     }
 
@@ -232,11 +233,11 @@ impl Allocator {
                 .services
                 .iter()
                 .filter(|s| **s != svc.key)
-                .cloned()
+                .map(ToString::to_string)
                 .collect();
             if !others.is_empty() {
                 return Err(AllocError::SharingConflict {
-                    svc: svc.key.clone(),
+                    svc: svc.key.to_string(),
                     others,
                     reason,
                 });
@@ -291,7 +292,7 @@ impl Allocator {
     }
 
     /// Records `alloc` for `svc` unconditionally (the caller checked it).
-    fn record(&mut self, svc: &str, alloc: Alloc) {
+    fn record(&mut self, svc: &ServiceKey, alloc: Alloc) {
         self.unassign(svc);
         for ip in &alloc.ips {
             let is_new = !self.ips.contains_key(ip);
@@ -312,15 +313,15 @@ impl Allocator {
                 used.key = alloc.key.clone();
             }
             for port in &alloc.ports {
-                used.ports.insert(port.clone(), svc.to_owned());
+                used.ports.insert(port.clone(), svc.clone());
             }
-            used.services.insert(svc.to_owned());
+            used.services.insert(svc.clone());
         }
-        self.allocated.insert(svc.to_owned(), alloc);
+        self.allocated.insert(svc.clone(), alloc);
     }
 
     /// Frees what service `key` holds; false when it held nothing.
-    pub fn unassign(&mut self, key: &str) -> bool {
+    pub fn unassign(&mut self, key: &ServiceKey) -> bool {
         let Some(alloc) = self.allocated.remove(key) else {
             return false;
         };

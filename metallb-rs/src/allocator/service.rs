@@ -3,6 +3,7 @@
 //! `crate::service`), tests write it by hand.
 
 use super::space::Family;
+use crate::service::ServiceKey;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -137,8 +138,8 @@ impl SharingKey {
 /// A service as the allocator sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceInfo {
-    /// `namespace/name`: the allocation's key.
-    pub key: String,
+    /// The allocation's key.
+    pub key: ServiceKey,
     /// The service's namespace.
     pub namespace: String,
     /// The service's labels (for pools' serviceSelectors).
@@ -163,7 +164,7 @@ impl ServiceInfo {
     /// the common case, for tests and benchmarks to adjust.
     pub fn new(namespace: &str, name: &str) -> Self {
         Self {
-            key: crate::service::ServiceKey::new(namespace, name).to_string(),
+            key: ServiceKey::new(namespace, name),
             namespace: namespace.to_owned(),
             labels: BTreeMap::new(),
             namespace_labels: BTreeMap::new(),

@@ -19,6 +19,7 @@
 use super::*;
 use crate::api::v1beta1::IPAddressPool;
 use crate::config::{Config, Options, Resources};
+use crate::service::ServiceKey;
 use rstest::rstest;
 
 /// Pools from lines `name: ADDR... [avoidBuggy] [manual] [priority=N]
@@ -139,7 +140,7 @@ fn show_ips(ips: &[IpAddr]) -> String {
 /// Runs one step and describes its outcome.
 fn step(a: &mut Allocator, line: &str) -> String {
     let words: Vec<&str> = line.split_whitespace().collect();
-    let got = |a: &Allocator, key: &str, r: Result<Vec<IpAddr>, AllocError>| match r {
+    let got = |a: &Allocator, key: &ServiceKey, r: Result<Vec<IpAddr>, AllocError>| match r {
         Ok(ips) => format!("{} (pool {})", show_ips(&ips), a.pool(key).unwrap_or("?")),
         Err(e) => format!("error: {e}"),
     };
@@ -539,7 +540,7 @@ fn additional_family_tops_up_from_the_same_pool() {
     assert_eq!(step(&mut a, "release hog"), "released");
     assert_eq!(step(&mut a, "extra dual s1 fc00:: dual prefer"), "10.0.0.0");
     assert_eq!(
-        a.ips("default/s1"),
+        a.ips(&ServiceKey::new("default", "s1")),
         Some(
             &[
                 "fc00::".parse().expect("ip"),
@@ -589,7 +590,7 @@ fn config_change_remaps_and_releases() {
     // removed: s2 is released and reported.
     let released = a.set_pools(&pools("renamed: 10.0.0.0/24"));
     assert_eq!(released, ["default/s2"]);
-    assert_eq!(a.pool("default/s1"), Some("renamed"));
+    assert_eq!(a.pool(&ServiceKey::new("default", "s1")), Some("renamed"));
     assert_eq!(step(&mut a, "counters renamed"), "v4 1/255 v6 0/0");
     // avoidBuggyIPs switched on: 10.0.0.0 is no longer usable.
     let released = a.set_pools(&pools("renamed: 10.0.0.0/24 avoidBuggy"));

@@ -8,7 +8,7 @@ use crate::allocator::{
     AllocError, Allocator, FamilyPolicy, ServiceFamily, ServiceInfo, SharingKey,
 };
 use crate::k8s::events::EventSpec;
-use crate::service::{self, annotation};
+use crate::service::{self, ServiceKey, annotation};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -109,7 +109,7 @@ fn converge(
     svc: &Service,
     ns_labels: &BTreeMap<String, String>,
 ) -> Converged {
-    let key = service::key(svc).to_string();
+    let key = service::key(svc);
     let mut events = Vec::new();
     let cleared = |alloc: &mut Allocator, events: Vec<EventSpec>| {
         alloc.unassign(&key);
@@ -186,7 +186,7 @@ fn converge(
         Err(e) => {
             events.push(EventSpec::warning(
                 "AllocationFailed",
-                format!("Failed to allocate IP for {key:?}: {e}"),
+                format!("Failed to allocate IP for \"{key}\": {e}"),
             ));
             return cleared(alloc, events);
         }
@@ -197,7 +197,7 @@ fn converge(
         if let Err(e) = alloc.assign(&info, &ips) {
             events.push(EventSpec::normal(
                 "ClearAssignment",
-                format!("current IP for {key:?} not allowed by config, will attempt for new IP assignment: {e}"),
+                format!("current IP for \"{key}\" not allowed by config, will attempt for new IP assignment: {e}"),
             ));
             alloc.unassign(&key);
             ips.clear();
@@ -259,7 +259,7 @@ fn converge(
             Err(e) => {
                 events.push(EventSpec::warning(
                     "AllocationFailed",
-                    format!("Failed to allocate IP for {key:?}: {e}"),
+                    format!("Failed to allocate IP for \"{key}\": {e}"),
                 ));
                 return Converged {
                     desired: Desired::default(),
@@ -288,7 +288,7 @@ fn converge(
 
 /// What the service shows now (kept when convergence stops early).
 fn current_desired(alloc: &Allocator, svc: &Service) -> Desired {
-    let key = service::key(svc).to_string();
+    let key = service::key(svc);
     Desired {
         ingress: alloc.ips(&key).map(<[IpAddr]>::to_vec).unwrap_or_default(),
         pool: alloc.pool(&key).map(str::to_owned),
@@ -305,7 +305,7 @@ fn same_set(a: &[IpAddr], b: &[IpAddr]) -> bool {
 
 /// The sharing key that makes other services' allocations depend on this
 /// one (none when it does not share).
-fn allocation_key(alloc: &Allocator, key: &str) -> Option<SharingKey> {
+fn allocation_key(alloc: &Allocator, key: &ServiceKey) -> Option<SharingKey> {
     alloc
         .sharing_key(key)
         .filter(|k| !k.sharing.is_empty())
@@ -326,7 +326,7 @@ pub fn set_balancer(
     svc: &Service,
     ns_labels: &BTreeMap<String, String>,
 ) -> Decision {
-    let key = service::key(svc).to_string();
+    let key = service::key(svc);
     let prev_ips = alloc.ips(&key).map(<[IpAddr]>::to_vec).unwrap_or_default();
     let prev_key = allocation_key(alloc, &key);
     let Converged {
@@ -386,7 +386,7 @@ pub fn set_balancer(
 }
 
 /// A service that no longer exists (or left our load balancer class).
-pub fn deleted(alloc: &mut Allocator, key: &str) -> Decision {
+pub fn deleted(alloc: &mut Allocator, key: &ServiceKey) -> Decision {
     let reprocess_all = alloc.unassign(key);
     Decision {
         reprocess_all,

@@ -380,13 +380,13 @@ impl Runner {
                 .collect();
             list.sort();
             // Allocations of services that vanished while we were not looking.
-            let present: BTreeSet<String> = list.iter().map(|(_, k)| k.to_string()).collect();
-            let gone: Vec<String> = self
+            let present: BTreeSet<&ServiceKey> = list.iter().map(|(_, k)| k).collect();
+            let gone: Vec<ServiceKey> = self
                 .alloc
                 .services()
                 .into_iter()
                 .filter(|k| !present.contains(*k))
-                .map(str::to_owned)
+                .cloned()
                 .collect();
             let mut again = false;
             for key in gone {
@@ -406,10 +406,10 @@ impl Runner {
     async fn process_service(&mut self, key: &ServiceKey) -> bool {
         let Some(svc) = self.services.get(&key.object_ref()) else {
             self.pending.forget(key);
-            return converge::deleted(&mut self.alloc, &key.to_string()).reprocess_all;
+            return converge::deleted(&mut self.alloc, key).reprocess_all;
         };
         if !service::class_matches(&svc, self.opts.lb_class.as_deref()) {
-            return converge::deleted(&mut self.alloc, &key.to_string()).reprocess_all;
+            return converge::deleted(&mut self.alloc, key).reprocess_all;
         }
         if self.config.is_none() {
             tracing::debug!(service = %key, "not processing: no valid configuration loaded yet");

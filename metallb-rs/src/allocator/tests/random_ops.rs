@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::allocator::freeset::is_buggy_v4;
+use crate::service::ServiceKey;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -16,7 +17,7 @@ enum Op {
     Alloc(ServiceInfo),
     FromPool(ServiceInfo, &'static str),
     Assign(ServiceInfo, Vec<IpAddr>),
-    Release(String),
+    Release(ServiceKey),
     Config(usize),
 }
 
@@ -63,18 +64,18 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         6 => svc_strategy().prop_map(Op::Alloc),
         2 => (svc_strategy(), prop::sample::select(vec!["p1", "p2", "q1", "p4", "nope"])).prop_map(|(s, p)| Op::FromPool(s, p)),
         2 => (svc_strategy(), prop::collection::vec(ip_strategy(), 1..=2)).prop_map(|(s, ips)| Op::Assign(s, ips)),
-        4 => (0..12usize).prop_map(|n| Op::Release(format!("{}/s{n}", if n % 3 == 0 { "ns1" } else { "ns0" }))),
+        4 => (0..12usize).prop_map(|n| Op::Release(ServiceKey::new(if n % 3 == 0 { "ns1" } else { "ns0" }, format!("s{n}")))),
         1 => (0..CONFIGS.len()).prop_map(Op::Config),
     ]
 }
 
 /// What each service holds, from the public API.
-fn holdings(a: &Allocator) -> BTreeMap<String, (String, Vec<IpAddr>)> {
+fn holdings(a: &Allocator) -> BTreeMap<ServiceKey, (String, Vec<IpAddr>)> {
     a.services()
         .into_iter()
         .map(|k| {
             let pool = a.pool(k).unwrap_or_default().to_owned();
-            (k.to_owned(), (pool, a.ips(k).unwrap_or_default().to_vec()))
+            (k.clone(), (pool, a.ips(k).unwrap_or_default().to_vec()))
         })
         .collect()
 }
@@ -120,11 +121,11 @@ impl HostsAll for ipnet::IpNet {
 
 fn check_invariants(
     a: &Allocator,
-    sharing: &HashMap<String, (SharingKey, Vec<Port>)>,
+    sharing: &HashMap<ServiceKey, (SharingKey, Vec<Port>)>,
 ) -> Result<(), TestCaseError> {
     let held = holdings(a);
     // Every address's users may share it with each other.
-    let mut users: BTreeMap<IpAddr, Vec<&String>> = BTreeMap::new();
+    let mut users: BTreeMap<IpAddr, Vec<&ServiceKey>> = BTreeMap::new();
     for (k, (pool, ips)) in &held {
         prop_assert_eq!(
             a.pool_for(ips),
@@ -208,7 +209,7 @@ proptest! {
         let mut a = Allocator::new();
         a.set_pools(&pools(CONFIGS[0]));
         // The key and ports each service last allocated with.
-        let mut sharing: HashMap<String, (SharingKey, Vec<Port>)> = HashMap::new();
+        let mut sharing: HashMap<ServiceKey, (SharingKey, Vec<Port>)> = HashMap::new();
         for op in ops {
             let before = holdings(&a);
             match op {

@@ -6,6 +6,7 @@
 use super::*;
 use crate::config::{Config, Options, Resources};
 use crate::k8s::events::EventType;
+use crate::service::ServiceKey;
 use rstest::rstest;
 
 const POOLS: &str = "
@@ -404,9 +405,9 @@ fn release_hands_the_ip_to_a_waiting_service() {
         summary(&d)
     );
     // Deleting the holder asks for a full pass, in which the waiting one gets it.
-    assert!(deleted(&mut a, "default/first").reprocess_all);
+    assert!(deleted(&mut a, &ServiceKey::new("default", "first")).reprocess_all);
     assert!(
-        !deleted(&mut a, "default/first").reprocess_all,
+        !deleted(&mut a, &ServiceKey::new("default", "first")).reprocess_all,
         "second delete is a no-op"
     );
     let d = set_balancer(&mut a, &waiting, &labels);
@@ -447,7 +448,7 @@ fn turning_into_cluster_ip_frees_for_others() {
     changed.spec.as_mut().expect("spec").type_ = Some("ClusterIP".into());
     let d = set_balancer(&mut a, &changed, &labels);
     assert!(d.reprocess_all, "{}", summary(&d));
-    assert_eq!(a.ips("default/s"), None);
+    assert_eq!(a.ips(&ServiceKey::new("default", "s")), None);
 }
 
 #[test]
