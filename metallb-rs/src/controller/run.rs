@@ -22,7 +22,7 @@ use crate::config::{Config, Options as ConfigOptions, Pool, Resources};
 use crate::k8s::call::{CallError, call, classify};
 use crate::k8s::events::Recorder;
 use crate::k8s::leader::{LeaseLock, Timings};
-use crate::k8s::queue::{Backoff, PendingWrites, Queue, Sender};
+use crate::k8s::queue::{Backoff, PendingWrites, Queue, Sender, behind_our_write};
 use crate::k8s::watch::{self, Watches};
 use crate::metrics::{self, AllocatorMetrics, Health, K8sClientMetrics};
 use crate::service::{self, ServiceKey};
@@ -291,7 +291,7 @@ struct Runner {
     queue: Queue<Work>,
     /// Services we wrote whose write the watch has not shown yet, with
     /// the resourceVersion written.
-    pending: PendingWrites<ServiceKey>,
+    pending: PendingWrites<ServiceKey, Vec<String>>,
     namespace_labels: HashMap<String, BTreeMap<String, String>>,
     leading: tokio::sync::watch::Receiver<bool>,
     config_state: crate::k8s::config_state::Reporter,
@@ -418,7 +418,7 @@ impl Runner {
         let seen = svc.resource_version();
         if self
             .pending
-            .in_flight(key, |rv| seen.as_deref() == Some(rv))
+            .in_flight(key, |before| !behind_our_write(before, seen.as_deref()))
         {
             // Our write is on its way back through the watch; acting on
             // the older copy would undo it.
@@ -446,9 +446,13 @@ impl Runner {
             }
             let work = Work::Service(key.clone());
             match write_service(&self.client, &svc, write).await {
-                Ok(rv) => {
+                Ok(mut written) => {
                     tracing::info!(service = %key, ingress = ?write.ingress, "updated service");
-                    self.pending.wrote(key.clone(), rv);
+                    // Until the cache shows our last version: the one we
+                    // decided from and our intermediate ones.
+                    written.pop();
+                    written.insert(0, seen.clone().unwrap_or_default());
+                    self.pending.wrote(key.clone(), written);
                     self.queue.done(&work);
                 }
                 Err(e) => {
@@ -553,10 +557,11 @@ async fn write_service(
     client: &kube::Client,
     svc: &Service,
     w: &Write,
-) -> Result<String, CallError> {
+) -> Result<Vec<String>, CallError> {
     let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default());
     let name = svc.name_any();
     let mut rv = svc.resource_version().unwrap_or_default();
+    let mut written = Vec::new();
     if !w.annotations.is_empty() {
         let anns: serde_json::Map<String, serde_json::Value> = w
             .annotations
@@ -567,6 +572,7 @@ async fn write_service(
         let updated =
             call(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
         rv = updated.resource_version().unwrap_or_default();
+        written.push(rv.clone());
     }
     if let Some(ips) = &w.ingress {
         let ingress = if ips.is_empty() {
@@ -582,7 +588,7 @@ async fn write_service(
         });
         let updated =
             call(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
-        rv = updated.resource_version().unwrap_or_default();
+        written.push(updated.resource_version().unwrap_or_default());
     }
-    Ok(rv)
+    Ok(written)
 }

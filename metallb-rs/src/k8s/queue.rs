@@ -246,11 +246,11 @@ impl<K: Ord + Clone + Hash> Queue<K> {
 /// Our writes the watch has not shown yet, per key: the one table both
 /// components hide their own writes with (rule 4).
 #[derive(Debug)]
-pub struct PendingWrites<K> {
-    writes: HashMap<K, (String, Instant)>,
+pub struct PendingWrites<K, V = String> {
+    writes: HashMap<K, (V, Instant)>,
 }
 
-impl<K> Default for PendingWrites<K> {
+impl<K, V> Default for PendingWrites<K, V> {
     fn default() -> Self {
         Self {
             writes: HashMap::new(),
@@ -258,17 +258,18 @@ impl<K> Default for PendingWrites<K> {
     }
 }
 
-impl<K: Eq + Hash> PendingWrites<K> {
+impl<K: Eq + Hash, V> PendingWrites<K, V> {
     /// We wrote `key`; `version` tells our write apart when the watch
-    /// shows it (a resourceVersion, an object name).
-    pub fn wrote(&mut self, key: K, version: String) {
+    /// shows it (a resourceVersion, an object name, the versions that
+    /// precede it).
+    pub fn wrote(&mut self, key: K, version: V) {
         self.writes.insert(key, (version, Instant::now()));
     }
 
     /// Whether our write to `key` is still on its way: false (and
     /// forgotten) once `shown(version)` says the cache has it, or after
     /// [`PENDING_WRITE_TIMEOUT`].
-    pub fn in_flight(&mut self, key: &K, shown: impl FnOnce(&str) -> bool) -> bool {
+    pub fn in_flight(&mut self, key: &K, shown: impl FnOnce(&V) -> bool) -> bool {
         let Some((version, at)) = self.writes.get(key) else {
             return false;
         };
@@ -283,6 +284,16 @@ impl<K: Eq + Hash> PendingWrites<K> {
     pub fn forget(&mut self, key: &K) {
         self.writes.remove(key);
     }
+}
+
+/// Whether a cache showing `seen` still lacks our last write, made on top
+/// of `before` (the version we decided from, then any intermediate
+/// versions of our own writes). A watch delivers in order, so any other
+/// version comes after our write, even one someone else wrote meanwhile:
+/// waiting for our exact version then would skip the object until the
+/// timeout, with nothing left to queue it again.
+pub fn behind_our_write(before: &[String], seen: Option<&str>) -> bool {
+    seen.is_some_and(|seen| before.iter().any(|v| v == seen))
 }
 
 #[cfg(test)]

@@ -131,3 +131,20 @@ async fn a_pending_write_the_watch_never_shows_stops_hiding() {
     tokio::time::advance(Duration::from_millis(1)).await;
     assert!(!p.in_flight(&"svc", |_| false));
 }
+
+/// Our write is behind the cache while it shows the version we decided
+/// from or one of our intermediate writes; anything else came after it.
+#[rstest::rstest]
+#[case::decided_from(&["1"], Some("1"), true)]
+#[case::our_intermediate_write(&["1", "2"], Some("2"), true)]
+#[case::our_last_write(&["1", "2"], Some("3"), false)]
+#[case::someone_wrote_after_us(&["1"], Some("7"), false)]
+#[case::gone(&["1"], None, false)]
+fn behind_our_write_rows(
+    #[case] before: &[&str],
+    #[case] seen: Option<&str>,
+    #[case] behind: bool,
+) {
+    let before: Vec<String> = before.iter().map(|s| (*s).to_owned()).collect();
+    assert_eq!(behind_our_write(&before, seen), behind);
+}
