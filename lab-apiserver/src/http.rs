@@ -9,7 +9,8 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::state::{Part, State};
 use super::store::{Event, EventKind};
 use super::table::{self, Format, Include};
-use super::{gate, proto, reviews};
+use super::write::{self, Change, Reply};
+use super::{conversion, gate, proto, reviews};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -34,6 +35,20 @@ fn json_response(code: u16, body: &Value) -> Response {
 
 fn error(e: ApiError) -> Response {
     json_response(e.code, &e.to_status())
+}
+
+/// A write's answer, with the webhooks' warnings as `Warning` headers.
+fn reply_response(code: u16, reply: Reply) -> Response {
+    let mut response = match reply.result {
+        Ok(v) => json_response(code, &v),
+        Err(e) => error(e),
+    };
+    for w in &reply.warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&crate::admission::review::warning_header(w)) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
 }
 
 /// A parsed resource path.
@@ -200,7 +215,7 @@ pub async fn handle(
     }
 }
 
-fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
+pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
     // A panic while holding the lock would poison it; the state is still
     // consistent (every write is one store call), so keep serving.
     shared.lock().unwrap_or_else(|p| p.into_inner())
@@ -274,68 +289,122 @@ async fn resource(
         Some(other) => return error(ApiError::not_found("subresource", other)),
     };
     let view = View::of(headers, &q);
-    let result = match (method.clone(), target.name.as_deref()) {
+    let dry_run = match q.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return error(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            )));
+        }
+    };
+    let ctx = write::Ctx {
+        shared: &shared,
+        user,
+        dry_run,
+    };
+    let reply = match (method.clone(), target.name.as_deref()) {
         (Method::GET, None) => {
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return watch(shared, t, target.namespace.clone(), &q, view);
+                return watch(shared.clone(), t, target.namespace.clone(), &q, view).await;
             }
-            list(&shared, &t, &target.namespace, &q, view)
+            Reply {
+                result: list(&shared, &t, &target.namespace, &q, view).await,
+                warnings: Vec::new(),
+            }
         }
         (Method::GET, Some(name)) => {
-            let s = lock(&shared);
-            s.get(&t, &ns, name)
-                .map(|o| view.one(&t, o, s.store.resource_version()))
+            let (found, rv) = {
+                let s = lock(&shared);
+                (s.get(&t, &ns, name), s.store.resource_version())
+            };
+            let result = match found {
+                Ok(o) => conversion::served(&shared, &t, vec![o])
+                    .await
+                    .map(|mut v| view.one(&t, v.remove(0), rv)),
+                Err(e) => Err(e),
+            };
+            Reply {
+                result,
+                warnings: Vec::new(),
+            }
         }
         (Method::POST, None) => {
-            return match parse_body(body).and_then(|b| lock(&shared).create(&t, &ns, b)) {
-                Ok(o) => json_response(201, &o),
+            return match parse_body(body) {
+                Ok(b) => reply_response(201, write::create(&ctx, &t, &ns, b).await),
                 Err(e) => error(e),
             };
         }
-        (Method::PUT, Some(name)) => {
-            parse_body(body).and_then(|b| lock(&shared).update(&t, &ns, name, b, part))
-        }
+        (Method::PUT, Some(name)) => match parse_body(body) {
+            Ok(b) => write::update(&ctx, &t, &ns, name, Change::Replace(b), part).await,
+            Err(e) => return error(e),
+        },
         (Method::PATCH, Some(name)) => {
             let ct = headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            match PatchKind::from_content_type(ct) {
-                None => Err(ApiError::unsupported_media_type(format!(
+            let Some(kind) = PatchKind::from_content_type(ct) else {
+                return error(ApiError::unsupported_media_type(format!(
                     "the body of the request was in an unknown format: {ct:?}"
-                ))),
-                Some(kind) => parse_body(body)
-                    .and_then(|b| lock(&shared).patch(&t, &ns, name, &b, kind, part)),
+                )));
+            };
+            match parse_body(body) {
+                Ok(b) => write::update(&ctx, &t, &ns, name, Change::Patch(&b, kind), part).await,
+                Err(e) => return error(e),
             }
         }
-        (Method::DELETE, Some(name)) => lock(&shared).delete(&t, &ns, name),
-        (Method::DELETE, None) => {
-            let mut s = lock(&shared);
-            let selected = select(&s, &t, &target.namespace, &q);
-            selected.and_then(|items| {
-                for o in &items {
-                    let name = o["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    let o_ns = o["metadata"]["namespace"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    s.delete(&t, &o_ns, &name)?;
-                }
-                Ok(list_body(&t, s.store.resource_version(), items))
-            })
-        }
-        _ => Err(ApiError::method_not_allowed(format!(
-            "{method} is not supported on {}",
-            uri.path()
-        ))),
+        (Method::DELETE, Some(name)) => write::delete(&ctx, &t, &ns, name).await,
+        (Method::DELETE, None) => delete_collection(&ctx, &t, &target.namespace, &q).await,
+        _ => Reply {
+            result: Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on {}",
+                uri.path()
+            ))),
+            warnings: Vec::new(),
+        },
     };
-    match result {
-        Ok(v) => json_response(200, &v),
-        Err(e) => error(e),
+    reply_response(200, reply)
+}
+
+/// DELETE on a collection: each selected object deleted (and admitted)
+/// on its own; the list of what was selected.
+async fn delete_collection(
+    ctx: &write::Ctx<'_>,
+    t: &ResourceType,
+    ns: &str,
+    q: &HashMap<String, String>,
+) -> Reply {
+    let (selected, rv) = {
+        let s = lock(ctx.shared);
+        (select(&s, t, ns, q), s.store.resource_version())
+    };
+    let items = match selected {
+        Ok(items) => items,
+        Err(e) => {
+            return Reply {
+                result: Err(e),
+                warnings: Vec::new(),
+            };
+        }
+    };
+    let mut warnings = Vec::new();
+    for o in &items {
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let o_ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+        let r = write::delete(ctx, t, o_ns, name).await;
+        warnings.extend(r.warnings);
+        if let Err(e) = r.result {
+            return Reply {
+                result: Err(e),
+                warnings,
+            };
+        }
     }
+    let result = conversion::served(ctx.shared, t, items)
+        .await
+        .map(|items| list_body(t, rv, items));
+    Reply { result, warnings }
 }
 
 /// How objects are rendered for one request: as themselves or as
@@ -459,16 +528,19 @@ fn list_body(t: &ResourceType, rv: u64, items: Vec<Value>) -> Value {
     })
 }
 
-fn list(
+async fn list(
     shared: &Shared,
     t: &ResourceType,
     ns: &str,
     q: &HashMap<String, String>,
     view: View,
 ) -> Result<Value, ApiError> {
-    let s = lock(shared);
-    let items = select(&s, t, ns, q)?;
-    Ok(view.many(t, items, s.store.resource_version()))
+    let (items, rv) = {
+        let s = lock(shared);
+        (select(&s, t, ns, q)?, s.store.resource_version())
+    };
+    let items = conversion::served(shared, t, items).await?;
+    Ok(view.many(t, items, rv))
 }
 
 fn watch_line(kind: &str, object: &Value) -> Bytes {
@@ -479,8 +551,10 @@ fn watch_line(kind: &str, object: &Value) -> Bytes {
 
 /// A watch: the backlog (synthetic ADDED for the current state when no
 /// resourceVersion is given, or the logged events after it), then live
-/// events, filtered by namespace and selectors.
-fn watch(
+/// events, filtered by namespace and selectors, converted to the watched
+/// version outside the lock. A failed conversion ends the watch with an
+/// ERROR event.
+async fn watch(
     shared: Shared,
     t: ResourceType,
     ns: String,
@@ -504,20 +578,18 @@ fn watch(
     let scope = (t.namespaced && !ns.is_empty()).then(|| ns.clone());
     let matches = move |o: &Value| labels.matches(o) && fields.matches(o);
 
-    let (backlog, rx, rv_now, expired): (Vec<Bytes>, _, u64, bool) = {
+    let (backlog, rx, rv_now, expired): (Vec<Rendered>, _, u64, bool) = {
         let s = lock(&shared);
         let rx = s.events.subscribe();
         let mut expired = false;
+        let rv = s.store.resource_version();
         let backlog = match since {
             None => s
                 .store
                 .list(&t.collection(), scope.as_deref())
                 .iter()
                 .filter(|o| matches(o))
-                .map(|o| {
-                    let o = view.one(&t, s.at_version(&t, o), s.store.resource_version());
-                    watch_line("ADDED", &o)
-                })
+                .map(|o| ("ADDED", s.at_version(&t, o), rv))
                 .collect(),
             Some(Err(_)) => {
                 return error(ApiError::bad_request("resourceVersion must be a number"));
@@ -525,18 +597,26 @@ fn watch(
             Some(Ok(rv)) => match s.store.events_since(&t.collection(), scope.as_deref(), rv) {
                 Ok(events) => events
                     .iter()
-                    .filter_map(|e| render(&s, &t, e, &matches, view))
+                    .filter_map(|e| render(&s, &t, e, &matches))
                     .collect(),
                 Err(gone) => {
                     expired = true;
                     let status =
                         ApiError::gone(format!("too old resource version: {rv} ({})", gone.oldest))
                             .to_status();
-                    vec![watch_line("ERROR", &status)]
+                    vec![("ERROR", status, rv)]
                 }
             },
         };
-        (backlog, rx, s.store.resource_version(), expired)
+        (backlog, rx, rv, expired)
+    };
+    let backlog = if expired {
+        backlog
+            .iter()
+            .map(|(kind, o, _)| watch_line(kind, o))
+            .collect()
+    } else {
+        lines(&shared, &t, backlog, view).await
     };
     let backlog_stream =
         futures::stream::iter(backlog.into_iter().map(Ok::<Bytes, std::io::Error>));
@@ -571,9 +651,14 @@ fn watch(
                         if e.rv <= last_rv || e.collection != collection || scope.as_deref().is_some_and(|n| n != e.namespace) {
                             continue;
                         }
-                        let line = render(&lock(&shared), &t, &e, &matches, view);
-                        if let Some(line) = line {
-                            return Some((Ok(line), (rx, e.rv)));
+                        let rendered = render(&lock(&shared), &t, &e, &matches);
+                        if let Some(r) = rendered {
+                            let mut out = lines(&shared, &t, vec![r], view).await;
+                            let failed = out.first().is_some_and(|l| l.starts_with(b"{\"type\":\"ERROR\""));
+                            let line = out.pop().unwrap_or_default();
+                            // A failed conversion ends what this watch delivers.
+                            let next_rv = if failed { u64::MAX } else { e.rv };
+                            return Some((Ok(line), (rx, next_rv)));
                         }
                     }
                     Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
@@ -596,15 +681,34 @@ fn watch(
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-/// One event as a watch line, or none when filtered out. A modification
-/// that makes an object stop matching is delivered as DELETED.
+/// A watch event before conversion: type, object (as `at_version` gives
+/// it), resourceVersion.
+type Rendered = (&'static str, Value, u64);
+
+/// Watch lines for `events`, converted to `t`'s version in one go; a
+/// failed conversion is one ERROR line instead.
+async fn lines(shared: &Shared, t: &ResourceType, events: Vec<Rendered>, view: View) -> Vec<Bytes> {
+    let (meta, objects): (Vec<(&str, u64)>, Vec<Value>) =
+        events.into_iter().map(|(k, o, rv)| ((k, rv), o)).unzip();
+    match conversion::served(shared, t, objects).await {
+        Ok(objects) => meta
+            .into_iter()
+            .zip(objects)
+            .map(|((kind, rv), o)| watch_line(kind, &view.one(t, o, rv)))
+            .collect(),
+        Err(e) => vec![watch_line("ERROR", &e.to_status())],
+    }
+}
+
+/// One event as a watch line's parts, or none when filtered out. A
+/// modification that makes an object stop matching is delivered as
+/// DELETED.
 fn render(
     s: &State,
     t: &ResourceType,
     e: &Event,
     matches: &impl Fn(&Value) -> bool,
-    view: View,
-) -> Option<Bytes> {
+) -> Option<Rendered> {
     let now = matches(&e.object);
     let before = e.previous.as_deref().is_some_and(matches);
     let kind = match (e.kind, now, before) {
@@ -613,8 +717,5 @@ fn render(
         (_, false, _) => return None,
         (k, true, _) => k.as_str(),
     };
-    Some(watch_line(
-        kind,
-        &view.one(t, s.at_version(t, &e.object), e.rv),
-    ))
+    Some((kind, s.at_version(t, &e.object), e.rv))
 }

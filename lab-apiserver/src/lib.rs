@@ -8,7 +8,10 @@
 //! Knows nothing about MetalLB: custom resources come from the CRDs that
 //! clients apply.
 
+mod admission;
 mod auth;
+mod builtins;
+mod conversion;
 mod error;
 mod gate;
 mod http;
@@ -22,6 +25,7 @@ mod state;
 mod store;
 mod table;
 mod tls;
+mod write;
 
 pub use tls::Identity;
 
@@ -55,6 +59,11 @@ pub struct Options {
     pub token_key: Option<Vec<u8>>,
     /// The CA and serving certificate (fresh when `None`).
     pub tls: Option<Identity>,
+    /// Where webhook Services are reached: `namespace/name` ->
+    /// `host:port`. The lab has no Service proxy, so a webhook's
+    /// `clientConfig.service` is reached here first, else at a ready
+    /// endpoint of the Service's EndpointSlices.
+    pub webhook_services: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for Options {
@@ -63,6 +72,7 @@ impl Default for Options {
             history: 10_000,
             token_key: None,
             tls: None,
+            webhook_services: Default::default(),
         }
     }
 }
@@ -112,6 +122,7 @@ impl ApiServer {
         };
         let acceptor = identity.acceptor()?;
         let mut state = state::State::with_key(options.history, &key);
+        state.webhook_services = options.webhook_services;
         state.bootstrap();
         let shared: http::Shared = Arc::new(Mutex::new(state));
         let app = axum::Router::new()
