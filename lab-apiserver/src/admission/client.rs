@@ -202,10 +202,11 @@ pub async fn post(target: &Target, body: &Value, timeout: Duration) -> Result<Va
 fn tls_cause(e: &std::io::Error) -> String {
     let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
     match inner {
-        Some(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)) => {
-            "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-                .into()
-        }
+        // No root, or a root of the same name that did not sign it.
+        Some(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer | rustls::CertificateError::BadSignature,
+        )) => "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+            .into(),
         Some(rustls::Error::InvalidCertificate(c)) => {
             format!("tls: failed to verify certificate: {c:?}")
         }
