@@ -25,6 +25,7 @@ mod state;
 mod store;
 mod table;
 mod tls;
+mod watch;
 mod write;
 
 pub use tls::Identity;
