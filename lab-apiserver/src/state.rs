@@ -1,8 +1,11 @@
-//! The API semantics over the store: create (generateName, defaults,
-//! schema validation), update with optimistic concurrency, status
-//! subresources, patches, deletes with finalizers and ownerReference
-//! garbage collection, and the few controllers a kube-apiserver runs
-//! itself (Service cluster IPs, Namespace phase, CRD registration).
+//! The API semantics over the store, each write in two steps so webhooks
+//! and conversion can run between them without the lock
+//! ([`crate::write`]): prepare (generateName, defaults, schema and CEL,
+//! optimistic concurrency, status subresources) and commit (stored only if
+//! the object did not change meanwhile); deletes with finalizers and
+//! ownerReference garbage collection, and the few controllers a
+//! kube-apiserver runs itself (Namespace phase, CRD registration; Service
+//! defaults in [`crate::builtins`]).
 
 use super::error::ApiError;
 use super::registry::{Registry, ResourceType};
