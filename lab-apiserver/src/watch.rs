@@ -83,17 +83,21 @@ pub async fn watch(
         };
         (backlog, rx, rv, expired)
     };
-    let backlog = if expired {
-        backlog
+    let (backlog, ended) = if expired {
+        let lines = backlog
             .iter()
             .map(|(kind, o, _)| watch_line(kind, o))
-            .collect()
+            .collect();
+        (lines, true)
     } else {
-        lines(&shared, &t, backlog, view).await
+        match lines(&shared, &t, backlog, view).await {
+            Ok(lines) => (lines, false),
+            Err(error) => (vec![error], true),
+        }
     };
     let backlog_stream =
         futures::stream::iter(backlog.into_iter().map(Ok::<Bytes, std::io::Error>));
-    if expired {
+    if ended {
         return Response::builder()
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from_stream(backlog_stream))
@@ -101,16 +105,23 @@ pub async fn watch(
     }
     let live_shared = shared.clone();
     let collection = t.collection();
-    let live = futures::stream::unfold((rx, rv_now), move |(mut rx, last_rv)| {
+    // The state: the receiver, the last resourceVersion sent, and whether
+    // the watch ended (after an ERROR event the client relists).
+    let live = futures::stream::unfold((rx, rv_now, false), move |(mut rx, last_rv, ended)| {
         let shared = live_shared.clone();
         let t = t.clone();
         let collection = collection.clone();
         let scope = scope.clone();
         let matches = matches.clone();
         async move {
+            if ended {
+                return None;
+            }
             loop {
                 let next = if bookmarks {
-                    tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.ok()
+                    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                        .await
+                        .ok()
                 } else {
                     Some(rx.recv().await)
                 };
@@ -118,33 +129,34 @@ pub async fn watch(
                     None => {
                         let rv = lock(&shared).store.resource_version();
                         let mark = json!({ "kind": t.kind, "apiVersion": t.api_version(), "metadata": { "resourceVersion": rv.to_string() } });
-                        return Some((Ok(watch_line("BOOKMARK", &mark)), (rx, last_rv)));
+                        return Some((Ok(watch_line("BOOKMARK", &mark)), (rx, last_rv, false)));
                     }
                     Some(Ok(e)) => {
-                        if e.rv <= last_rv || e.collection != collection || scope.as_deref().is_some_and(|n| n != e.namespace) {
+                        if e.rv <= last_rv
+                            || e.collection != collection
+                            || scope.as_deref().is_some_and(|n| n != e.namespace)
+                        {
                             continue;
                         }
                         let rendered = render(&lock(&shared), &t, &e, &matches);
                         if let Some(r) = rendered {
-                            let mut out = lines(&shared, &t, vec![r], view).await;
-                            let failed = out.first().is_some_and(|l| l.starts_with(b"{\"type\":\"ERROR\""));
-                            let line = out.pop().unwrap_or_default();
-                            // A failed conversion ends what this watch delivers.
-                            let next_rv = if failed { u64::MAX } else { e.rv };
-                            return Some((Ok(line), (rx, next_rv)));
+                            return Some(match lines(&shared, &t, vec![r], view).await {
+                                Ok(mut out) => {
+                                    (Ok(out.pop().unwrap_or_default()), (rx, e.rv, false))
+                                }
+                                Err(error) => (Ok(error), (rx, e.rv, true)),
+                            });
                         }
                     }
                     Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
                         let status = ApiError::gone("watch fell behind: relist").to_status();
-                        return Some((Ok(watch_line("ERROR", &status)), (rx, u64::MAX)));
+                        return Some((Ok(watch_line("ERROR", &status)), (rx, last_rv, true)));
                     }
                     Some(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
                 }
             }
         }
-    })
-    // After a lag error the stream ends (the client relists).
-    .take_while(|item| futures::future::ready(item.as_ref().is_ok()));
+    });
     let stream = backlog_stream
         .chain(live)
         .take_until(tokio::time::sleep(timeout));
@@ -160,16 +172,21 @@ type Rendered = (&'static str, Value, u64);
 
 /// Watch lines for `events`, converted to `t`'s version in one go; a
 /// failed conversion is one ERROR line instead.
-async fn lines(shared: &Shared, t: &ResourceType, events: Vec<Rendered>, view: View) -> Vec<Bytes> {
+async fn lines(
+    shared: &Shared,
+    t: &ResourceType,
+    events: Vec<Rendered>,
+    view: View,
+) -> Result<Vec<Bytes>, Bytes> {
     let (meta, objects): (Vec<(&str, u64)>, Vec<Value>) =
         events.into_iter().map(|(k, o, rv)| ((k, rv), o)).unzip();
     match conversion::served(shared, t, objects).await {
-        Ok(objects) => meta
+        Ok(objects) => Ok(meta
             .into_iter()
             .zip(objects)
             .map(|((kind, rv), o)| watch_line(kind, &view.one(t, o, rv)))
-            .collect(),
-        Err(e) => vec![watch_line("ERROR", &e.to_status())],
+            .collect()),
+        Err(e) => Err(watch_line("ERROR", &e.to_status())),
     }
 }
 

@@ -48,6 +48,16 @@ pub enum Change<'a> {
 /// it before a conflict is reported.
 const ATTEMPTS: usize = 8;
 
+/// The conflict after every attempt lost its race.
+fn conflict(t: &ResourceType, name: &str) -> ApiError {
+    let what = if t.group.is_empty() {
+        t.plural.clone()
+    } else {
+        format!("{}.{}", t.plural, t.group)
+    };
+    ApiError::conflict(&what, name)
+}
+
 fn name_of(o: &Value) -> &str {
     o["metadata"]["name"].as_str().unwrap_or_default()
 }
@@ -174,7 +184,7 @@ pub async fn update(
             }
             warnings.clear();
         }
-        Err(ApiError::conflict(&t.plural, name))
+        Err(conflict(t, name))
     }
     .await;
     Reply { result, warnings }
@@ -207,7 +217,7 @@ pub async fn delete(ctx: &Ctx<'_>, t: &ResourceType, ns: &str, name: &str) -> Re
             }
             warnings.clear();
         }
-        Err(ApiError::conflict(&t.plural, name))
+        Err(conflict(t, name))
     }
     .await;
     Reply { result, warnings }

@@ -179,6 +179,26 @@ async fn a_failing_conversion_webhook_fails_the_request() {
         )
     );
     assert!(v2.get_opt("worse").await.expect("get").is_none());
+    // A watch whose backlog cannot be converted gets the error and ends.
+    let mut events = v1
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    match events.try_next().await {
+        Ok(Some(WatchEvent::Error(e))) => assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                500,
+                "conversion webhook for example.com/v2, Kind=Widget failed: refusing to convert bad"
+            )
+        ),
+        other => panic!("expected an ERROR event, got {other:?}"),
+    }
+    let after = tokio::time::timeout(Duration::from_secs(10), events.try_next())
+        .await
+        .expect("the watch ended");
+    assert!(matches!(after, Ok(None)), "{after:?}");
     drop(hook);
     let (code, message) = refused(v1.list(&ListParams::default()).await);
     assert_eq!(code, 500);
