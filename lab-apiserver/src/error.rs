@@ -1,14 +1,16 @@
 //! API errors rendered as `metav1.Status`, the way clients expect them.
 
 use serde_json::{Value, json};
+use std::borrow::Cow;
 
 /// An API error with its HTTP code and Kubernetes reason.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
     /// HTTP status code.
     pub code: u16,
-    /// `reason` (NotFound, AlreadyExists, Conflict, Invalid, ...).
-    pub reason: &'static str,
+    /// `reason` (NotFound, AlreadyExists, Conflict, Invalid, ...; a
+    /// denying webhook's own, empty for some of kube-apiserver's 500s).
+    pub reason: Cow<'static, str>,
     /// Human message.
     pub message: String,
     /// `details.causes` for 422s: (field, message).
@@ -22,7 +24,7 @@ impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             code,
-            reason,
+            reason: Cow::Borrowed(reason),
             message: message.into(),
             causes: Vec::new(),
             details: None,
@@ -71,6 +73,27 @@ impl ApiError {
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }
+    /// 500 `InternalError`: `Internal error occurred: <message>`, the
+    /// message also the one cause (kube-apiserver's `NewInternalError`).
+    pub fn internal(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self {
+            causes: vec![(String::new(), message.clone())],
+            ..Self::new(
+                500,
+                "InternalError",
+                format!("Internal error occurred: {message}"),
+            )
+        }
+    }
+    /// An error with the code, reason and message someone else chose (a
+    /// denying webhook's status).
+    pub fn custom(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            reason: Cow::Owned(reason.into()),
+            ..Self::new(code, "", message)
+        }
+    }
     /// 415.
     pub fn unsupported_media_type(message: impl Into<String>) -> Self {
         Self::new(415, "UnsupportedMediaType", message)
@@ -84,7 +107,7 @@ impl ApiError {
         let summary: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
         Self {
             code: 422,
-            reason: "Invalid",
+            reason: Cow::Borrowed("Invalid"),
             message: format!("{kind} {name:?} is invalid: {}", summary.join(", ")),
             causes,
             details: None,
@@ -96,7 +119,13 @@ impl ApiError {
         let causes: Vec<Value> = self
             .causes
             .iter()
-            .map(|(f, m)| json!({ "reason": "FieldValueInvalid", "field": f, "message": m }))
+            .map(|(f, m)| {
+                if f.is_empty() {
+                    json!({ "message": m })
+                } else {
+                    json!({ "reason": "FieldValueInvalid", "field": f, "message": m })
+                }
+            })
             .collect();
         json!({
             "kind": "Status",

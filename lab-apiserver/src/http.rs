@@ -1,5 +1,5 @@
-//! HTTP routing: Kubernetes REST paths onto [`State`] operations, lists,
-//! and watch streams (JSON lines, bookmarks, 410 on expired versions).
+//! HTTP routing: Kubernetes REST paths onto reads of [`State`], writes
+//! ([`crate::write`]), lists and watches ([`crate::watch`]).
 
 use super::auth::User;
 use super::error::ApiError;
@@ -7,17 +7,15 @@ use super::patch::PatchKind;
 use super::registry::ResourceType;
 use super::selector::{FieldSelector, LabelSelector};
 use super::state::{Part, State};
-use super::store::{Event, EventKind};
 use super::table::{self, Format, Include};
-use super::{gate, proto, reviews};
-use axum::body::{Body, Bytes};
+use super::write::{self, Change, Reply};
+use super::{conversion, gate, proto, reviews};
+use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Shared server state.
 pub type Shared = Arc<Mutex<State>>;
@@ -32,8 +30,22 @@ fn json_response(code: u16, body: &Value) -> Response {
         .into_response()
 }
 
-fn error(e: ApiError) -> Response {
+pub(crate) fn error(e: ApiError) -> Response {
     json_response(e.code, &e.to_status())
+}
+
+/// A write's answer, with the webhooks' warnings as `Warning` headers.
+fn reply_response(code: u16, reply: Reply) -> Response {
+    let mut response = match reply.result {
+        Ok(v) => json_response(code, &v),
+        Err(e) => error(e),
+    };
+    for w in &reply.warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&crate::admission::review::warning_header(w)) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
 }
 
 /// A parsed resource path.
@@ -200,7 +212,7 @@ pub async fn handle(
     }
 }
 
-fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
+pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
     // A panic while holding the lock would poison it; the state is still
     // consistent (every write is one store call), so keep serving.
     shared.lock().unwrap_or_else(|p| p.into_inner())
@@ -274,74 +286,129 @@ async fn resource(
         Some(other) => return error(ApiError::not_found("subresource", other)),
     };
     let view = View::of(headers, &q);
-    let result = match (method.clone(), target.name.as_deref()) {
+    let dry_run = match q.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return error(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            )));
+        }
+    };
+    let ctx = write::Ctx {
+        shared: &shared,
+        user,
+        dry_run,
+    };
+    let reply = match (method.clone(), target.name.as_deref()) {
         (Method::GET, None) => {
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return watch(shared, t, target.namespace.clone(), &q, view);
+                return crate::watch::watch(shared.clone(), t, target.namespace.clone(), &q, view)
+                    .await;
             }
-            list(&shared, &t, &target.namespace, &q, view)
+            Reply {
+                result: list(&shared, &t, &target.namespace, &q, view).await,
+                warnings: Vec::new(),
+            }
         }
         (Method::GET, Some(name)) => {
-            let s = lock(&shared);
-            s.get(&t, &ns, name)
-                .map(|o| view.one(&t, o, s.store.resource_version()))
+            let (found, rv) = {
+                let s = lock(&shared);
+                (s.get(&t, &ns, name), s.store.resource_version())
+            };
+            let result = match found {
+                Ok(o) => conversion::served(&shared, &t, vec![o])
+                    .await
+                    .map(|mut v| view.one(&t, v.remove(0), rv)),
+                Err(e) => Err(e),
+            };
+            Reply {
+                result,
+                warnings: Vec::new(),
+            }
         }
         (Method::POST, None) => {
-            return match parse_body(body).and_then(|b| lock(&shared).create(&t, &ns, b)) {
-                Ok(o) => json_response(201, &o),
+            return match parse_body(body) {
+                Ok(b) => reply_response(201, write::create(&ctx, &t, &ns, b).await),
                 Err(e) => error(e),
             };
         }
-        (Method::PUT, Some(name)) => {
-            parse_body(body).and_then(|b| lock(&shared).update(&t, &ns, name, b, part))
-        }
+        (Method::PUT, Some(name)) => match parse_body(body) {
+            Ok(b) => write::update(&ctx, &t, &ns, name, Change::Replace(b), part).await,
+            Err(e) => return error(e),
+        },
         (Method::PATCH, Some(name)) => {
             let ct = headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            match PatchKind::from_content_type(ct) {
-                None => Err(ApiError::unsupported_media_type(format!(
+            let Some(kind) = PatchKind::from_content_type(ct) else {
+                return error(ApiError::unsupported_media_type(format!(
                     "the body of the request was in an unknown format: {ct:?}"
-                ))),
-                Some(kind) => parse_body(body)
-                    .and_then(|b| lock(&shared).patch(&t, &ns, name, &b, kind, part)),
+                )));
+            };
+            match parse_body(body) {
+                Ok(b) => write::update(&ctx, &t, &ns, name, Change::Patch(&b, kind), part).await,
+                Err(e) => return error(e),
             }
         }
-        (Method::DELETE, Some(name)) => lock(&shared).delete(&t, &ns, name),
-        (Method::DELETE, None) => {
-            let mut s = lock(&shared);
-            let selected = select(&s, &t, &target.namespace, &q);
-            selected.and_then(|items| {
-                for o in &items {
-                    let name = o["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    let o_ns = o["metadata"]["namespace"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    s.delete(&t, &o_ns, &name)?;
-                }
-                Ok(list_body(&t, s.store.resource_version(), items))
-            })
-        }
-        _ => Err(ApiError::method_not_allowed(format!(
-            "{method} is not supported on {}",
-            uri.path()
-        ))),
+        (Method::DELETE, Some(name)) => write::delete(&ctx, &t, &ns, name).await,
+        (Method::DELETE, None) => delete_collection(&ctx, &t, &target.namespace, &q).await,
+        _ => Reply {
+            result: Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on {}",
+                uri.path()
+            ))),
+            warnings: Vec::new(),
+        },
     };
-    match result {
-        Ok(v) => json_response(200, &v),
-        Err(e) => error(e),
+    reply_response(200, reply)
+}
+
+/// DELETE on a collection: each selected object deleted (and admitted)
+/// on its own; the list of what was selected.
+async fn delete_collection(
+    ctx: &write::Ctx<'_>,
+    t: &ResourceType,
+    ns: &str,
+    q: &HashMap<String, String>,
+) -> Reply {
+    let (selected, rv) = {
+        let s = lock(ctx.shared);
+        (select(&s, t, ns, q), s.store.resource_version())
+    };
+    let items = match selected {
+        Ok(items) => items,
+        Err(e) => {
+            return Reply {
+                result: Err(e),
+                warnings: Vec::new(),
+            };
+        }
+    };
+    let mut warnings = Vec::new();
+    for o in &items {
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let o_ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+        let r = write::delete(ctx, t, o_ns, name).await;
+        warnings.extend(r.warnings);
+        if let Err(e) = r.result {
+            return Reply {
+                result: Err(e),
+                warnings,
+            };
+        }
     }
+    let result = conversion::served(ctx.shared, t, items)
+        .await
+        .map(|items| list_body(t, rv, items));
+    Reply { result, warnings }
 }
 
 /// How objects are rendered for one request: as themselves or as
 /// kubectl's Table rows.
 #[derive(Clone, Copy)]
-struct View {
+pub(crate) struct View {
     format: Format,
     include: Include,
 }
@@ -359,7 +426,7 @@ impl View {
     }
 
     /// One object (a GET, a watch event).
-    fn one(self, t: &ResourceType, object: Value, rv: u64) -> Value {
+    pub(crate) fn one(self, t: &ResourceType, object: Value, rv: u64) -> Value {
         match self.format {
             Format::Object => object,
             Format::Table(v) => {
@@ -418,7 +485,9 @@ fn review(
     }
 }
 
-fn selectors(q: &HashMap<String, String>) -> Result<(LabelSelector, FieldSelector), ApiError> {
+pub(crate) fn selectors(
+    q: &HashMap<String, String>,
+) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(
         q.get("labelSelector")
             .map(String::as_str)
@@ -459,162 +528,17 @@ fn list_body(t: &ResourceType, rv: u64, items: Vec<Value>) -> Value {
     })
 }
 
-fn list(
+async fn list(
     shared: &Shared,
     t: &ResourceType,
     ns: &str,
     q: &HashMap<String, String>,
     view: View,
 ) -> Result<Value, ApiError> {
-    let s = lock(shared);
-    let items = select(&s, t, ns, q)?;
-    Ok(view.many(t, items, s.store.resource_version()))
-}
-
-fn watch_line(kind: &str, object: &Value) -> Bytes {
-    let mut line = json!({ "type": kind, "object": object }).to_string();
-    line.push('\n');
-    Bytes::from(line)
-}
-
-/// A watch: the backlog (synthetic ADDED for the current state when no
-/// resourceVersion is given, or the logged events after it), then live
-/// events, filtered by namespace and selectors.
-fn watch(
-    shared: Shared,
-    t: ResourceType,
-    ns: String,
-    q: &HashMap<String, String>,
-    view: View,
-) -> Response {
-    let (labels, fields) = match selectors(q) {
-        Ok(s) => s,
-        Err(e) => return error(e),
+    let (items, rv) = {
+        let s = lock(shared);
+        (select(&s, t, ns, q)?, s.store.resource_version())
     };
-    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
-    let timeout = q
-        .get("timeoutSeconds")
-        .and_then(|s| s.parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(1800));
-    let since = q
-        .get("resourceVersion")
-        .filter(|v| !v.is_empty() && *v != "0")
-        .map(|v| v.parse::<u64>());
-    let scope = (t.namespaced && !ns.is_empty()).then(|| ns.clone());
-    let matches = move |o: &Value| labels.matches(o) && fields.matches(o);
-
-    let (backlog, rx, rv_now, expired): (Vec<Bytes>, _, u64, bool) = {
-        let s = lock(&shared);
-        let rx = s.events.subscribe();
-        let mut expired = false;
-        let backlog = match since {
-            None => s
-                .store
-                .list(&t.collection(), scope.as_deref())
-                .iter()
-                .filter(|o| matches(o))
-                .map(|o| {
-                    let o = view.one(&t, s.at_version(&t, o), s.store.resource_version());
-                    watch_line("ADDED", &o)
-                })
-                .collect(),
-            Some(Err(_)) => {
-                return error(ApiError::bad_request("resourceVersion must be a number"));
-            }
-            Some(Ok(rv)) => match s.store.events_since(&t.collection(), scope.as_deref(), rv) {
-                Ok(events) => events
-                    .iter()
-                    .filter_map(|e| render(&s, &t, e, &matches, view))
-                    .collect(),
-                Err(gone) => {
-                    expired = true;
-                    let status =
-                        ApiError::gone(format!("too old resource version: {rv} ({})", gone.oldest))
-                            .to_status();
-                    vec![watch_line("ERROR", &status)]
-                }
-            },
-        };
-        (backlog, rx, s.store.resource_version(), expired)
-    };
-    let backlog_stream =
-        futures::stream::iter(backlog.into_iter().map(Ok::<Bytes, std::io::Error>));
-    if expired {
-        return Response::builder()
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from_stream(backlog_stream))
-            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
-    }
-    let live_shared = shared.clone();
-    let collection = t.collection();
-    let live = futures::stream::unfold((rx, rv_now), move |(mut rx, last_rv)| {
-        let shared = live_shared.clone();
-        let t = t.clone();
-        let collection = collection.clone();
-        let scope = scope.clone();
-        let matches = matches.clone();
-        async move {
-            loop {
-                let next = if bookmarks {
-                    tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.ok()
-                } else {
-                    Some(rx.recv().await)
-                };
-                match next {
-                    None => {
-                        let rv = lock(&shared).store.resource_version();
-                        let mark = json!({ "kind": t.kind, "apiVersion": t.api_version(), "metadata": { "resourceVersion": rv.to_string() } });
-                        return Some((Ok(watch_line("BOOKMARK", &mark)), (rx, last_rv)));
-                    }
-                    Some(Ok(e)) => {
-                        if e.rv <= last_rv || e.collection != collection || scope.as_deref().is_some_and(|n| n != e.namespace) {
-                            continue;
-                        }
-                        let line = render(&lock(&shared), &t, &e, &matches, view);
-                        if let Some(line) = line {
-                            return Some((Ok(line), (rx, e.rv)));
-                        }
-                    }
-                    Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
-                        let status = ApiError::gone("watch fell behind: relist").to_status();
-                        return Some((Ok(watch_line("ERROR", &status)), (rx, u64::MAX)));
-                    }
-                    Some(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
-                }
-            }
-        }
-    })
-    // After a lag error the stream ends (the client relists).
-    .take_while(|item| futures::future::ready(item.as_ref().is_ok()));
-    let stream = backlog_stream
-        .chain(live)
-        .take_until(tokio::time::sleep(timeout));
-    Response::builder()
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-}
-
-/// One event as a watch line, or none when filtered out. A modification
-/// that makes an object stop matching is delivered as DELETED.
-fn render(
-    s: &State,
-    t: &ResourceType,
-    e: &Event,
-    matches: &impl Fn(&Value) -> bool,
-    view: View,
-) -> Option<Bytes> {
-    let now = matches(&e.object);
-    let before = e.previous.as_deref().is_some_and(matches);
-    let kind = match (e.kind, now, before) {
-        (EventKind::Modified, true, false) => "ADDED",
-        (EventKind::Modified, false, true) => "DELETED",
-        (_, false, _) => return None,
-        (k, true, _) => k.as_str(),
-    };
-    Some(watch_line(
-        kind,
-        &view.one(t, s.at_version(t, &e.object), e.rv),
-    ))
+    let items = conversion::served(shared, t, items).await?;
+    Ok(view.many(t, items, rv))
 }

@@ -8,7 +8,10 @@
 //! Knows nothing about MetalLB: custom resources come from the CRDs that
 //! clients apply.
 
+mod admission;
 mod auth;
+mod builtins;
+mod conversion;
 mod error;
 mod gate;
 mod http;
@@ -22,6 +25,8 @@ mod state;
 mod store;
 mod table;
 mod tls;
+mod watch;
+mod write;
 
 pub use tls::Identity;
 
@@ -38,7 +43,10 @@ pub const DEVIATIONS: &str = "\
 - /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2
 - server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here
 - list ignores limit/continue and returns everything in one page
-- CRD versions use conversion None whatever the CRD says (only apiVersion is rewritten)
+- validating admission webhooks (ValidatingWebhookConfiguration) are called as kube-apiserver calls them; not served: MutatingWebhookConfiguration, ValidatingAdmissionPolicy and the built-in admission plugins; matchConditions are ignored; only AdmissionReview and ConversionReview v1 are sent (admissionReviewVersions and conversionReviewVersions must list v1); sideEffects Some and Unknown are accepted (kube-apiserver's v1 API refuses them) and refuse dry runs
+- a webhook Service is reached at the address given for it (`--webhook-service NS/NAME=HOST:PORT`, `Options::webhook_services`), else at the first ready endpoint of its EndpointSlices, never through its cluster IP; an empty caBundle trusts nothing (no system roots); connection and TLS causes in errors are worded by the OS and rustls (an unknown or wrong CA reads as Go's `x509: certificate signed by unknown authority`)
+- what the server deletes itself (namespace contents, garbage collection, a removed CRD's objects), reviews and TokenRequests are not sent to webhooks
+- CRD conversion strategy Webhook stores objects in the storage version and converts through the webhook (30s bound; a list or watch backlog in one ConversionReview); status.storedVersions is not updated
 - openAPIV3Schema is enforced with defaults and pruning, and CEL rules (x-kubernetes-validations, the `crd-cel` crate) are evaluated, transition rules on updates; messageExpression, fieldPath, reason and CEL cost limits are not, and list items are not correlated for transition rules
 - namespace deletion is immediate (no Terminating phase); ownerReference garbage collection is background-only
 - state lives in memory: it survives restarts of every other lab process, not of the API server itself
@@ -55,6 +63,11 @@ pub struct Options {
     pub token_key: Option<Vec<u8>>,
     /// The CA and serving certificate (fresh when `None`).
     pub tls: Option<Identity>,
+    /// Where webhook Services are reached: `namespace/name` ->
+    /// `host:port`. The lab has no Service proxy, so a webhook's
+    /// `clientConfig.service` is reached here first, else at a ready
+    /// endpoint of the Service's EndpointSlices.
+    pub webhook_services: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for Options {
@@ -63,6 +76,7 @@ impl Default for Options {
             history: 10_000,
             token_key: None,
             tls: None,
+            webhook_services: Default::default(),
         }
     }
 }
@@ -112,6 +126,7 @@ impl ApiServer {
         };
         let acceptor = identity.acceptor()?;
         let mut state = state::State::with_key(options.history, &key);
+        state.webhook_services = options.webhook_services;
         state.bootstrap();
         let shared: http::Shared = Arc::new(Mutex::new(state));
         let app = axum::Router::new()

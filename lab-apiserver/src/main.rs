@@ -6,7 +6,7 @@ use lab_apiserver::ApiServer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab] [--token-key PATH] [--tls-dir DIR]";
+const USAGE: &str = "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab] [--token-key PATH] [--tls-dir DIR] [--webhook-service NS/NAME=HOST:PORT]...";
 
 fn main() -> Result<()> {
     // Text logs to stderr (the lab keeps them in a file); RUST_LOG refines.
@@ -22,6 +22,7 @@ fn main() -> Result<()> {
     let mut name = "lab".to_owned();
     let mut token_key: Option<PathBuf> = None;
     let mut tls_dir: Option<PathBuf> = None;
+    let mut webhook_services = std::collections::BTreeMap::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -34,6 +35,18 @@ fn main() -> Result<()> {
             "--name" => name = value()?,
             "--token-key" => token_key = Some(value()?.into()),
             "--tls-dir" => tls_dir = Some(value()?.into()),
+            // The lab has no Service proxy: a webhook Service is reached
+            // here (a loopback port of the root namespace).
+            "--webhook-service" => {
+                let v = value()?;
+                let (service, addr) = v
+                    .split_once('=')
+                    .filter(|(s, a)| s.contains('/') && a.contains(':'))
+                    .with_context(|| {
+                        format!("--webhook-service {v:?}: expected NAMESPACE/NAME=HOST:PORT")
+                    })?;
+                webhook_services.insert(service.to_owned(), addr.to_owned());
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -53,6 +66,7 @@ fn main() -> Result<()> {
                 .as_deref()
                 .map(lab_apiserver::Identity::load_or_create)
                 .transpose()?,
+            webhook_services,
             ..Default::default()
         };
         let server = ApiServer::bind(listen, options).await?;

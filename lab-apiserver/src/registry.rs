@@ -36,6 +36,9 @@ pub struct ResourceType {
     /// Create-only and never stored: the answer comes back in the
     /// response (access and token reviews).
     pub review: bool,
+    /// A CRD whose conversion strategy is Webhook: objects are stored in
+    /// its storage version and converted through the webhook.
+    pub conversion: Option<Arc<crate::conversion::Webhook>>,
 }
 
 impl ResourceType {
@@ -76,6 +79,7 @@ fn builtin(
         custom: false,
         columns: Vec::new(),
         review: false,
+        conversion: None,
     }
 }
 
@@ -129,6 +133,15 @@ impl Default for Registry {
                 "Lease",
                 "leases",
                 true,
+                false,
+                &[],
+            ),
+            builtin(
+                "admissionregistration.k8s.io",
+                "v1",
+                "ValidatingWebhookConfiguration",
+                "validatingwebhookconfigurations",
+                false,
                 false,
                 &[],
             ),
@@ -224,6 +237,26 @@ impl Registry {
             .any(|(g, v, _)| g == group && v == version)
     }
 
+    /// Every served version of `group/plural`, most preferred first.
+    pub fn versions_of(&self, group: &str, plural: &str) -> Vec<String> {
+        let mut versions: Vec<String> = self
+            .types
+            .keys()
+            .filter(|(g, _, p)| g == group && p == plural)
+            .map(|(_, v, _)| v.clone())
+            .collect();
+        versions.sort_by_key(|v| std::cmp::Reverse(version_rank(v)));
+        versions
+    }
+
+    /// What [`Registry::add_crd`] would say about `crd`, without serving it.
+    pub fn check_crd(crd: &Value) -> Result<(), String> {
+        Registry {
+            types: BTreeMap::new(),
+        }
+        .add_crd(crd)
+    }
+
     /// Serves every version of the CRD `crd` (a JSON object), replacing
     /// what an earlier version of the same CRD registered.
     pub fn add_crd(&mut self, crd: &Value) -> Result<(), String> {
@@ -241,6 +274,7 @@ impl Registry {
             .as_str()
             .ok_or("spec.names.kind missing")?
             .to_owned();
+        let conversion = crate::conversion::Webhook::of_crd(crd)?.map(Arc::new);
         self.remove_crd(&group, &plural);
         for v in spec["versions"].as_array().into_iter().flatten() {
             if v["served"] == json!(false) {
@@ -279,6 +313,7 @@ impl Registry {
                 custom: true,
                 columns: PrinterColumn::of_version(v),
                 review: false,
+                conversion: conversion.clone(),
             });
         }
         Ok(())

@@ -79,6 +79,43 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`
+    /// with In, NotIn, Exists, DoesNotExist); null or `{}` selects all.
+    pub fn from_object(selector: &Value) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        for (k, v) in selector["matchLabels"].as_object().into_iter().flatten() {
+            let v = v
+                .as_str()
+                .ok_or_else(|| format!("matchLabels.{k} must be a string"))?;
+            reqs.push(Req::Eq(k.clone(), v.to_owned()));
+        }
+        for e in selector["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let key = e["key"].as_str().unwrap_or_default().to_owned();
+            let values: Vec<String> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect();
+            reqs.push(match e["operator"].as_str().unwrap_or_default() {
+                "In" => Req::In(key, values),
+                "NotIn" => Req::NotIn(key, values),
+                "Exists" => Req::Exists(key),
+                "DoesNotExist" => Req::NotExists(key),
+                other => {
+                    return Err(format!(
+                        "matchExpressions operator {other:?} is not one of In, NotIn, Exists, DoesNotExist"
+                    ));
+                }
+            });
+        }
+        Ok(LabelSelector(reqs))
+    }
+
     /// Whether `object`'s labels satisfy the selector.
     pub fn matches(&self, object: &Value) -> bool {
         let labels = &object["metadata"]["labels"];
@@ -165,8 +202,28 @@ mod tests {
         );
     }
 
+    #[rstest]
+    #[case(json!(null), true)]
+    #[case(json!({}), true)]
+    #[case(json!({ "matchLabels": { "app": "web" } }), true)]
+    #[case(json!({ "matchLabels": { "app": "db" } }), false)]
+    #[case(json!({ "matchExpressions": [{ "key": "tier", "operator": "In", "values": ["front"] }] }), true)]
+    #[case(json!({ "matchExpressions": [{ "key": "tier", "operator": "NotIn", "values": ["front"] }] }), false)]
+    #[case(json!({ "matchExpressions": [{ "key": "x", "operator": "DoesNotExist" }] }), true)]
+    #[case(json!({ "matchLabels": { "app": "web" }, "matchExpressions": [{ "key": "x", "operator": "Exists" }] }), false)]
+    fn label_selector_objects(#[case] sel: Value, #[case] expected: bool) {
+        let parsed = LabelSelector::from_object(&sel).expect("parses");
+        assert_eq!(parsed.matches(&obj()), expected, "{sel}");
+    }
+
     #[test]
     fn bad_label_selector() {
+        assert!(
+            LabelSelector::from_object(
+                &json!({ "matchExpressions": [{ "key": "a", "operator": "Gt" }] })
+            )
+            .is_err()
+        );
         assert!(LabelSelector::parse("app in x").is_err());
         assert!(LabelSelector::parse("a b c").is_err());
     }

@@ -1,17 +1,20 @@
-//! The API semantics over the store: create (generateName, defaults,
-//! schema validation), update with optimistic concurrency, status
-//! subresources, patches, deletes with finalizers and ownerReference
-//! garbage collection, and the few controllers a kube-apiserver runs
-//! itself (Service cluster IPs, Namespace phase, CRD registration).
+//! The API semantics over the store, each write in two steps so webhooks
+//! and conversion can run between them without the lock
+//! ([`crate::write`]): prepare (generateName, defaults, schema and CEL,
+//! optimistic concurrency, status subresources) and commit (stored only if
+//! the object did not change meanwhile); deletes with finalizers and
+//! ownerReference garbage collection, and the few controllers a
+//! kube-apiserver runs itself (Namespace phase, CRD registration; Service
+//! defaults in [`crate::builtins`]).
 
 use super::error::ApiError;
-use super::patch::{self, PatchKind};
 use super::registry::{Registry, ResourceType};
 use super::schema;
 use super::store::{Event, EventKind, Store};
 use crate::auth::token::Signer;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// Everything behind the server's lock.
 pub struct State {
@@ -23,9 +26,21 @@ pub struct State {
     pub events: tokio::sync::broadcast::Sender<Event>,
     /// Signs and verifies bearer tokens.
     pub signer: Signer,
-    next_cluster_ip: u32,
-    next_node_port: u16,
+    /// Where webhook Services are reached ("ns/name" -> "host:port"),
+    /// before their EndpointSlices are looked at.
+    pub webhook_services: std::collections::BTreeMap<String, String>,
+    pub(crate) next_cluster_ip: u32,
+    pub(crate) next_node_port: u16,
     name_seed: u64,
+}
+
+/// An update worked out against the current object, not stored yet.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The object to store, at the request's version.
+    pub object: Value,
+    /// Same as the current object: nothing to store.
+    pub unchanged: bool,
 }
 
 /// Which part of an object a write addresses.
@@ -72,6 +87,7 @@ impl State {
             registry: Registry::default(),
             events,
             signer: Signer::new(secret),
+            webhook_services: Default::default(),
             next_cluster_ip: 1,
             next_node_port: 30000,
             name_seed: 0x9e37_79b9_7f4a_7c15,
@@ -129,6 +145,13 @@ impl State {
         )
     }
 
+    /// The stored object `ns/name` of `t`.
+    pub fn stored(&self, t: &ResourceType, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+        self.store
+            .get(&t.collection(), ns, name)
+            .ok_or_else(|| ApiError::not_found(&self.what(t), name))
+    }
+
     /// GET one object.
     pub fn get(&self, t: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
         self.store
@@ -137,9 +160,15 @@ impl State {
             .ok_or_else(|| ApiError::not_found(&self.what(t), name))
     }
 
-    /// An object as served at `t`'s version (CRDs: conversion `None`).
+    /// An object as served at `t`'s version, for CRDs with conversion
+    /// `None` (only apiVersion rewritten); as stored for CRDs converted by
+    /// a webhook, which the caller converts without holding the lock
+    /// (`crate::conversion`).
     pub fn at_version(&self, t: &ResourceType, obj: &Value) -> Value {
         let mut o = obj.clone();
+        if t.conversion.is_some() {
+            return o;
+        }
         o["apiVersion"] = json!(t.api_version());
         o["kind"] = json!(t.kind);
         o
@@ -205,8 +234,16 @@ impl State {
         Ok(())
     }
 
-    /// POST.
-    pub fn create(
+    /// POST, all at once (the server's own objects: no webhooks).
+    pub fn create(&mut self, t: &ResourceType, ns: &str, obj: Value) -> Result<Value, ApiError> {
+        let prepared = self.prepare_create(t, ns, obj)?;
+        let stored = self.commit_create(t, ns, prepared)?;
+        Ok(self.at_version(t, &stored))
+    }
+
+    /// A create up to storing: names, server-owned metadata, defaults,
+    /// schema and CEL, what kube-apiserver's registries fill in.
+    pub fn prepare_create(
         &mut self,
         t: &ResourceType,
         ns: &str,
@@ -282,9 +319,27 @@ impl State {
         }
         self.admit(t, &mut obj, None)?;
         self.builtin_on_create(t, &mut obj)?;
+        crate::builtins::check(t, &mut obj)?;
+        Ok(obj)
+    }
+
+    /// Stores a prepared create (in the storage version); the stored
+    /// object.
+    pub fn commit_create(
+        &mut self,
+        t: &ResourceType,
+        ns: &str,
+        mut obj: Value,
+    ) -> Result<Value, ApiError> {
+        // The namespace or a namesake may have come or gone meanwhile.
+        self.check_namespace(t, ns)?;
+        let name = name_of(&obj);
+        if self.store.get(&t.collection(), ns, &name).is_some() {
+            return Err(ApiError::already_exists(&self.what(t), &name));
+        }
         let rv = self.store.next_rv();
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-        if t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions" {
+        if crate::builtins::is_crd(t) {
             self.registry
                 .add_crd(&obj)
                 .map_err(|e| ApiError::invalid(&t.kind, &name, vec![("spec".into(), e)]))?;
@@ -293,127 +348,19 @@ impl State {
             .store
             .put(&t.collection(), ns, &name, obj.clone(), EventKind::Added);
         self.emit(ev);
-        Ok(self.at_version(t, &obj))
+        Ok(obj)
     }
 
-    /// What kube-apiserver's own controllers fill in on create.
-    fn builtin_on_create(&mut self, t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
-        match (t.group.as_str(), t.plural.as_str()) {
-            ("", "namespaces") => {
-                obj["status"] = json!({ "phase": "Active" });
-                obj["spec"]["finalizers"] = json!(["kubernetes"]);
-                obj["metadata"]["labels"]["kubernetes.io/metadata.name"] =
-                    obj["metadata"]["name"].clone();
-            }
-            ("", "services") => self.service_defaults(obj),
-            ("apiextensions.k8s.io", "customresourcedefinitions") => {
-                obj["status"] = json!({
-                    "acceptedNames": obj["spec"]["names"],
-                    "storedVersions": obj["spec"]["versions"].as_array().into_iter().flatten()
-                        .filter(|v| v["storage"] == json!(true)).map(|v| v["name"].clone()).collect::<Vec<_>>(),
-                    "conditions": [
-                        { "type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now() },
-                        { "type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now() },
-                    ],
-                });
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// ClusterIP allocation (10.96.0.0/16 and fd00:10:96::/112), default
-    /// type, protocol, families and node ports, as kube-apiserver does.
-    fn service_defaults(&mut self, obj: &mut Value) {
-        let spec = &mut obj["spec"];
-        if spec["type"].is_null() {
-            spec["type"] = json!("ClusterIP");
-        }
-        if spec["sessionAffinity"].is_null() {
-            spec["sessionAffinity"] = json!("None");
-        }
-        let svc_type = spec["type"].as_str().unwrap_or("ClusterIP").to_owned();
-        if svc_type != "ExternalName"
-            && spec["clusterIP"] != json!("None")
-            && spec["clusterIP"].as_str().is_none_or(str::is_empty)
-        {
-            let families: Vec<String> = match spec["ipFamilies"].as_array() {
-                Some(f) if !f.is_empty() => f
-                    .iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect(),
-                _ => match spec["ipFamilyPolicy"].as_str() {
-                    Some("RequireDualStack") | Some("PreferDualStack") => {
-                        vec!["IPv4".into(), "IPv6".into()]
-                    }
-                    _ => vec!["IPv4".into()],
-                },
-            };
-            let n = self.next_cluster_ip;
-            self.next_cluster_ip += 1;
-            let ips: Vec<String> = families
-                .iter()
-                .map(|f| {
-                    if f == "IPv6" {
-                        format!("fd00:10:96::{:x}", n)
-                    } else {
-                        format!("10.96.{}.{}", n / 256, n % 256)
-                    }
-                })
-                .collect();
-            spec["clusterIP"] = json!(ips[0]);
-            spec["clusterIPs"] = json!(ips);
-            spec["ipFamilies"] = json!(families);
-            if spec["ipFamilyPolicy"].is_null() {
-                spec["ipFamilyPolicy"] = json!(if families.len() > 1 {
-                    "PreferDualStack"
-                } else {
-                    "SingleStack"
-                });
-            }
-        }
-        let needs_node_port = svc_type == "NodePort"
-            || (svc_type == "LoadBalancer"
-                && spec["allocateLoadBalancerNodePorts"] != json!(false));
-        let mut ports = spec["ports"].as_array().cloned().unwrap_or_default();
-        for p in &mut ports {
-            if p["protocol"].is_null() {
-                p["protocol"] = json!("TCP");
-            }
-            if p["targetPort"].is_null() {
-                p["targetPort"] = p["port"].clone();
-            }
-            if needs_node_port && p["nodePort"].is_null() {
-                p["nodePort"] = json!(self.next_node_port);
-                self.next_node_port = self.next_node_port.wrapping_add(1).max(30000);
-            }
-        }
-        if !ports.is_empty() {
-            spec["ports"] = json!(ports);
-        }
-        if (svc_type == "LoadBalancer" || svc_type == "NodePort")
-            && spec["externalTrafficPolicy"].is_null()
-        {
-            spec["externalTrafficPolicy"] = json!("Cluster");
-        }
-        if obj["status"].is_null() {
-            obj["status"] = json!({ "loadBalancer": {} });
-        }
-    }
-
-    /// PUT (and the tail of PATCH): replaces the object or its status.
-    pub fn update(
+    /// PUT (and the tail of PATCH) up to storing: the object or its status
+    /// replaced in `current` (the stored object at the request's version).
+    pub fn prepare_update(
         &mut self,
         t: &ResourceType,
-        ns: &str,
         name: &str,
         mut obj: Value,
         part: Part,
-    ) -> Result<Value, ApiError> {
-        let current = self
-            .store
-            .get(&t.collection(), ns, name)
-            .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
+        current: &Value,
+    ) -> Result<Prepared, ApiError> {
         if !obj.is_object() {
             return Err(ApiError::bad_request("the body must be a JSON object"));
         }
@@ -436,7 +383,7 @@ impl State {
         // Which part may change.
         let mut next = match part {
             Part::Status => {
-                let mut n = (*current).clone();
+                let mut n = current.clone();
                 n["status"] = obj["status"].take();
                 n
             }
@@ -482,7 +429,10 @@ impl State {
             }
             self.service_defaults(&mut next);
         }
-        self.admit(t, &mut next, Some(&*current))?;
+        self.admit(t, &mut next, Some(current))?;
+        if part == Part::Main {
+            crate::builtins::check(t, &mut next)?;
+        }
         if next["spec"] != current["spec"] {
             let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
             next["metadata"]["generation"] = json!(generation);
@@ -490,21 +440,42 @@ impl State {
         // Unchanged: no new resourceVersion, no event (like kube-apiserver).
         let mut comparable = next.clone();
         comparable["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-        if comparable == *current {
-            return Ok(self.at_version(t, &current));
+        let unchanged = comparable == *current;
+        Ok(Prepared {
+            object: next,
+            unchanged,
+        })
+    }
+
+    /// Stores a prepared update (in the storage version) when the stored
+    /// object is still at `expected_rv` (`None` otherwise: prepare again);
+    /// the stored object (its last state when this removed the last
+    /// finalizer of an object being deleted).
+    pub fn commit_update(
+        &mut self,
+        t: &ResourceType,
+        ns: &str,
+        name: &str,
+        mut next: Value,
+        expected_rv: &Value,
+    ) -> Result<Option<Value>, ApiError> {
+        let current = self
+            .store
+            .get(&t.collection(), ns, name)
+            .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
+        if current["metadata"]["resourceVersion"] != *expected_rv {
+            return Ok(None);
         }
         if !next["metadata"]["deletionTimestamp"].is_null()
             && next["metadata"]["finalizers"]
                 .as_array()
                 .is_none_or(Vec::is_empty)
         {
-            return self
-                .finish_delete(t, ns, name, next)
-                .map(|o| self.at_version(t, &o));
+            return self.finish_delete(t, ns, name, next).map(Some);
         }
         let rv = self.store.next_rv();
         next["metadata"]["resourceVersion"] = json!(rv.to_string());
-        if t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions" {
+        if crate::builtins::is_crd(t) {
             self.registry
                 .add_crd(&next)
                 .map_err(|e| ApiError::invalid(&t.kind, name, vec![("spec".into(), e)]))?;
@@ -513,45 +484,26 @@ impl State {
             .store
             .put(&t.collection(), ns, name, next.clone(), EventKind::Modified);
         self.emit(ev);
-        Ok(self.at_version(t, &next))
+        Ok(Some(next))
     }
 
-    /// PATCH.
-    pub fn patch(
+    /// DELETE when the stored object is still at `expected_rv` (`None`
+    /// otherwise): marks objects with finalizers, removes the rest, and
+    /// collects what they owned; the object's last stored state.
+    pub fn commit_delete(
         &mut self,
         t: &ResourceType,
         ns: &str,
         name: &str,
-        body: &Value,
-        kind: PatchKind,
-        part: Part,
-    ) -> Result<Value, ApiError> {
-        if kind == PatchKind::Apply {
-            return Err(ApiError::unsupported_media_type(
-                "server-side apply is not supported by the lab API server: use kubectl apply without --server-side, or a merge patch",
-            ));
-        }
+        expected_rv: &Value,
+    ) -> Result<Option<Value>, ApiError> {
         let current = self
             .store
             .get(&t.collection(), ns, name)
             .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
-        let mut doc = (*current).clone();
-        patch::apply(&mut doc, body, kind).map_err(ApiError::invalid_message)?;
-        // A patch carries a resourceVersion only when the client wants the
-        // precondition; otherwise it applies to the current object.
-        if body["metadata"]["resourceVersion"].is_null() {
-            doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+        if current["metadata"]["resourceVersion"] != *expected_rv {
+            return Ok(None);
         }
-        self.update(t, ns, name, doc, part)
-    }
-
-    /// DELETE: marks objects with finalizers, removes the rest, and
-    /// collects what they owned.
-    pub fn delete(&mut self, t: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
-        let current = self
-            .store
-            .get(&t.collection(), ns, name)
-            .ok_or_else(|| ApiError::not_found(&self.what(t), name))?;
         let has_finalizers = current["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty())
@@ -566,12 +518,12 @@ impl State {
                     self.store
                         .put(&t.collection(), ns, name, next.clone(), EventKind::Modified);
                 self.emit(ev);
-                return Ok(self.at_version(t, &next));
+                return Ok(Some(next));
             }
-            return Ok(self.at_version(t, &current));
+            return Ok(Some((*current).clone()));
         }
-        let last = self.finish_delete(t, ns, name, (*current).clone())?;
-        Ok(self.at_version(t, &last))
+        self.finish_delete(t, ns, name, (*current).clone())
+            .map(Some)
     }
 
     fn finish_delete(

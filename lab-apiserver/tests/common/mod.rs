@@ -3,6 +3,8 @@
 //! real kubectl.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod webhook;
+
 use kube::Client;
 use kube::config::Kubeconfig;
 use lab_apiserver::ApiServer;

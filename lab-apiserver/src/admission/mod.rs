@@ -1,0 +1,240 @@
+//! Validating admission webhooks, as kube-apiserver calls them: after
+//! defaulting, pruning, schema and CEL, before storing, every webhook of
+//! every ValidatingWebhookConfiguration whose rules and selectors match
+//! the write gets an AdmissionReview, all in parallel, each bounded by its
+//! timeoutSeconds. A denial refuses the write; a failed call refuses it
+//! under failurePolicy Fail and is logged under Ignore; warnings go back
+//! as `Warning` headers. [`rules`] decides who is called, [`review`] what
+//! is sent and how answers read, [`client`] how the call is made,
+//! [`config`] what a configuration holds.
+
+pub mod client;
+pub mod config;
+pub mod review;
+pub mod rules;
+
+use crate::auth::User;
+use crate::error::ApiError;
+use crate::http::{Shared, lock};
+use crate::registry::ResourceType;
+use rules::{Operation, Request};
+use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// One write, as admission sees it.
+pub struct Write<'a> {
+    /// The type at the request's version.
+    pub t: &'a ResourceType,
+    /// CREATE, UPDATE or DELETE.
+    pub operation: Operation,
+    /// "" or `status`.
+    pub subresource: &'a str,
+    /// Namespace ("" for cluster-scoped).
+    pub namespace: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// The object after the write, at the request's version.
+    pub object: Option<&'a Value>,
+    /// The object before it, at the request's version.
+    pub old_object: Option<&'a Value>,
+    /// Who writes.
+    pub user: &'a User,
+    /// `?dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// A webhook that matched, worked out under the lock.
+struct Call {
+    webhook: Value,
+    /// The type at the version the webhook is called with.
+    matched: ResourceType,
+    target: Result<client::Target, String>,
+    timeout: Duration,
+}
+
+fn uid() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(1);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let secs = jiff::Timestamp::now().as_second() as u32;
+    format!("{secs:08x}-ad00-4000-8000-{n:012x}")
+}
+
+/// The webhooks `w` goes to, in configuration-name order.
+fn plan(shared: &Shared, w: &Write<'_>) -> Result<Vec<Call>, ApiError> {
+    let s = lock(shared);
+    let configs = s.store.list(
+        &(
+            "admissionregistration.k8s.io".into(),
+            "validatingwebhookconfigurations".into(),
+        ),
+        None,
+    );
+    if configs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let namespace_object = (!w.namespace.is_empty())
+        .then(|| {
+            s.store
+                .get(&(String::new(), "namespaces".into()), "", w.namespace)
+        })
+        .flatten();
+    let t = w.t;
+    let others: Vec<String> = s
+        .registry
+        .versions_of(&t.group, &t.plural)
+        .into_iter()
+        .filter(|v| *v != t.version)
+        .collect();
+    let request = Request {
+        operation: w.operation,
+        group: &t.group,
+        version: &t.version,
+        resource: &t.plural,
+        subresource: w.subresource,
+        namespace: w.namespace,
+        object: w.object,
+        old_object: w.old_object,
+        namespace_object: namespace_object.as_deref(),
+    };
+    let mut calls = Vec::new();
+    for config in &configs {
+        for webhook in config["webhooks"].as_array().into_iter().flatten() {
+            let name = webhook["name"].as_str().unwrap_or_default();
+            let Some(version) = rules::chosen_version(webhook, &request, &others) else {
+                continue;
+            };
+            let selected = rules::selectors_match(webhook, &request)
+                .map_err(|e| review::call_failed(name, &e))?;
+            if !selected {
+                continue;
+            }
+            if w.dry_run
+                && !matches!(
+                    webhook["sideEffects"].as_str(),
+                    Some("None" | "NoneOnDryRun")
+                )
+            {
+                return Err(review::dry_run_unsupported(name));
+            }
+            let matched = s
+                .registry
+                .get(&t.group, &version, &t.plural)
+                .cloned()
+                .unwrap_or_else(|| t.clone());
+            let timeout = Duration::from_secs(
+                webhook["timeoutSeconds"]
+                    .as_u64()
+                    .unwrap_or(10)
+                    .clamp(1, 30),
+            );
+            calls.push(Call {
+                target: client::target(&s, &webhook["clientConfig"], timeout),
+                webhook: webhook.clone(),
+                matched,
+                timeout,
+            });
+        }
+    }
+    Ok(calls)
+}
+
+/// What one call came to: warnings, and the error that refuses the write.
+async fn call(shared: &Shared, w: &Write<'_>, c: &Call) -> (Vec<String>, Option<ApiError>) {
+    let name = c.webhook["name"].as_str().unwrap_or_default();
+    let result = async {
+        // The webhook sees its own version (matchPolicy Equivalent).
+        let at = |o: Option<&Value>| {
+            let o = o.cloned();
+            async move {
+                match o {
+                    Some(o) if c.matched.version != w.t.version => {
+                        let o = shared_at_version(shared, &c.matched, o);
+                        crate::conversion::at(shared, &c.matched, o).await.map(Some)
+                    }
+                    other => Ok(other),
+                }
+            }
+        };
+        let object = at(w.object).await?;
+        let old_object = at(w.old_object).await?;
+        let target = c.target.as_ref().map_err(Clone::clone)?;
+        let uid = uid();
+        let request = Request {
+            operation: w.operation,
+            group: &w.t.group,
+            version: &w.t.version,
+            resource: &w.t.plural,
+            subresource: w.subresource,
+            namespace: w.namespace,
+            object: w.object,
+            old_object: w.old_object,
+            namespace_object: None,
+        };
+        let body = review::admission_review(
+            &review::Call {
+                uid: &uid,
+                name: w.name,
+                user: w.user,
+                dry_run: w.dry_run,
+                matched: versioned(&c.matched),
+                requested: versioned(w.t),
+            },
+            &request,
+            object.as_ref(),
+            old_object.as_ref(),
+        );
+        let answer = client::post(target, &body, c.timeout)
+            .await
+            .map_err(|e| format!("failed to call webhook: {e}"))?;
+        review::verdict(&uid, &answer)
+            .map_err(|e| format!("received invalid webhook response: {e}"))
+    }
+    .await;
+    match result {
+        Ok(v) if v.allowed => (v.warnings, None),
+        Ok(v) => (v.warnings, Some(review::denied(name, &v.status))),
+        Err(reason) if c.webhook["failurePolicy"] == "Ignore" => {
+            tracing::warn!(webhook = name, %reason, "failed calling webhook, failing open");
+            (Vec::new(), None)
+        }
+        Err(reason) => (Vec::new(), Some(review::call_failed(name, &reason))),
+    }
+}
+
+fn versioned(t: &ResourceType) -> review::Versioned<'_> {
+    review::Versioned {
+        group: &t.group,
+        version: &t.version,
+        kind: &t.kind,
+        resource: &t.plural,
+    }
+}
+
+/// `o` as `t` serves it (only apiVersion rewritten unless `t` converts by
+/// webhook).
+fn shared_at_version(shared: &Shared, t: &ResourceType, o: Value) -> Value {
+    lock(shared).at_version(t, &o)
+}
+
+/// Runs the validating webhooks `w` matches; the warnings they returned,
+/// and the error that refuses the write (the first in webhook order).
+pub async fn validate(shared: &Shared, w: &Write<'_>) -> (Vec<String>, Result<(), ApiError>) {
+    if rules::exempt(&w.t.group, &w.t.plural) {
+        return (Vec::new(), Ok(()));
+    }
+    let calls = match plan(shared, w) {
+        Ok(c) => c,
+        Err(e) => return (Vec::new(), Err(e)),
+    };
+    let outcomes = futures::future::join_all(calls.iter().map(|c| call(shared, w, c))).await;
+    let mut warnings = Vec::new();
+    let mut refusal = None;
+    for (warned, error) in outcomes {
+        warnings.extend(warned);
+        if refusal.is_none() {
+            refusal = error;
+        }
+    }
+    (warnings, refusal.map_or(Ok(()), Err))
+}
