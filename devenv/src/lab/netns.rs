@@ -1101,13 +1101,10 @@ fn parse_pids(out: &str) -> Vec<i32> {
         .collect()
 }
 
-fn alive(pid: i32) -> bool {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-}
-
 /// Kills every process living in `ns` (never this process): SIGTERM, then
 /// SIGKILL after a grace period. Returns the pids it signalled.
 pub fn kill_processes(ns: &str, grace: Duration) -> Result<Vec<i32>> {
+    use super::process::alive;
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let me = std::process::id();
