@@ -150,9 +150,7 @@ fn cel_enforced(ctx: &Ctx) -> Result<()> {
         Api::namespaced_with(ctx.client()?, ctx.namespace(), &resource);
     let peer = |name: &str, spec: serde_json::Value| -> Result<kube::core::DynamicObject> {
         let mut full = json!({ "myASN": 64512, "peerASN": 64512, "peerAddress": "192.0.2.1" });
-        if let (Some(f), Some(extra)) = (full.as_object_mut(), spec.as_object()) {
-            f.extend(extra.clone());
-        }
+        crate::metallb::merge(&mut full, &spec);
         Ok(serde_json::from_value(json!({
             "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
             "metadata": { "name": name }, "spec": full,
