@@ -926,9 +926,9 @@ impl Cluster for KindCluster {
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        crate::frr::wait_for(
-            &format!("bgpd in {container} answering vtysh"),
+        crate::wait::eventually(
             Duration::from_secs(30),
+            &format!("bgpd in {container} answering vtysh"),
             || {
                 self.vtysh(crate::frr::NEIGHBORS_COMMAND)
                     .map(|o| crate::frr::parse_neighbors(&o).ok())
