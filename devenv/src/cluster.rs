@@ -8,6 +8,17 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::process::Output;
 
+/// Runs `argv` on this machine and returns what it printed and how it
+/// ended, unchecked: what the providers' `exec_on_*` run (directly, through
+/// `ip netns exec` or `docker exec`), leaving the status to the caller.
+pub fn output(argv: &[&str]) -> Result<Output> {
+    let (program, args) = argv.split_first().context("empty command")?;
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {}", argv.join(" ")))
+}
+
 /// What the dev-env announces service addresses with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {

@@ -14,7 +14,6 @@ use ipnet::IpNet;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::{Duration, Instant};
 
 /// Both ends use this ASN (iBGP, like upstream's dev-env).
 pub const ASN: u32 = 64512;
@@ -528,31 +527,6 @@ pub fn parse_kernel_routes(text: &str) -> Result<Vec<KernelRoute>> {
         });
     }
     Ok(out)
-}
-
-/// Calls `probe` every 200 ms until it returns `Some`, for at most
-/// `timeout`; errors from `probe` (a router still starting) count as "not
-/// yet". The timeout error names `what` and the last error or state seen.
-pub fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl FnMut() -> Result<Option<T>>,
-) -> Result<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let last = match probe() {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => None,
-            Err(e) => Some(e),
-        };
-        if Instant::now() >= deadline {
-            return Err(match last {
-                Some(e) => e.context(format!("{what}: not within {timeout:?}")),
-                None => anyhow::anyhow!("{what}: not within {timeout:?}"),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod image;
 pub mod kind;
 pub mod lab;
 pub mod prereq;
+pub mod wait;
 
 /// A current-thread tokio runtime for the synchronous entry points (the
 /// `Cluster` handle, benchmarks) that make a few async calls.

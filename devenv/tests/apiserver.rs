@@ -2,6 +2,7 @@
 //! crate, in process, no root needed): the MetalLB API bootstrap that `up`
 //! runs, and the EndpointSlice controller of `lab-controller-manager`.
 
+use devenv::wait::eventually_async;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -9,7 +10,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use lab_apiserver::ApiServer;
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 async fn start() -> (ApiServer, kube::Client) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -79,29 +80,28 @@ async fn the_endpointslice_controller_follows_pod_readiness() {
     .await
     .expect("status");
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let list = slices
-            .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
-            .await
-            .expect("list");
-        let ready: Vec<String> = list
-            .items
-            .iter()
-            .flat_map(|s| s.endpoints.iter())
-            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
-            .flat_map(|e| e.addresses.clone())
-            .collect();
-        if ready == ["10.0.0.5"] {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no ready endpoint for web: {:?}",
-            list.items
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually_async(
+        Duration::from_secs(10),
+        "one ready endpoint 10.0.0.5 for web",
+        || async {
+            let list = slices
+                .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
+                .await?;
+            let ready: Vec<String> = list
+                .items
+                .iter()
+                .flat_map(|s| s.endpoints.iter())
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+                .flat_map(|e| e.addresses.clone())
+                .collect();
+            if ready != ["10.0.0.5"] {
+                anyhow::bail!("slices {:?}", list.items);
+            }
+            Ok(Some(()))
+        },
+    )
+    .await
+    .expect("the controller made the slice");
     let _ = stop.send(());
     controller.await.expect("controller stops");
 }

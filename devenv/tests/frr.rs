@@ -9,11 +9,12 @@
 
 mod common;
 
-use devenv::frr::{self, AddressFamily, wait_for};
+use devenv::frr::{self, AddressFamily};
 use devenv::lab::cluster::{down, lab_dir};
 use devenv::lab::frr::{BGPD, LabRouter, ZEBRA, lab_router_config};
 use devenv::lab::netns::{self, LabHost, Topology};
 use devenv::lab::process::Processes;
+use devenv::wait::eventually;
 use ipnet::IpNet;
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -136,7 +137,7 @@ fn connect_through_nodes(lab: &netns::Lab, vip: IpAddr) -> usize {
         .expect("setns")
         .unwrap_or_else(|e| panic!("connecting to {vip} from the external namespace: {e}"));
         drop(stream);
-        let node = wait_for("the connection accepted by a node", WAIT, || {
+        let node = eventually(WAIT, "the connection accepted by a node", || {
             for (i, l) in listeners.iter().enumerate() {
                 if let Ok((mut s, _)) = l.accept() {
                     let _ = s.read(&mut [0u8; 1]);
@@ -232,7 +233,7 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
                 && p.iter().all(|p| p.best || p.multipath)
         })
     };
-    let routes4 = wait_for("both paths of the IPv4 VIP", WAIT, || {
+    let routes4 = eventually(WAIT, "both paths of the IPv4 VIP", || {
         let r = router.routes(AddressFamily::Ipv4)?;
         Ok((ecmp(r.get(&vip4)) && r.len() == 3).then_some(r))
     })
@@ -256,7 +257,7 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
     assert_eq!(own[0].local_pref, Some(100));
     assert!(own[0].communities.is_empty());
 
-    let routes6 = wait_for("both paths of the IPv6 VIP", WAIT, || {
+    let routes6 = eventually(WAIT, "both paths of the IPv6 VIP", || {
         let r = router.routes(AddressFamily::Ipv6)?;
         Ok(ecmp(r.get(&vip6)).then_some(r))
     })
@@ -268,7 +269,7 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
     assert_eq!(hops, [address(n0, true), address(n1, true)].into());
 
     // zebra installed them, ECMP, into the external namespace.
-    let kernel = wait_for("ECMP kernel routes", WAIT, || {
+    let kernel = eventually(WAIT, "ECMP kernel routes", || {
         let k = router.kernel_routes()?;
         Ok((gateways(&k, &vip4).len() == 2 && gateways(&k, &vip6).len() == 2).then_some(k))
     })
@@ -362,7 +363,7 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
     router
         .wait_established(&peers, WAIT)
         .expect("sessions back after the restart");
-    wait_for("the ECMP route back after the restart", WAIT, || {
+    eventually(WAIT, "the ECMP route back after the restart", || {
         Ok((gateways(&router.kernel_routes()?, &vip4).len() == 2).then_some(()))
     })
     .expect("routes back");
@@ -376,7 +377,7 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
 
     // A peer leaves: its paths are withdrawn, the ECMP route shrinks.
     procs.stop("peer1", Duration::from_secs(5));
-    let states = wait_for("node 1's sessions down", WAIT, || {
+    let states = eventually(WAIT, "node 1's sessions down", || {
         let s = router.neighbor_states()?;
         Ok((s[&address(n1, false)] != "Established").then_some(s))
     })
@@ -386,7 +387,7 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
         "neighbors-one-down.json",
         &router.vtysh(frr::NEIGHBORS_COMMAND).expect("vtysh"),
     );
-    wait_for("the VIP through node 0 only", WAIT, || {
+    eventually(WAIT, "the VIP through node 0 only", || {
         Ok(
             (gateways(&router.kernel_routes()?, &vip4) == [address(n0, false)].into())
                 .then_some(()),

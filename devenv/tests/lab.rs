@@ -5,7 +5,8 @@ mod common;
 
 use devenv::cluster::Cluster;
 use devenv::lab::cluster::{LabSpec, api_port, down, lab_dir, up};
-use devenv::lab::netns;
+use devenv::lab::{netns, process};
+use devenv::wait::eventually;
 use std::time::{Duration, Instant};
 
 struct Guard(String);
@@ -58,15 +59,13 @@ fn lab_up_is_idempotent_and_down_cleans_up_after_a_crash_needs_root() {
         .expect("exec");
     assert!(out.status.success());
     let rt = tokio::runtime::Runtime::new().expect("rt");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    eventually(Duration::from_secs(20), "two Ready nodes", || {
         let ready = rt.block_on(async {
-            let client = devenv::lab::cluster::client(lab.kubeconfig())
-                .await
-                .expect("client");
+            let client = devenv::lab::cluster::client(lab.kubeconfig()).await?;
             let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
-            nodes.list(&Default::default()).await.map(|l| {
-                l.items
+            let list = nodes.list(&Default::default()).await?;
+            anyhow::Ok(
+                list.items
                     .iter()
                     .filter(|n| {
                         n.status
@@ -76,15 +75,12 @@ fn lab_up_is_idempotent_and_down_cleans_up_after_a_crash_needs_root() {
                                 c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
                             })
                     })
-                    .count()
-            })
-        });
-        if ready.is_ok_and(|n| n == 2) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "nodes not Ready in 20 s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+                    .count(),
+            )
+        })?;
+        Ok((ready == 2).then_some(()))
+    })
+    .expect("nodes Ready");
 
     // A second `up` reuses everything.
     let again = up(&spec).expect("lab reused");
@@ -132,12 +128,7 @@ fn lab_up_is_idempotent_and_down_cleans_up_after_a_crash_needs_root() {
     assert!(left.is_empty(), "namespaces left: {left:?}");
     assert!(!lab_dir(&name).exists());
     for pid in first {
-        assert!(
-            !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
-                || std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-                    .map(|s| s.contains(") Z "))
-                    .unwrap_or(true),
-            "process {pid} survived"
-        );
+        let pid: i32 = pid.trim().parse().expect("a pid");
+        assert!(!process::alive(pid), "process {pid} survived");
     }
 }

@@ -5,11 +5,12 @@
 
 use crate::Ctx;
 use anyhow::{Context, Result, bail};
+use devenv::wait::eventually;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use devenv::lab::backend::NETEXEC_IMAGE;
 
@@ -47,26 +48,26 @@ pub fn wait_for_endpoints(
     let slices: Api<EndpointSlice> = Api::namespaced(ctx.client()?, ctx.namespace());
     let mut want: Vec<String> = nodes.iter().map(|n| (*n).to_owned()).collect();
     want.sort();
-    let deadline = Instant::now() + timeout;
-    loop {
-        let list = ctx.block_on(slices.list(
-            &ListParams::default().labels(&format!("kubernetes.io/service-name={service}")),
-        ))?;
-        let mut ready: Vec<String> = list
-            .items
-            .iter()
-            .flat_map(|s| s.endpoints.iter())
-            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(false))
-            .filter_map(|e| e.node_name.clone())
-            .collect();
-        ready.sort();
-        ready.dedup();
-        if ready == want {
-            return Ok(ready);
-        }
-        if Instant::now() > deadline {
-            bail!("endpoints of {service} on {ready:?}, expected {want:?} within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually(
+        timeout,
+        &format!("ready endpoints of {service} on {want:?}"),
+        || {
+            let list = ctx.block_on(slices.list(
+                &ListParams::default().labels(&format!("kubernetes.io/service-name={service}")),
+            ))?;
+            let mut ready: Vec<String> = list
+                .items
+                .iter()
+                .flat_map(|s| s.endpoints.iter())
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(false))
+                .filter_map(|e| e.node_name.clone())
+                .collect();
+            ready.sort();
+            ready.dedup();
+            if ready != want {
+                bail!("ready on {ready:?}");
+            }
+            Ok(Some(ready))
+        },
+    )
 }

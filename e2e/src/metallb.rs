@@ -8,6 +8,7 @@
 
 use crate::Ctx;
 use anyhow::{Context, Result, bail};
+use devenv::wait::eventually;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -15,7 +16,7 @@ use kube::core::{ApiResource, DynamicObject};
 use metallb_rs::api::v1beta1;
 use serde_json::{Value, json};
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The label on every configuration object the suites create.
 pub const OWNED_LABEL: &str = "e2e.metallb.io/owned";
@@ -244,50 +245,6 @@ pub fn ingress(svc: &Service) -> Vec<IpAddr> {
         .flatten()
         .filter_map(|i| i.ip.as_deref()?.parse().ok())
         .collect()
-}
-
-/// Polls `check` every 200 ms until it returns `Some`, failing after
-/// `timeout` with `what` and the last observation.
-pub fn eventually<T>(
-    timeout: Duration,
-    what: &str,
-    mut check: impl FnMut() -> Result<Option<T>>,
-) -> Result<T> {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::from("nothing observed");
-    loop {
-        match check() {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => {}
-            Err(e) => last = format!("{e:#}"),
-        }
-        if Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting for {what} ({last})");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Checks `check` every 200 ms for `duration`; fails at the first
-/// violation it reports (`Some(what went wrong)`) or error. The
-/// counterpart of [`eventually`] for "nothing changes" claims: call it
-/// only after proving that the action whose absence of effect it checks
-/// took place.
-pub fn throughout(
-    duration: Duration,
-    what: &str,
-    mut check: impl FnMut() -> Result<Option<String>>,
-) -> Result<()> {
-    let deadline = Instant::now() + duration;
-    loop {
-        if let Some(violation) = check().with_context(|| format!("checking {what}"))? {
-            bail!("{what} broke: {violation}");
-        }
-        if Instant::now() > deadline {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// The status of ConfigurationState `name` (`controller`,

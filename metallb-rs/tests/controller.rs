@@ -145,25 +145,29 @@ fn ingress(svc: &Service) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Polls `f` until it returns Some, or fails after `secs` with `what`.
 /// How long a wait may take before the test fails: generous, since these
 /// are waits for something that must happen, not timings, and the
 /// machine may be busy (CI runs every test at once).
-const PATIENCE: u64 = 30;
+const PATIENCE: Duration = Duration::from_secs(30);
 
+/// Polls `f` every 50 ms (the API server is in process) until it returns
+/// `Some`, panicking after `timeout` with `what`. The shape of
+/// `devenv::wait::eventually_async`, which the lab tests and e2e suites
+/// share; this package's tests cannot depend on devenv (devenv depends on
+/// this package), and this file is the only one here that polls.
 async fn eventually<T, F: Future<Output = Option<T>>>(
-    secs: u64,
+    timeout: Duration,
     what: &str,
     mut f: impl FnMut() -> F,
 ) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(v) = f().await {
             return v;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out after {secs} s waiting for {what}"
+            "timed out after {timeout:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -341,23 +341,3 @@ fn commands_name_the_family() {
     );
     assert_eq!(AddressFamily::of(&ip("::1")), AddressFamily::Ipv6);
 }
-
-#[test]
-fn wait_for_returns_the_value_or_names_what_and_the_last_error() {
-    let mut n = 0;
-    let v = wait_for("three calls", Duration::from_secs(5), || {
-        n += 1;
-        Ok((n == 3).then_some(n))
-    })
-    .expect("third call");
-    assert_eq!(v, 3);
-    let err = wait_for::<()>("never", Duration::from_millis(300), || {
-        bail!("states: Active")
-    })
-    .expect_err("times out");
-    let text = format!("{err:#}");
-    assert!(
-        text.contains("never") && text.contains("states: Active"),
-        "{text}"
-    );
-}

@@ -631,13 +631,9 @@ impl KindCluster {
     }
 
     fn docker_exec(&self, node: &str, argv: &[&str]) -> Result<Output> {
-        let mut args = vec!["exec", node];
-        args.extend_from_slice(argv);
-        Ok(duct::cmd("docker", &args)
-            .stdout_capture()
-            .stderr_capture()
-            .unchecked()
-            .run()?)
+        let mut full = vec!["docker", "exec", node];
+        full.extend_from_slice(argv);
+        crate::cluster::output(&full)
     }
 
     fn docker_exec_ok(&self, node: &str, argv: &[&str]) -> Result<()> {
@@ -717,12 +713,7 @@ impl Cluster for KindCluster {
     }
     /// The external host is this machine, on the kind bridge (as upstream).
     fn exec_on_external(&self, argv: &[&str]) -> Result<Output> {
-        let (program, args) = argv.split_first().context("empty command")?;
-        Ok(duct::cmd(*program, args)
-            .stdout_capture()
-            .stderr_capture()
-            .unchecked()
-            .run()?)
+        crate::cluster::output(argv)
     }
     fn node_down(&self, node: &str) -> Result<()> {
         self.docker_exec_ok(node, &["ip", "link", "set", "eth0", "down"])
@@ -935,9 +926,9 @@ impl Cluster for KindCluster {
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        crate::frr::wait_for(
-            &format!("bgpd in {container} answering vtysh"),
+        crate::wait::eventually(
             Duration::from_secs(30),
+            &format!("bgpd in {container} answering vtysh"),
             || {
                 self.vtysh(crate::frr::NEIGHBORS_COMMAND)
                     .map(|o| crate::frr::parse_neighbors(&o).ok())

@@ -10,7 +10,7 @@ use crate::cluster::{Cluster, NodeInfo, PoolRanges, Protocol, StopSignal};
 use anyhow::{Context, Result, bail};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 /// What `cargo xtask dev-env --provider lab` builds.
@@ -639,14 +639,6 @@ fn read_configuration(metrics: &str) -> bool {
     })
 }
 
-fn run(argv: &[&str]) -> Result<Output> {
-    let (program, args) = argv.split_first().context("empty command")?;
-    Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {}", argv.join(" ")))
-}
-
 impl Cluster for LabCluster {
     fn name(&self) -> &str {
         &self.name
@@ -671,13 +663,13 @@ impl Cluster for LabCluster {
         let ns = self.namespace_of(node)?;
         let mut full = vec!["ip", "netns", "exec", ns];
         full.extend_from_slice(argv);
-        run(&full)
+        crate::cluster::output(&full)
     }
 
     fn exec_on_external(&self, argv: &[&str]) -> Result<Output> {
         let mut full = vec!["ip", "netns", "exec", self.lab.external.namespace.as_str()];
         full.extend_from_slice(argv);
-        run(&full)
+        crate::cluster::output(&full)
     }
 
     /// The node's link goes down and its forwarder to the API server is

@@ -30,9 +30,8 @@
 
 use super::netns::{self, Lab};
 use super::process::{Processes, alive, log_tail};
-use crate::frr::{
-    self, AddressFamily, BgpRoutes, KernelRoute, NeighborStatus, RouterConfig, wait_for,
-};
+use crate::frr::{self, AddressFamily, BgpRoutes, KernelRoute, NeighborStatus, RouterConfig};
+use crate::wait::eventually;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -426,9 +425,9 @@ impl LabRouter {
         peers: &[IpAddr],
         timeout: Duration,
     ) -> Result<BTreeMap<IpAddr, NeighborStatus>> {
-        wait_for(
-            &format!("BGP sessions with {peers:?} Established"),
+        eventually(
             timeout,
+            &format!("BGP sessions with {peers:?} Established"),
             || {
                 let neighbors = self.neighbors()?;
                 if peers

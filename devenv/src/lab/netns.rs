@@ -39,9 +39,7 @@
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use std::collections::BTreeSet;
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 /// Most nodes a lab can have (host numbers 10..=99 in each subnet).
@@ -552,32 +550,8 @@ pub fn plan(topology: &Topology) -> Result<Plan> {
     })
 }
 
-/// An Ethernet address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Mac(pub [u8; 6]);
-
-impl fmt::Display for Mac {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [a, b, c, d, e, g] = self.0;
-        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
-    }
-}
-
-impl FromStr for Mac {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Mac, String> {
-        let mut out = [0u8; 6];
-        let mut parts = s.split(':');
-        for byte in &mut out {
-            let part = parts.next().ok_or_else(|| format!("{s:?}: too short"))?;
-            *byte = u8::from_str_radix(part, 16).map_err(|e| format!("{s:?}: {e}"))?;
-        }
-        if parts.next().is_some() {
-            return Err(format!("{s:?}: too long"));
-        }
-        Ok(Mac(out))
-    }
-}
+/// An Ethernet address: the one MAC type, the speaker's.
+pub use metallb_rs::net::ethernet::Mac;
 
 /// A NIC of a running lab host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1101,13 +1075,10 @@ fn parse_pids(out: &str) -> Vec<i32> {
         .collect()
 }
 
-fn alive(pid: i32) -> bool {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-}
-
 /// Kills every process living in `ns` (never this process): SIGTERM, then
 /// SIGKILL after a grace period. Returns the pids it signalled.
 pub fn kill_processes(ns: &str, grace: Duration) -> Result<Vec<i32>> {
+    use super::process::alive;
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let me = std::process::id();
@@ -1372,15 +1343,6 @@ mod tests {
         let err = check_caps("CapEff:\t0000000000000000\n").expect_err("no caps");
         assert!(err.contains("CAP_NET_ADMIN") && err.contains("CAP_SYS_ADMIN"));
         assert!(check_caps("nothing").is_err());
-    }
-
-    #[test]
-    fn mac_round_trips() {
-        let m: Mac = "02:fc:00:00:0a:ff".parse().expect("mac");
-        assert_eq!(m.0, [2, 0xfc, 0, 0, 0x0a, 0xff]);
-        assert_eq!(m.to_string(), "02:fc:00:00:0a:ff");
-        assert!("02:fc".parse::<Mac>().is_err());
-        assert!("02:fc:00:00:0a:ff:00".parse::<Mac>().is_err());
     }
 
     #[test]

@@ -175,7 +175,7 @@ fn two_namespaces_answering_one_address_are_two_macs_needs_root() {
     netns::destroy(&name).expect("remove leftovers");
     let lab = netns::ensure(&Topology::new(&name, 1)).expect("lab network");
     let (a, b) = (&lab.nodes[0], &lab.nodes[1]);
-    let mac = |h: &netns::LabHost| Mac(h.interface("eth0").expect("eth0").mac.0);
+    let mac = |h: &netns::LabHost| h.interface("eth0").expect("eth0").mac;
     let external = lab.external.namespace.as_str();
 
     for v6 in [false, true] {

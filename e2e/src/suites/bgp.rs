@@ -10,10 +10,11 @@
 use super::l2::{backends, nodes, web_service};
 use crate::capture::{self, Capture, Segment};
 use crate::external::{self, http_get, sample, speaker_metrics};
-use crate::metallb::{self, Config, eventually, throughout};
+use crate::metallb::{self, Config};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
 use devenv::frr::{ASN, AddressFamily, BgpPath};
+use devenv::wait::{eventually, throughout};
 use ipnet::IpNet;
 use metallb_rs::net::bgp::{self, Message};
 use serde_json::{Value, json};

@@ -9,9 +9,10 @@
 //! they must name (the object and the problem), not word for word: the
 //! wording is ours.
 
-use crate::metallb::{self, Config, eventually};
+use crate::metallb::{self, Config};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
+use devenv::wait::eventually;
 use kube::api::{Api, DeleteParams, ListParams};
 use metallb_rs::api::v1beta1::{ConfigurationResult, ConfigurationState};
 use serde_json::json;

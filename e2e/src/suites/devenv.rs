@@ -5,6 +5,7 @@
 use crate::prober::{Prober, Window};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, bail, ensure};
+use devenv::wait::eventually;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -13,7 +14,7 @@ use kube::api::{
 };
 use serde_json::json;
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The suite's specs.
 pub fn specs() -> Vec<Spec> {
@@ -88,8 +89,7 @@ fn nodes_ready(ctx: &Ctx) -> Result<()> {
     let client = ctx.client()?;
     let expected: Vec<String> = ctx.cluster().nodes().into_iter().map(|n| n.name).collect();
     let nodes: Api<Node> = Api::all(client);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    eventually(Duration::from_secs(60), "every node Ready", || {
         let list = ctx.block_on(nodes.list(&ListParams::default()))?;
         let not_ready: Vec<String> = expected
             .iter()
@@ -102,13 +102,10 @@ fn nodes_ready(ctx: &Ctx) -> Result<()> {
             .cloned()
             .collect();
         if not_ready.is_empty() && !expected.is_empty() {
-            return Ok(());
+            return Ok(Some(()));
         }
-        if Instant::now() > deadline {
-            bail!("nodes not Ready after 60 s: {not_ready:?} (expected {expected:?})");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        bail!("not Ready: {not_ready:?} (expected {expected:?})")
+    })
 }
 
 fn crds_served(ctx: &Ctx) -> Result<()> {
@@ -153,9 +150,7 @@ fn cel_enforced(ctx: &Ctx) -> Result<()> {
         Api::namespaced_with(ctx.client()?, ctx.namespace(), &resource);
     let peer = |name: &str, spec: serde_json::Value| -> Result<kube::core::DynamicObject> {
         let mut full = json!({ "myASN": 64512, "peerASN": 64512, "peerAddress": "192.0.2.1" });
-        if let (Some(f), Some(extra)) = (full.as_object_mut(), spec.as_object()) {
-            f.extend(extra.clone());
-        }
+        crate::metallb::merge(&mut full, &spec);
         Ok(serde_json::from_value(json!({
             "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
             "metadata": { "name": name }, "spec": full,
@@ -364,17 +359,13 @@ fn node_condition(ctx: &Ctx, name: &str) -> Result<String> {
 }
 
 fn wait_condition(ctx: &Ctx, name: &str, want: &str, timeout: Duration) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    loop {
+    eventually(timeout, &format!("node {name} Ready={want}"), || {
         let status = node_condition(ctx, name)?;
-        if status == want {
-            return Ok(());
+        if status != want {
+            bail!("Ready={status}");
         }
-        if Instant::now() > deadline {
-            bail!("node {name} Ready={status}, expected {want} within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
+        Ok(Some(()))
+    })
 }
 
 fn node_down_up(ctx: &Ctx) -> Result<()> {
@@ -388,22 +379,18 @@ fn node_down_up(ctx: &Ctx) -> Result<()> {
     result?;
     wait_condition(ctx, &node, "True", Duration::from_secs(30))?;
     // The node lifecycle's unreachable taint goes once the node is back.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let n = ctx.block_on(Api::<Node>::all(ctx.client()?).get(&node))?;
-        let tainted = n
-            .spec
-            .and_then(|s| s.taints)
-            .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/unreachable"));
-        if !tainted {
-            return Ok(());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "{node} kept the unreachable taint 20 s after recovering"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    eventually(
+        Duration::from_secs(20),
+        &format!("{node} to lose the unreachable taint after recovering"),
+        || {
+            let n = ctx.block_on(Api::<Node>::all(ctx.client()?).get(&node))?;
+            let tainted = n
+                .spec
+                .and_then(|s| s.taints)
+                .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/unreachable"));
+            Ok((!tainted).then_some(()))
+        },
+    )
 }
 
 /// Who answered for `ip` on the external host's eth0 over a short
@@ -436,23 +423,25 @@ fn vips_silent(ctx: &Ctx) -> Result<()> {
     let status = json!({ "status": { "loadBalancer": { "ingress": [{ "ip": vip }] } } });
     ctx.block_on(svcs.patch_status("vip", &PatchParams::default(), &Patch::Merge(status)))?;
     // ETP Cluster: the VIP lands on every node's lo...
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for node in &nodes {
-        loop {
-            let out = ctx
-                .cluster()
-                .exec_on_node(&node.name, &["ip", "-o", "addr", "show", "dev", "lo"])?;
-            if String::from_utf8_lossy(&out.stdout).contains(&format!("{vip}/32")) {
-                break;
+    eventually(
+        Duration::from_secs(20),
+        &format!("{vip} on every node's lo"),
+        || {
+            let mut without = Vec::new();
+            for node in &nodes {
+                let out = ctx
+                    .cluster()
+                    .exec_on_node(&node.name, &["ip", "-o", "addr", "show", "dev", "lo"])?;
+                if !String::from_utf8_lossy(&out.stdout).contains(&format!("{vip}/32")) {
+                    without.push(node.name.clone());
+                }
             }
-            ensure!(
-                Instant::now() < deadline,
-                "{vip} not on {}'s lo within 20 s",
-                node.name
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
+            if !without.is_empty() {
+                bail!("not on {without:?}");
+            }
+            Ok(Some(()))
+        },
+    )?;
     // ...and still nobody answers ARP for it: only a speaker may.
     answered(ctx, vip.parse()?)?
         .expect_silent(&|m| m.to_string())

@@ -9,12 +9,11 @@
 use super::l2::watch::Watch;
 use super::l2::{self, Net};
 use crate::external::{sample, speaker_metrics};
-use crate::metallb::{
-    self, Config, eventually, throughout, wait_for_configuration, wait_for_ips, wait_for_l2_node,
-};
+use crate::metallb::{self, Config, wait_for_configuration, wait_for_ips, wait_for_l2_node};
 use crate::{Ctx, Spec};
 use anyhow::{Result, ensure};
 use devenv::cluster::StopSignal;
+use devenv::wait::{eventually, throughout};
 use kube::ResourceExt;
 use metallb_rs::api::v1beta1::ConfigurationResult;
 use serde_json::json;

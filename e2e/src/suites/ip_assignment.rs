@@ -3,9 +3,10 @@
 //! pools, and the pool status counters (4/4 -> 3/3 -> 7/7 -> 8/8 with
 //! manual edits reverted).
 
-use crate::metallb::{self, Config, create_service, eventually, wait_for_ips};
+use crate::metallb::{self, Config, create_service, wait_for_ips};
 use crate::{Ctx, Spec};
 use anyhow::{Result, ensure};
+use devenv::wait::{eventually, throughout};
 use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -135,7 +136,7 @@ fn requested_pool(ctx: &Ctx) -> Result<()> {
     }
     // The IP stays put while nothing changes.
     let before = metallb::ingress(&metallb::get_service(ctx, "to-manual")?);
-    metallb::throughout(Duration::from_secs(2), "to-manual's address", || {
+    throughout(Duration::from_secs(2), "to-manual's address", || {
         let now = metallb::ingress(&metallb::get_service(ctx, "to-manual")?);
         Ok((now != before).then(|| format!("{before:?} became {now:?}")))
     })

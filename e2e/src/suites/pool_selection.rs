@@ -9,9 +9,10 @@
 //! Pools here are never advertised (no L2Advertisement), so their
 //! addresses need not be reachable: these specs are about assignment.
 
-use crate::metallb::{self, Config, eventually, throughout};
+use crate::metallb::{self, Config};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
+use devenv::wait::{eventually, throughout};
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};

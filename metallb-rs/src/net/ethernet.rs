@@ -147,7 +147,12 @@ mod tests {
         assert_eq!(&p.payload[..3], &[1, 2, 3]);
         assert!(Frame::parse(&f[..13]).is_err());
         assert_eq!(src.to_string(), "02:00:00:00:00:01");
+        assert_eq!(
+            "02:fc:00:00:0a:ff".parse::<Mac>(),
+            Ok(Mac([2, 0xfc, 0, 0, 0x0a, 0xff]))
+        );
         assert!("02:00:00".parse::<Mac>().is_err());
+        assert!("02:fc:00:00:0a:ff:00".parse::<Mac>().is_err());
         assert!(Mac::BROADCAST.is_multicast() && !src.is_multicast());
     }
 }

@@ -12,10 +12,11 @@ use super::{
     Net, WAIT, backends, create_web_service, l2_config, pool, reachable, set_label,
     set_network_unavailable,
 };
-use crate::metallb::{self, Config, eventually, wait_for_ips, wait_for_l2_node};
+use crate::metallb::{self, Config, wait_for_ips, wait_for_l2_node};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
 use devenv::cluster::StopSignal;
+use devenv::wait::eventually;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use metallb_rs::speaker::liveness::API_TIMEOUT;

@@ -5,9 +5,10 @@
 
 use super::watch::Watch;
 use super::{Net, WAIT, backends, pool, web_service};
-use crate::metallb::{self, Config, eventually, wait_for_l2_node};
+use crate::metallb::{self, Config, wait_for_l2_node};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
+use devenv::wait::eventually;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};

@@ -15,9 +15,10 @@ mod replay;
 pub(super) mod watch;
 
 use crate::external::{self, forget_neighbor, http_get};
-use crate::metallb::{self, Config, create_service, eventually, wait_for_ips, wait_for_l2_node};
+use crate::metallb::{self, Config, create_service, wait_for_ips, wait_for_l2_node};
 use crate::{Ctx, Spec, backend};
 use anyhow::{Context, Result, ensure};
+use devenv::wait::{eventually, throughout};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -277,7 +278,7 @@ fn l2_status(ctx: &Ctx) -> Result<()> {
         st.interfaces.is_none(),
         "interfaces reported although all are used: {st:?}"
     );
-    metallb::throughout(Duration::from_secs(5), "one status naming the node", || {
+    throughout(Duration::from_secs(5), "one status naming the node", || {
         let now = metallb::l2_statuses(ctx, "web")?;
         let nodes: Vec<Option<&str>> = now
             .iter()
