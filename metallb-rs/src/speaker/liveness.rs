@@ -30,10 +30,11 @@
 
 use super::presence;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A lease renewal this much later than due is overdue: the margin covers
-/// a renewal in flight and clock differences between nodes.
+/// a renewal in flight and its way to us through the watch (both on our
+/// monotonic clock: no other node's clock is involved).
 pub const OVERDUE_MARGIN: Duration = Duration::from_millis(500);
 
 /// What the presence lease of a node says.
@@ -41,16 +42,17 @@ pub const OVERDUE_MARGIN: Duration = Duration::from_millis(500);
 pub struct LeaseState {
     /// A holder is set (cleared on graceful leave).
     pub held: bool,
-    /// When it was last renewed (the renewer's clock).
-    pub renewed: SystemTime,
+    /// When we first saw its current version (our monotonic clock; see
+    /// `presence::states`).
+    pub changed: Instant,
 }
 
 impl LeaseState {
-    /// The next renewal is overdue at `now`.
-    pub fn overdue(&self, now: SystemTime) -> bool {
-        let due = self.renewed + Duration::from_secs(presence::RENEW_SECONDS as u64);
-        now.duration_since(due)
-            .is_ok_and(|late| late > OVERDUE_MARGIN)
+    /// The next renewal is overdue at `now`: the lease has not changed
+    /// for one renewal period and the margin.
+    pub fn overdue(&self, now: Instant) -> bool {
+        let period = Duration::from_secs(presence::RENEW_SECONDS as u64);
+        now.saturating_duration_since(self.changed) > period + OVERDUE_MARGIN
     }
 }
 
@@ -114,8 +116,8 @@ impl std::fmt::Display for Gone {
 /// What this speaker knows besides the per-node evidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Context {
-    /// Now, on this speaker's clock.
-    pub now: SystemTime,
+    /// Now, on this speaker's monotonic clock.
+    pub now: Instant,
     /// This speaker reached the API server recently (its own lease renewal
     /// succeeded within [`API_TIMEOUT`]).
     pub api_ok: bool,
@@ -195,22 +197,24 @@ mod tests {
     use super::*;
     use rstest::rstest;
 
-    const T0: u64 = 1_000_000;
+    /// Our monotonic clock's origin in these tests.
+    static T0: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
 
-    fn at(secs_after: f64) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(T0) + Duration::from_secs_f64(secs_after)
+    fn at(secs_after: f64) -> Instant {
+        *T0 + Duration::from_secs_f64(secs_after)
     }
 
-    fn lease(held: bool, renewed: f64) -> Option<LeaseState> {
+    /// A lease held or cleared, seen changing `changed` seconds after T0.
+    fn lease(held: bool, changed: f64) -> Option<LeaseState> {
         Some(LeaseState {
             held,
-            renewed: at(renewed),
+            changed: at(changed),
         })
     }
 
     fn down(since: f64, left: bool) -> Option<Gossip> {
         Some(Gossip::Down {
-            since: at(since),
+            since: SystemTime::UNIX_EPOCH + Duration::from_secs_f64(1_000_000.0 + since),
             left,
         })
     }
@@ -308,14 +312,14 @@ mod tests {
     fn overdue_uses_the_renewal_period_and_margin() {
         let l = LeaseState {
             held: true,
-            renewed: at(0.0),
+            changed: at(1.0),
         };
         let period = presence::RENEW_SECONDS as f64;
-        assert!(!l.overdue(at(period)));
-        assert!(!l.overdue(at(period + 0.4)));
-        assert!(l.overdue(at(period + 0.6)));
-        // A renewal from a clock ahead of ours is never overdue.
-        assert!(!l.overdue(at(0.0) - Duration::from_secs(5)));
+        assert!(!l.overdue(at(1.0 + period)));
+        assert!(!l.overdue(at(1.0 + period + 0.4)));
+        assert!(l.overdue(at(1.0 + period + 0.6)));
+        // Seen changing after `now` (a tick that raced the watch): fresh.
+        assert!(!l.overdue(at(0.5)));
     }
 
     #[test]

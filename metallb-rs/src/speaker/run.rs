@@ -201,6 +201,7 @@ pub async fn run(
         registry: registry.clone(),
         last_api_ok: Arc::new(std::sync::Mutex::new(std::time::Instant::now())),
         guard: None,
+        lease_seen: BTreeMap::new(),
     };
     let work = async {
         watches.wait_until_listed().await?;
@@ -371,6 +372,9 @@ struct Runner {
     last_api_ok: Arc<std::sync::Mutex<std::time::Instant>>,
     /// Silences the responders when cut off, beside the loop (see `guard`).
     guard: Option<tokio_util::task::AbortOnDropHandle<()>>,
+    /// Each presence lease's version and when we first saw it: renewals
+    /// are judged on our clock, never the renewer's (see `presence`).
+    lease_seen: BTreeMap<String, crate::k8s::observed::Observation>,
 }
 
 impl Runner {
