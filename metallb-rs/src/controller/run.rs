@@ -19,9 +19,10 @@ use super::converge::{self, Decision, Write};
 use crate::allocator::Allocator;
 use crate::api::v1beta1::{Community, IPAddressPool, IPAddressPoolStatus};
 use crate::config::{Config, Options as ConfigOptions, Pool, Resources};
+use crate::k8s::call::API_CALL_TIMEOUT;
 use crate::k8s::call::{CallError, call, classify};
 use crate::k8s::events::Recorder;
-use crate::k8s::leader::{LeaseLock, Timings};
+use crate::k8s::leader::{Acting, LeaseLock, Timings};
 use crate::k8s::queue::{Backoff, PendingWrites, Queue, Sender};
 use crate::k8s::watch::{self, Watches};
 use crate::metrics::{self, AllocatorMetrics, Health, K8sClientMetrics};
@@ -111,7 +112,7 @@ pub async fn run(
     let work = async {
         match &lock {
             None => {
-                let (_tx, rx) = tokio::sync::watch::channel(true);
+                let (_tx, rx) = tokio::sync::watch::channel(Acting::Always);
                 lead(&client, &opts, &metrics, &health, rx).await
             }
             Some(lock) => {
@@ -122,7 +123,10 @@ pub async fn run(
                 health.set_ready(true);
                 let _election = AbortOnDropHandle::new(election);
                 loop {
-                    while !*leading.borrow_and_update() {
+                    while !leading
+                        .borrow_and_update()
+                        .leading(tokio::time::Instant::now())
+                    {
                         leading.changed().await?;
                     }
                     lead(&client, &opts, &metrics, &health, leading.clone()).await?;
@@ -149,13 +153,13 @@ pub async fn run(
 }
 
 /// One leadership term: watches, initial full pass, then the queue, until
-/// `leading` turns false (or the watches end).
+/// `leading` says it no longer leads (or the watches end).
 async fn lead(
     client: &kube::Client,
     opts: &Options,
     metrics: &Arc<Metrics>,
     health: &Arc<Health>,
-    mut leading: tokio::sync::watch::Receiver<bool>,
+    mut leading: tokio::sync::watch::Receiver<Acting>,
 ) -> anyhow::Result<()> {
     if let Some(name) = &opts.memberlist_secret {
         match crate::k8s::memberlist::ensure(client, &opts.namespace, name).await {
@@ -261,7 +265,7 @@ async fn lead(
         let batch = tokio::select! {
             batch = runner.queue.next() => batch,
             changed = leading.changed() => {
-                if changed.is_err() || !*leading.borrow() {
+                if changed.is_err() || !leading.borrow().leading(tokio::time::Instant::now()) {
                     return Ok(());
                 }
                 continue;
@@ -293,13 +297,31 @@ struct Runner {
     /// the resourceVersion written.
     pending: PendingWrites<ServiceKey>,
     namespace_labels: HashMap<String, BTreeMap<String, String>>,
-    leading: tokio::sync::watch::Receiver<bool>,
+    leading: tokio::sync::watch::Receiver<Acting>,
     config_state: crate::k8s::config_state::Reporter,
 }
 
 impl Runner {
     fn may_act(&self) -> bool {
-        *self.leading.borrow()
+        self.leading.borrow().leading(tokio::time::Instant::now())
+    }
+
+    /// Runs one write while this replica leads, cut off at its step-down
+    /// (see [`Acting::write_budget`]): no write of a replica that lost
+    /// the lease is still being waited for once another may lead. `None`:
+    /// not leading, nothing sent.
+    async fn write<T>(
+        &self,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Option<Result<T, CallError>> {
+        let budget = self
+            .leading
+            .borrow()
+            .write_budget(tokio::time::Instant::now(), API_CALL_TIMEOUT)?;
+        Some(match tokio::time::timeout(budget, call(request)).await {
+            Ok(r) => r,
+            Err(_) => Err(CallError::Timeout),
+        })
     }
 
     async fn process(&mut self, batch: Vec<Work>) {
@@ -438,20 +460,24 @@ impl Runner {
             } else {
                 tracing::info!(service = %key, reason = %ev.reason, "{}", ev.message);
             }
-            self.recorder.publish(&reference, ev).await;
+            // Events are writes too: none from a replica that lost the lease.
+            if self.may_act() {
+                self.recorder.publish(&reference, ev).await;
+            }
         }
         if let Some(write) = &decision.write {
             if !self.may_act() {
                 return false;
             }
             let work = Work::Service(key.clone());
-            match write_service(&self.client, &svc, write).await {
-                Ok(rv) => {
+            match self.write_service(&svc, write).await {
+                None => return false,
+                Some(Ok(rv)) => {
                     tracing::info!(service = %key, ingress = ?write.ingress, "updated service");
                     self.pending.wrote(key.clone(), rv);
                     self.queue.done(&work);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     self.metrics.k8s.update_errors.inc();
                     let class = classify(&e);
                     let retry_in = self.queue.retry(work, class);
@@ -490,7 +516,9 @@ impl Runner {
         );
         match built {
             Ok(cfg) => {
-                self.config_state.valid(&cfg.warnings).await;
+                if self.may_act() {
+                    self.config_state.valid(&cfg.warnings).await;
+                }
                 if self.config.as_ref() == Some(&cfg.pools) {
                     return false;
                 }
@@ -508,7 +536,9 @@ impl Runner {
                 true
             }
             Err(errors) => {
-                self.config_state.invalid(errors.to_string()).await;
+                if self.may_act() {
+                    self.config_state.invalid(errors.to_string()).await;
+                }
                 false
             }
         }
@@ -537,52 +567,69 @@ impl Runner {
                 continue;
             }
             let patch = json!({ "status": desired });
-            if let Err(e) =
-                call(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await
-            {
+            let written = self
+                .write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+                .await;
+            let Some(written) = written else {
+                return;
+            };
+            if let Err(e) = written {
                 self.metrics.k8s.update_errors.inc();
                 tracing::warn!(pool = %name, error = %e, "could not update pool status");
             }
         }
     }
-}
 
-/// Applies `w` to `svc`: annotations, then status, each conditional on
-/// the resourceVersion it was decided from. Returns the final one.
-async fn write_service(
-    client: &kube::Client,
-    svc: &Service,
-    w: &Write,
-) -> Result<String, CallError> {
-    let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default());
-    let name = svc.name_any();
-    let mut rv = svc.resource_version().unwrap_or_default();
-    if !w.annotations.is_empty() {
-        let anns: serde_json::Map<String, serde_json::Value> = w
-            .annotations
-            .iter()
-            .map(|(k, v)| (k.clone(), json!(v)))
-            .collect();
-        let patch = json!({ "metadata": { "resourceVersion": rv, "annotations": anns } });
-        let updated =
-            call(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
-        rv = updated.resource_version().unwrap_or_default();
+    /// Applies `w` to `svc`: annotations, then status, each conditional on
+    /// the resourceVersion it was decided from, each only while leading
+    /// (see [`Runner::write`]). Returns the final resourceVersion; `None`
+    /// when leadership ended before the first write.
+    async fn write_service(&self, svc: &Service, w: &Write) -> Option<Result<String, CallError>> {
+        let api: Api<Service> =
+            Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default());
+        let name = svc.name_any();
+        let mut rv = svc.resource_version().unwrap_or_default();
+        if !w.annotations.is_empty() {
+            let anns: serde_json::Map<String, serde_json::Value> = w
+                .annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect();
+            let patch = json!({ "metadata": { "resourceVersion": rv, "annotations": anns } });
+            let updated = match self
+                .write(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+                .await?
+            {
+                Ok(u) => u,
+                Err(e) => return Some(Err(e)),
+            };
+            rv = updated.resource_version().unwrap_or_default();
+        }
+        if let Some(ips) = &w.ingress {
+            let ingress = if ips.is_empty() {
+                serde_json::Value::Null
+            } else {
+                ips.iter()
+                    .map(|ip| json!({ "ip": ip.to_string() }))
+                    .collect()
+            };
+            let patch = json!({
+                "metadata": { "resourceVersion": rv },
+                "status": { "loadBalancer": { "ingress": ingress } },
+            });
+            // Leadership may end between the two writes: the status is
+            // then left to the next leader (the annotations alone change
+            // no address).
+            let updated = match self
+                .write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+                .await
+            {
+                None => return Some(Err(CallError::Timeout)),
+                Some(Ok(u)) => u,
+                Some(Err(e)) => return Some(Err(e)),
+            };
+            rv = updated.resource_version().unwrap_or_default();
+        }
+        Some(Ok(rv))
     }
-    if let Some(ips) = &w.ingress {
-        let ingress = if ips.is_empty() {
-            serde_json::Value::Null
-        } else {
-            ips.iter()
-                .map(|ip| json!({ "ip": ip.to_string() }))
-                .collect()
-        };
-        let patch = json!({
-            "metadata": { "resourceVersion": rv },
-            "status": { "loadBalancer": { "ingress": ingress } },
-        });
-        let updated =
-            call(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
-        rv = updated.resource_version().unwrap_or_default();
-    }
-    Ok(rv)
 }

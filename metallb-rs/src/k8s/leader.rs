@@ -53,6 +53,40 @@ impl Default for Timings {
     }
 }
 
+/// Whether a candidate may act, and until when (its step-down time if
+/// no renewal succeeds meanwhile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acting {
+    /// Not leading.
+    No,
+    /// Leading until this instant (the last renewal's start plus
+    /// `renew_deadline`) unless renewed again.
+    Until(Instant),
+    /// No election: always acting.
+    Always,
+}
+
+impl Acting {
+    /// Leading at `now`.
+    pub fn leading(&self, now: Instant) -> bool {
+        self.write_budget(now, Duration::MAX).is_some()
+    }
+
+    /// How long a write started at `now` may take: none when not leading,
+    /// otherwise `cap` cut at the step-down, so that no write of ours is
+    /// still waiting once another candidate may have taken over.
+    pub fn write_budget(&self, now: Instant, cap: Duration) -> Option<Duration> {
+        match *self {
+            Acting::No => None,
+            Acting::Always => Some(cap),
+            Acting::Until(t) => {
+                let left = t.checked_duration_since(now).filter(|d| !d.is_zero())?;
+                Some(left.min(cap))
+            }
+        }
+    }
+}
+
 /// What a candidate should do with the lease it read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -268,14 +302,20 @@ impl LeaseLock {
     }
 
     /// Keeps trying to lead and publishes, on the returned channel, whether
-    /// this candidate may act now (true) or not (false). Leadership is
-    /// dropped - false is sent - as soon as `renew_deadline` passes
-    /// without a successful renewal, before anyone else can acquire it.
-    pub fn run(mut self) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = watch::channel(false);
+    /// this candidate may act and until when. Leadership is dropped -
+    /// [`Acting::No`] is sent - as soon as `renew_deadline` passes without
+    /// a successful renewal, before anyone else can acquire it.
+    ///
+    /// A renewal counts from the moment its attempt *started*: the write
+    /// that renewed the lease reached the API server after that, so every
+    /// other candidate saw the lease change later still, and waits a whole
+    /// `lease_duration` from then.
+    pub fn run(mut self) -> (watch::Receiver<Acting>, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = watch::channel(Acting::No);
         let task = tokio::spawn(async move {
             let mut last_renewed: Option<Instant> = None;
             loop {
+                let started = Instant::now();
                 let attempt =
                     tokio::time::timeout(self.timings.retry_period, self.try_acquire_or_renew())
                         .await;
@@ -284,7 +324,7 @@ impl LeaseLock {
                         if last_renewed.is_none() {
                             tracing::info!(lease = %self.name, identity = %self.identity, "became leader");
                         }
-                        last_renewed = Some(Instant::now());
+                        last_renewed = Some(started);
                     }
                     Ok(Ok(false)) => {
                         if last_renewed.take().is_some() {
@@ -300,9 +340,12 @@ impl LeaseLock {
                     tracing::warn!(lease = %self.name, "could not renew within the deadline: stepping down");
                     last_renewed = None;
                 }
-                let leading = last_renewed.is_some();
-                if *tx.borrow() != leading {
-                    tx.send_replace(leading);
+                let acting = match last_renewed {
+                    Some(t) => Acting::Until(t + self.timings.renew_deadline),
+                    None => Acting::No,
+                };
+                if *tx.borrow() != acting {
+                    tx.send_replace(acting);
                 }
                 let next = match last_renewed {
                     // Step down exactly at the deadline if renewals keep failing.
@@ -480,5 +523,46 @@ mod tests {
         let t = Timings::default();
         assert!(t.renew_deadline < t.lease_duration);
         assert!(t.retry_period < t.renew_deadline);
+    }
+
+    #[test]
+    fn api_calls_end_within_the_margin_between_step_down_and_takeover() {
+        // A write started just before the leader steps down must be over
+        // before anyone may take over: the margin is what is left of the
+        // lease once the leader stopped acting.
+        let t = Timings::default();
+        let margin = t.lease_duration - t.renew_deadline;
+        assert!(
+            crate::k8s::call::API_CALL_TIMEOUT < margin,
+            "API_CALL_TIMEOUT {:?} must stay under lease_duration - renew_deadline = {margin:?}",
+            crate::k8s::call::API_CALL_TIMEOUT
+        );
+    }
+
+    #[rstest]
+    #[case::not_leading(Acting::No, 0, None)]
+    #[case::no_election(Acting::Always, 0, Some(4))]
+    #[case::fresh_renewal_capped(Acting::Until(base() + Duration::from_secs(10)), 0, Some(4))]
+    #[case::near_step_down_cut(Acting::Until(base() + Duration::from_secs(10)), 9, Some(1))]
+    #[case::at_step_down(Acting::Until(base() + Duration::from_secs(10)), 10, None)]
+    #[case::after_step_down(Acting::Until(base() + Duration::from_secs(10)), 12, None)]
+    fn writes_never_outlive_leadership(
+        #[case] acting: Acting,
+        #[case] at: u64,
+        #[case] budget_secs: Option<u64>,
+    ) {
+        let now = base() + Duration::from_secs(at);
+        let cap = Duration::from_secs(4);
+        let budget = acting.write_budget(now, cap);
+        assert_eq!(budget, budget_secs.map(Duration::from_secs));
+        assert_eq!(acting.leading(now), budget.is_some());
+        if let (Acting::Until(until), Some(b)) = (acting, budget) {
+            assert!(now + b <= until, "a write would outlive the step-down");
+        }
+    }
+
+    fn base() -> tokio::time::Instant {
+        static BASE: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+        tokio::time::Instant::from_std(*BASE)
     }
 }
