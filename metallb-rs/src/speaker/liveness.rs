@@ -9,15 +9,18 @@
 //! 1. A node tainted `node.kubernetes.io/out-of-service` has no speaker
 //!    (the admin says the node is gone; upstream #3116).
 //! 2. A cleared lease holder means the speaker left (SIGTERM).
-//! 3. Gossip says the member left: gone.
-//! 4. Gossip says the member failed: gone once its lease is overdue too -
-//!    or at once when this speaker cannot reach the API server (then
-//!    gossip is all it knows). A member that failed in gossip but keeps
-//!    renewing its lease is cut off from us, not dead: it keeps its
-//!    addresses, so a partition between speakers never makes two nodes
-//!    answer for one address.
-//! 5. Gossip says alive: alive.
-//! 6. No gossip evidence (membership off, or not seen yet): a NotReady
+//! 3. Gossip says the member left or failed: gone once its lease is
+//!    overdue too - or at once when this speaker cannot reach the API
+//!    server (then gossip is all it knows). A member that failed in
+//!    gossip but keeps renewing its lease is cut off from us, not dead:
+//!    it keeps its addresses, so a partition between speakers never makes
+//!    two nodes answer for one address. A gossip leave is honoured the
+//!    same way: a leaving speaker clears its lease right after saying
+//!    goodbye (rule 2), and until the lease says so the member counts as
+//!    alive for election - so a leave alone (one that raced a restart, or
+//!    was forged) never moves addresses off a speaker that still renews.
+//! 4. Gossip says alive: alive.
+//! 5. No gossip evidence (membership off, or not seen yet): a NotReady
 //!    node whose lease is overdue or missing has no speaker (#3116);
 //!    otherwise the lease decides when there is one, and a node without
 //!    lease counts as running one when membership is off (upstream's
@@ -139,10 +142,11 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
     }
     let lease_fresh = e.lease.is_some_and(|l| !l.overdue(ctx.now));
     match e.gossip {
-        Some(Gossip::Down { left: true, .. }) => Err(Gone::Left),
-        Some(Gossip::Down { left: false, .. }) => {
+        Some(Gossip::Down { left, .. }) => {
             if ctx.api_ok && lease_fresh {
                 Ok(())
+            } else if left {
+                Err(Gone::Left)
             } else {
                 Err(Gone::Failed)
             }
@@ -245,9 +249,33 @@ mod tests {
         true,
         Err(Gone::Left)
     )]
-    #[case::left_by_gossip(
+    #[case::left_in_gossip_lease_still_held_counts_alive(
         ev(true, false, lease(true, 9.5), down(9.6, true)),
         true,
+        true,
+        Ok(())
+    )]
+    #[case::left_in_gossip_and_lease_cleared(
+        ev(true, false, lease(false, 9.7), down(9.6, true)),
+        true,
+        true,
+        Err(Gone::Left)
+    )]
+    #[case::left_in_gossip_lease_overdue(
+        ev(true, false, lease(true, 6.9), down(9.6, true)),
+        true,
+        true,
+        Err(Gone::Left)
+    )]
+    #[case::left_in_gossip_without_lease(
+        ev(true, false, None, down(9.6, true)),
+        true,
+        true,
+        Err(Gone::Left)
+    )]
+    #[case::left_in_gossip_and_we_lost_the_api_trust_gossip(
+        ev(true, false, lease(true, 9.5), down(9.6, true)),
+        false,
         true,
         Err(Gone::Left)
     )]
