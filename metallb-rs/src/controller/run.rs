@@ -64,6 +64,8 @@ pub struct Options {
 pub const LEASE_NAME: &str = "metallb-controller";
 /// The ConfigurationState object the controller writes.
 pub const CONFIG_STATE_NAME: &str = "controller";
+/// How often an idle loop beats `/healthz`'s heartbeat.
+const HEARTBEAT: Duration = Duration::from_secs(5);
 /// Retries of failed service writes.
 const RETRY: Backoff = Backoff {
     first: Duration::from_millis(500),
@@ -122,12 +124,18 @@ pub async fn run(
                 // one still holds the lease.
                 health.set_ready(true);
                 let _election = AbortOnDropHandle::new(election);
+                let mut heartbeat = tokio::time::interval(HEARTBEAT);
                 loop {
                     while !leading
                         .borrow_and_update()
                         .leading(tokio::time::Instant::now())
                     {
-                        leading.changed().await?;
+                        // A standby is alive too: it waits to take over.
+                        health.beat();
+                        tokio::select! {
+                            changed = leading.changed() => changed?,
+                            _ = heartbeat.tick() => {}
+                        }
                     }
                     lead(&client, &opts, &metrics, &health, leading.clone()).await?;
                     tracing::warn!("no longer the leader: stopped acting, waiting to lead again");
@@ -237,6 +245,7 @@ async fn lead(
         pending: PendingWrites::default(),
         namespace_labels: HashMap::new(),
         leading: leading.clone(),
+        health: health.clone(),
         config_state: crate::k8s::config_state::Reporter::new(
             client.clone(),
             &opts.namespace,
@@ -261,9 +270,12 @@ async fn lead(
     );
     let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
     trimmer.maybe_trim();
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
     loop {
+        health.beat();
         let batch = tokio::select! {
             batch = runner.queue.next() => batch,
+            _ = heartbeat.tick() => continue,
             changed = leading.changed() => {
                 if changed.is_err() || !leading.borrow().leading(tokio::time::Instant::now()) {
                     return Ok(());
@@ -299,6 +311,8 @@ struct Runner {
     namespace_labels: HashMap<String, BTreeMap<String, String>>,
     leading: tokio::sync::watch::Receiver<Acting>,
     config_state: crate::k8s::config_state::Reporter,
+    /// `/healthz`'s heartbeat, bumped per service in long passes.
+    health: Arc<Health>,
 }
 
 impl Runner {
@@ -415,6 +429,8 @@ impl Runner {
                 again |= converge::deleted(&mut self.alloc, &key).reprocess_all;
             }
             for (_, key) in list {
+                // A long pass is progress too: `/healthz` must not fail on it.
+                self.health.beat();
                 again |= self.process_service(&key).await;
             }
             if !again {

@@ -202,6 +202,7 @@ pub async fn run(
         last_api_ok: Arc::new(std::sync::Mutex::new(std::time::Instant::now())),
         guard: None,
         lease_seen: BTreeMap::new(),
+        health: health.clone(),
     };
     let work = async {
         watches.wait_until_listed().await?;
@@ -232,6 +233,9 @@ pub async fn run(
         let mut membership_wanted = opts.membership.is_some() && runner.membership.is_none();
         let mut renewal: Option<tokio::task::JoinHandle<()>> = None;
         loop {
+            // Every branch below ends within a bounded time (API calls time
+            // out); the liveness tick alone beats four times a second.
+            health.beat();
             let garp_at = runner.announcer.next_wakeup();
             let garp = async {
                 match garp_at {
@@ -375,6 +379,8 @@ struct Runner {
     /// Each presence lease's version and when we first saw it: renewals
     /// are judged on our clock, never the renewer's (see `presence`).
     lease_seen: BTreeMap<String, crate::k8s::observed::Observation>,
+    /// `/healthz`'s heartbeat, bumped per service in long passes.
+    health: Arc<Health>,
 }
 
 impl Runner {
@@ -474,6 +480,8 @@ impl Runner {
         }
         let index = Index::build(&self.stores, None);
         for k in keys {
+            // A long pass is progress too: `/healthz` must not fail on it.
+            self.health.beat();
             self.process_service(&k, &index).await;
         }
     }
