@@ -81,6 +81,14 @@ pub trait Cluster: Send + Sync {
     fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()>;
     /// Starts the speaker on `node` again.
     fn start_speaker(&self, node: &str) -> Result<()>;
+    /// Starts the speaker on `node` with the wall-clock times it writes
+    /// (lease renewTime, event timestamps) shifted by `offset_secs`, through
+    /// the speaker's test hook `metallb_rs::clock::OFFSET_ENV`; false when
+    /// this cluster cannot (its speakers run from manifests).
+    fn start_speaker_with_clock_offset(&self, node: &str, offset_secs: i64) -> Result<bool> {
+        let _ = (node, offset_secs);
+        Ok(false)
+    }
     /// Restarts the MetalLB controller (graceful stop, then start).
     fn restart_controller(&self) -> Result<()>;
     /// A standby controller replica takes over from the leader, which

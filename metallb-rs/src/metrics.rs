@@ -9,6 +9,7 @@ use prometheus::{
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
     let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid metric definition");
@@ -310,13 +311,43 @@ impl SpeakerMetrics {
     }
 }
 
+/// `/healthz` fails once the component's loop has not beaten for this
+/// long. Loops beat on every pass, tick and service processed, and each
+/// API call gives up after `k8s::call::API_CALL_TIMEOUT`, so a loop that
+/// makes progress - even against an API server that stopped answering -
+/// beats far more often; only a loop stuck for good goes this long.
+pub const STALL_BOUND: Duration = Duration::from_secs(60);
+
 /// Liveness and readiness as the probes see them.
 #[derive(Debug, Default)]
 pub struct Health {
     ready: AtomicBool,
+    /// The loop's last heartbeat (none before its first).
+    beat: std::sync::Mutex<Option<Instant>>,
+}
+
+/// How long the loop has been stalled at `now`, when longer than
+/// `bound` since its `last` beat; never before the first beat (startup is
+/// readiness's business).
+pub fn stalled_for(last: Option<Instant>, now: Instant, bound: Duration) -> Option<Duration> {
+    let since = now.saturating_duration_since(last?);
+    (since > bound).then_some(since)
 }
 
 impl Health {
+    /// The loop made progress (a pass, a tick, a service processed).
+    pub fn beat(&self) {
+        if let Ok(mut b) = self.beat.lock() {
+            *b = Some(Instant::now());
+        }
+    }
+
+    /// How long the loop has been stalled, if beyond [`STALL_BOUND`].
+    pub fn stalled(&self) -> Option<Duration> {
+        let last = self.beat.lock().ok().and_then(|b| *b);
+        stalled_for(last, Instant::now(), STALL_BOUND)
+    }
+
     /// Marks the component ready (initial sync done) or not.
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
@@ -357,8 +388,23 @@ pub async fn serve(
             }),
         )
     };
+    let live = health.clone();
     let health_router = axum::Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(move || {
+                let live = live.clone();
+                async move {
+                    match live.stalled() {
+                        None => (StatusCode::OK, "ok".to_owned()),
+                        Some(d) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("loop stalled: no progress for {} s", d.as_secs()),
+                        ),
+                    }
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {
@@ -498,6 +544,24 @@ mod tests {
         assert_eq!(upstream_updates(3, 0), 3);
         assert_eq!(upstream_updates(0, 5), 1);
         assert_eq!(upstream_updates(2, 5), 3);
+    }
+
+    #[rstest::rstest]
+    #[case::before_the_first_beat(None, 1000, None)]
+    #[case::fresh(Some(0), 30, None)]
+    #[case::at_the_bound(Some(0), 60, None)]
+    #[case::stalled(Some(0), 61, Some(61))]
+    fn healthz_fails_once_the_loop_stalls(
+        #[case] last: Option<u64>,
+        #[case] now: u64,
+        #[case] want: Option<u64>,
+    ) {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(
+            stalled_for(last.map(at), at(now), STALL_BOUND),
+            want.map(Duration::from_secs)
+        );
     }
 
     #[test]

@@ -20,7 +20,76 @@ use tokio::sync::oneshot;
 
 const NS: &str = "metallb-system";
 
-async fn start() -> (ApiServer, Client) {
+/// The lab API server and, beside the admin client the tests use, a
+/// client for the controller: its ServiceAccount, bound only by the
+/// manifests' RBAC - so a call the code makes that the RBAC does not grant
+/// fails the test that needs it (the API server enforces RBAC for
+/// everyone outside `system:masters`).
+struct Lab {
+    _server: ApiServer,
+    controller: Client,
+}
+
+async fn client_from(kubeconfig: &str) -> Client {
+    let kc = Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig parses");
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .expect("client config");
+    Client::try_from(config).expect("client")
+}
+
+/// The manifests' RBAC for the controller (ClusterRole, Role, bindings),
+/// applied as `kubectl apply -f manifests/` would.
+async fn install_controller_rbac(client: &Client) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let objects = metallb_rs::manifests::native_objects(&Default::default());
+    for o in objects {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let ours = matches!(
+            kind,
+            "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
+        ) && name.contains("controller");
+        if !ours {
+            continue;
+        }
+        let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind);
+        let ar = ApiResource::from_gvk(&gvk);
+        let api: Api<DynamicObject> = if kind.starts_with("Cluster") {
+            Api::all_with(client.clone(), &ar)
+        } else {
+            Api::namespaced_with(client.clone(), NS, &ar)
+        };
+        let obj: DynamicObject = serde_json::from_value(o).expect("RBAC object");
+        api.create(&PostParams::default(), &obj)
+            .await
+            .expect("RBAC object created");
+    }
+}
+
+async fn start() -> (Lab, Client) {
+    let (server, client) = start_admin().await;
+    install_controller_rbac(&client).await;
+    let controller = client_from(&server.kubeconfig_as(
+        "lab",
+        &format!("system:serviceaccount:{NS}:controller"),
+        &[
+            "system:serviceaccounts",
+            &format!("system:serviceaccounts:{NS}"),
+        ],
+    ))
+    .await;
+    (
+        Lab {
+            _server: server,
+            controller,
+        },
+        client,
+    )
+}
+
+async fn start_admin() -> (ApiServer, Client) {
     // Controller logs (warnings by default; RUST_LOG for more) show in failures.
     metallb_rs::logging::init(
         metallb_rs::logging::LogFormat::Text,
@@ -213,9 +282,9 @@ async fn events(client: &Client, name: &str, reason: &str) -> Vec<(String, Strin
 
 #[tokio::test]
 async fn assigns_releases_and_hands_the_ip_to_a_waiting_service() {
-    let (_server, client) = start().await;
+    let (lab, client) = start().await;
     pool(&client, "one", json!({ "addresses": ["10.0.0.7/32"] })).await;
-    let c = Controller::start(&client, "c1", |_| {});
+    let c = Controller::start(&lab.controller, "c1", |_| {});
     service(&client, "first", json!({})).await;
     assert_eq!(wait_ips(&client, "first").await, ["10.0.0.7"]);
     let svc = Api::<Service>::namespaced(client.clone(), "default")
@@ -259,9 +328,9 @@ async fn assigns_releases_and_hands_the_ip_to_a_waiting_service() {
 
 #[tokio::test]
 async fn restart_keeps_every_ip() {
-    let (_server, client) = start().await;
+    let (lab, client) = start().await;
     pool(&client, "p", json!({ "addresses": ["10.0.0.0/29"] })).await;
-    let c = Controller::start(&client, "c1", |_| {});
+    let c = Controller::start(&lab.controller, "c1", |_| {});
     for i in 0..5 {
         service(&client, &format!("s{i}"), json!({})).await;
         wait_ips(&client, &format!("s{i}")).await;
@@ -287,7 +356,7 @@ async fn restart_keeps_every_ip() {
         .await
         .expect("delete");
     service(&client, "a-new", json!({})).await;
-    let c = Controller::start(&client, "c2", |_| {});
+    let c = Controller::start(&lab.controller, "c2", |_| {});
     assert_eq!(
         wait_ips(&client, "a-new").await,
         before[0],
@@ -310,9 +379,11 @@ async fn restart_keeps_every_ip() {
 
 #[tokio::test]
 async fn lb_class_selects_services() {
-    let (_server, client) = start().await;
+    let (lab, client) = start().await;
     pool(&client, "p", json!({ "addresses": ["10.0.0.0/29"] })).await;
-    let c = Controller::start(&client, "c1", |o| o.lb_class = Some("metallb.io/rs".into()));
+    let c = Controller::start(&lab.controller, "c1", |o| {
+        o.lb_class = Some("metallb.io/rs".into())
+    });
     service(
         &client,
         "mine",
@@ -338,7 +409,7 @@ async fn lb_class_selects_services() {
         .delete("mine", &DeleteParams::default())
         .await
         .expect("delete");
-    let c = Controller::start(&client, "c2", |_| {});
+    let c = Controller::start(&lab.controller, "c2", |_| {});
     assert_eq!(wait_ips(&client, "classless").await, ["10.0.0.0"]);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(ips_of(&client, "other").await.is_empty());
@@ -347,9 +418,9 @@ async fn lb_class_selects_services() {
 
 #[tokio::test]
 async fn two_replicas_never_both_assign() {
-    let (_server, client) = start().await;
+    let (lab, client) = start().await;
     pool(&client, "p", json!({ "addresses": ["10.0.0.0/28"] })).await;
-    let a = Controller::start(&client, "replica-a", |o| o.leader_elect = true);
+    let a = Controller::start(&lab.controller, "replica-a", |o| o.leader_elect = true);
     let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
     let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity);
     eventually(PATIENCE, "replica-a leading", || async {
@@ -357,7 +428,7 @@ async fn two_replicas_never_both_assign() {
         (holder(l).as_deref() == Some("replica-a")).then_some(())
     })
     .await;
-    let b = Controller::start(&client, "replica-b", |o| o.leader_elect = true);
+    let b = Controller::start(&lab.controller, "replica-b", |o| o.leader_elect = true);
     for i in 0..8 {
         service(&client, &format!("s{i}"), json!({})).await;
     }
@@ -396,7 +467,7 @@ async fn two_replicas_never_both_assign() {
 
 #[tokio::test]
 async fn pool_status_counts_and_reverts_manual_edits() {
-    let (_server, client) = start().await;
+    let (lab, client) = start().await;
     pool(
         &client,
         "p",
@@ -414,7 +485,7 @@ async fn pool_status_counts_and_reverts_manual_edits() {
             s.available_ipv6,
         ))
     };
-    let c = Controller::start(&client, "c1", |_| {});
+    let c = Controller::start(&lab.controller, "c1", |_| {});
     eventually(PATIENCE, "status 0/4 0/4", || async {
         (counts().await? == (0, 4, 0, 4)).then_some(())
     })
@@ -442,9 +513,9 @@ async fn pool_status_counts_and_reverts_manual_edits() {
 
 #[tokio::test]
 async fn invalid_configuration_keeps_the_last_good_one() {
-    let (_server, client) = start().await;
+    let (lab, client) = start().await;
     pool(&client, "good", json!({ "addresses": ["10.0.0.0/30"] })).await;
-    let c = Controller::start(&client, "c1", |_| {});
+    let c = Controller::start(&lab.controller, "c1", |_| {});
     let states: Api<ConfigurationState> = Api::namespaced(client.clone(), NS);
     let result = || async {
         let s = states
@@ -500,7 +571,7 @@ async fn invalid_configuration_keeps_the_last_good_one() {
 
 #[tokio::test]
 async fn changing_the_pool_annotation_moves_the_service() {
-    let (_server, client) = start().await;
+    let (lab, client) = start().await;
     pool(&client, "a", json!({ "addresses": ["10.0.0.0/30"] })).await;
     pool(
         &client,
@@ -508,7 +579,7 @@ async fn changing_the_pool_annotation_moves_the_service() {
         json!({ "addresses": ["10.0.1.0/30"], "autoAssign": false }),
     )
     .await;
-    let c = Controller::start(&client, "c1", |_| {});
+    let c = Controller::start(&lab.controller, "c1", |_| {});
     service(&client, "s", json!({})).await;
     assert_eq!(wait_ips(&client, "s").await, ["10.0.0.0"]);
     Api::<Service>::namespaced(client.clone(), "default")
@@ -576,7 +647,7 @@ fn free_port() -> std::net::SocketAddr {
 
 #[tokio::test]
 async fn serves_upstream_metrics_and_probes() {
-    let (_server, client) = start().await;
+    let (lab, client) = start().await;
     pool(
         &client,
         "p",
@@ -584,7 +655,7 @@ async fn serves_upstream_metrics_and_probes() {
     )
     .await;
     let addr = free_port();
-    let c = Controller::start(&client, "c1", |o| {
+    let c = Controller::start(&lab.controller, "c1", |o| {
         o.metrics_addr = Some(addr);
         o.health_addr = Some(addr);
     });

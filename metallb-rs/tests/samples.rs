@@ -113,7 +113,7 @@ fn valid_samples_make_one_valid_config() {
         .find(|p| p.name == "router")
         .expect("router");
     assert_eq!(
-        router.password.as_deref(),
+        router.password.as_ref().map(|p| p.expose()),
         Some("s3cr3t"),
         "passwordSecret resolved"
     );

@@ -831,6 +831,19 @@ impl Cluster for LabCluster {
     }
 
     fn start_speaker(&self, node: &str) -> Result<()> {
+        self.start_speaker_env(node, None)
+    }
+
+    fn start_speaker_with_clock_offset(&self, node: &str, offset_secs: i64) -> Result<bool> {
+        self.start_speaker_env(node, Some(offset_secs))?;
+        Ok(true)
+    }
+}
+
+impl LabCluster {
+    /// Starts `node`'s speaker, with the wall-clock test hook when
+    /// `clock_offset` is set.
+    fn start_speaker_env(&self, node: &str, clock_offset: Option<i64>) -> Result<()> {
         let ns = self.namespace_of(node)?.to_owned();
         // A speaker stopped a moment ago may still be saying goodbye; a
         // start now would find it "running" and start nothing.
@@ -865,16 +878,17 @@ impl Cluster for LabCluster {
             "--log-level".into(),
             self.log_level.clone(),
         ];
-        self.procs().ensure_fresh(
-            &format!("speaker-{node}"),
-            &argv,
-            &[(
-                "KUBECONFIG",
-                component_kubeconfig(&self.dir, &format!("speaker-{node}"))
-                    .display()
-                    .to_string(),
-            )],
-        )?;
+        let mut env = vec![(
+            "KUBECONFIG",
+            component_kubeconfig(&self.dir, &format!("speaker-{node}"))
+                .display()
+                .to_string(),
+        )];
+        if let Some(offset) = clock_offset {
+            env.push((metallb_rs::clock::OFFSET_ENV, offset.to_string()));
+        }
+        self.procs()
+            .ensure_fresh(&format!("speaker-{node}"), &argv, &env)?;
         Ok(())
     }
 }

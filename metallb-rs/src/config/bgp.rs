@@ -15,7 +15,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 use std::time::Duration;
 
+mod password;
 mod peer;
+pub use password::Password;
 pub(super) use peer::peers;
 pub use peer::{Peer, PeerAsn};
 

@@ -15,7 +15,8 @@ mod pool;
 mod selector;
 
 pub use bgp::{
-    BfdProfile, BgpAdvertisement, Community, Peer, PeerAsn, local_prefs_compatible, timers,
+    BfdProfile, BgpAdvertisement, Community, Password, Peer, PeerAsn, local_prefs_compatible,
+    timers,
 };
 pub use error::{ConfigError, ConfigErrors, ConfigWarning, ObjectRef};
 pub use filter::for_node;

@@ -19,9 +19,10 @@ use super::converge::{self, Decision, Write};
 use crate::allocator::Allocator;
 use crate::api::v1beta1::{Community, IPAddressPool, IPAddressPoolStatus};
 use crate::config::{Config, Options as ConfigOptions, Pool, Resources};
+use crate::k8s::call::API_CALL_TIMEOUT;
 use crate::k8s::call::{CallError, call, classify};
 use crate::k8s::events::Recorder;
-use crate::k8s::leader::{LeaseLock, Timings};
+use crate::k8s::leader::{Acting, LeaseLock, Timings};
 use crate::k8s::queue::{Backoff, PendingWrites, Queue, Sender, behind_our_write};
 use crate::k8s::watch::{self, Watches};
 use crate::metrics::{self, AllocatorMetrics, Health, K8sClientMetrics};
@@ -63,6 +64,8 @@ pub struct Options {
 pub const LEASE_NAME: &str = "metallb-controller";
 /// The ConfigurationState object the controller writes.
 pub const CONFIG_STATE_NAME: &str = "controller";
+/// How often an idle loop beats `/healthz`'s heartbeat.
+const HEARTBEAT: Duration = Duration::from_secs(5);
 /// Retries of failed service writes.
 const RETRY: Backoff = Backoff {
     first: Duration::from_millis(500),
@@ -111,7 +114,7 @@ pub async fn run(
     let work = async {
         match &lock {
             None => {
-                let (_tx, rx) = tokio::sync::watch::channel(true);
+                let (_tx, rx) = tokio::sync::watch::channel(Acting::Always);
                 lead(&client, &opts, &metrics, &health, rx).await
             }
             Some(lock) => {
@@ -121,9 +124,18 @@ pub async fn run(
                 // one still holds the lease.
                 health.set_ready(true);
                 let _election = AbortOnDropHandle::new(election);
+                let mut heartbeat = tokio::time::interval(HEARTBEAT);
                 loop {
-                    while !*leading.borrow_and_update() {
-                        leading.changed().await?;
+                    while !leading
+                        .borrow_and_update()
+                        .leading(tokio::time::Instant::now())
+                    {
+                        // A standby is alive too: it waits to take over.
+                        health.beat();
+                        tokio::select! {
+                            changed = leading.changed() => changed?,
+                            _ = heartbeat.tick() => {}
+                        }
                     }
                     lead(&client, &opts, &metrics, &health, leading.clone()).await?;
                     tracing::warn!("no longer the leader: stopped acting, waiting to lead again");
@@ -149,13 +161,13 @@ pub async fn run(
 }
 
 /// One leadership term: watches, initial full pass, then the queue, until
-/// `leading` turns false (or the watches end).
+/// `leading` says it no longer leads (or the watches end).
 async fn lead(
     client: &kube::Client,
     opts: &Options,
     metrics: &Arc<Metrics>,
     health: &Arc<Health>,
-    mut leading: tokio::sync::watch::Receiver<bool>,
+    mut leading: tokio::sync::watch::Receiver<Acting>,
 ) -> anyhow::Result<()> {
     if let Some(name) = &opts.memberlist_secret {
         match crate::k8s::memberlist::ensure(client, &opts.namespace, name).await {
@@ -233,6 +245,7 @@ async fn lead(
         pending: PendingWrites::default(),
         namespace_labels: HashMap::new(),
         leading: leading.clone(),
+        health: health.clone(),
         config_state: crate::k8s::config_state::Reporter::new(
             client.clone(),
             &opts.namespace,
@@ -257,11 +270,14 @@ async fn lead(
     );
     let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
     trimmer.maybe_trim();
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
     loop {
+        health.beat();
         let batch = tokio::select! {
             batch = runner.queue.next() => batch,
+            _ = heartbeat.tick() => continue,
             changed = leading.changed() => {
-                if changed.is_err() || !*leading.borrow() {
+                if changed.is_err() || !leading.borrow().leading(tokio::time::Instant::now()) {
                     return Ok(());
                 }
                 continue;
@@ -293,13 +309,33 @@ struct Runner {
     /// the resourceVersion written.
     pending: PendingWrites<ServiceKey, Vec<String>>,
     namespace_labels: HashMap<String, BTreeMap<String, String>>,
-    leading: tokio::sync::watch::Receiver<bool>,
+    leading: tokio::sync::watch::Receiver<Acting>,
     config_state: crate::k8s::config_state::Reporter,
+    /// `/healthz`'s heartbeat, bumped per service in long passes.
+    health: Arc<Health>,
 }
 
 impl Runner {
     fn may_act(&self) -> bool {
-        *self.leading.borrow()
+        self.leading.borrow().leading(tokio::time::Instant::now())
+    }
+
+    /// Runs one write while this replica leads, cut off at its step-down
+    /// (see [`Acting::write_budget`]): no write of a replica that lost
+    /// the lease is still being waited for once another may lead. `None`:
+    /// not leading, nothing sent.
+    async fn write<T>(
+        &self,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Option<Result<T, CallError>> {
+        let budget = self
+            .leading
+            .borrow()
+            .write_budget(tokio::time::Instant::now(), API_CALL_TIMEOUT)?;
+        Some(match tokio::time::timeout(budget, call(request)).await {
+            Ok(r) => r,
+            Err(_) => Err(CallError::Timeout),
+        })
     }
 
     async fn process(&mut self, batch: Vec<Work>) {
@@ -393,6 +429,8 @@ impl Runner {
                 again |= converge::deleted(&mut self.alloc, &key).reprocess_all;
             }
             for (_, key) in list {
+                // A long pass is progress too: `/healthz` must not fail on it.
+                self.health.beat();
                 again |= self.process_service(&key).await;
             }
             if !again {
@@ -438,15 +476,19 @@ impl Runner {
             } else {
                 tracing::info!(service = %key, reason = %ev.reason, "{}", ev.message);
             }
-            self.recorder.publish(&reference, ev).await;
+            // Events are writes too: none from a replica that lost the lease.
+            if self.may_act() {
+                self.recorder.publish(&reference, ev).await;
+            }
         }
         if let Some(write) = &decision.write {
             if !self.may_act() {
                 return false;
             }
             let work = Work::Service(key.clone());
-            match write_service(&self.client, &svc, write).await {
-                Ok(mut written) => {
+            match self.write_service(&svc, write).await {
+                None => return false,
+                Some(Ok(mut written)) => {
                     tracing::info!(service = %key, ingress = ?write.ingress, "updated service");
                     // Until the cache shows our last version: the one we
                     // decided from and our intermediate ones.
@@ -455,7 +497,7 @@ impl Runner {
                     self.pending.wrote(key.clone(), written);
                     self.queue.done(&work);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     self.metrics.k8s.update_errors.inc();
                     let class = classify(&e);
                     let retry_in = self.queue.retry(work, class);
@@ -494,7 +536,9 @@ impl Runner {
         );
         match built {
             Ok(cfg) => {
-                self.config_state.valid(&cfg.warnings).await;
+                if self.may_act() {
+                    self.config_state.valid(&cfg.warnings).await;
+                }
                 if self.config.as_ref() == Some(&cfg.pools) {
                     return false;
                 }
@@ -512,7 +556,9 @@ impl Runner {
                 true
             }
             Err(errors) => {
-                self.config_state.invalid(errors.to_string()).await;
+                if self.may_act() {
+                    self.config_state.invalid(errors.to_string()).await;
+                }
                 false
             }
         }
@@ -541,54 +587,75 @@ impl Runner {
                 continue;
             }
             let patch = json!({ "status": desired });
-            if let Err(e) =
-                call(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await
-            {
+            let written = self
+                .write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+                .await;
+            let Some(written) = written else {
+                return;
+            };
+            if let Err(e) = written {
                 self.metrics.k8s.update_errors.inc();
                 tracing::warn!(pool = %name, error = %e, "could not update pool status");
             }
         }
     }
-}
 
-/// Applies `w` to `svc`: annotations, then status, each conditional on
-/// the resourceVersion it was decided from. Returns the final one.
-async fn write_service(
-    client: &kube::Client,
-    svc: &Service,
-    w: &Write,
-) -> Result<Vec<String>, CallError> {
-    let api: Api<Service> = Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default());
-    let name = svc.name_any();
-    let mut rv = svc.resource_version().unwrap_or_default();
-    let mut written = Vec::new();
-    if !w.annotations.is_empty() {
-        let anns: serde_json::Map<String, serde_json::Value> = w
-            .annotations
-            .iter()
-            .map(|(k, v)| (k.clone(), json!(v)))
-            .collect();
-        let patch = json!({ "metadata": { "resourceVersion": rv, "annotations": anns } });
-        let updated =
-            call(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
-        rv = updated.resource_version().unwrap_or_default();
-        written.push(rv.clone());
+    /// Applies `w` to `svc`: annotations, then status, each conditional on
+    /// the resourceVersion it was decided from, each only while leading
+    /// (see [`Runner::write`]). Returns the resourceVersions written, in
+    /// order; `None` when leadership ended before the first write.
+    async fn write_service(
+        &self,
+        svc: &Service,
+        w: &Write,
+    ) -> Option<Result<Vec<String>, CallError>> {
+        let api: Api<Service> =
+            Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default());
+        let name = svc.name_any();
+        let mut rv = svc.resource_version().unwrap_or_default();
+        let mut written = Vec::new();
+        if !w.annotations.is_empty() {
+            let anns: serde_json::Map<String, serde_json::Value> = w
+                .annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect();
+            let patch = json!({ "metadata": { "resourceVersion": rv, "annotations": anns } });
+            let updated = match self
+                .write(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+                .await?
+            {
+                Ok(u) => u,
+                Err(e) => return Some(Err(e)),
+            };
+            rv = updated.resource_version().unwrap_or_default();
+            written.push(rv.clone());
+        }
+        if let Some(ips) = &w.ingress {
+            let ingress = if ips.is_empty() {
+                serde_json::Value::Null
+            } else {
+                ips.iter()
+                    .map(|ip| json!({ "ip": ip.to_string() }))
+                    .collect()
+            };
+            let patch = json!({
+                "metadata": { "resourceVersion": rv },
+                "status": { "loadBalancer": { "ingress": ingress } },
+            });
+            // Leadership may end between the two writes: the status is
+            // then left to the next leader (the annotations alone change
+            // no address).
+            let updated = match self
+                .write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+                .await
+            {
+                None => return Some(Err(CallError::Timeout)),
+                Some(Ok(u)) => u,
+                Some(Err(e)) => return Some(Err(e)),
+            };
+            written.push(updated.resource_version().unwrap_or_default());
+        }
+        Some(Ok(written))
     }
-    if let Some(ips) = &w.ingress {
-        let ingress = if ips.is_empty() {
-            serde_json::Value::Null
-        } else {
-            ips.iter()
-                .map(|ip| json!({ "ip": ip.to_string() }))
-                .collect()
-        };
-        let patch = json!({
-            "metadata": { "resourceVersion": rv },
-            "status": { "loadBalancer": { "ingress": ingress } },
-        });
-        let updated =
-            call(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
-        written.push(updated.resource_version().unwrap_or_default());
-    }
-    Ok(written)
 }

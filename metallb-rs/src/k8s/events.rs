@@ -222,7 +222,7 @@ impl Writer {
         regarding: &ObjectReference,
         ev: &EventSpec,
     ) -> Result<(), CallError> {
-        let now = Timestamp::now();
+        let now = crate::clock::wall_now();
         let key = SeriesKey {
             regarding: (
                 regarding.kind.clone().unwrap_or_default(),

@@ -10,13 +10,22 @@
 //!
 //! Safety during a rolling update: the leader stops acting as soon as it
 //! has not renewed for `renew_deadline`, which is shorter than
-//! `lease_duration` - the time another candidate must wait after the last
-//! renewal before taking over. So two leaders never act at once, unless a
-//! clock runs more than `lease_duration - renew_deadline` apart.
+//! `lease_duration` - the time another candidate waits, after it last
+//! saw the lease change, before taking over. Both are measured on each
+//! process's own monotonic clock ([`super::observed`], client-go's
+//! `observedTime`): the holder's renewTime is never compared with the
+//! candidate's wall clock, so clocks set apart by any amount neither let
+//! a candidate take over from a leader that renews nor make it wait for
+//! one that stopped. What remains is clock *rate*: two leaders never act
+//! at once as long as the clocks' rates differ by less than
+//! `lease_duration - renew_deadline` over a lease duration, and no write
+//! of the old leader outlives its step-down by more than the API call
+//! timeout, which is shorter than that margin (see the tests).
 
+use super::observed::{self, Observation, Version};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
 use std::time::Duration;
@@ -44,6 +53,40 @@ impl Default for Timings {
     }
 }
 
+/// Whether a candidate may act, and until when (its step-down time if
+/// no renewal succeeds meanwhile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acting {
+    /// Not leading.
+    No,
+    /// Leading until this instant (the last renewal's start plus
+    /// `renew_deadline`) unless renewed again.
+    Until(Instant),
+    /// No election: always acting.
+    Always,
+}
+
+impl Acting {
+    /// Leading at `now`.
+    pub fn leading(&self, now: Instant) -> bool {
+        self.write_budget(now, Duration::MAX).is_some()
+    }
+
+    /// How long a write started at `now` may take: none when not leading,
+    /// otherwise `cap` cut at the step-down, so that no write of ours is
+    /// still waiting once another candidate may have taken over.
+    pub fn write_budget(&self, now: Instant, cap: Duration) -> Option<Duration> {
+        match *self {
+            Acting::No => None,
+            Acting::Always => Some(cap),
+            Acting::Until(t) => {
+                let left = t.checked_duration_since(now).filter(|d| !d.is_zero())?;
+                Some(left.min(cap))
+            }
+        }
+    }
+}
+
 /// What a candidate should do with the lease it read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -58,8 +101,15 @@ pub enum Decision {
     },
 }
 
-/// Decides from a lease's spec (pure, so it is tested without a cluster).
-pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Decision {
+/// Decides from a lease's spec and when we first saw its current version
+/// (`seen`, from [`observed::observe`]; our monotonic clock), at `now` on
+/// the same clock. Pure, so it is tested without a cluster or a clock.
+pub fn decide(
+    spec: Option<&LeaseSpec>,
+    seen: &Observation,
+    me: &str,
+    now: std::time::Instant,
+) -> Decision {
     let Some(spec) = spec else {
         return Decision::Acquire;
     };
@@ -70,13 +120,9 @@ pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Decision {
     if holder.is_empty() {
         return Decision::Acquire;
     }
-    let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(0)));
-    let expired = spec
-        .renew_time
-        .as_ref()
-        .or(spec.acquire_time.as_ref())
-        .is_none_or(|t| t.0 + duration < now);
-    if expired {
+    let duration =
+        Duration::from_secs(u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0));
+    if observed::unchanged_for(seen, duration, now) {
         Decision::Acquire
     } else {
         Decision::Wait {
@@ -134,6 +180,8 @@ pub struct LeaseLock {
     name: String,
     identity: String,
     timings: Timings,
+    /// The lease's version last read and when we first saw it.
+    seen: Option<Observation>,
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -154,6 +202,7 @@ impl LeaseLock {
             name: name.to_owned(),
             identity: identity.to_owned(),
             timings,
+            seen: None,
         }
     }
 
@@ -163,12 +212,14 @@ impl LeaseLock {
     }
 
     /// One attempt: true when we hold the lease afterwards.
-    pub async fn try_acquire_or_renew(&self) -> Result<bool, LeaseError> {
+    pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaseError> {
+        let name = self.name.clone();
         let err = |source| LeaseError::Api {
-            name: self.name.clone(),
+            name: name.clone(),
             source,
         };
-        let now = Timestamp::now();
+        // Written into the lease (renewTime) only; decisions use `seen`.
+        let now = crate::clock::wall_now();
         let current = self.api.get_opt(&self.name).await.map_err(err)?;
         let Some(mut lease) = current else {
             let lease = Lease {
@@ -184,7 +235,19 @@ impl LeaseLock {
                 Err(e) => Err(err(e)),
             };
         };
-        let acquiring = match decide(lease.spec.as_ref(), &self.identity, now) {
+        let seen = observed::observe(
+            self.seen.as_ref(),
+            Version::of(&lease),
+            std::time::Instant::now(),
+        );
+        let decision = decide(
+            lease.spec.as_ref(),
+            &seen,
+            &self.identity,
+            std::time::Instant::now(),
+        );
+        self.seen = Some(seen);
+        let acquiring = match decision {
             Decision::Wait { .. } => return Ok(false),
             Decision::Renew => false,
             Decision::Acquire => true,
@@ -226,7 +289,7 @@ impl LeaseLock {
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.renew_time = Some(MicroTime(crate::clock::wall_now()));
         match self
             .api
             .replace(&self.name, &PostParams::default(), &lease)
@@ -239,14 +302,20 @@ impl LeaseLock {
     }
 
     /// Keeps trying to lead and publishes, on the returned channel, whether
-    /// this candidate may act now (true) or not (false). Leadership is
-    /// dropped - false is sent - as soon as `renew_deadline` passes
-    /// without a successful renewal, before anyone else can acquire it.
-    pub fn run(self) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = watch::channel(false);
+    /// this candidate may act and until when. Leadership is dropped -
+    /// [`Acting::No`] is sent - as soon as `renew_deadline` passes without
+    /// a successful renewal, before anyone else can acquire it.
+    ///
+    /// A renewal counts from the moment its attempt *started*: the write
+    /// that renewed the lease reached the API server after that, so every
+    /// other candidate saw the lease change later still, and waits a whole
+    /// `lease_duration` from then.
+    pub fn run(mut self) -> (watch::Receiver<Acting>, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = watch::channel(Acting::No);
         let task = tokio::spawn(async move {
             let mut last_renewed: Option<Instant> = None;
             loop {
+                let started = Instant::now();
                 let attempt =
                     tokio::time::timeout(self.timings.retry_period, self.try_acquire_or_renew())
                         .await;
@@ -255,7 +324,7 @@ impl LeaseLock {
                         if last_renewed.is_none() {
                             tracing::info!(lease = %self.name, identity = %self.identity, "became leader");
                         }
-                        last_renewed = Some(Instant::now());
+                        last_renewed = Some(started);
                     }
                     Ok(Ok(false)) => {
                         if last_renewed.take().is_some() {
@@ -271,9 +340,12 @@ impl LeaseLock {
                     tracing::warn!(lease = %self.name, "could not renew within the deadline: stepping down");
                     last_renewed = None;
                 }
-                let leading = last_renewed.is_some();
-                if *tx.borrow() != leading {
-                    tx.send_replace(leading);
+                let acting = match last_renewed {
+                    Some(t) => Acting::Until(t + self.timings.renew_deadline),
+                    None => Acting::No,
+                };
+                if *tx.borrow() != acting {
+                    tx.send_replace(acting);
                 }
                 let next = match last_renewed {
                     // Step down exactly at the deadline if renewals keep failing.
@@ -294,6 +366,9 @@ impl LeaseLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::jiff::SignedDuration;
+    use rstest::rstest;
+    use std::time::Instant;
 
     fn spec(holder: Option<&str>, renewed_secs_ago: i64, duration: i32) -> LeaseSpec {
         LeaseSpec {
@@ -310,34 +385,122 @@ mod tests {
         Timestamp::from_second(1_000_000).expect("timestamp")
     }
 
+    fn lease(spec: LeaseSpec, rv: u64) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                resource_version: Some(rv.to_string()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(spec),
+        }
+    }
+
+    /// Decides on `l`, first seen `seen_secs_ago` seconds of our time ago.
+    fn decide_seen(l: &Lease, seen_secs_ago: u64) -> Decision {
+        let t = Instant::now();
+        let seen = Observation {
+            version: Version::of(l),
+            since: t,
+        };
+        decide(
+            l.spec.as_ref(),
+            &seen,
+            "a",
+            t + Duration::from_secs(seen_secs_ago),
+        )
+    }
+
     #[test]
     fn decisions() {
-        assert_eq!(decide(None, "a", now()), Decision::Acquire);
+        let t = Instant::now();
+        let none = observed::observe(None, Version::of(&Lease::default()), t);
+        assert_eq!(decide(None, &none, "a", t), Decision::Acquire);
         assert_eq!(
-            decide(Some(&spec(Some("a"), 100, 15)), "a", now()),
+            decide_seen(&lease(spec(Some("a"), 100, 15), 1), 100),
             Decision::Renew
         );
         assert_eq!(
-            decide(Some(&spec(Some("b"), 5, 15)), "a", now()),
+            decide_seen(&lease(spec(Some("b"), 5, 15), 1), 5),
             Decision::Wait { holder: "b".into() }
         );
         assert_eq!(
-            decide(Some(&spec(Some("b"), 16, 15)), "a", now()),
+            decide_seen(&lease(spec(Some("b"), 16, 15), 1), 16),
             Decision::Acquire,
             "expired"
         );
+        // The renewTime says nothing: only how long we have seen it unchanged.
         assert_eq!(
-            decide(Some(&spec(None, 0, 15)), "a", now()),
+            decide_seen(&lease(spec(Some("b"), 1000, 15), 1), 5),
+            Decision::Wait { holder: "b".into() },
+            "an old renewTime first seen now"
+        );
+        assert_eq!(
+            decide_seen(&lease(spec(None, 0, 15), 1), 0),
             Decision::Acquire,
             "released"
         );
         assert_eq!(
-            decide(Some(&spec(Some(""), 0, 15)), "a", now()),
+            decide_seen(&lease(spec(Some(""), 0, 15), 1), 0),
             Decision::Acquire
         );
-        let mut no_times = spec(Some("b"), 0, 15);
-        no_times.renew_time = None;
-        assert_eq!(decide(Some(&no_times), "a", now()), Decision::Acquire);
+    }
+
+    /// Holder `b` renews every 2 s of our time up to `last` seconds,
+    /// stamping renewTime with its clock (ours plus `skew` seconds);
+    /// candidate `a` reads the lease every retry period up to 60 s. The
+    /// second at which `a` would take over, if it would.
+    fn takeover_with_skew(skew: i64, last: Option<u64>) -> Option<u64> {
+        let timings = Timings::default();
+        let t0 = Instant::now();
+        let retry = timings.retry_period.as_secs();
+        let mut current: Option<Lease> = None;
+        let mut seen: Option<Observation> = None;
+        for now in 0..=60u64 {
+            if now % 2 == 0 && last.is_none_or(|l| now <= l) {
+                let stamp = now_plus(skew + now as i64);
+                let held = held_spec(
+                    current.as_ref().and_then(|l| l.spec.as_ref()),
+                    "b",
+                    &timings,
+                    stamp,
+                    current.is_none(),
+                );
+                current = Some(lease(held, now + 1));
+            }
+            if now % retry != 0 {
+                continue;
+            }
+            let Some(l) = current.as_ref() else { continue };
+            let at = t0 + Duration::from_secs(now);
+            let o = observed::observe(seen.as_ref(), Version::of(l), at);
+            let d = decide(l.spec.as_ref(), &o, "a", at);
+            seen = Some(o);
+            if d == Decision::Acquire {
+                return Some(now);
+            }
+        }
+        None
+    }
+
+    fn now_plus(secs: i64) -> Timestamp {
+        now() + SignedDuration::from_secs(secs)
+    }
+
+    #[rstest]
+    #[case::in_step_renewing(0, None, None)]
+    #[case::holder_ahead_renewing_no_takeover(30, None, None)]
+    #[case::holder_behind_renewing_no_takeover(-30, None, None)]
+    #[case::in_step_stopped(0, Some(10), Some(26))]
+    #[case::holder_ahead_stopped_taken_over(30, Some(10), Some(26))]
+    #[case::holder_behind_stopped_taken_over(-30, Some(10), Some(26))]
+    fn skewed_clocks_neither_take_over_from_a_renewing_holder_nor_wait_for_a_stopped_one(
+        #[case] skew: i64,
+        #[case] stopped_after: Option<u64>,
+        #[case] takeover_at: Option<u64>,
+    ) {
+        // Stopped at 10 s: last seen changing at 10 s, taken over on the
+        // first read more than 15 s later.
+        assert_eq!(takeover_with_skew(skew, stopped_after), takeover_at);
     }
 
     #[test]
@@ -360,5 +523,46 @@ mod tests {
         let t = Timings::default();
         assert!(t.renew_deadline < t.lease_duration);
         assert!(t.retry_period < t.renew_deadline);
+    }
+
+    #[test]
+    fn api_calls_end_within_the_margin_between_step_down_and_takeover() {
+        // A write started just before the leader steps down must be over
+        // before anyone may take over: the margin is what is left of the
+        // lease once the leader stopped acting.
+        let t = Timings::default();
+        let margin = t.lease_duration - t.renew_deadline;
+        assert!(
+            crate::k8s::call::API_CALL_TIMEOUT < margin,
+            "API_CALL_TIMEOUT {:?} must stay under lease_duration - renew_deadline = {margin:?}",
+            crate::k8s::call::API_CALL_TIMEOUT
+        );
+    }
+
+    #[rstest]
+    #[case::not_leading(Acting::No, 0, None)]
+    #[case::no_election(Acting::Always, 0, Some(4))]
+    #[case::fresh_renewal_capped(Acting::Until(base() + Duration::from_secs(10)), 0, Some(4))]
+    #[case::near_step_down_cut(Acting::Until(base() + Duration::from_secs(10)), 9, Some(1))]
+    #[case::at_step_down(Acting::Until(base() + Duration::from_secs(10)), 10, None)]
+    #[case::after_step_down(Acting::Until(base() + Duration::from_secs(10)), 12, None)]
+    fn writes_never_outlive_leadership(
+        #[case] acting: Acting,
+        #[case] at: u64,
+        #[case] budget_secs: Option<u64>,
+    ) {
+        let now = base() + Duration::from_secs(at);
+        let cap = Duration::from_secs(4);
+        let budget = acting.write_budget(now, cap);
+        assert_eq!(budget, budget_secs.map(Duration::from_secs));
+        assert_eq!(acting.leading(now), budget.is_some());
+        if let (Acting::Until(until), Some(b)) = (acting, budget) {
+            assert!(now + b <= until, "a write would outlive the step-down");
+        }
+    }
+
+    fn base() -> tokio::time::Instant {
+        static BASE: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+        tokio::time::Instant::from_std(*BASE)
     }
 }

@@ -7,6 +7,7 @@ pub mod config_state;
 pub mod events;
 pub mod leader;
 pub mod memberlist;
+pub mod observed;
 pub mod queue;
 pub mod watch;
 

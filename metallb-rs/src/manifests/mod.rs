@@ -25,7 +25,7 @@ pub mod ports {
 }
 
 /// The speakers' gossip Secret.
-const MEMBERLIST_SECRET: &str = crate::k8s::memberlist::DEFAULT_SECRET_NAME;
+pub(crate) const MEMBERLIST_SECRET: &str = crate::k8s::memberlist::DEFAULT_SECRET_NAME;
 
 /// What can vary between renderings of `metallb-native.yaml`.
 #[derive(Debug, Clone)]
@@ -155,6 +155,18 @@ fn probes(host: Option<&str>) -> (Value, Value) {
     )
 }
 
+/// Requests and limits: what each component uses at rest (requests) and
+/// a bound on a leak (limits); no CPU limit, so a burst of work (a full
+/// pass over many services) is never throttled into missing its lease.
+fn resources(component: &str) -> Value {
+    let _ = component;
+    let (cpu, memory, limit) = ("50m", "64Mi", "256Mi");
+    json!({
+        "requests": { "cpu": cpu, "memory": memory },
+        "limits": { "memory": limit },
+    })
+}
+
 /// One component's container: the shared image with `component` as the
 /// subcommand, both ports, probes on the health port and a locked-down
 /// security context with exactly `capabilities`.
@@ -182,6 +194,7 @@ fn container(
         ],
         "livenessProbe": liveness,
         "readinessProbe": readiness,
+        "resources": resources(component),
         "securityContext": {
             "allowPrivilegeEscalation": false,
             "readOnlyRootFilesystem": true,
@@ -278,6 +291,7 @@ fn speaker(opts: &NativeOptions) -> Value {
                     // another node takes over; nothing to drain.
                     "terminationGracePeriodSeconds": 2,
                     "nodeSelector": { "kubernetes.io/os": "linux" },
+                    "securityContext": { "seccompProfile": { "type": "RuntimeDefault" } },
                     "tolerations": [
                         { "key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule" },
                         { "key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule" },

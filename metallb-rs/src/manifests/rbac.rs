@@ -7,6 +7,13 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({ "apiGroups": groups, "resources": resources, "verbs": verbs })
 }
 
+/// A rule for the objects called `names` only. Kubernetes cannot restrict
+/// `create` (nor an unfiltered `list`/`watch`) by name: those go in a
+/// rule of their own.
+fn named(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) -> Value {
+    json!({ "apiGroups": groups, "resources": resources, "resourceNames": names, "verbs": verbs })
+}
+
 const READ: &[&str] = &["get", "list", "watch"];
 const CONFIG_KINDS: &[&str] = &[
     "ipaddresspools",
@@ -71,7 +78,7 @@ pub fn objects(namespace: &str) -> Vec<Value> {
         "speaker",
         vec![
             // Which services to announce, from which nodes.
-            rule(&[""], &["services", "nodes", "namespaces"], READ),
+            rule(&[""], &["services", "nodes"], READ),
             rule(&["discovery.k8s.io"], &["endpointslices"], READ),
             rule(&[""], &["events"], &["create", "patch"]),
             rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
@@ -84,20 +91,38 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             rule(&["metallb.io"], CONFIG_KINDS, READ),
             // Pool counters in IPAddressPool.status (controller::run::sync_pools).
             rule(&["metallb.io"], &["ipaddresspools/status"], &["patch"]),
-            // ConfigurationState "controller".
+            // ConfigurationState "controller" (k8s::config_state: get,
+            // create when missing, patch its status).
+            named(
+                &["metallb.io"],
+                &["configurationstates"],
+                &[crate::controller::run::CONFIG_STATE_NAME],
+                &["get"],
+            ),
+            named(
+                &["metallb.io"],
+                &["configurationstates/status"],
+                &[crate::controller::run::CONFIG_STATE_NAME],
+                &["patch"],
+            ),
+            // Created when missing; watched (by name, which RBAC cannot
+            // restrict) so a hand edit is written back.
             rule(
                 &["metallb.io"],
-                &["configurationstates", "configurationstates/status"],
-                &["get", "list", "watch", "create", "update", "patch"],
+                &["configurationstates"],
+                &["list", "watch", "create"],
             ),
-            // The memberlist key Secret, created when missing.
-            rule(&[""], &["secrets"], &["get", "list", "watch", "create"]),
+            // The memberlist key Secret, created when missing (k8s::memberlist).
+            named(&[""], &["secrets"], &[super::MEMBERLIST_SECRET], &["get"]),
+            rule(&[""], &["secrets"], &["create"]),
             // Leader election (k8s::leader: get, create, replace).
-            rule(
+            named(
                 &["coordination.k8s.io"],
                 &["leases"],
-                &["get", "create", "update"],
+                &[crate::controller::run::LEASE_NAME],
+                &["get", "update"],
             ),
+            rule(&["coordination.k8s.io"], &["leases"], &["create"]),
         ],
     );
     let speaker_ns = role(
@@ -106,30 +131,36 @@ pub fn objects(namespace: &str) -> Vec<Value> {
         vec![
             rule(&["metallb.io"], CONFIG_KINDS, READ),
             // Its own announcement status objects, and replacing other
-            // nodes' stale objects for a service it now leads.
+            // nodes' stale objects for a service it now leads (watched;
+            // speaker::run::writes creates, deletes and patches status).
             rule(
                 &["metallb.io"],
                 &["servicel2statuses", "servicebgpstatuses"],
-                &[
-                    "get", "list", "watch", "create", "update", "patch", "delete",
-                ],
+                &["list", "watch", "create", "delete"],
             ),
             rule(
                 &["metallb.io"],
                 &["servicel2statuses/status", "servicebgpstatuses/status"],
-                &["get", "update", "patch"],
+                &["patch"],
             ),
-            // ConfigurationState "speaker-<node>".
+            // ConfigurationState "speaker-<node>" (k8s::config_state: get,
+            // create when missing, watched so a hand edit is written back,
+            // patch its status). One Role serves every node's speaker, so it
+            // cannot name each node's object.
             rule(
                 &["metallb.io"],
-                &["configurationstates", "configurationstates/status"],
-                &["get", "list", "watch", "create", "update", "patch"],
+                &["configurationstates"],
+                &["get", "list", "watch", "create"],
             ),
+            rule(&["metallb.io"], &["configurationstates/status"], &["patch"]),
             // memberlist key, BGP passwordSecret, metallb-excludel2.
             rule(&[""], &["secrets", "configmaps"], READ),
             // Its own Pod, the owner of its status objects.
             rule(&[""], &["pods"], &["get"]),
-            // speaker::presence: its own lease, and the others' (graceful leave).
+            // speaker::presence: its own lease `metallb-speaker-<node>`
+            // (get, create, replace) and the others' (watched). One Role
+            // serves every node's speaker, so it cannot name each node's
+            // lease: any speaker may update any presence lease.
             rule(
                 &["coordination.k8s.io"],
                 &["leases"],

@@ -185,3 +185,24 @@ fn rendering_is_deterministic_and_contains_every_crd() {
     }
     assert_eq!(crd_files().expect("renders").len(), 9);
 }
+
+#[test]
+fn both_pods_run_seccomp_runtime_default_with_requests_memory_limits_and_a_liveness_probe() {
+    let objects = native_objects(&NativeOptions::default());
+    for (kind, name) in [("Deployment", "controller"), ("DaemonSet", "speaker")] {
+        let pod = &find(&objects, kind, name)["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+            "{name}"
+        );
+        let c = &pod["containers"][0];
+        for r in ["cpu", "memory"] {
+            assert!(
+                c["resources"]["requests"][r].is_string(),
+                "{name} requests {r}"
+            );
+        }
+        assert!(c["resources"]["limits"]["memory"].is_string(), "{name}");
+        assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz", "{name}");
+    }
+}

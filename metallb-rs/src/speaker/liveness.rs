@@ -9,15 +9,18 @@
 //! 1. A node tainted `node.kubernetes.io/out-of-service` has no speaker
 //!    (the admin says the node is gone; upstream #3116).
 //! 2. A cleared lease holder means the speaker left (SIGTERM).
-//! 3. Gossip says the member left: gone.
-//! 4. Gossip says the member failed: gone once its lease is overdue too -
-//!    or at once when this speaker cannot reach the API server (then
-//!    gossip is all it knows). A member that failed in gossip but keeps
-//!    renewing its lease is cut off from us, not dead: it keeps its
-//!    addresses, so a partition between speakers never makes two nodes
-//!    answer for one address.
-//! 5. Gossip says alive: alive.
-//! 6. No gossip evidence (membership off, or not seen yet): a NotReady
+//! 3. Gossip says the member left or failed: gone once its lease is
+//!    overdue too - or at once when this speaker cannot reach the API
+//!    server (then gossip is all it knows). A member that failed in
+//!    gossip but keeps renewing its lease is cut off from us, not dead:
+//!    it keeps its addresses, so a partition between speakers never makes
+//!    two nodes answer for one address. A gossip leave is honoured the
+//!    same way: a leaving speaker clears its lease right after saying
+//!    goodbye (rule 2), and until the lease says so the member counts as
+//!    alive for election - so a leave alone (one that raced a restart, or
+//!    was forged) never moves addresses off a speaker that still renews.
+//! 4. Gossip says alive: alive.
+//! 5. No gossip evidence (membership off, or not seen yet): a NotReady
 //!    node whose lease is overdue or missing has no speaker (#3116);
 //!    otherwise the lease decides when there is one, and a node without
 //!    lease counts as running one when membership is off (upstream's
@@ -30,10 +33,11 @@
 
 use super::presence;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A lease renewal this much later than due is overdue: the margin covers
-/// a renewal in flight and clock differences between nodes.
+/// a renewal in flight and its way to us through the watch (both on our
+/// monotonic clock: no other node's clock is involved).
 pub const OVERDUE_MARGIN: Duration = Duration::from_millis(500);
 
 /// What the presence lease of a node says.
@@ -41,16 +45,17 @@ pub const OVERDUE_MARGIN: Duration = Duration::from_millis(500);
 pub struct LeaseState {
     /// A holder is set (cleared on graceful leave).
     pub held: bool,
-    /// When it was last renewed (the renewer's clock).
-    pub renewed: SystemTime,
+    /// When we first saw its current version (our monotonic clock; see
+    /// `presence::states`).
+    pub changed: Instant,
 }
 
 impl LeaseState {
-    /// The next renewal is overdue at `now`.
-    pub fn overdue(&self, now: SystemTime) -> bool {
-        let due = self.renewed + Duration::from_secs(presence::RENEW_SECONDS as u64);
-        now.duration_since(due)
-            .is_ok_and(|late| late > OVERDUE_MARGIN)
+    /// The next renewal is overdue at `now`: the lease has not changed
+    /// for one renewal period and the margin.
+    pub fn overdue(&self, now: Instant) -> bool {
+        let period = Duration::from_secs(presence::RENEW_SECONDS as u64);
+        now.saturating_duration_since(self.changed) > period + OVERDUE_MARGIN
     }
 }
 
@@ -114,8 +119,8 @@ impl std::fmt::Display for Gone {
 /// What this speaker knows besides the per-node evidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Context {
-    /// Now, on this speaker's clock.
-    pub now: SystemTime,
+    /// Now, on this speaker's monotonic clock.
+    pub now: Instant,
     /// This speaker reached the API server recently (its own lease renewal
     /// succeeded within [`API_TIMEOUT`]).
     pub api_ok: bool,
@@ -137,10 +142,11 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
     }
     let lease_fresh = e.lease.is_some_and(|l| !l.overdue(ctx.now));
     match e.gossip {
-        Some(Gossip::Down { left: true, .. }) => Err(Gone::Left),
-        Some(Gossip::Down { left: false, .. }) => {
+        Some(Gossip::Down { left, .. }) => {
             if ctx.api_ok && lease_fresh {
                 Ok(())
+            } else if left {
+                Err(Gone::Left)
             } else {
                 Err(Gone::Failed)
             }
@@ -195,22 +201,24 @@ mod tests {
     use super::*;
     use rstest::rstest;
 
-    const T0: u64 = 1_000_000;
+    /// Our monotonic clock's origin in these tests.
+    static T0: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
 
-    fn at(secs_after: f64) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(T0) + Duration::from_secs_f64(secs_after)
+    fn at(secs_after: f64) -> Instant {
+        *T0 + Duration::from_secs_f64(secs_after)
     }
 
-    fn lease(held: bool, renewed: f64) -> Option<LeaseState> {
+    /// A lease held or cleared, seen changing `changed` seconds after T0.
+    fn lease(held: bool, changed: f64) -> Option<LeaseState> {
         Some(LeaseState {
             held,
-            renewed: at(renewed),
+            changed: at(changed),
         })
     }
 
     fn down(since: f64, left: bool) -> Option<Gossip> {
         Some(Gossip::Down {
-            since: at(since),
+            since: SystemTime::UNIX_EPOCH + Duration::from_secs_f64(1_000_000.0 + since),
             left,
         })
     }
@@ -241,9 +249,33 @@ mod tests {
         true,
         Err(Gone::Left)
     )]
-    #[case::left_by_gossip(
+    #[case::left_in_gossip_lease_still_held_counts_alive(
         ev(true, false, lease(true, 9.5), down(9.6, true)),
         true,
+        true,
+        Ok(())
+    )]
+    #[case::left_in_gossip_and_lease_cleared(
+        ev(true, false, lease(false, 9.7), down(9.6, true)),
+        true,
+        true,
+        Err(Gone::Left)
+    )]
+    #[case::left_in_gossip_lease_overdue(
+        ev(true, false, lease(true, 6.9), down(9.6, true)),
+        true,
+        true,
+        Err(Gone::Left)
+    )]
+    #[case::left_in_gossip_without_lease(
+        ev(true, false, None, down(9.6, true)),
+        true,
+        true,
+        Err(Gone::Left)
+    )]
+    #[case::left_in_gossip_and_we_lost_the_api_trust_gossip(
+        ev(true, false, lease(true, 9.5), down(9.6, true)),
+        false,
         true,
         Err(Gone::Left)
     )]
@@ -308,14 +340,14 @@ mod tests {
     fn overdue_uses_the_renewal_period_and_margin() {
         let l = LeaseState {
             held: true,
-            renewed: at(0.0),
+            changed: at(1.0),
         };
         let period = presence::RENEW_SECONDS as f64;
-        assert!(!l.overdue(at(period)));
-        assert!(!l.overdue(at(period + 0.4)));
-        assert!(l.overdue(at(period + 0.6)));
-        // A renewal from a clock ahead of ours is never overdue.
-        assert!(!l.overdue(at(0.0) - Duration::from_secs(5)));
+        assert!(!l.overdue(at(1.0 + period)));
+        assert!(!l.overdue(at(1.0 + period + 0.4)));
+        assert!(l.overdue(at(1.0 + period + 0.6)));
+        // Seen changing after `now` (a tick that raced the watch): fresh.
+        assert!(!l.overdue(at(0.5)));
     }
 
     #[test]

@@ -45,7 +45,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 mod alive;
 mod announce;
@@ -190,6 +190,8 @@ pub async fn run(
         registry: registry.clone(),
         last_api_ok: Arc::new(std::sync::Mutex::new(std::time::Instant::now())),
         guard: None,
+        lease_seen: BTreeMap::new(),
+        health: health.clone(),
     };
     let work = async {
         watches.wait_until_listed().await?;
@@ -223,6 +225,9 @@ pub async fn run(
         let mut membership_wanted = opts.membership.is_some() && runner.membership.is_none();
         let mut renewal: Option<tokio::task::JoinHandle<()>> = None;
         loop {
+            // Every branch below ends within a bounded time (API calls time
+            // out); the liveness tick alone beats four times a second.
+            health.beat();
             let garp_at = runner.announcer.next_wakeup();
             let garp = async {
                 match garp_at {
@@ -359,6 +364,11 @@ struct Runner {
     last_api_ok: Arc<std::sync::Mutex<std::time::Instant>>,
     /// Silences the responders when cut off, beside the loop (see `guard`).
     guard: Option<tokio_util::task::AbortOnDropHandle<()>>,
+    /// Each presence lease's version and when we first saw it: renewals
+    /// are judged on our clock, never the renewer's (see `presence`).
+    lease_seen: BTreeMap<String, crate::k8s::observed::Observation>,
+    /// `/healthz`'s heartbeat, bumped per service in long passes.
+    health: Arc<Health>,
 }
 
 impl Runner {

@@ -1,11 +1,15 @@
 //! ServiceL2Status and ServiceBGPStatus objects: what this speaker must
 //! create, patch or delete for one service (pure). Each speaker manages
 //! only objects labelled with its node. In layer 2 one node announces, so
-//! the announcing node also removes other nodes' objects for the service:
-//! it replaces them (delete, then its own), never patches them - their
-//! `node` field is immutable, and patching it is the error loop of
-//! upstream #2930. In BGP every eligible node announces, each with its
-//! own object.
+//! the announcing node also removes the objects other nodes left behind
+//! for the service - but only of nodes whose speaker no longer counts as
+//! running (`liveness`): two speakers that both think they announce (each
+//! sees the other gone for a moment, or their views of the nodes differ)
+//! never delete each other's objects in a loop; each keeps its own, and
+//! the live one's stays. Those are replaced (delete, then its own), never
+//! patched - their `node` field is immutable, and patching it is the error
+//! loop of upstream #2930. In BGP every eligible node announces, each with
+//! its own object.
 
 use crate::api::v1beta1::{
     InterfaceInfo, MetalLBServiceBGPStatus, MetalLBServiceL2Status, ServiceBGPStatus,
@@ -137,10 +141,13 @@ pub enum Action<S> {
 
 /// The actions that bring `existing` (every object labelled with this
 /// service, any node) to `desired` (Some when this node announces).
+/// `gone(node)`: that node's speaker does not count as running, so its
+/// objects are stale.
 pub fn plan<K: StatusObject>(
     me: &str,
     existing: &[&K],
     desired: Option<&K::Status>,
+    gone: impl Fn(&str) -> bool,
 ) -> Vec<Action<K::Status>> {
     let mut actions = Vec::new();
     let (mine, others): (Vec<&&K>, Vec<&&K>) = existing
@@ -151,8 +158,16 @@ pub fn plan<K: StatusObject>(
         return actions;
     };
     if K::EXCLUSIVE {
-        // We announce: other nodes' objects for the service are stale.
-        actions.extend(others.iter().map(|o| Action::Delete { name: o.name_any() }));
+        // We announce: objects of nodes whose speaker is gone are stale.
+        // A live speaker's object is its own business: deleting it would
+        // make it create it again, and if it also thinks it announces, it
+        // would delete ours - a loop.
+        actions.extend(
+            others
+                .iter()
+                .filter(|o| o.labels().get(NODE_LABEL).is_none_or(|n| gone(n)))
+                .map(|o| Action::Delete { name: o.name_any() }),
+        );
     }
     let same_identity = |s: &K::Status| K::identity(s) == K::identity(desired);
     // Keep the best of ours (one whose identity fields already match, so
@@ -223,11 +238,37 @@ mod tests {
         )
     }
 
+    /// Every other node's speaker is gone (only `a` runs).
+    fn others_gone(node: &str) -> bool {
+        node != "a"
+    }
+
+    #[test]
+    fn two_announcers_never_delete_each_others_objects() {
+        // Both a and b think they announce the service (their views
+        // differ for a moment); both speakers run. Each creates its own and
+        // leaves the other's alone: no delete-recreate loop.
+        let both_run = |_: &str| false;
+        let a = obj("l2-a", "a", Some("a"), None);
+        let b = obj("l2-b", "b", Some("b"), None);
+        let want_b = desired_status("b", "shop", "web", None);
+        assert_eq!(
+            plan("a", &[&b], Some(&want(None)), both_run),
+            [Action::Create(want(None))]
+        );
+        assert_eq!(
+            plan("b", &[&a], Some(&want_b), both_run),
+            [Action::Create(want_b.clone())]
+        );
+        assert_eq!(plan("a", &[&a, &b], Some(&want(None)), both_run), []);
+        assert_eq!(plan("b", &[&a, &b], Some(&want_b), both_run), []);
+    }
+
     #[test]
     fn leader_creates_its_own_and_replaces_others() {
         let b = obj("l2-b", "b", Some("b"), None);
         assert_eq!(
-            plan("a", &[&b], Some(&want(None))),
+            plan("a", &[&b], Some(&want(None)), others_gone),
             [
                 Action::Delete {
                     name: "l2-b".into()
@@ -240,9 +281,9 @@ mod tests {
     #[test]
     fn converged_is_quiet_and_interfaces_are_patched() {
         let mine = obj("l2-a", "a", Some("a"), None);
-        assert_eq!(plan("a", &[&mine], Some(&want(None))), []);
+        assert_eq!(plan("a", &[&mine], Some(&want(None)), others_gone), []);
         assert_eq!(
-            plan("a", &[&mine], Some(&want(Some(&["eth1"])))),
+            plan("a", &[&mine], Some(&want(Some(&["eth1"]))), others_gone),
             [Action::PatchStatus {
                 name: "l2-a".into(),
                 status: want(Some(&["eth1"]))
@@ -254,7 +295,7 @@ mod tests {
     fn status_wiped_by_a_user_is_restored() {
         let mine = obj("l2-a", "a", None, None);
         assert_eq!(
-            plan("a", &[&mine], Some(&want(None))),
+            plan("a", &[&mine], Some(&want(None)), others_gone),
             [Action::PatchStatus {
                 name: "l2-a".into(),
                 status: want(None)
@@ -266,7 +307,7 @@ mod tests {
     fn edited_immutable_field_means_replace_never_patch() {
         let edited = obj("l2-a", "a", Some("zzz"), None);
         assert_eq!(
-            plan("a", &[&edited], Some(&want(None))),
+            plan("a", &[&edited], Some(&want(None)), others_gone),
             [
                 Action::Delete {
                     name: "l2-a".into()
@@ -281,7 +322,7 @@ mod tests {
         let wrong = obj("l2-a1", "a", Some("zzz"), None);
         let right = obj("l2-a2", "a", Some("a"), None);
         assert_eq!(
-            plan("a", &[&wrong, &right], Some(&want(None))),
+            plan("a", &[&wrong, &right], Some(&want(None)), others_gone),
             [Action::Delete {
                 name: "l2-a1".into()
             }]
@@ -295,7 +336,7 @@ mod tests {
         b.status = Some(desired_bgp_status("b", "shop", "web", vec!["frr".into()]));
         let want = desired_bgp_status("a", "shop", "web", vec!["frr".into()]);
         assert_eq!(
-            plan("a", &[&b], Some(&want)),
+            plan("a", &[&b], Some(&want), others_gone),
             [Action::Create(want.clone())]
         );
         let mut a = b.clone();
@@ -304,14 +345,14 @@ mod tests {
         a.status = Some(desired_bgp_status("a", "shop", "web", vec![]));
         // Peers are mutable: a patch.
         assert_eq!(
-            plan("a", &[&a, &b], Some(&want)),
+            plan("a", &[&a, &b], Some(&want), others_gone),
             [Action::PatchStatus {
                 name: "bgp-a".into(),
                 status: want.clone()
             }]
         );
         assert_eq!(
-            plan::<ServiceBGPStatus>("a", &[&a, &b], None),
+            plan::<ServiceBGPStatus>("a", &[&a, &b], None, others_gone),
             [Action::Delete {
                 name: "bgp-a".into()
             }]
@@ -323,12 +364,12 @@ mod tests {
         let mine = obj("l2-a", "a", Some("a"), None);
         let theirs = obj("l2-b", "b", Some("b"), None);
         assert_eq!(
-            plan("a", &[&mine, &theirs], None),
+            plan("a", &[&mine, &theirs], None, others_gone),
             [Action::Delete {
                 name: "l2-a".into()
             }]
         );
-        assert_eq!(plan("c", &[&mine, &theirs], None), []);
+        assert_eq!(plan("c", &[&mine, &theirs], None, others_gone), []);
     }
 
     /// Upstream's `buildDesiredStatus`: configured names, sorted, even

@@ -12,6 +12,7 @@
 mod failover;
 mod interfaces;
 mod replay;
+mod skew;
 pub(super) mod watch;
 
 use crate::external::{self, forget_neighbor, http_get};
@@ -97,6 +98,7 @@ pub fn specs() -> Vec<Spec> {
     specs.extend(failover::specs());
     specs.extend(interfaces::specs());
     specs.extend(replay::specs());
+    specs.extend(skew::specs());
     specs.extend([
         Spec::new(
             "L2",

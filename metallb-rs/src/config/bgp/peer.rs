@@ -39,7 +39,7 @@ pub struct Peer {
     /// Nodes that run this session (empty: all).
     pub node_selectors: Vec<Selector>,
     /// TCP MD5 password, from `password` or `passwordSecret`.
-    pub password: Option<String>,
+    pub password: Option<super::Password>,
     /// The peer is more than one hop away.
     pub ebgp_multi_hop: bool,
     /// Carry both address families on this session.
@@ -283,8 +283,9 @@ pub(super) fn peer(
             );
             None
         }
-        (Some(p), None) => Some(p.clone()),
+        (Some(p), None) => Some(super::Password::new(p.clone())),
         (None, Some(r)) => secret_password(r, opts, secrets)
+            .map(super::Password::new)
             .map_err(|e| err("spec.passwordSecret", e))
             .ok(),
         (None, None) => None,

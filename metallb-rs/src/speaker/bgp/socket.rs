@@ -18,7 +18,7 @@ pub struct Dial {
     /// Local address to bind (`sourceAddress`).
     pub source: Option<IpAddr>,
     /// TCP MD5 key (`password` / `passwordSecret`).
-    pub password: Option<String>,
+    pub password: Option<crate::config::Password>,
     /// IP TTL / hop limit of our packets: 1 for a directly connected eBGP
     /// peer, 255 otherwise.
     pub ttl: u32,
@@ -77,6 +77,8 @@ pub fn set_md5(sock: &Socket, peer: IpAddr, key: &str) -> io::Result<()> {
             std::mem::size_of::<TcpMd5Sig>() as libc::socklen_t,
         )
     };
+    // The kernel has its copy: wipe ours.
+    zeroize::Zeroize::zeroize(&mut sig.key);
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -94,7 +96,7 @@ pub async fn connect(d: &Dial) -> io::Result<TcpStream> {
     sock.set_nonblocking(true)?;
     sock.set_tcp_nodelay(true)?;
     if let Some(key) = &d.password {
-        set_md5(&sock, d.peer.ip(), key)?;
+        set_md5(&sock, d.peer.ip(), key.expose())?;
     }
     if d.peer.is_ipv4() {
         sock.set_ttl_v4(d.ttl)?;

@@ -67,8 +67,12 @@ impl Runner {
     /// Recomputes who counts as alive and whether this speaker is cut off
     /// (see `liveness`); true when either changed.
     pub(super) fn refresh_liveness(&mut self) -> bool {
-        let now = SystemTime::now();
-        let leases = presence::states(self.stores.leases.state().iter().map(|l| &**l));
+        let now = std::time::Instant::now();
+        let leases = presence::states(
+            self.stores.leases.state().iter().map(|l| &**l),
+            &mut self.lease_seen,
+            now,
+        );
         let view = self.membership.as_ref().map(|m| m.view());
         let ctx = liveness::Context {
             now,

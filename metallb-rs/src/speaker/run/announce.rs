@@ -42,6 +42,8 @@ impl Runner {
     ) {
         let interfaces = self.announcer.interface_names();
         for key in keys {
+            // A long pass is progress too: `/healthz` must not fail on it.
+            self.health.beat();
             let Some(config) = self.config.as_ref() else {
                 tracing::debug!(service = %key, "not processing: no valid configuration loaded yet");
                 return;

@@ -17,10 +17,13 @@ impl Runner {
             .iter()
             .any(|o| o.labels().get(status::NODE_LABEL) == Some(&self.opts.node));
         let creating = self.created.in_flight(&created_key, |_| mine_seen);
-        let actions: Vec<status::Action<K::Status>> = status::plan(&self.opts.node, &refs, desired)
-            .into_iter()
-            .filter(|a| !(creating && matches!(a, status::Action::Create(_))))
-            .collect();
+        let alive = &self.alive;
+        let gone = |node: &str| !alive.contains(node);
+        let actions: Vec<status::Action<K::Status>> =
+            status::plan(&self.opts.node, &refs, desired, gone)
+                .into_iter()
+                .filter(|a| !(creating && matches!(a, status::Action::Create(_))))
+                .collect();
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.opts.namespace);
         let work = Work::Service(key.clone());
         for action in actions {
