@@ -322,8 +322,9 @@ impl State {
         Ok(())
     }
 
-    /// ClusterIP allocation (10.96.0.0/16 and fd00:10:96::/112), default
-    /// type, protocol, families and node ports, as kube-apiserver does.
+    /// ClusterIP allocation ([`crate::SERVICE_CIDR_V4`] and
+    /// [`crate::SERVICE_CIDR_V6`]), default type, protocol, families, node
+    /// ports and the health check node port, as kube-apiserver does.
     fn service_defaults(&mut self, obj: &mut Value) {
         let spec = &mut obj["spec"];
         if spec["type"].is_null() {
@@ -395,6 +396,17 @@ impl State {
             && spec["externalTrafficPolicy"].is_null()
         {
             spec["externalTrafficPolicy"] = json!("Cluster");
+        }
+        // kube-apiserver gives a LoadBalancer with the Local policy a node
+        // port for load balancers' health checks, and takes it away with
+        // the policy.
+        if svc_type == "LoadBalancer" && spec["externalTrafficPolicy"] == json!("Local") {
+            if spec["healthCheckNodePort"].is_null() {
+                spec["healthCheckNodePort"] = json!(self.next_node_port);
+                self.next_node_port = self.next_node_port.wrapping_add(1).max(30000);
+            }
+        } else if let Some(spec) = spec.as_object_mut() {
+            spec.remove("healthCheckNodePort");
         }
         if obj["status"].is_null() {
             obj["status"] = json!({ "loadBalancer": {} });
@@ -475,7 +487,12 @@ impl State {
         next["kind"] = json!(t.kind);
         if part == Part::Main && t.plural == "services" && t.group.is_empty() {
             // clusterIP is immutable; node ports stay allocated.
-            for key in ["clusterIP", "clusterIPs", "ipFamilies"] {
+            for key in [
+                "clusterIP",
+                "clusterIPs",
+                "ipFamilies",
+                "healthCheckNodePort",
+            ] {
                 if next["spec"][key].is_null() {
                     next["spec"][key] = current["spec"][key].clone();
                 }
