@@ -110,12 +110,19 @@ pub(super) fn failover_service(ctx: &Ctx) -> Result<(Config<'_>, Vec<IpAddr>)> {
 /// addresses of each, in that order.
 fn failover_services(ctx: &Ctx, count: usize) -> Result<(Config<'_>, Vec<Vec<IpAddr>>)> {
     let v4 = pool(ctx, Net::V4)?;
+    // The Local policy with a backend on every node: every node may
+    // announce, and the answer names the node the traffic reached (with
+    // Cluster the proxy would spread it over the nodes).
     let (config, family) = match pool(ctx, Net::V6) {
         Ok(v6) => (
             l2_config(ctx, &[&v4, &v6], json!({}))?,
-            json!({ "spec": { "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "RequireDualStack" } }),
+            json!({ "spec": { "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "RequireDualStack",
+                              "externalTrafficPolicy": "Local" } }),
         ),
-        Err(_) => (l2_config(ctx, &[&v4], json!({}))?, json!({})),
+        Err(_) => (
+            l2_config(ctx, &[&v4], json!({}))?,
+            json!({ "spec": { "externalTrafficPolicy": "Local" } }),
+        ),
     };
     backends(ctx, &[])?;
     let names: Vec<String> = (0..count)
