@@ -99,7 +99,7 @@ pub(super) fn specs() -> Vec<Spec> {
 }
 
 /// Pool and advertisement of both families where the cluster has both,
-/// backends everywhere and service `web` (dual-stack then); its
+/// backends everywhere and service `web` (dual-stack then, Local policy); its
 /// addresses.
 pub(super) fn failover_service(ctx: &Ctx) -> Result<(Config<'_>, Vec<IpAddr>)> {
     let (config, mut services) = failover_services(ctx, 1)?;
