@@ -404,6 +404,9 @@ table inet {TABLE} {{
 /// Runs `nft` (and `ip`) for the [`Applier`]. Injectable so tests need
 /// no root.
 pub trait NftExecutor: Send {
+    /// Makes sure the [`service_routes`] are there (the kernel drops them
+    /// with the link when it goes down).
+    fn routes(&mut self) -> Result<()>;
     /// Runs `script` with `nft -f -`, all or nothing.
     fn apply(&mut self, script: &str) -> Result<()>;
     /// Deletes [`TABLE`]; a missing table is success.
@@ -466,12 +469,11 @@ pub fn service_routes(node_addresses: &[IpAddr], device: &str) -> Vec<Vec<String
     out
 }
 
-/// [`NftExecutor`] running `nft` in this process's network namespace; on
-/// its first apply it also adds [`service_routes`] on `device`.
+/// [`NftExecutor`] running `nft` and `ip` in this process's network
+/// namespace, with the [`service_routes`] on `device`.
 pub struct Nft {
     node_addresses: Vec<IpAddr>,
     device: String,
-    routed: bool,
 }
 
 impl Nft {
@@ -480,20 +482,20 @@ impl Nft {
         Self {
             node_addresses,
             device: device.into(),
-            routed: false,
         }
     }
 }
 
 impl NftExecutor for Nft {
-    fn apply(&mut self, script: &str) -> Result<()> {
-        if !self.routed {
-            for args in service_routes(&self.node_addresses, &self.device) {
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                run("ip", &args, "")?;
-            }
-            self.routed = true;
+    fn routes(&mut self) -> Result<()> {
+        for args in service_routes(&self.node_addresses, &self.device) {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run("ip", &args, "")?;
         }
+        Ok(())
+    }
+
+    fn apply(&mut self, script: &str) -> Result<()> {
         run("nft", &["-f", "-"], script)
     }
 
@@ -521,9 +523,14 @@ impl Applier {
         }
     }
 
-    /// Applies `script` unless it is what was last applied. A failure is
-    /// logged and retried on the next call.
+    /// Applies `script` unless it is what was last applied, and puts the
+    /// service routes back if they went. A failure is logged and retried
+    /// on the next call.
     pub fn reconcile(&mut self, script: &str) {
+        if let Err(e) = self.exec.routes() {
+            // Expected while the node's link is down.
+            tracing::debug!(error = %e, "service routes not in place");
+        }
         if self.applied.as_deref() == Some(script) {
             return;
         }
@@ -773,6 +780,10 @@ mod tests {
     struct Recorder(Arc<Mutex<Vec<String>>>);
 
     impl NftExecutor for Recorder {
+        fn routes(&mut self) -> Result<()> {
+            self.0.lock().expect("lock").push("routes".to_owned());
+            Ok(())
+        }
         fn apply(&mut self, script: &str) -> Result<()> {
             self.0.lock().expect("lock").push(script.to_owned());
             Ok(())
@@ -792,6 +803,9 @@ mod tests {
         applier.reconcile("b");
         applier.clear();
         applier.reconcile("b");
-        assert_eq!(*rec.0.lock().expect("lock"), ["a", "b", "delete", "b"]);
+        assert_eq!(
+            *rec.0.lock().expect("lock"),
+            ["routes", "a", "routes", "routes", "b", "delete", "routes", "b"]
+        );
     }
 }
