@@ -805,7 +805,9 @@ mod tests {
         applier.reconcile("b");
         assert_eq!(
             *rec.0.lock().expect("lock"),
-            ["routes", "a", "routes", "routes", "b", "delete", "routes", "b"]
+            [
+                "routes", "a", "routes", "routes", "b", "delete", "routes", "b"
+            ]
         );
     }
 }
