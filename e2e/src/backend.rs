@@ -8,14 +8,15 @@ use anyhow::{Context, Result, bail};
 use devenv::wait::eventually;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use std::time::Duration;
 
 pub use devenv::lab::backend::NETEXEC_IMAGE;
 
 /// Creates one netexec Pod named `<app>-<node>` per node, labelled
-/// `app=<app>`, serving HTTP on `http_port` and UDP on `udp_port`.
+/// `app=<app>`, serving HTTP on `http_port` and UDP on `udp_port` (container
+/// ports named `http` and `udp`, for named targetPorts).
 pub fn create(ctx: &Ctx, app: &str, nodes: &[&str], http_port: u16, udp_port: u16) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(ctx.client()?, ctx.namespace());
     for node in nodes {
@@ -27,12 +28,25 @@ pub fn create(ctx: &Ctx, app: &str, nodes: &[&str], http_port: u16, udp_port: u1
                     "name": "netexec",
                     "image": NETEXEC_IMAGE,
                     "args": ["netexec", format!("--http-port={http_port}"), format!("--udp-port={udp_port}")],
-                    "ports": [{ "containerPort": http_port, "protocol": "TCP" }, { "containerPort": udp_port, "protocol": "UDP" }],
+                    "ports": [
+                        { "name": "http", "containerPort": http_port, "protocol": "TCP" },
+                        { "name": "udp", "containerPort": udp_port, "protocol": "UDP" },
+                    ],
                 }],
             },
         }))?;
         ctx.block_on(pods.create(&PostParams::default(), &pod))
             .with_context(|| format!("creating backend on {node}"))?;
+    }
+    Ok(())
+}
+
+/// Deletes the backends [`create`] made for `app` on `nodes`.
+pub fn delete(ctx: &Ctx, app: &str, nodes: &[String]) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client()?, ctx.namespace());
+    for node in nodes {
+        ctx.block_on(pods.delete(&format!("{app}-{node}"), &DeleteParams::default()))
+            .with_context(|| format!("deleting the backend on {node}"))?;
     }
     Ok(())
 }

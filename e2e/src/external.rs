@@ -30,6 +30,30 @@ fn url_host(ip: IpAddr) -> String {
     }
 }
 
+/// The external host's global addresses (what a backend sees as the
+/// client when nothing masquerades).
+pub fn addresses(ctx: &Ctx) -> Result<Vec<IpAddr>> {
+    let out = ctx
+        .cluster()
+        .exec_on_external(&["ip", "-o", "addr", "show", "scope", "global"])?;
+    let found = parse_addresses(&stdout(&out));
+    if found.is_empty() {
+        bail!("the external host shows no global address");
+    }
+    Ok(found)
+}
+
+/// The addresses of `ip -o addr show` output.
+fn parse_addresses(text: &str) -> Vec<IpAddr> {
+    text.lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            words.find(|w| *w == "inet" || *w == "inet6")?;
+            words.next()?.split('/').next()?.parse().ok()
+        })
+        .collect()
+}
+
 /// Forgets the external host's neighbor entry for `ip`, so the next
 /// connection resolves it afresh.
 pub fn forget_neighbor(ctx: &Ctx, ip: IpAddr) -> Result<()> {
@@ -52,6 +76,31 @@ pub fn http_get(ctx: &Ctx, ip: IpAddr, port: u16, path: &str) -> Result<String> 
         );
     }
     Ok(stdout(&out).trim().to_owned())
+}
+
+/// GET `http://ip:port/path` from the external host: the status code and
+/// the body, whatever the status.
+pub fn http_status(ctx: &Ctx, ip: IpAddr, port: u16, path: &str) -> Result<(u16, String)> {
+    let url = format!("http://{}:{port}{path}", url_host(ip));
+    let out = ctx.cluster().exec_on_external(&[
+        "curl",
+        "-sS",
+        "-m",
+        "5",
+        "--globoff",
+        "-w",
+        "\\n%{http_code}",
+        &url,
+    ])?;
+    if !out.status.success() {
+        bail!(
+            "curl {url}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let text = stdout(&out);
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", text.as_str()));
+    Ok((code.trim().parse()?, body.to_owned()))
 }
 
 /// Sends `payload` over UDP to ip:port from the external host; the reply.
@@ -120,6 +169,18 @@ pub fn require_tools() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_addresses() {
+        let out = "2: eth0    inet 172.30.0.2/24 brd 172.30.0.255 scope global eth0\\       valid_lft forever\n2: eth0    inet6 fc00::2/64 scope global \\       valid_lft forever\n";
+        assert_eq!(
+            parse_addresses(out),
+            [
+                "172.30.0.2".parse::<IpAddr>().expect("ip"),
+                "fc00::2".parse().expect("ip")
+            ]
+        );
+    }
 
     #[test]
     fn parses_metrics() {

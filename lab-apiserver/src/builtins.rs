@@ -80,8 +80,9 @@ impl State {
         Ok(())
     }
 
-    /// ClusterIP allocation (10.96.0.0/16 and fd00:10:96::/112), default
-    /// type, protocol, families and node ports, as kube-apiserver does.
+    /// ClusterIP allocation ([`crate::SERVICE_CIDR_V4`] and
+    /// [`crate::SERVICE_CIDR_V6`]), default type, protocol, families, node
+    /// ports and the health check node port, as kube-apiserver does.
     pub(crate) fn service_defaults(&mut self, obj: &mut Value) {
         let spec = &mut obj["spec"];
         if spec["type"].is_null() {
@@ -153,6 +154,17 @@ impl State {
             && spec["externalTrafficPolicy"].is_null()
         {
             spec["externalTrafficPolicy"] = json!("Cluster");
+        }
+        // kube-apiserver gives a LoadBalancer with the Local policy a node
+        // port for load balancers' health checks, and takes it away with
+        // the policy.
+        if svc_type == "LoadBalancer" && spec["externalTrafficPolicy"] == json!("Local") {
+            if spec["healthCheckNodePort"].is_null() {
+                spec["healthCheckNodePort"] = json!(self.next_node_port);
+                self.next_node_port = self.next_node_port.wrapping_add(1).max(30000);
+            }
+        } else if let Some(spec) = spec.as_object_mut() {
+            spec.remove("healthCheckNodePort");
         }
         if obj["status"].is_null() {
             obj["status"] = json!({ "loadBalancer": {} });

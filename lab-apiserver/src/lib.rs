@@ -35,6 +35,11 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+/// The IPv4 range ClusterIPs are allocated from.
+pub const SERVICE_CIDR_V4: &str = "10.96.0.0/16";
+/// The IPv6 range ClusterIPs are allocated from.
+pub const SERVICE_CIDR_V6: &str = "fd00:10:96::/112";
+
 /// What the lab API server does differently from kube-apiserver.
 pub const DEVIATIONS: &str = "\
 - authentication by bearer tokens this server signs only (the admin kubeconfig's, and ServiceAccount tokens from the TokenRequest API; not JWTs, not bound to a pod; no client certificates, OIDC or webhook); aggregated ClusterRoles are not expanded

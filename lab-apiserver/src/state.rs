@@ -422,7 +422,12 @@ impl State {
         next["kind"] = json!(t.kind);
         if part == Part::Main && t.plural == "services" && t.group.is_empty() {
             // clusterIP is immutable; node ports stay allocated.
-            for key in ["clusterIP", "clusterIPs", "ipFamilies"] {
+            for key in [
+                "clusterIP",
+                "clusterIPs",
+                "ipFamilies",
+                "healthCheckNodePort",
+            ] {
                 if next["spec"][key].is_null() {
                     next["spec"][key] = current["spec"][key].clone();
                 }

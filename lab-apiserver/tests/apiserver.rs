@@ -193,6 +193,62 @@ async fn services_get_cluster_ips_and_a_status_subresource() {
         .await
         .expect("replaced");
     assert_eq!(ingress(&replaced).len(), 1, "status kept");
+    assert_eq!(
+        replaced
+            .spec
+            .as_ref()
+            .and_then(|s| s.health_check_node_port),
+        None,
+        "no health check port with the Cluster policy"
+    );
+}
+
+#[tokio::test]
+async fn local_load_balancers_get_a_health_check_node_port_while_local() {
+    let (_server, client) = start().await;
+    let svcs: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": { "type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{ "port": 80 }] },
+    }))
+    .expect("svc");
+    let created = svcs
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("created");
+    let spec = created.spec.clone().expect("spec");
+    let port = spec.health_check_node_port.expect("healthCheckNodePort");
+    assert!((30000..=32767).contains(&port), "{port}");
+    assert_ne!(Some(port), spec.ports.expect("ports")[0].node_port);
+    // Kept by an update that leaves it out (as clusterIP is), gone with
+    // the Local policy.
+    let mut without = created.clone();
+    if let Some(spec) = without.spec.as_mut() {
+        spec.health_check_node_port = None;
+    }
+    let labelled = svcs
+        .replace("web", &PostParams::default(), &without)
+        .await
+        .expect("replaced");
+    assert_eq!(
+        labelled
+            .spec
+            .as_ref()
+            .and_then(|s| s.health_check_node_port),
+        Some(port)
+    );
+    let cluster = svcs
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "externalTrafficPolicy": "Cluster" } })),
+        )
+        .await
+        .expect("cluster");
+    assert_eq!(
+        cluster.spec.as_ref().and_then(|s| s.health_check_node_port),
+        None
+    );
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! `lab-agent`: the lab's kubelet + kube-proxy stand-in for one node. Runs
 //! inside the node's network namespace: registers and heartbeats the Node,
 //! puts LoadBalancer VIPs on `lo` where the service may be served here,
-//! and runs the node's backend Pods.
+//! programs the node's service proxy (nftables) and health check node
+//! ports, and runs the node's backend Pods.
 
 use anyhow::Result;
 use clap::Parser;
@@ -32,6 +33,9 @@ struct Args {
     /// Do not manage VIPs on lo (for runs without root)
     #[arg(long)]
     no_vips: bool,
+    /// Do not run the service proxy (for runs without root)
+    #[arg(long)]
+    no_proxy: bool,
 }
 
 fn main() -> Result<()> {
@@ -48,6 +52,7 @@ fn main() -> Result<()> {
         cfg.control_plane = args.control_plane;
         cfg.heartbeat = Duration::from_millis(args.heartbeat_ms);
         cfg.manage_vips = !args.no_vips;
+        cfg.manage_proxy = !args.no_proxy;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
@@ -65,7 +70,8 @@ fn main() -> Result<()> {
             _ = term.recv() => {}
         }
         let _ = stop_tx.send(true);
-        // The agent removes the VIPs it added before returning.
+        // The agent removes the VIPs it added and the proxy's table before
+        // returning.
         let _ = tokio::time::timeout(Duration::from_secs(2), node).await;
         pods.abort();
         anyhow::Ok(())

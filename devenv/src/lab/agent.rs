@@ -9,7 +9,10 @@
 //!
 //! Like kube-proxy in IPVS mode it puts LoadBalancer VIPs on the node's
 //! `lo` ([`desired_vips`] decides which), so traffic for a VIP that the
-//! speaker attracts to the node is accepted there.
+//! speaker attracts to the node is accepted there; like kube-proxy in
+//! nftables mode it then sends that traffic (and ClusterIP and NodePort
+//! traffic) to the Service's endpoints ([`super::proxy`]) and serves the
+//! health check node ports ([`super::healthcheck`]).
 //!
 //! Deciding is in pure functions ([`node_object`], [`status_patch`],
 //! [`taint_removal_patch`], [`desired_vips`]); [`run`] does the I/O and
@@ -17,6 +20,7 @@
 //! returns when told to shut down.
 
 use crate::lab::nodelifecycle::UNREACHABLE_TAINT;
+use crate::lab::{healthcheck, proxy};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
@@ -64,6 +68,9 @@ pub struct AgentConfig {
     /// Whether to put LoadBalancer VIPs on `lo` (needs root in the node's
     /// network namespace).
     pub manage_vips: bool,
+    /// Whether to run the service proxy: the nftables table and the health
+    /// check node ports (needs root in the node's network namespace).
+    pub manage_proxy: bool,
 }
 
 impl AgentConfig {
@@ -77,6 +84,7 @@ impl AgentConfig {
             heartbeat: DEFAULT_HEARTBEAT,
             control_plane: false,
             manage_vips: false,
+            manage_proxy: false,
         }
     }
 
@@ -426,21 +434,42 @@ impl Vips {
     }
 }
 
+/// The interface holding a lab node's InternalIPs.
+const NODE_DEVICE: &str = "eth0";
+
 /// Runs the agent until `shutdown` completes. Manages VIPs through
-/// [`IpCommand`] when [`AgentConfig::manage_vips`] is set.
+/// [`IpCommand`] when [`AgentConfig::manage_vips`] is set, and the service
+/// proxy through [`proxy::Nft`] when [`AgentConfig::manage_proxy`] is.
 pub async fn run(client: Client, cfg: AgentConfig, shutdown: impl Future<Output = ()>) {
     let vips = cfg
         .manage_vips
         .then(|| Vips::new(Box::new(IpCommand::default())));
-    run_with(client, cfg, vips, shutdown).await;
+    let proxy = cfg.manage_proxy.then(|| Proxy {
+        rules: proxy::Applier::new(Box::new(proxy::Nft::new(
+            cfg.addresses.clone(),
+            NODE_DEVICE,
+        ))),
+        health: healthcheck::Server::default(),
+    });
+    run_with(client, cfg, vips, proxy, shutdown).await;
 }
 
-/// Like [`run`], with VIPs managed by `vips` (or not at all). On shutdown
-/// the VIPs it added are removed.
+/// The service proxy's two halves.
+pub struct Proxy {
+    /// The nftables table.
+    pub rules: proxy::Applier,
+    /// The health check node ports.
+    pub health: healthcheck::Server,
+}
+
+/// Like [`run`], with VIPs managed by `vips` and the proxy by `proxy` (or
+/// not at all). On shutdown the VIPs it added are removed and the proxy's
+/// table deleted.
 pub async fn run_with(
     client: Client,
     cfg: AgentConfig,
     mut vips: Option<Vips>,
+    mut proxy: Option<Proxy>,
     shutdown: impl Future<Output = ()>,
 ) {
     let agent = Agent::new(client, cfg);
@@ -456,7 +485,7 @@ pub async fn run_with(
         }
         let result = tokio::select! {
             () = &mut shutdown => break,
-            r = tokio::time::timeout(tick_timeout, agent.tick(vips.as_mut())) => r,
+            r = tokio::time::timeout(tick_timeout, agent.tick(vips.as_mut(), proxy.as_mut())) => r,
         };
         delay = match result {
             Ok(Ok(())) => heartbeat,
@@ -474,6 +503,9 @@ pub async fn run_with(
     }
     if let Some(vips) = vips.as_mut() {
         vips.reconcile(&BTreeSet::new());
+    }
+    if let Some(proxy) = proxy.as_mut() {
+        proxy.rules.clear();
     }
     tracing::info!(node = %agent.cfg.node, "agent stopped");
 }
@@ -497,7 +529,11 @@ impl Agent {
         }
     }
 
-    async fn tick(&self, vips: Option<&mut Vips>) -> Result<(), kube::Error> {
+    async fn tick(
+        &self,
+        vips: Option<&mut Vips>,
+        proxy: Option<&mut Proxy>,
+    ) -> Result<(), kube::Error> {
         let now = Timestamp::now();
         let name = &self.cfg.node;
         let current = match self.nodes.get_opt(name).await? {
@@ -531,11 +567,26 @@ impl Agent {
             self.nodes.patch(name, &pp, &Patch::Merge(patch)).await?;
         }
         self.renew_lease(now).await?;
+        if vips.is_none() && proxy.is_none() {
+            return Ok(());
+        }
+        let lp = ListParams::default();
+        let services = self.services.list(&lp).await?.items;
+        let slices = self.slices.list(&lp).await?.items;
         if let Some(vips) = vips {
-            let lp = ListParams::default();
-            let services = self.services.list(&lp).await?.items;
-            let slices = self.slices.list(&lp).await?.items;
             vips.reconcile(&desired_vips(name, &services, &slices));
+        }
+        if let Some(proxy) = proxy {
+            proxy.rules.reconcile(&proxy::ruleset(
+                name,
+                &self.cfg.addresses,
+                &services,
+                &slices,
+            ));
+            proxy
+                .health
+                .update(healthcheck::health_checks(name, &services, &slices))
+                .await;
         }
         Ok(())
     }

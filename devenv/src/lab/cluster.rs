@@ -439,6 +439,12 @@ pub fn down(name: &str) -> Result<Vec<String>> {
         procs.stop(&p, Duration::from_secs(2));
         removed.push(format!("process {p}"));
     }
+    // The agents delete their proxy tables when stopped; this catches a
+    // crashed one.
+    removed.extend(super::proxy::delete_tables(&netns::lab_namespaces(
+        name,
+        &netns::list_namespaces()?,
+    )));
     // destroy() already says what each removed item is.
     removed.extend(netns::destroy(name)?);
     if dir.exists() {

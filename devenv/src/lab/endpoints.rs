@@ -5,7 +5,21 @@
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
+
+/// The number of the container port called `name` with `protocol` in the
+/// first of `pods` that has one.
+fn named_port(pods: &[&Pod], name: &str, protocol: Option<&str>) -> Option<i32> {
+    let protocol = protocol.unwrap_or("TCP");
+    pods.iter()
+        .flat_map(|p| p.spec.iter().flat_map(|s| &s.containers))
+        .flat_map(|c| c.ports.iter().flatten())
+        .find(|cp| {
+            cp.name.as_deref() == Some(name) && cp.protocol.as_deref().unwrap_or("TCP") == protocol
+        })
+        .map(|cp| cp.container_port)
+}
 
 /// The label linking a slice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -41,6 +55,10 @@ pub fn desired(services: &[Service], pods: &[Pod]) -> Vec<EndpointSlice> {
             .ip_families
             .clone()
             .unwrap_or_else(|| vec!["IPv4".into()]);
+        let selected: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(&ns) && selects(selector, p))
+            .collect();
         let ports: Vec<EndpointPort> = spec
             .ports
             .iter()
@@ -48,10 +66,13 @@ pub fn desired(services: &[Service], pods: &[Pod]) -> Vec<EndpointSlice> {
             .map(|p| EndpointPort {
                 name: p.name.clone(),
                 port: match &p.target_port {
-                    Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i)) => {
-                        Some(*i)
+                    Some(IntOrString::Int(i)) => Some(*i),
+                    // A named targetPort is the selected pods' container
+                    // port of that name (the lab assumes they agree).
+                    Some(IntOrString::String(name)) => {
+                        named_port(&selected, name, p.protocol.as_deref())
                     }
-                    _ => Some(p.port),
+                    None => Some(p.port),
                 },
                 protocol: p.protocol.clone().or(Some("TCP".into())),
                 app_protocol: None,
@@ -59,9 +80,8 @@ pub fn desired(services: &[Service], pods: &[Pod]) -> Vec<EndpointSlice> {
             .collect();
         for family in families {
             let v6 = family == "IPv6";
-            let mut endpoints: Vec<Endpoint> = pods
+            let mut endpoints: Vec<Endpoint> = selected
                 .iter()
-                .filter(|p| p.metadata.namespace.as_deref() == Some(&ns) && selects(selector, p))
                 .filter_map(|p| {
                     let status = p.status.as_ref()?;
                     let ip = status
@@ -241,6 +261,31 @@ mod tests {
         assert_eq!(
             v4.metadata.labels.as_ref().expect("labels")[SERVICE_NAME_LABEL],
             "web"
+        );
+    }
+
+    #[test]
+    fn named_target_port_is_the_pods_container_port() {
+        let mut s = svc(&["IPv4"]);
+        s.spec.as_mut().expect("spec").ports = Some(vec![
+            serde_json::from_value(
+                json!({ "name": "http", "port": 80, "targetPort": "web", "protocol": "TCP" }),
+            )
+            .expect("port"),
+        ]);
+        let mut p = pod("a", "n1", &["172.30.0.10"], true, "web");
+        p.spec.as_mut().expect("spec").containers = vec![
+            serde_json::from_value(json!({ "name": "c", "ports": [
+                { "name": "web", "containerPort": 8080, "protocol": "UDP" },
+                { "name": "web", "containerPort": 9090, "protocol": "TCP" },
+            ] }))
+            .expect("container"),
+        ];
+        let slices = desired(&[s], &[p]);
+        let port = &slices[0].ports.as_ref().expect("ports")[0];
+        assert_eq!(
+            (port.name.as_deref(), port.port),
+            (Some("http"), Some(9090))
         );
     }
 

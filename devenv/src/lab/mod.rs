@@ -7,6 +7,8 @@ pub mod cluster;
 pub mod endpoints;
 pub mod forward;
 pub mod frr;
+pub mod healthcheck;
 pub mod netns;
 pub mod nodelifecycle;
 pub mod process;
+pub mod proxy;

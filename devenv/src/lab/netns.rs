@@ -445,16 +445,22 @@ pub fn plan(topology: &Topology) -> Result<Plan> {
         .collect();
 
     let kv = |k: String, v: &str| (k, v.to_string());
+    // Nodes forward: the service proxy sends traffic for a Service on to
+    // endpoints on other nodes (its forward chain passes only what it
+    // DNATed). Such traffic leaves by the interface it came in on, which
+    // is no reason to send the client ICMP redirects.
+    let forwarding = |role: Role| if role == Role::Node { "1" } else { "0" };
     let host_sysctls = |role: Role| {
-        let mut s = vec![kv("net.ipv4.ip_forward".into(), "0")];
+        let mut s = vec![kv("net.ipv4.ip_forward".into(), forwarding(role))];
         if role == Role::Node {
             for scope in ["all", "default"] {
                 s.push(kv(format!("net.ipv4.conf.{scope}.arp_ignore"), "1"));
                 s.push(kv(format!("net.ipv4.conf.{scope}.arp_announce"), "2"));
+                s.push(kv(format!("net.ipv4.conf.{scope}.send_redirects"), "0"));
             }
         }
         if family.has_ipv6() {
-            s.push(kv("net.ipv6.conf.all.forwarding".into(), "0"));
+            s.push(kv("net.ipv6.conf.all.forwarding".into(), forwarding(role)));
             for scope in ["all", "default"] {
                 s.push(kv(format!("net.ipv6.conf.{scope}.accept_dad"), "0"));
                 // A link taken down and up (the failover specs) keeps its
@@ -1192,7 +1198,7 @@ mod tests {
     }
 
     #[test]
-    fn node_sysctls_hide_arp_and_disable_forwarding_and_dad() {
+    fn node_sysctls_hide_arp_forward_without_redirects_and_disable_dad() {
         let p = plan(&Topology::new("lab", 1)).expect("valid");
         let has = |list: &[(String, String)], k: &str, v: &str| {
             list.iter().any(|(key, val)| key == k && val == v)
@@ -1205,8 +1211,12 @@ mod tests {
             assert!(has(&node.sysctls, k, "1"), "{k}");
         }
         assert!(has(&node.sysctls, "net.ipv4.conf.all.arp_announce", "2"));
-        assert!(has(&node.sysctls, "net.ipv4.ip_forward", "0"));
-        assert!(has(&node.sysctls, "net.ipv6.conf.all.forwarding", "0"));
+        assert!(has(&node.sysctls, "net.ipv4.ip_forward", "1"));
+        assert!(has(&node.sysctls, "net.ipv6.conf.all.forwarding", "1"));
+        for scope in ["all", "default"] {
+            let k = format!("net.ipv4.conf.{scope}.send_redirects");
+            assert!(has(&node.sysctls, &k, "0"), "{k}");
+        }
         assert!(has(&node.sysctls, "net.ipv6.conf.default.accept_dad", "0"));
         assert!(has(
             &node.sysctls,
@@ -1222,6 +1232,7 @@ mod tests {
         let ext = &p.hosts[2];
         assert!(!ext.sysctls.iter().any(|(k, _)| k.contains("arp_")));
         assert!(has(&ext.sysctls, "net.ipv4.ip_forward", "0"));
+        assert!(has(&ext.sysctls, "net.ipv6.conf.all.forwarding", "0"));
         assert!(has(&ext.sysctls, "net.ipv4.fib_multipath_hash_policy", "1"));
         assert!(has(&ext.sysctls, "net.ipv6.fib_multipath_hash_policy", "1"));
         assert!(!node.sysctls.iter().any(|(k, _)| k.contains("multipath")));

@@ -7,7 +7,7 @@
 //! removed afterwards). The pools lie outside every node network, as
 //! upstream's dev-env BGP pool: only the router's routes lead to them.
 
-use super::l2::{backends, nodes, web_service};
+use super::l2::{SERVICE_HTTP_PORT, backends, nodes, web_service};
 use crate::capture::{self, Capture, Segment};
 use crate::external::{self, http_get, sample, speaker_metrics};
 use crate::metallb::{self, Config};
@@ -26,7 +26,6 @@ const WAIT: Duration = Duration::from_secs(60);
 /// The hold time of the specs' BGPPeers: a session that ends without a
 /// NOTIFICATION lingers this long at the router.
 const HOLD_TIME: Duration = Duration::from_secs(9);
-const HTTP_PORT: u16 = 8080;
 /// Inside upstream's dev-env BGP pool (192.168.10.0/24,
 /// fc00:f853:ccd:e799::/124).
 const POOL_V4: &str = "192.168.10.0/28";
@@ -260,7 +259,7 @@ fn check_cluster_policy(ctx: &Ctx, v6: bool) -> Result<()> {
     // The router installed the route: the external host reaches the
     // service through it.
     let body = eventually(WAIT, &format!("HTTP on {ip} through the router"), || {
-        Ok(http_get(ctx, ip, HTTP_PORT, "/hostname").ok())
+        Ok(http_get(ctx, ip, SERVICE_HTTP_PORT, "/hostname").ok())
     })?;
     ensure!(
         nodes(ctx).iter().any(|n| body.contains(n.as_str())),

@@ -10,6 +10,7 @@ pub mod invalid_config;
 pub mod ip_assignment;
 pub mod l2;
 pub mod pool_selection;
+pub mod proxy;
 
 /// Every registered suite, in run order.
 pub const SUITES: &[Suite] = &[
@@ -17,6 +18,7 @@ pub const SUITES: &[Suite] = &[
     ip_assignment::specs,
     pool_selection::specs,
     l2::specs,
+    proxy::specs,
     invalid_config::specs,
     configuration_state::specs,
     bgp::specs,

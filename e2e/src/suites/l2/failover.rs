@@ -100,7 +100,7 @@ pub(super) fn specs() -> Vec<Spec> {
 }
 
 /// Pool and advertisement of both families where the cluster has both,
-/// backends everywhere and service `web` (dual-stack then); its
+/// backends everywhere and service `web` (dual-stack then, Local policy); its
 /// addresses.
 pub(super) fn failover_service(ctx: &Ctx) -> Result<(Config<'_>, Vec<IpAddr>)> {
     let (config, mut services) = failover_services(ctx, 1)?;
@@ -111,12 +111,19 @@ pub(super) fn failover_service(ctx: &Ctx) -> Result<(Config<'_>, Vec<IpAddr>)> {
 /// addresses of each, in that order.
 fn failover_services(ctx: &Ctx, count: usize) -> Result<(Config<'_>, Vec<Vec<IpAddr>>)> {
     let v4 = pool(ctx, Net::V4)?;
+    // The Local policy with a backend on every node: every node may
+    // announce, and the answer names the node the traffic reached (with
+    // Cluster the proxy would spread it over the nodes).
     let (config, family) = match pool(ctx, Net::V6) {
         Ok(v6) => (
             l2_config(ctx, &[&v4, &v6], json!({}))?,
-            json!({ "spec": { "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "RequireDualStack" } }),
+            json!({ "spec": { "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "RequireDualStack",
+                              "externalTrafficPolicy": "Local" } }),
         ),
-        Err(_) => (l2_config(ctx, &[&v4], json!({}))?, json!({})),
+        Err(_) => (
+            l2_config(ctx, &[&v4], json!({}))?,
+            json!({ "spec": { "externalTrafficPolicy": "Local" } }),
+        ),
     };
     backends(ctx, &[])?;
     let names: Vec<String> = (0..count)

@@ -28,8 +28,13 @@ use std::time::Duration;
 use watch::Watch;
 
 const WAIT: Duration = Duration::from_secs(60);
+/// The ports the backends listen on (the services' targetPorts).
 const HTTP_PORT: u16 = 8080;
 const UDP_PORT: u16 = 8081;
+/// The ports the services expose: not the targetPorts, so a reply proves
+/// the node's service proxy mapped one to the other.
+pub(super) const SERVICE_HTTP_PORT: u16 = 80;
+pub(super) const SERVICE_UDP_PORT: u16 = 81;
 
 /// The suite's specs.
 pub fn specs() -> Vec<Spec> {
@@ -138,7 +143,8 @@ pub(super) fn backends(ctx: &Ctx, on: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// A LoadBalancer service selecting the backends, TCP 8080, plus `extra`;
+/// A LoadBalancer service selecting the backends, TCP 80 to the backends'
+/// 8080, plus `extra`;
 /// returns its addresses once assigned.
 pub(super) fn web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<Vec<IpAddr>> {
     create_web_service(ctx, name, extra)?;
@@ -147,7 +153,7 @@ pub(super) fn web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<Vec<IpA
 
 /// Creates the service [`web_service`] describes without waiting for it.
 pub(super) fn create_web_service(ctx: &Ctx, name: &str, extra: Value) -> Result<()> {
-    let mut spec = json!({ "spec": { "selector": { "app": "web" }, "ports": [{ "name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP" }] } });
+    let mut spec = json!({ "spec": { "selector": { "app": "web" }, "ports": [{ "name": "http", "port": SERVICE_HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP" }] } });
     metallb::merge(&mut spec, &extra);
     create_service(ctx, name, spec)?;
     Ok(())
@@ -185,14 +191,24 @@ fn announcer(ctx: &Ctx, ips: &[IpAddr]) -> Result<String> {
     Watch::new(ctx, ips, "eth0")?.settled()
 }
 
-/// `http://ip:8080/hostname` answers; returns the body (the serving node).
+/// `http://ip:80/hostname` answers; returns the body (the serving
+/// backend's node).
 pub(super) fn reachable(ctx: &Ctx, ip: IpAddr) -> Result<String> {
     forget_neighbor(ctx, ip)?;
     eventually(WAIT, &format!("HTTP on {ip}"), || {
-        Ok(http_get(ctx, ip, HTTP_PORT, "/hostname").ok())
+        Ok(http_get(ctx, ip, SERVICE_HTTP_PORT, "/hostname").ok())
     })
 }
 
+/// Whether `body` names one of the cluster's nodes (a backend answered).
+pub(super) fn names_a_node(ctx: &Ctx, body: &str) -> bool {
+    nodes(ctx).iter().any(|n| body == n.as_str())
+}
+
+/// With the Cluster policy the announcing node forwards to a backend on
+/// another node: the only backend is elsewhere, it answers on the
+/// service's port (not its own), and sees the announcing node as the
+/// client (masqueraded, so its reply comes back the same way).
 fn check_cluster_policy(ctx: &Ctx, addresses: &[&str], family: &str) -> Result<()> {
     let _config = l2_config(ctx, addresses, json!({}))?;
     backends(ctx, &[])?;
@@ -203,10 +219,31 @@ fn check_cluster_policy(ctx: &Ctx, addresses: &[&str], family: &str) -> Result<(
     )?;
     let ip = ips[0];
     let node = announcer(ctx, &[ip])?;
+    let other = nodes(ctx)
+        .into_iter()
+        .find(|n| *n != node)
+        .context("the spec needs a second node")?;
+    let elsewhere: Vec<String> = nodes(ctx).into_iter().filter(|n| *n != other).collect();
+    backend::delete(ctx, "web", &elsewhere)?;
+    backend::wait_for_endpoints(ctx, "web", &[&other], WAIT)?;
+    // The announcement does not depend on where the endpoints are.
+    Watch::new(ctx, &[ip], "eth0")?.wait_only(&node)?;
     let body = reachable(ctx, ip)?;
     ensure!(
-        body.contains(&node),
-        "{ip} answered by {node} but served by {body:?}"
+        body == other,
+        "{ip}:{SERVICE_HTTP_PORT} announced by {node} should reach the only backend, on {other}; served by {body:?}"
+    );
+    let client = http_get(ctx, ip, SERVICE_HTTP_PORT, "/clientip")?;
+    let node_ips = ctx
+        .cluster()
+        .nodes()
+        .into_iter()
+        .find(|n| n.name == node)
+        .map(|n| n.addresses)
+        .unwrap_or_default();
+    ensure!(
+        node_ips.iter().any(|a| client_ip(&client) == Some(*a)),
+        "the backend on {other} saw client {client:?}, not the announcing node {node} ({node_ips:?})"
     );
     let event = eventually(WAIT, "nodeAssigned", || {
         metallb::announcing_node(ctx, "web")
@@ -216,6 +253,15 @@ fn check_cluster_policy(ctx: &Ctx, addresses: &[&str], family: &str) -> Result<(
         "nodeAssigned says {event}, the MAC says {node}"
     );
     Ok(())
+}
+
+/// The address of netexec's `/clientip` answer (`ip:port`, `[v6]:port`).
+pub(super) fn client_ip(answer: &str) -> Option<IpAddr> {
+    answer
+        .trim()
+        .parse::<std::net::SocketAddr>()
+        .ok()
+        .map(|a| a.ip().to_canonical())
 }
 
 fn etp_cluster_v4(ctx: &Ctx) -> Result<()> {
@@ -244,8 +290,8 @@ fn dual_stack(ctx: &Ctx) -> Result<()> {
     for ip in ips {
         let body = reachable(ctx, ip)?;
         ensure!(
-            body.contains(&node),
-            "{ip} served by {body:?}, announced by {node}"
+            names_a_node(ctx, &body),
+            "{ip} served by {body:?}, not a backend (announced by {node})"
         );
     }
     Ok(())
@@ -330,6 +376,13 @@ fn etp_local(ctx: &Ctx) -> Result<()> {
         let body = reachable(ctx, ips[0])?;
         ensure!(body.contains(&target), "served by {body:?}, not {target}");
     }
+    // No masquerade with the Local policy: the backend sees the client.
+    let client = http_get(ctx, ips[0], SERVICE_HTTP_PORT, "/clientip")?;
+    let external = external::addresses(ctx)?;
+    ensure!(
+        client_ip(&client).is_some_and(|c| external.contains(&c)),
+        "the backend saw client {client:?}, not the external host {external:?}"
+    );
     Ok(())
 }
 
@@ -340,20 +393,21 @@ fn mixed_protocols(ctx: &Ctx) -> Result<()> {
         ctx,
         "web",
         json!({ "spec": { "ports": [
-            { "name": "http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP" },
-            { "name": "udp", "port": UDP_PORT, "targetPort": UDP_PORT, "protocol": "UDP" },
+            { "name": "http", "port": SERVICE_HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP" },
+            { "name": "udp", "port": SERVICE_UDP_PORT, "targetPort": UDP_PORT, "protocol": "UDP" },
         ] } }),
     )?;
     let node = announcer(ctx, &ips)?;
-    ensure!(reachable(ctx, ips[0])?.contains(&node));
+    let body = reachable(ctx, ips[0])?;
+    ensure!(names_a_node(ctx, &body), "TCP served by {body:?}");
     let reply = eventually(WAIT, "UDP reply", || {
-        Ok(external::udp_request(ctx, ips[0], UDP_PORT, "hostname").ok())
+        Ok(external::udp_request(ctx, ips[0], SERVICE_UDP_PORT, "hostname").ok())
     })?;
     ensure!(
-        reply.contains(&node),
-        "UDP answered {reply:?}, announced by {node}"
+        names_a_node(ctx, &reply),
+        "UDP answered {reply:?}, not a backend (announced by {node})"
     );
-    let echo = external::udp_request(ctx, ips[0], UDP_PORT, "echo mixed")?;
+    let echo = external::udp_request(ctx, ips[0], SERVICE_UDP_PORT, "echo mixed")?;
     ensure!(echo == "mixed", "UDP echo {echo:?}");
     Ok(())
 }
@@ -384,8 +438,9 @@ fn pool_by_cidr(ctx: &Ctx) -> Result<()> {
         ips[0].to_string() == "172.30.0.128",
         "first address of the CIDR expected, got {ips:?}"
     );
-    let node = announcer(ctx, &ips)?;
-    ensure!(reachable(ctx, ips[0])?.contains(&node));
+    announcer(ctx, &ips)?;
+    let body = reachable(ctx, ips[0])?;
+    ensure!(names_a_node(ctx, &body), "served by {body:?}");
     Ok(())
 }
 
@@ -400,7 +455,7 @@ fn check_shared(ctx: &Ctx, addresses: &[&str], family: &str) -> Result<()> {
     let mut udp = shared;
     metallb::merge(
         &mut udp,
-        &json!({ "spec": { "ports": [{ "name": "udp", "port": UDP_PORT, "targetPort": UDP_PORT, "protocol": "UDP" }] } }),
+        &json!({ "spec": { "ports": [{ "name": "udp", "port": SERVICE_UDP_PORT, "targetPort": UDP_PORT, "protocol": "UDP" }] } }),
     );
     let b = web_service(ctx, "b", udp)?;
     ensure!(a == b, "not shared: {a:?} vs {b:?}");
