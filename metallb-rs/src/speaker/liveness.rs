@@ -19,6 +19,11 @@
 //!    goodbye (rule 2), and until the lease says so the member counts as
 //!    alive for election - so a leave alone (one that raced a restart, or
 //!    was forged) never moves addresses off a speaker that still renews.
+//!    "Overdue" needs a lease watch shown to be current past the
+//!    deadline (some lease changed after it): a speaker being cut off
+//!    sees every lease in its frozen cache age, and until it notices the
+//!    API server is gone (and, in the minority, falls silent) those ages
+//!    must not hand it the others' addresses.
 //! 4. Gossip says alive: alive.
 //! 5. No gossip evidence (membership off, or not seen yet): a NotReady
 //!    node whose lease is overdue or missing has no speaker (#3116);
@@ -51,11 +56,25 @@ pub struct LeaseState {
 }
 
 impl LeaseState {
-    /// The next renewal is overdue at `now`: the lease has not changed
-    /// for one renewal period and the margin.
+    /// When its next renewal is overdue: one renewal period and the
+    /// margin after it last changed.
+    pub fn deadline(&self) -> Instant {
+        self.changed + Duration::from_secs(presence::RENEW_SECONDS as u64) + OVERDUE_MARGIN
+    }
+
+    /// The next renewal is overdue at `now`.
     pub fn overdue(&self, now: Instant) -> bool {
-        let period = Duration::from_secs(presence::RENEW_SECONDS as u64);
-        now.saturating_duration_since(self.changed) > period + OVERDUE_MARGIN
+        now > self.deadline()
+    }
+
+    /// Overdue, as a watch that is still delivering shows it: only once
+    /// this speaker has seen some lease change after the deadline. A
+    /// speaker cut off from the API server sees its watch stall, and every
+    /// lease in its cache ages as if its holder had died, its own
+    /// included; until it notices the API is gone, those ages prove
+    /// nothing.
+    pub fn overdue_seen(&self, ctx: &Context) -> bool {
+        self.overdue(ctx.now) && ctx.leases_seen.is_some_and(|t| t > self.deadline())
     }
 }
 
@@ -126,6 +145,10 @@ pub struct Context {
     pub api_ok: bool,
     /// Gossip membership is on.
     pub membership: bool,
+    /// When this speaker's lease watch last showed a change of any
+    /// presence lease (its own renewals included): how far its view of
+    /// the leases is known to be current.
+    pub leases_seen: Option<Instant>,
 }
 
 /// Without a successful renewal for this long, a speaker considers the API
@@ -140,7 +163,7 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
     if e.lease.is_some_and(|l| !l.held) {
         return Err(Gone::Left);
     }
-    let lease_fresh = e.lease.is_some_and(|l| !l.overdue(ctx.now));
+    let lease_fresh = e.lease.is_some_and(|l| !l.overdue_seen(ctx));
     match e.gossip {
         Some(Gossip::Down { left, .. }) => {
             if ctx.api_ok && lease_fresh {
@@ -332,7 +355,35 @@ mod tests {
             now: at(10.0),
             api_ok,
             membership,
+            // The watch is live: it just showed a renewal.
+            leases_seen: Some(at(10.0)),
         };
+        assert_eq!(judge(&e, &ctx), want);
+    }
+
+    /// A member gossip declares failed, its lease last seen changing at
+    /// 6.9 (overdue from 9.4), judged at 10 while the API still looks
+    /// reachable, by how far the lease watch is known to be current: a
+    /// stalled watch (this speaker is being cut off) proves nothing, so
+    /// the member keeps its addresses until isolation silences this
+    /// speaker; a watch that showed any change after 9.4 proves the lease
+    /// stopped.
+    #[rstest]
+    #[case::watch_stalled_before_the_deadline(Some(8.9), Ok(()))]
+    #[case::watch_stalled_at_the_deadline(Some(9.4), Ok(()))]
+    #[case::never_saw_a_change(None, Ok(()))]
+    #[case::watch_showed_a_later_renewal(Some(9.5), Err(Gone::Failed))]
+    fn overdue_leases_count_only_as_far_as_the_watch_is_current(
+        #[case] leases_seen: Option<f64>,
+        #[case] want: Result<(), Gone>,
+    ) {
+        let ctx = Context {
+            now: at(10.0),
+            api_ok: true,
+            membership: true,
+            leases_seen: leases_seen.map(at),
+        };
+        let e = ev(true, false, lease(true, 6.9), down(9.0, false));
         assert_eq!(judge(&e, &ctx), want);
     }
 
@@ -356,6 +407,7 @@ mod tests {
             now: at(10.0),
             api_ok: true,
             membership: true,
+            leases_seen: Some(at(10.0)),
         };
         let (alive, gone) = alive(
             [

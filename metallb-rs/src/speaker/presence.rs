@@ -197,6 +197,8 @@ mod tests {
             now: t0 + Duration::from_secs(at),
             api_ok: true,
             membership: true,
+            // Our own renewals keep the watch visibly current.
+            leases_seen: Some(t0 + Duration::from_secs(at)),
         };
         liveness::judge(&e, &ctx)
     }

@@ -78,6 +78,7 @@ impl Runner {
             now,
             api_ok: self.api_ok(),
             membership: view.is_some(),
+            leases_seen: leases.values().map(|l| l.changed).max(),
         };
         let gossip = |node: &str| -> Option<liveness::Gossip> {
             let view = view.as_ref()?;
