@@ -167,11 +167,14 @@ fn ensure_builds_nodes_with_addresses_and_sysctls_needs_root() {
             "net.ipv4.conf.eth0.arp_announce",
             "net.ipv4.ip_forward",
             "net.ipv6.conf.all.forwarding",
+            "net.ipv4.conf.all.send_redirects",
             "net.ipv6.conf.eth0.accept_dad",
         ],
     )
     .expect("read");
-    assert_eq!(values, ["1", "1", "2", "2", "0", "0", "0"]);
+    // Nodes forward (the service proxy sends Cluster-policy traffic to
+    // endpoints on other nodes) and redirect nobody.
+    assert_eq!(values, ["1", "1", "2", "2", "1", "1", "0", "0"]);
 
     // The root namespace has no address in any lab subnet, and no lab link.
     let root_addrs = addrs_in(None);
