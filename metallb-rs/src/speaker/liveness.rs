@@ -76,19 +76,6 @@ impl LeaseState {
     pub fn overdue_seen(&self, ctx: &Context) -> bool {
         self.overdue(ctx.now) && ctx.leases_seen.is_some_and(|t| t > self.deadline())
     }
-
-    /// Overdue as far as this speaker can tell: on the majority side of
-    /// gossip its cache's ages are trusted as they are (failover is not
-    /// slowed by waiting for the next renewal); in the minority, where a
-    /// cut-off speaker finds itself before it notices the API is gone,
-    /// only as [`overdue_seen`](Self::overdue_seen) shows.
-    pub fn overdue_for(&self, ctx: &Context) -> bool {
-        if ctx.majority {
-            self.overdue(ctx.now)
-        } else {
-            self.overdue_seen(ctx)
-        }
-    }
 }
 
 /// What gossip says of a member.
@@ -162,9 +149,6 @@ pub struct Context {
     /// presence lease (its own renewals included): how far its view of
     /// the leases is known to be current.
     pub leases_seen: Option<Instant>,
-    /// Gossip shows more than half of the known speakers (this one
-    /// included) alive: this speaker is not the side being cut off.
-    pub majority: bool,
 }
 
 /// Without a successful renewal for this long, a speaker considers the API
@@ -179,7 +163,7 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
     if e.lease.is_some_and(|l| !l.held) {
         return Err(Gone::Left);
     }
-    let lease_fresh = e.lease.is_some_and(|l| !l.overdue_for(ctx));
+    let lease_fresh = e.lease.is_some_and(|l| !l.overdue_seen(ctx));
     match e.gossip {
         Some(Gossip::Down { left, .. }) => {
             if ctx.api_ok && lease_fresh {
@@ -232,12 +216,7 @@ pub fn alive<'a>(
 /// the majority is taking its addresses over: it must stop answering.
 /// Never with membership off (nothing to compare with) or alone.
 pub fn isolated(api_ok: bool, alive_in_gossip: usize, known: usize) -> bool {
-    !api_ok && known > 1 && !majority(alive_in_gossip, known)
-}
-
-/// Gossip shows more than half of the `known` speakers alive.
-pub fn majority(alive_in_gossip: usize, known: usize) -> bool {
-    alive_in_gossip * 2 > known
+    !api_ok && known > 1 && alive_in_gossip * 2 <= known
 }
 
 #[cfg(test)]
@@ -378,7 +357,6 @@ mod tests {
             membership,
             // The watch is live: it just showed a renewal.
             leases_seen: Some(at(10.0)),
-            majority: false,
         };
         assert_eq!(judge(&e, &ctx), want);
     }
@@ -404,16 +382,9 @@ mod tests {
             api_ok: true,
             membership: true,
             leases_seen: leases_seen.map(at),
-            majority: false,
         };
         let e = ev(true, false, lease(true, 6.9), down(9.0, false));
         assert_eq!(judge(&e, &ctx), want);
-        // On the majority side the cache's ages are trusted as they are.
-        let ctx = Context {
-            majority: true,
-            ..ctx
-        };
-        assert_eq!(judge(&e, &ctx), Err(Gone::Failed));
     }
 
     #[test]
@@ -437,7 +408,6 @@ mod tests {
             api_ok: true,
             membership: true,
             leases_seen: Some(at(10.0)),
-            majority: true,
         };
         let (alive, gone) = alive(
             [

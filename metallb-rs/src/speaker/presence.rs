@@ -199,7 +199,6 @@ mod tests {
             membership: true,
             // Our own renewals keep the watch visibly current.
             leases_seen: Some(t0 + Duration::from_secs(at)),
-            majority: false,
         };
         liveness::judge(&e, &ctx)
     }

@@ -74,26 +74,11 @@ impl Runner {
             now,
         );
         let view = self.membership.as_ref().map(|m| m.view());
-        // Speakers known at all (in gossip or by a lease), and how many
-        // gossip shows alive.
-        let known = view.as_ref().map(|v| {
-            let known = self
-                .node_view
-                .iter()
-                .filter(|n| {
-                    v.alive.contains(&n.name)
-                        || v.down.contains_key(&n.name)
-                        || leases.contains_key(&n.name)
-                })
-                .count();
-            (v.alive.len(), known)
-        });
         let ctx = liveness::Context {
             now,
             api_ok: self.api_ok(),
             membership: view.is_some(),
             leases_seen: leases.values().map(|l| l.changed).max(),
-            majority: known.is_some_and(|(alive, known)| liveness::majority(alive, known)),
         };
         let gossip = |node: &str| -> Option<liveness::Gossip> {
             let view = view.as_ref()?;
@@ -119,8 +104,18 @@ impl Runner {
             }),
             &ctx,
         );
-        let isolated =
-            known.is_some_and(|(alive, known)| liveness::isolated(ctx.api_ok, alive, known));
+        let isolated = view.as_ref().is_some_and(|v| {
+            let known = self
+                .node_view
+                .iter()
+                .filter(|n| {
+                    v.alive.contains(&n.name)
+                        || v.down.contains_key(&n.name)
+                        || leases.contains_key(&n.name)
+                })
+                .count();
+            liveness::isolated(ctx.api_ok, v.alive.len(), known)
+        });
         let changed = alive != self.alive || isolated != self.isolated;
         if changed {
             if !gone.is_empty() {
