@@ -191,6 +191,19 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
     }
 }
 
+/// Whether a renewal of this speaker's own lease, seen back through its
+/// watch, would settle `e`: gossip says the member is down, its lease is
+/// past its deadline, and only a lease change after that deadline is
+/// missing to count it gone. Renewing at once then saves waiting for the
+/// next periodic renewal (failover time); a cut-off speaker's renewal
+/// never comes back, so it settles nothing there.
+pub fn awaits_evidence(e: &Evidence, ctx: &Context) -> bool {
+    matches!(e.gossip, Some(Gossip::Down { .. }))
+        && ctx.api_ok
+        && e.lease
+            .is_some_and(|l| l.held && l.overdue(ctx.now) && !l.overdue_seen(ctx))
+}
+
 /// The nodes whose speaker counts, and why the others do not.
 pub fn alive<'a>(
     evidence: impl IntoIterator<Item = (&'a str, Evidence)>,
@@ -399,6 +412,36 @@ mod tests {
         assert!(l.overdue(at(1.0 + period + 0.6)));
         // Seen changing after `now` (a tick that raced the watch): fresh.
         assert!(!l.overdue(at(0.5)));
+    }
+
+    /// A renewal of our own is worth sending exactly while it would
+    /// settle a member gossip declared down.
+    #[rstest]
+    #[case::overdue_but_watch_not_past_the_deadline(
+        lease(true, 6.9),
+        down(9.0, false),
+        true,
+        Some(8.0),
+        true
+    )]
+    #[case::already_settled(lease(true, 6.9), down(9.0, false), true, Some(9.5), false)]
+    #[case::lease_not_overdue(lease(true, 9.0), down(9.0, false), true, Some(9.5), false)]
+    #[case::alive_in_gossip(lease(true, 6.9), Some(Gossip::Alive), true, Some(8.0), false)]
+    #[case::no_api_gossip_decides(lease(true, 6.9), down(9.0, false), false, Some(8.0), false)]
+    fn renewing_at_once_when_it_settles_a_suspect(
+        #[case] lease: Option<LeaseState>,
+        #[case] gossip: Option<Gossip>,
+        #[case] api_ok: bool,
+        #[case] leases_seen: Option<f64>,
+        #[case] want: bool,
+    ) {
+        let ctx = Context {
+            now: at(10.0),
+            api_ok,
+            membership: true,
+            leases_seen: leases_seen.map(at),
+        };
+        assert_eq!(awaits_evidence(&ev(true, false, lease, gossip), &ctx), want);
     }
 
     #[test]

@@ -191,6 +191,7 @@ pub async fn run(
         last_api_ok: Arc::new(std::sync::Mutex::new(std::time::Instant::now())),
         guard: None,
         lease_seen: BTreeMap::new(),
+        renew_now: false,
         health: health.clone(),
     };
     let work = async {
@@ -283,6 +284,9 @@ pub async fn run(
                     if runner.refresh_liveness() {
                         runner.full_pass().await;
                     }
+                    if runner.renew_now && renewal.as_ref().is_none_or(|r| r.is_finished()) {
+                        renew.reset_immediately();
+                    }
                 }
                 Ok(()) = async {
                     match view_changes.as_mut() {
@@ -367,6 +371,10 @@ struct Runner {
     /// Each presence lease's version and when we first saw it: renewals
     /// are judged on our clock, never the renewer's (see `presence`).
     lease_seen: BTreeMap<String, crate::k8s::observed::Observation>,
+    /// A renewal of our own lease, seen back through the watch, would
+    /// settle a member gossip declared down (see
+    /// `liveness::awaits_evidence`): renew now, not at the next period.
+    renew_now: bool,
     /// `/healthz`'s heartbeat, bumped per service in long passes.
     health: Arc<Health>,
 }

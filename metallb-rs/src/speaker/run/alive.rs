@@ -90,8 +90,10 @@ impl Runner {
                 left: d.left,
             })
         };
-        let (alive, gone) = liveness::alive(
-            self.node_view.iter().map(|n| {
+        let evidence: Vec<(&str, liveness::Evidence)> = self
+            .node_view
+            .iter()
+            .map(|n| {
                 (
                     n.name.as_str(),
                     liveness::Evidence {
@@ -101,9 +103,12 @@ impl Runner {
                         gossip: gossip(&n.name),
                     },
                 )
-            }),
-            &ctx,
-        );
+            })
+            .collect();
+        self.renew_now = evidence
+            .iter()
+            .any(|(_, e)| liveness::awaits_evidence(e, &ctx));
+        let (alive, gone) = liveness::alive(evidence, &ctx);
         let isolated = view.as_ref().is_some_and(|v| {
             let known = self
                 .node_view
