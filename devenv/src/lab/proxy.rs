@@ -182,14 +182,7 @@ fn port_rules(
             _ => vec![false],
         };
         let lb_ips: Vec<String> = if type_ == "LoadBalancer" {
-            svc.status
-                .as_ref()
-                .and_then(|s| s.load_balancer.as_ref())
-                .and_then(|lb| lb.ingress.as_ref())
-                .into_iter()
-                .flatten()
-                .filter_map(|i| i.ip.clone())
-                .collect()
+            metallb_rs::service::ingress_strings(svc)
         } else {
             Vec::new()
         };
