@@ -28,6 +28,10 @@ pub struct Figures {
     pub burst: (usize, usize),
     /// Replier's MAC.
     pub mac: Mac,
+    /// Requests the replier's receive buffer overflowed with, as it
+    /// reports them (the speaker only; the kernel answers in its receive
+    /// path and buffers nothing).
+    pub socket_drops: Option<f64>,
 }
 
 /// ARP requests and replies on the external host's eth0 through a raw
@@ -172,8 +176,28 @@ impl Prober {
             replies_per_s: received as f64 / secs,
             burst: (sent, received),
             mac: mac.context("no reply")?,
+            socket_drops: None,
         })
     }
+}
+
+/// Frames the speaker on `node` reports its responders' sockets lost
+/// (the kernel's receive-buffer drops, read every second).
+fn speaker_socket_drops(cluster: &LabCluster, node: &str) -> Result<f64> {
+    let out = cluster.exec_on_node(
+        node,
+        &["curl", "-sS", "-m", "5", "http://127.0.0.1:9120/metrics"],
+    )?;
+    anyhow::ensure!(
+        out.status.success(),
+        "scraping the speaker on {node}: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(super::metric_sum(
+        &String::from_utf8_lossy(&out.stdout),
+        "metallb_layer2_packets_dropped_total",
+        &["reason=\"ReceiveBufferFull\""],
+    ))
 }
 
 /// Runs the benchmark on `cluster` and prints the results.
@@ -181,7 +205,7 @@ pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figu
     let figures = with_service(cluster, &["172.30.0.220-172.30.0.229"], "arp", |vip| {
         let ns = cluster.external_namespace().to_owned();
         let nodes = cluster.nodes();
-        let figures = devenv::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
+        devenv::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
             devenv::runtime()?.block_on(async {
                 let prober = Prober::on_eth0()?;
                 // Wait for the announcement, then find the announcing node.
@@ -202,14 +226,6 @@ pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figu
                         "{vip} was not announced within 60 s"
                     );
                 };
-                let speaker = prober
-                    .measure(
-                        &format!("VIP {vip} (metallb-rs speaker)"),
-                        vip,
-                        rounds,
-                        burst,
-                    )
-                    .await?;
                 let mut node_ip = None;
                 for n in &nodes {
                     if let Some(IpAddr::V4(a)) = n.addresses.iter().find(|a| a.is_ipv4()) {
@@ -225,13 +241,24 @@ pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figu
                 }
                 let (node, addr) =
                     node_ip.context("no node's own address is answered with the VIP's MAC")?;
+                let drops_before = speaker_socket_drops(cluster, &node)?;
+                let mut speaker = prober
+                    .measure(
+                        &format!("VIP {vip} (metallb-rs speaker)"),
+                        vip,
+                        rounds,
+                        burst,
+                    )
+                    .await?;
+                // The speaker reads its sockets' drop counters every second.
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                speaker.socket_drops = Some(speaker_socket_drops(cluster, &node)? - drops_before);
                 let kernel = prober
                     .measure(&format!("{addr} ({node}'s kernel)"), addr, rounds, burst)
                     .await?;
                 Ok(vec![speaker, kernel])
             })
-        })??;
-        Ok(figures)
+        })?
     })?;
     print(&figures);
     Ok(figures)
@@ -239,17 +266,18 @@ pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figu
 
 fn print(f: &[Figures]) {
     println!(
-        "{:<44} {:>10} {:>10} {:>12} {:>14}",
-        "answered by", "p50", "p99", "replies/s", "burst got"
+        "{:<44} {:>10} {:>10} {:>12} {:>14} {:>14}",
+        "answered by", "p50", "p99", "replies/s", "burst got", "buffer drops"
     );
     for x in f {
         println!(
-            "{:<44} {:>10.1?} {:>10.1?} {:>12.0} {:>14}",
+            "{:<44} {:>10.1?} {:>10.1?} {:>12.0} {:>14} {:>14}",
             x.label,
             x.p50,
             x.p99,
             x.replies_per_s,
-            format!("{}/{}", x.burst.1, x.burst.0)
+            format!("{}/{}", x.burst.1, x.burst.0),
+            x.socket_drops.map_or("-".to_owned(), |d| format!("{d:.0}"))
         );
     }
     if let [speaker, kernel] = f {

@@ -272,6 +272,17 @@ pub fn status_kib(pid: i32, field: &str) -> Option<u64> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
+/// The sum of every sample of `metric` in Prometheus text `text` whose
+/// line contains each of `labels` (0 when there is none).
+pub fn metric_sum(text: &str, metric: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
+        .filter(|l| labels.iter().all(|s| l.contains(s)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// p-th percentile (0-100) of sorted `samples`.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
@@ -284,6 +295,14 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metric_sums_add_every_matching_series() {
+        let text = "# TYPE d counter\nd{interface=\"eth0\",reason=\"R\"} 3\nd{interface=\"eth1\",reason=\"R\"} 4\nd{interface=\"eth0\",reason=\"X\"} 9\nd_total 100\n";
+        assert_eq!(metric_sum(text, "d", &["reason=\"R\""]), 7.0);
+        assert_eq!(metric_sum(text, "d", &["reason=\"none\""]), 0.0);
+        assert_eq!(metric_sum(text, "d_total", &[]), 100.0);
+    }
 
     #[test]
     fn percentiles() {

@@ -172,7 +172,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Controller(args) => controller(args),
         Command::Speaker(args) => speaker(args),
         Command::Status(args) => status(args),
-        Command::Pause => run_component("pause", |shutdown| async move {
+        Command::Pause => run_component("pause", Threads::One, |shutdown| async move {
             tracing::info!("pausing until SIGTERM or SIGINT");
             shutdown.await;
             Ok(())
@@ -224,17 +224,40 @@ fn shutdown_signal() -> Result<impl Future<Output = ()>> {
     })
 }
 
-/// Runs a long-lived component on a single-threaded runtime: the signal
-/// handlers are installed before `start` logs, so a signal sent after the
-/// first log line is never lost; `start` gets the shutdown future.
-fn run_component<F, Fut>(name: &str, start: F) -> Result<ExitCode>
+/// The threads a component's runtime gets.
+#[derive(Debug, Clone, Copy)]
+enum Threads {
+    /// Everything on the calling thread.
+    One,
+    /// The component's own future on the calling thread, and every task
+    /// it spawns on this many workers: a long pass of the loop never
+    /// delays what runs beside it.
+    Workers(usize),
+}
+
+/// The speaker's workers: its ARP/NDP responders, gossip, presence
+/// renewal and watches run there, beside the loop, which runs on the main
+/// thread. Fixed rather than one per core, so a big node does not pay a
+/// stack per core.
+const SPEAKER_WORKERS: usize = 2;
+
+/// Runs a long-lived component: the signal handlers are installed before
+/// `start` logs, so a signal sent after the first log line is never lost;
+/// `start` gets the shutdown future.
+fn run_component<F, Fut>(name: &str, threads: Threads, start: F) -> Result<ExitCode>
 where
     F: FnOnce(std::pin::Pin<Box<dyn Future<Output = ()>>>) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = match threads {
+        Threads::One => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        Threads::Workers(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build()?,
+    };
     rt.block_on(async {
         let shutdown = shutdown_signal()?;
         start(Box::pin(shutdown)).await
@@ -254,7 +277,7 @@ fn controller(args: ControllerArgs) -> Result<ExitCode> {
         health_addr: Some(args.health_bind_address),
         memberlist_secret: args.ml_secret_name.filter(|n| !n.is_empty()),
     };
-    run_component("controller", |shutdown| async move {
+    run_component("controller", Threads::One, |shutdown| async move {
         tracing::info!(namespace = %opts.namespace, leader_elect = opts.leader_elect, lb_class = ?opts.lb_class, identity = %opts.identity, version = env!("CARGO_PKG_VERSION"), "controller starting");
         let client = metallb_rs::k8s::client().await?;
         metallb_rs::controller::run::run(client, opts, shutdown).await
@@ -292,11 +315,15 @@ fn speaker(args: SpeakerArgs) -> Result<ExitCode> {
             }
         }),
     };
-    run_component("speaker", |shutdown| async move {
-        tracing::info!(namespace = %opts.namespace, node = %opts.node, lb_class = ?opts.lb_class, ignore_exclude_lb = opts.ignore_exclude_lb, version = env!("CARGO_PKG_VERSION"), "speaker starting");
-        let client = metallb_rs::k8s::client().await?;
-        metallb_rs::speaker::run::run(client, opts, shutdown).await
-    })
+    run_component(
+        "speaker",
+        Threads::Workers(SPEAKER_WORKERS),
+        |shutdown| async move {
+            tracing::info!(namespace = %opts.namespace, node = %opts.node, lb_class = ?opts.lb_class, ignore_exclude_lb = opts.ignore_exclude_lb, version = env!("CARGO_PKG_VERSION"), "speaker starting");
+            let client = metallb_rs::k8s::client().await?;
+            metallb_rs::speaker::run::run(client, opts, shutdown).await
+        },
+    )
 }
 
 fn validate(args: &ValidateArgs) -> ExitCode {

@@ -182,6 +182,44 @@ impl PacketSocket {
         Err(io::Error::last_os_error())
     }
 
+    /// The receive buffer the kernel granted (SO_RCVBUF; twice what was
+    /// asked, as Linux books its overhead there too).
+    pub fn recv_buffer(&self) -> io::Result<usize> {
+        let mut v: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `v`/`len` describe a writable c_int.
+        check(unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&raw mut v).cast(),
+                &raw mut len,
+            )
+        })?;
+        Ok(usize::try_from(v).unwrap_or(0))
+    }
+
+    /// Frames the kernel discarded for this socket since the last call
+    /// (its receive buffer was full): PACKET_STATISTICS, which the kernel
+    /// resets on every read.
+    pub fn take_drops(&self) -> io::Result<u64> {
+        // SAFETY: tpacket_stats is plain old data; all-zero is valid.
+        let mut stats: libc::tpacket_stats = unsafe { zeroed() };
+        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `stats`/`len` describe a writable tpacket_stats.
+        check(unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&raw mut stats).cast(),
+                &raw mut len,
+            )
+        })?;
+        Ok(u64::from(stats.tp_drops))
+    }
+
     /// Makes the interface accept frames sent to multicast `mac` (for a
     /// VIP's solicited-node group); kept while the socket lives.
     pub fn join_multicast(&self, mac: Mac) -> io::Result<()> {

@@ -403,7 +403,7 @@ impl Announcer {
             groups: BTreeMap::new(),
         };
         if e.arp {
-            let sock = Arc::new(PacketSocket::open(e.index, ETHERTYPE_ARP)?);
+            let sock = Arc::new(responder_socket(e, ETHERTYPE_ARP)?);
             r.tasks.push(tokio::spawn(arp_responder(
                 e.clone(),
                 sock.clone(),
@@ -413,7 +413,7 @@ impl Announcer {
             r.arp = Some(sock);
         }
         if e.ndp.is_some() {
-            let sock = Arc::new(PacketSocket::open(e.index, ETHERTYPE_IPV6)?);
+            let sock = Arc::new(responder_socket(e, ETHERTYPE_IPV6)?);
             r.tasks.push(tokio::spawn(ndp_responder(
                 e.clone(),
                 sock.clone(),
@@ -437,8 +437,27 @@ impl Announcer {
     }
 }
 
-/// Why a frame was not answered (upstream's drop reasons).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The receive buffer a responder asks for. A burst of requests (a
+/// switch flooding after a failover, a scan, thousands of clients whose
+/// entries expire together) queues here while the responder catches up;
+/// at the default (about 200 KiB, some 200 frames) the rest of a burst
+/// was dropped by the kernel. Granted in full with CAP_NET_ADMIN, else up
+/// to `net.core.rmem_max`; the kernel charges only what is queued.
+pub const RESPONDER_RECV_BUFFER: usize = 8 << 20;
+
+/// A responder's socket on `e` for `ethertype`, with the larger buffer.
+fn responder_socket(e: &Eligible, ethertype: u16) -> std::io::Result<PacketSocket> {
+    let sock = PacketSocket::open(e.index, ethertype)?;
+    if let Err(err) = sock.set_recv_buffer(RESPONDER_RECV_BUFFER) {
+        tracing::warn!(interface = %e.name, error = %err, "could not enlarge the responder's receive buffer; bursts of requests may be dropped");
+    }
+    tracing::debug!(interface = %e.name, bytes = sock.recv_buffer().unwrap_or(0), "responder receive buffer");
+    Ok(sock)
+}
+
+/// Why a frame was not answered (upstream's drop reasons, and the
+/// kernel's: the receive buffer was full).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropReason {
     /// Malformed.
     Error,
@@ -452,6 +471,9 @@ pub enum DropReason {
     AnnounceIp,
     /// For an address announced on other interfaces.
     NotMatchInterface,
+    /// Discarded by the kernel before the responder read it: the
+    /// socket's receive buffer was full.
+    ReceiveBufferFull,
 }
 
 impl DropReason {
@@ -463,6 +485,7 @@ impl DropReason {
             DropReason::EthernetDestination => "EthernetDestination",
             DropReason::AnnounceIp => "AnnounceIP",
             DropReason::NotMatchInterface => "NotMatchInterface",
+            DropReason::ReceiveBufferFull => "ReceiveBufferFull",
         }
     }
 }
@@ -551,6 +574,19 @@ fn owned_fn(table: &SharedTable) -> impl Fn(IpAddr, &str) -> Option<bool> + '_ {
     }
 }
 
+/// How many addresses' counters a responder keeps at hand.
+const COUNTERS_CACHED: usize = 4096;
+
+/// How often a responder reads its socket's drop counter.
+const DROPS_READ_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The counters one announced address moves, looked up once per address
+/// rather than once per frame (a burst is thousands of frames for one).
+struct IpCounters {
+    received: prometheus::IntCounter,
+    sent: prometheus::IntCounter,
+}
+
 async fn respond_loop(
     iface: Eligible,
     sock: Arc<PacketSocket>,
@@ -560,8 +596,29 @@ async fn respond_loop(
     decide: impl Fn(&[u8], &SharedTable) -> Result<(IpAddr, Vec<u8>), DropReason>,
 ) {
     let mut buf = vec![0u8; 2048];
+    let mut counters: HashMap<IpAddr, IpCounters> = HashMap::new();
+    let mut dropped: HashMap<DropReason, prometheus::IntCounter> = HashMap::new();
+    let overflow = metrics
+        .dropped
+        .with_label_values(&[&iface.name, DropReason::ReceiveBufferFull.label()]);
+    let mut drops_tick = tokio::time::interval(DROPS_READ_EVERY);
+    drops_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let (n, pkt_type) = match sock.recv(&mut buf).await {
+        let received = tokio::select! {
+            r = sock.recv(&mut buf) => r,
+            _ = drops_tick.tick() => {
+                match sock.take_drops() {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::debug!(interface = %iface.name, frames = n, "{kind} frames dropped: receive buffer full");
+                        overflow.inc_by(n);
+                    }
+                    Err(e) => tracing::debug!(interface = %iface.name, error = %e, "reading the {kind} socket's drop counter"),
+                }
+                continue;
+            }
+        };
+        let (n, pkt_type) = match received {
             Ok(r) => r,
             // The link went down under us: the socket stays valid and
             // works again once the link is back (a responder that quit
@@ -581,13 +638,21 @@ async fn respond_loop(
         }
         match decide(&buf[..n], &table) {
             Ok((ip, reply)) => {
-                let ip_label = ip.to_string();
-                metrics
-                    .requests_received
-                    .with_label_values(&[&ip_label])
-                    .inc();
+                if counters.len() >= COUNTERS_CACHED {
+                    // Addresses come and go: start afresh rather than
+                    // keep handles of addresses long gone.
+                    counters.clear();
+                }
+                let c = counters.entry(ip).or_insert_with(|| {
+                    let label = ip.to_string();
+                    IpCounters {
+                        received: metrics.requests_received.with_label_values(&[&label]),
+                        sent: metrics.responses_sent.with_label_values(&[&label]),
+                    }
+                });
+                c.received.inc();
                 match sock.send(&reply).await {
-                    Ok(()) => metrics.responses_sent.with_label_values(&[&ip_label]).inc(),
+                    Ok(()) => c.sent.inc(),
                     Err(e) => {
                         tracing::warn!(interface = %iface.name, %ip, error = %e, "could not send {kind} reply")
                     }
@@ -597,9 +662,13 @@ async fn respond_loop(
                 if reason != DropReason::AnnounceIp && reason != DropReason::MessageType {
                     tracing::debug!(interface = %iface.name, reason = reason.label(), "{kind} frame dropped");
                 }
-                metrics
-                    .dropped
-                    .with_label_values(&[&iface.name, reason.label()])
+                dropped
+                    .entry(reason)
+                    .or_insert_with(|| {
+                        metrics
+                            .dropped
+                            .with_label_values(&[&iface.name, reason.label()])
+                    })
                     .inc();
             }
         }

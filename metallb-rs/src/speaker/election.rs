@@ -207,15 +207,28 @@ pub fn advertisements_for<'a>(input: &Input<'a>) -> Vec<&'a L2Advertisement> {
         .collect()
 }
 
+/// sha256(node + "#" + ip), without building the string: election
+/// hashes every candidate of every service it decides.
 fn hash_key(node: &str, ip: IpAddr) -> [u8; 32] {
-    Sha256::digest(format!("{node}#{ip}").as_bytes()).into()
+    use std::io::Write;
+    // The longest address text (an IPv4-mapped IPv6 address) is 45 bytes.
+    let mut text = std::io::Cursor::new([0u8; 48]);
+    let written = write!(text, "{ip}").is_ok();
+    let len = usize::try_from(text.position()).unwrap_or(0);
+    let mut h = Sha256::new();
+    h.update(node.as_bytes());
+    h.update(b"#");
+    if written {
+        h.update(&text.get_ref()[..len]);
+    } else {
+        h.update(ip.to_string().as_bytes());
+    }
+    h.finalize().into()
 }
 
-/// Candidates in election order (best first), and the advertisements
-/// that applied; `Err` when no node can announce at all.
-pub fn ranking<'a>(
-    input: &Input<'a>,
-) -> Result<(Vec<&'a NodeInfo>, Vec<&'a L2Advertisement>), NotOwner> {
+/// The advertisements that apply, or why no node may announce: the checks
+/// that come before any node is looked at.
+fn applicable<'a>(input: &Input<'a>) -> Result<Vec<&'a L2Advertisement>, NotOwner> {
     if !input.endpoints.any_serving {
         return Err(NotOwner::NoServingEndpoints);
     }
@@ -226,33 +239,65 @@ pub fn ranking<'a>(
     if input.shared && ads.iter().any(|ad| !ad.service_selectors.is_empty()) {
         return Err(NotOwner::SharedIpWithServiceSelector);
     }
+    Ok(ads)
+}
+
+/// `n`'s preference score when it is a candidate (rule 3), None when not.
+fn score(input: &Input<'_>, ads: &[&L2Advertisement], n: &NodeInfo) -> Option<i64> {
+    let candidate = input.alive.is_none_or(|a| a.contains(&n.name))
+        && !n.network_unavailable
+        && (input.ignore_exclude_lb || !n.labels.contains_key(EXCLUDE_LB_LABEL))
+        && ads.iter().any(|ad| covers(ad, n))
+        && (!input.local || input.endpoints.nodes.contains(&n.name));
+    candidate.then(|| {
+        ads.iter()
+            .filter(|ad| covers(ad, n))
+            .flat_map(|ad| ad.preferred_node_selectors.iter())
+            .filter(|(_, sel)| sel.matches(&n.labels))
+            .map(|(w, _)| i64::from(*w))
+            .sum()
+    })
+}
+
+/// Candidates in election order (best first), and the advertisements
+/// that applied; `Err` when no node can announce at all. Sorts every
+/// candidate: for diagnostics and tests; [`decide`] only finds the first.
+pub fn ranking<'a>(
+    input: &Input<'a>,
+) -> Result<(Vec<&'a NodeInfo>, Vec<&'a L2Advertisement>), NotOwner> {
+    let ads = applicable(input)?;
     let mut candidates: Vec<(i64, [u8; 32], &NodeInfo)> = input
         .nodes
         .iter()
-        .filter(|n| input.alive.is_none_or(|a| a.contains(&n.name)))
-        .filter(|n| !n.network_unavailable)
-        .filter(|n| input.ignore_exclude_lb || !n.labels.contains_key(EXCLUDE_LB_LABEL))
-        .filter(|n| ads.iter().any(|ad| covers(ad, n)))
-        .filter(|n| !input.local || input.endpoints.nodes.contains(&n.name))
-        .map(|n| {
-            let score: i64 = ads
-                .iter()
-                .filter(|ad| covers(ad, n))
-                .flat_map(|ad| ad.preferred_node_selectors.iter())
-                .filter(|(_, sel)| sel.matches(&n.labels))
-                .map(|(w, _)| i64::from(*w))
-                .sum();
-            (score, hash_key(&n.name, input.first_ip), n)
-        })
+        .filter_map(|n| Some((score(input, &ads, n)?, hash_key(&n.name, input.first_ip), n)))
         .collect();
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     Ok((candidates.into_iter().map(|(_, _, n)| n).collect(), ads))
 }
 
+/// The first of [`ranking`]'s order in one pass: no sort, no allocation
+/// per node, and no hash for a node whose score already loses.
+fn winner<'a>(input: &Input<'a>, ads: &[&L2Advertisement]) -> Option<&'a NodeInfo> {
+    let mut best: Option<(i64, [u8; 32], &NodeInfo)> = None;
+    for n in input.nodes {
+        let Some(s) = score(input, ads, n) else {
+            continue;
+        };
+        if best.as_ref().is_some_and(|(b, _, _)| s < *b) {
+            continue;
+        }
+        let h = hash_key(&n.name, input.first_ip);
+        if best.as_ref().is_none_or(|(b, bh, _)| s > *b || h < *bh) {
+            best = Some((s, h, n));
+        }
+    }
+    best.map(|(_, _, n)| n)
+}
+
 /// Whether `me` announces, and from which interfaces.
 pub fn decide(input: &Input<'_>, me: &str) -> Decision {
-    let (order, ads) = match ranking(input) {
-        Ok(r) => r,
+    let ads = match applicable(input) {
+        Ok(ads) => ads,
         Err(reason) => return Decision::NotOwner(reason),
     };
     let Some(my_node) = input.nodes.iter().find(|n| n.name == me) else {
@@ -262,7 +307,7 @@ pub fn decide(input: &Input<'_>, me: &str) -> Decision {
     if mine.is_empty() {
         return Decision::NotOwner(NotOwner::NoMatchingAdvertisement);
     }
-    match order.first() {
+    match winner(input, &ads) {
         Some(winner) if winner.name == me => {
             let interfaces = mine
                 .iter()

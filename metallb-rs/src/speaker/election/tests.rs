@@ -254,3 +254,59 @@ fn node_info_reads_conditions_and_the_out_of_service_taint() {
     let info = NodeInfo::from_node(&plain);
     assert!(info.ready && !info.out_of_service && !info.network_unavailable);
 }
+
+#[test]
+fn hash_key_is_sha256_of_node_hash_ip() {
+    // The longest address text still hashes whole.
+    for ip in [
+        "10.0.0.1",
+        "fc00::1",
+        "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255",
+    ] {
+        let ip: IpAddr = ip.parse().expect("ip");
+        let expected: [u8; 32] = Sha256::digest(format!("node-a#{ip}").as_bytes()).into();
+        assert_eq!(hash_key("node-a", ip), expected, "{ip}");
+    }
+}
+
+proptest::proptest! {
+    /// `decide` finds the winner in one pass; it must be the first of the
+    /// full ranking whatever the nodes, weights, liveness and policy.
+    #[test]
+    fn the_one_pass_winner_is_the_rankings_first(
+        nodes in proptest::collection::vec((0u8..4, 0u8..3, proptest::bool::ANY, proptest::bool::ANY, proptest::bool::ANY), 0..12),
+        ad_set in 0usize..4,
+        local in proptest::bool::ANY,
+        last_octet in 1u8..255,
+    ) {
+        let ad_specs: &[&[&str]] = &[
+            &["{}"],
+            &["{preferredNodeSelectors: [{weight: 10, preference: {matchLabels: {zone: z1}}}]}"],
+            &["{nodeSelectors: [{matchLabels: {zone: z0}}]}", "{preferredNodeSelectors: [{weight: 5, preference: {matchLabels: {gpu: 'g1'}}}, {weight: 5, preference: {matchLabels: {zone: z2}}}]}"],
+            &["{nodeSelectors: [{matchLabels: {gpu: 'g0'}}], preferredNodeSelectors: [{weight: 7, preference: {matchLabels: {zone: z3}}}]}", "{preferredNodeSelectors: [{weight: 7, preference: {matchLabels: {gpu: 'g2'}}}]}"],
+        ];
+        let mut c = Case::new(ad_specs[ad_set]);
+        let zone = ["z0", "z1", "z2", "z3"];
+        let gpu = ["g0", "g1", "g2"];
+        c.nodes = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (z, g, unavailable, _, _))| {
+                let mut n = node(&format!("n{i}"), &[("zone", zone[usize::from(*z)]), ("gpu", gpu[usize::from(*g)])]);
+                n.network_unavailable = *unavailable;
+                n
+            })
+            .collect();
+        c.alive = Some(nodes.iter().enumerate().filter(|(_, n)| n.3).map(|(i, _)| format!("n{i}")).collect());
+        c.endpoints.nodes = nodes.iter().enumerate().filter(|(_, n)| n.4).map(|(i, _)| format!("n{i}")).collect();
+        c.local = local;
+        let ip = format!("10.0.0.{last_octet}");
+        c.ip = Box::leak(ip.into_boxed_str());
+        let input = c.input();
+        let first = ranking(&input).ok().and_then(|(order, _)| order.first().map(|n| n.name.clone()));
+        for n in &c.nodes {
+            let won = matches!(decide(&input, &n.name), Decision::Announce(_));
+            proptest::prop_assert_eq!(won, first.as_deref() == Some(n.name.as_str()), "{}", n.name);
+        }
+    }
+}
