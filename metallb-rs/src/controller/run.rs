@@ -1,6 +1,7 @@
 //! The controller process: leader election, watches, the work queue, and
 //! the writes [`super::converge`] asks for. One task owns the allocator
-//! and handles one thing at a time, as upstream's single-worker loop does.
+//! and decides one service at a time, as upstream's single-worker loop
+//! does; the writes a batch decided go out together.
 //!
 //! Order of work: nothing is assigned until every watch has listed; then a
 //! full pass converges services that already hold addresses first (so a
@@ -27,6 +28,7 @@ use crate::k8s::queue::{Backoff, PendingWrites, Queue, Sender, behind_our_write}
 use crate::k8s::watch::{self, Watches};
 use crate::metrics::{self, AllocatorMetrics, Health, K8sClientMetrics};
 use crate::service::{self, ServiceKey};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -71,6 +73,21 @@ const RETRY: Backoff = Backoff {
     first: Duration::from_millis(500),
     max: Duration::from_secs(32),
 };
+
+/// Service writes in flight at once. Deciding is serial (one allocator,
+/// upstream's order); the writes it asks for go out together, so a batch
+/// of new services costs a few round trips to the API server rather than
+/// two per service.
+const WRITES_IN_FLIGHT: usize = 16;
+
+/// A service write decided, not sent yet.
+struct Planned {
+    key: ServiceKey,
+    svc: Arc<Service>,
+    /// The resourceVersion it was decided from.
+    seen: Option<String>,
+    write: Write,
+}
 
 /// The controller's units of work.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -380,9 +397,11 @@ impl Runner {
             all = true;
         }
         if !all {
+            let mut writes = Vec::new();
             for key in keys {
-                all |= self.process_service(&key).await;
+                all |= self.process_service(&key, &mut writes).await;
             }
+            self.send(writes).await;
         }
         if all {
             self.full_pass().await;
@@ -428,11 +447,18 @@ impl Runner {
             for key in gone {
                 again |= converge::deleted(&mut self.alloc, &key).reprocess_all;
             }
+            let mut writes = Vec::new();
             for (_, key) in list {
                 // A long pass is progress too: `/healthz` must not fail on it.
                 self.health.beat();
-                again |= self.process_service(&key).await;
+                again |= self.process_service(&key, &mut writes).await;
+                if writes.len() >= WRITES_IN_FLIGHT * 4 {
+                    self.send(std::mem::take(&mut writes)).await;
+                }
             }
+            // The next round reads the pending table: every write of this
+            // one has been answered by then.
+            self.send(writes).await;
             if !again {
                 return;
             }
@@ -440,8 +466,9 @@ impl Runner {
         tracing::warn!("services kept freeing addresses for 5 passes; continuing with the queue");
     }
 
-    /// Converges one service; true when all must be reprocessed.
-    async fn process_service(&mut self, key: &ServiceKey) -> bool {
+    /// Converges one service, adding the write it needs to `writes`; true
+    /// when all must be reprocessed.
+    async fn process_service(&mut self, key: &ServiceKey, writes: &mut Vec<Planned>) -> bool {
         let Some(svc) = self.services.get(&key.object_ref()) else {
             self.pending.forget(key);
             return converge::deleted(&mut self.alloc, key).reprocess_all;
@@ -481,31 +508,59 @@ impl Runner {
                 self.recorder.publish(&reference, ev).await;
             }
         }
-        if let Some(write) = &decision.write {
+        if let Some(write) = decision.write {
             if !self.may_act() {
                 return false;
             }
-            let work = Work::Service(key.clone());
-            match self.write_service(&svc, write).await {
-                None => return false,
+            writes.push(Planned {
+                key: key.clone(),
+                svc,
+                seen,
+                write,
+            });
+        }
+        decision.reprocess_all
+    }
+
+    /// Sends the planned writes, [`WRITES_IN_FLIGHT`] at a time, and
+    /// records each outcome: the pending-write table for those that
+    /// landed, a retry with backoff for those that failed.
+    async fn send(&mut self, writes: Vec<Planned>) {
+        if writes.is_empty() {
+            return;
+        }
+        let this = &*self;
+        let results: Vec<(Planned, Option<Result<Vec<String>, CallError>>)> =
+            futures::stream::iter(writes)
+                .map(|p| async move {
+                    let r = this.write_service(&p.svc, &p.write).await;
+                    (p, r)
+                })
+                .buffer_unordered(WRITES_IN_FLIGHT)
+                .collect()
+                .await;
+        for (p, result) in results {
+            let work = Work::Service(p.key.clone());
+            match result {
+                // Leadership ended before anything was sent.
+                None => {}
                 Some(Ok(mut written)) => {
-                    tracing::info!(service = %key, ingress = ?write.ingress, "updated service");
+                    tracing::info!(service = %p.key, ingress = ?p.write.ingress, "updated service");
                     // Until the cache shows our last version: the one we
                     // decided from and our intermediate ones.
                     written.pop();
-                    written.insert(0, seen.clone().unwrap_or_default());
-                    self.pending.wrote(key.clone(), written);
+                    written.insert(0, p.seen.unwrap_or_default());
+                    self.pending.wrote(p.key, written);
                     self.queue.done(&work);
                 }
                 Some(Err(e)) => {
                     self.metrics.k8s.update_errors.inc();
                     let class = classify(&e);
                     let retry_in = self.queue.retry(work, class);
-                    tracing::warn!(service = %key, error = %e, ?class, ?retry_in, "could not update service");
+                    tracing::warn!(service = %p.key, error = %e, ?class, ?retry_in, "could not update service");
                 }
             }
         }
-        decision.reprocess_all
     }
 
     /// Rebuilds the configuration from what upstream's pool reconciler
