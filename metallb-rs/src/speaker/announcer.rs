@@ -11,9 +11,9 @@
 use super::election::Interfaces;
 use super::garp::Schedule;
 use crate::metrics::Layer2Metrics;
-use crate::net::ethernet::{ETHERTYPE_ARP, ETHERTYPE_IPV6, Frame, Mac};
+use crate::net::ethernet::{ETHERTYPE_ARP, ETHERTYPE_IPV6, Mac};
 use crate::net::iface::Eligible;
-use crate::net::packet::{PacketSocket, PacketType};
+use crate::net::packet::PacketSocket;
 use crate::net::{arp, ndp};
 use crate::service::ServiceKey;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -36,6 +36,14 @@ impl Table {
             return None;
         }
         self.ips.get(&ip).map(|i| match i {
+            Interfaces::All => true,
+            Interfaces::Named(n) => n.contains(iface),
+        })
+    }
+
+    /// `ip` is announced on `iface`, silenced or not.
+    fn covers(&self, ip: IpAddr, iface: &str) -> bool {
+        self.ips.get(&ip).is_some_and(|i| match i {
             Interfaces::All => true,
             Interfaces::Named(n) => n.contains(iface),
         })
@@ -97,7 +105,7 @@ impl std::ops::Drop for Responder {
 /// The layer 2 announcer of this node.
 pub struct Announcer {
     table: SharedTable,
-    services: BTreeMap<ServiceKey, (Vec<IpAddr>, Interfaces)>,
+    owned: Ownership,
     responders: BTreeMap<String, Responder>,
     eligible: Vec<Eligible>,
     garp: Schedule,
@@ -107,7 +115,7 @@ pub struct Announcer {
 impl std::fmt::Debug for Announcer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Announcer")
-            .field("services", &self.services.keys().collect::<Vec<_>>())
+            .field("services", &self.owned.services().collect::<Vec<_>>())
             .field("interfaces", &self.responders.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
@@ -118,7 +126,7 @@ impl Announcer {
     pub fn new(metrics: Layer2Metrics) -> Self {
         Self {
             table: SharedTable::default(),
-            services: BTreeMap::new(),
+            owned: Ownership::default(),
             responders: BTreeMap::new(),
             eligible: Vec::new(),
             garp: Schedule::new(),
@@ -158,7 +166,7 @@ impl Announcer {
             return Err(AnnounceError::NoInterface(names.clone()));
         }
         let entry = (ips.to_vec(), interfaces);
-        if self.services.get(service) == Some(&entry) {
+        if self.owned.get(service) == Some(&entry) {
             // Announcing again keeps the unsolicited announcements going,
             // as upstream's SetBalancer does on every call.
             let now = Instant::now();
@@ -167,85 +175,107 @@ impl Announcer {
             }
             return Ok(Some(entry.0));
         }
-        let before = self.services.insert(service.clone(), entry);
-        self.rebuild(Instant::now()).await;
+        let (before, touched) = self.owned.set(service, Some(entry));
+        self.update(&touched, Instant::now()).await;
         Ok(before.map(|(ips, _)| ips))
     }
 
     /// Stops announcing for `service` (its addresses stay announced while
     /// another service uses them); returns the addresses it announced.
     pub async fn withdraw(&mut self, service: &ServiceKey) -> Option<Vec<IpAddr>> {
-        let before = self.services.remove(service)?;
-        self.rebuild(Instant::now()).await;
+        let (before, touched) = self.owned.set(service, None);
+        let before = before?;
+        self.update(&touched, Instant::now()).await;
         Some(before.0)
     }
 
     /// Services announced.
     pub fn services(&self) -> impl Iterator<Item = &ServiceKey> {
-        self.services.keys()
+        self.owned.services()
     }
 
-    /// Recomputes the table from the services; triggers announcements
-    /// for addresses that are new or moved to other interfaces.
-    async fn rebuild(&mut self, now: Instant) {
-        let mut ips: HashMap<IpAddr, Interfaces> = HashMap::new();
-        for (addrs, ifaces) in self.services.values() {
-            for ip in addrs {
-                let merged = match ips.remove(ip) {
-                    Some(prev) => prev.union(ifaces.clone()),
-                    None => ifaces.clone(),
-                };
-                ips.insert(*ip, merged);
-            }
-        }
+    /// Brings the table's entries for `touched` addresses in line with
+    /// the services using them; triggers announcements for addresses that
+    /// are new or moved to other interfaces.
+    async fn update(&mut self, touched: &BTreeSet<IpAddr>, now: Instant) {
         {
             let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
-            for (ip, ifaces) in &ips {
-                if table.ips.get(ip) != Some(ifaces) {
-                    self.garp.trigger(*ip, now);
+            for ip in touched {
+                match self.owned.merged(*ip) {
+                    Some(ifaces) => {
+                        if table.ips.get(ip) != Some(&ifaces) {
+                            self.garp.trigger(*ip, now);
+                            table.ips.insert(*ip, ifaces);
+                        }
+                    }
+                    None => {
+                        if table.ips.remove(ip).is_some() {
+                            self.garp.remove(*ip);
+                        }
+                    }
                 }
             }
-            for ip in table.ips.keys() {
-                if !ips.contains_key(ip) {
-                    self.garp.remove(*ip);
-                }
-            }
-            table.ips = ips;
         }
-        self.sync_groups();
+        self.sync_groups(Some(touched));
         self.send_due(now).await;
     }
 
     /// Joins/leaves solicited-node groups so each interface receives the
-    /// solicitations for the IPv6 addresses it announces.
-    fn sync_groups(&mut self) {
+    /// solicitations for the IPv6 addresses it announces: for `only` these
+    /// addresses (in O(their number)), or all of them (None: the
+    /// interfaces changed). Silencing leaves the groups alone: it stops
+    /// the answers, not the listening.
+    fn sync_groups(&mut self, only: Option<&BTreeSet<IpAddr>>) {
         let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
+        let v6 = |ip: &IpAddr| match ip {
+            IpAddr::V6(v6) => Some(*v6),
+            IpAddr::V4(_) => None,
+        };
         for r in self.responders.values_mut() {
             let Some(sock) = &r.ndp else { continue };
-            let mut wanted: BTreeMap<Mac, BTreeSet<Ipv6Addr>> = BTreeMap::new();
-            for (ip, _) in table
-                .ips
-                .iter()
-                .filter(|(ip, _)| table.answers(**ip, &r.iface.name) == Some(true))
-            {
-                if let IpAddr::V6(v6) = ip {
-                    wanted
-                        .entry(ndp::multicast_mac(ndp::solicited_node(*v6)))
-                        .or_default()
-                        .insert(*v6);
+            // Each group looked at, and whether it was joined before.
+            let mut was: BTreeMap<Mac, bool> = BTreeMap::new();
+            let addresses: Vec<Ipv6Addr> = match only {
+                Some(touched) => touched.iter().filter_map(v6).collect(),
+                None => {
+                    was.extend(r.groups.keys().map(|m| (*m, true)));
+                    r.groups.clear();
+                    table.ips.keys().filter_map(v6).collect()
+                }
+            };
+            for ip in addresses {
+                let mac = ndp::multicast_mac(ndp::solicited_node(ip));
+                was.entry(mac)
+                    .or_insert_with(|| r.groups.contains_key(&mac));
+                if table.covers(IpAddr::V6(ip), &r.iface.name) {
+                    r.groups.entry(mac).or_default().insert(ip);
+                } else if let Some(users) = r.groups.get_mut(&mac) {
+                    users.remove(&ip);
+                    if users.is_empty() {
+                        r.groups.remove(&mac);
+                    }
                 }
             }
-            for mac in wanted.keys().filter(|m| !r.groups.contains_key(*m)) {
-                if let Err(e) = sock.join_multicast(*mac) {
+            let joined: Vec<Mac> = was
+                .iter()
+                .filter(|(m, before)| !**before && r.groups.contains_key(*m))
+                .map(|(m, _)| *m)
+                .collect();
+            let left: Vec<Mac> = was
+                .iter()
+                .filter(|(m, before)| **before && !r.groups.contains_key(*m))
+                .map(|(m, _)| *m)
+                .collect();
+            for mac in joined {
+                if let Err(e) = sock.join_multicast(mac) {
                     tracing::warn!(interface = %r.iface.name, group = %mac, error = %e, "could not join multicast group");
                 }
             }
-            for mac in r.groups.keys().filter(|m| !wanted.contains_key(*m)) {
-                if let Err(e) = sock.leave_multicast(*mac) {
+            for mac in left {
+                if let Err(e) = sock.leave_multicast(mac) {
                     tracing::debug!(interface = %r.iface.name, group = %mac, error = %e, "could not leave multicast group");
                 }
             }
-            r.groups = wanted;
         }
     }
 
@@ -374,7 +404,7 @@ impl Announcer {
             .cloned()
             .collect();
         self.eligible = eligible;
-        self.sync_groups();
+        self.sync_groups(None);
         if !new_ifaces.is_empty() {
             // A new interface: tell its link about what we already own.
             let now = Instant::now();
@@ -432,290 +462,18 @@ impl Announcer {
             .unwrap_or_else(PoisonError::into_inner)
             .ips
             .clear();
-        self.services.clear();
+        self.owned.clear();
         self.responders.clear();
     }
 }
 
-/// The receive buffer a responder asks for. A burst of requests (a
-/// switch flooding after a failover, a scan, thousands of clients whose
-/// entries expire together) queues here while the responder catches up;
-/// at the default (about 200 KiB, some 200 frames) the rest of a burst
-/// was dropped by the kernel. Granted in full with CAP_NET_ADMIN, else up
-/// to `net.core.rmem_max`; the kernel charges only what is queued.
-pub const RESPONDER_RECV_BUFFER: usize = 8 << 20;
-
-/// A responder's socket on `e` for `ethertype`, with the larger buffer.
-fn responder_socket(e: &Eligible, ethertype: u16) -> std::io::Result<PacketSocket> {
-    let sock = PacketSocket::open(e.index, ethertype)?;
-    if let Err(err) = sock.set_recv_buffer(RESPONDER_RECV_BUFFER) {
-        tracing::warn!(interface = %e.name, error = %err, "could not enlarge the responder's receive buffer; bursts of requests may be dropped");
-    }
-    tracing::debug!(interface = %e.name, bytes = sock.recv_buffer().unwrap_or(0), "responder receive buffer");
-    Ok(sock)
-}
-
-/// Why a frame was not answered (upstream's drop reasons, and the
-/// kernel's: the receive buffer was full).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DropReason {
-    /// Malformed.
-    Error,
-    /// An ARP reply, not a request.
-    ArpReply,
-    /// Not a neighbor solicitation.
-    MessageType,
-    /// Addressed to another host.
-    EthernetDestination,
-    /// For an address this node does not announce.
-    AnnounceIp,
-    /// For an address announced on other interfaces.
-    NotMatchInterface,
-    /// Discarded by the kernel before the responder read it: the
-    /// socket's receive buffer was full.
-    ReceiveBufferFull,
-}
-
-impl DropReason {
-    fn label(self) -> &'static str {
-        match self {
-            DropReason::Error => "Error",
-            DropReason::ArpReply => "ARPReply",
-            DropReason::MessageType => "MessageType",
-            DropReason::EthernetDestination => "EthernetDestination",
-            DropReason::AnnounceIp => "AnnounceIP",
-            DropReason::NotMatchInterface => "NotMatchInterface",
-            DropReason::ReceiveBufferFull => "ReceiveBufferFull",
-        }
-    }
-}
-
-/// What to do with one received ARP frame (pure).
-pub fn arp_response(
-    frame: &[u8],
-    iface: &str,
-    mac: Mac,
-    owned: impl Fn(IpAddr, &str) -> Option<bool>,
-) -> Result<(IpAddr, Vec<u8>), DropReason> {
-    let f = Frame::parse(frame).map_err(|_| DropReason::Error)?;
-    let req = arp::Arp::parse(f.payload).map_err(|_| DropReason::Error)?;
-    if req.op != arp::Op::Request {
-        return Err(DropReason::ArpReply);
-    }
-    if f.dst != Mac::BROADCAST && f.dst != mac {
-        return Err(DropReason::EthernetDestination);
-    }
-    let ip = IpAddr::V4(req.tpa);
-    match owned(ip, iface) {
-        None => Err(DropReason::AnnounceIp),
-        Some(false) => Err(DropReason::NotMatchInterface),
-        Some(true) => Ok((ip, req.reply(mac).frame(req.sha, mac))),
-    }
-}
-
-/// What to do with one received IPv6 frame (pure). Solicitations without
-/// a source link-layer option (unicast NUD probes) are answered to the
-/// frame's source MAC (upstream drops them: bug #2920).
-pub fn ndp_response(
-    frame: &[u8],
-    iface: &str,
-    mac: Mac,
-    owned: impl Fn(IpAddr, &str) -> Option<bool>,
-) -> Result<(IpAddr, Vec<u8>), DropReason> {
-    let f = Frame::parse(frame).map_err(|_| DropReason::Error)?;
-    let pkt = match ndp::Packet::parse(f.payload) {
-        Ok(p) => p,
-        Err(ndp::NdpError::NotNdp) => return Err(DropReason::MessageType),
-        Err(ndp::NdpError::Parse(_)) => return Err(DropReason::Error),
-    };
-    let ndp::Message::NeighborSolicitation { target, source_ll } = pkt.msg else {
-        return Err(DropReason::MessageType);
-    };
-    if f.dst != mac && !f.dst.is_multicast() {
-        return Err(DropReason::EthernetDestination);
-    }
-    let ip = IpAddr::V6(target);
-    match owned(ip, iface) {
-        None => return Err(DropReason::AnnounceIp),
-        Some(false) => return Err(DropReason::NotMatchInterface),
-        Some(true) => {}
-    }
-    let dad = pkt.src.is_unspecified();
-    // From the announced address itself, as a host answering for its own
-    // address does (upstream answers from the link-local address, which
-    // tools such as ndisc6 ignore when they asked for a global address).
-    let na = ndp::Packet {
-        src: target,
-        dst: if dad { ndp::ALL_NODES } else { pkt.src },
-        msg: ndp::Message::NeighborAdvertisement {
-            flags: ndp::Flags {
-                router: false,
-                solicited: !dad,
-                override_: dad,
-            },
-            target,
-            target_ll: Some(mac),
-        },
-    };
-    let dst_mac = if dad {
-        ndp::multicast_mac(ndp::ALL_NODES)
-    } else {
-        source_ll.unwrap_or(f.src)
-    };
-    Ok((ip, na.frame(dst_mac, mac)))
-}
-
-fn owned_fn(table: &SharedTable) -> impl Fn(IpAddr, &str) -> Option<bool> + '_ {
-    move |ip, iface| {
-        table
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .answers(ip, iface)
-    }
-}
-
-/// How many addresses' counters a responder keeps at hand.
-const COUNTERS_CACHED: usize = 4096;
-
-/// How often a responder reads its socket's drop counter.
-const DROPS_READ_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The counters one announced address moves, looked up once per address
-/// rather than once per frame (a burst is thousands of frames for one).
-struct IpCounters {
-    received: prometheus::IntCounter,
-    sent: prometheus::IntCounter,
-}
-
-async fn respond_loop(
-    iface: Eligible,
-    sock: Arc<PacketSocket>,
-    table: SharedTable,
-    metrics: Layer2Metrics,
-    kind: &'static str,
-    decide: impl Fn(&[u8], &SharedTable) -> Result<(IpAddr, Vec<u8>), DropReason>,
-) {
-    let mut buf = vec![0u8; 2048];
-    let mut counters: HashMap<IpAddr, IpCounters> = HashMap::new();
-    let mut dropped: HashMap<DropReason, prometheus::IntCounter> = HashMap::new();
-    let overflow = metrics
-        .dropped
-        .with_label_values(&[&iface.name, DropReason::ReceiveBufferFull.label()]);
-    let mut drops_tick = tokio::time::interval(DROPS_READ_EVERY);
-    drops_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let received = tokio::select! {
-            r = sock.recv(&mut buf) => r,
-            _ = drops_tick.tick() => {
-                match sock.take_drops() {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        tracing::debug!(interface = %iface.name, frames = n, "{kind} frames dropped: receive buffer full");
-                        overflow.inc_by(n);
-                    }
-                    Err(e) => tracing::debug!(interface = %iface.name, error = %e, "reading the {kind} socket's drop counter"),
-                }
-                continue;
-            }
-        };
-        let (n, pkt_type) = match received {
-            Ok(r) => r,
-            // The link went down under us: the socket stays valid and
-            // works again once the link is back (a responder that quit
-            // here stayed silent after the link returned).
-            Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) => {
-                tracing::debug!(interface = %iface.name, "{kind} responder: link down; waiting");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!(interface = %iface.name, error = %e, "{kind} responder stopped; the interface is rescanned");
-                return;
-            }
-        };
-        if pkt_type == PacketType::Outgoing || pkt_type == PacketType::OtherHost {
-            continue;
-        }
-        match decide(&buf[..n], &table) {
-            Ok((ip, reply)) => {
-                if counters.len() >= COUNTERS_CACHED {
-                    // Addresses come and go: start afresh rather than
-                    // keep handles of addresses long gone.
-                    counters.clear();
-                }
-                let c = counters.entry(ip).or_insert_with(|| {
-                    let label = ip.to_string();
-                    IpCounters {
-                        received: metrics.requests_received.with_label_values(&[&label]),
-                        sent: metrics.responses_sent.with_label_values(&[&label]),
-                    }
-                });
-                c.received.inc();
-                match sock.send(&reply).await {
-                    Ok(()) => c.sent.inc(),
-                    Err(e) => {
-                        tracing::warn!(interface = %iface.name, %ip, error = %e, "could not send {kind} reply")
-                    }
-                }
-            }
-            Err(reason) => {
-                if reason != DropReason::AnnounceIp && reason != DropReason::MessageType {
-                    tracing::debug!(interface = %iface.name, reason = reason.label(), "{kind} frame dropped");
-                }
-                dropped
-                    .entry(reason)
-                    .or_insert_with(|| {
-                        metrics
-                            .dropped
-                            .with_label_values(&[&iface.name, reason.label()])
-                    })
-                    .inc();
-            }
-        }
-    }
-}
-
-async fn arp_responder(
-    iface: Eligible,
-    sock: Arc<PacketSocket>,
-    table: SharedTable,
-    metrics: Layer2Metrics,
-) {
-    let (name, mac) = (iface.name.clone(), iface.mac);
-    respond_loop(iface, sock, table, metrics, "ARP", move |frame, table| {
-        arp_response(frame, &name, mac, owned_fn(table))
-    })
-    .await;
-}
-
-async fn ndp_responder(
-    iface: Eligible,
-    sock: Arc<PacketSocket>,
-    table: SharedTable,
-    metrics: Layer2Metrics,
-) {
-    let (name, mac) = (iface.name.clone(), iface.mac);
-    respond_loop(iface, sock, table, metrics, "NDP", move |frame, table| {
-        ndp_response(frame, &name, mac, owned_fn(table))
-    })
-    .await;
-}
-
-/// Frames for tests and benchmarks: an ARP request from `from` for `ip`.
-pub fn arp_request_frame(
-    from_mac: Mac,
-    from_ip: std::net::Ipv4Addr,
-    ip: std::net::Ipv4Addr,
-) -> Vec<u8> {
-    arp::Arp {
-        op: arp::Op::Request,
-        sha: from_mac,
-        spa: from_ip,
-        tha: Mac::ZERO,
-        tpa: ip,
-    }
-    .frame(Mac::BROADCAST, from_mac)
-}
+mod ownership;
+mod respond;
+use ownership::Ownership;
+pub use respond::{
+    DropReason, RESPONDER_RECV_BUFFER, arp_request_frame, arp_response, ndp_response,
+};
+use respond::{arp_responder, ndp_responder, responder_socket};
 
 #[cfg(test)]
 mod tests;

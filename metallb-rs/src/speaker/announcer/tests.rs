@@ -1,6 +1,8 @@
 //! The responders' answers and the announcer's bookkeeping.
 
+use super::respond::owned_fn;
 use super::*;
+use crate::net::ethernet::Frame;
 
 const ME: Mac = Mac([2, 0, 0, 0, 0, 0xaa]);
 const THEM: Mac = Mac([2, 0, 0, 0, 0, 0x01]);
@@ -160,4 +162,42 @@ fn a_silenced_announcer_answers_nothing_until_let_go() {
     assert!(!silencer.set(true), "silencing twice changes nothing");
     assert!(silencer.set(false));
     assert_eq!(answers(ip, "eth0"), Some(true));
+}
+
+#[tokio::test]
+async fn an_address_is_answered_while_any_of_its_services_is_announced() {
+    let mut a = Announcer::new(Layer2Metrics::new(&prometheus::Registry::new()));
+    let (one, two) = (ServiceKey::new("ns", "one"), ServiceKey::new("ns", "two"));
+    let shared: IpAddr = "10.0.0.100".parse().expect("ip");
+    let own: IpAddr = "fc00::100".parse().expect("ip");
+    let answers = |a: &Announcer, ip| owned_fn(&a.table)(ip, "eth0");
+    assert_eq!(a.set(&one, &[shared], Interfaces::All).await, Ok(None));
+    assert_eq!(a.set(&two, &[shared, own], Interfaces::All).await, Ok(None));
+    assert_eq!(
+        a.set(&two, &[shared, own], Interfaces::All).await,
+        Ok(Some(vec![shared, own])),
+        "announcing again returns what was announced"
+    );
+    assert_eq!(a.withdraw(&one).await, Some(vec![shared]));
+    assert_eq!(answers(&a, shared), Some(true), "two still uses it");
+    assert_eq!(
+        a.set(&two, &[own], Interfaces::All).await,
+        Ok(Some(vec![shared, own]))
+    );
+    assert_eq!(answers(&a, shared), None, "no service uses it any more");
+    assert_eq!(answers(&a, own), Some(true));
+    assert_eq!(
+        a.set(
+            &one,
+            &[shared],
+            Interfaces::Named(["eth9".to_owned()].into())
+        )
+        .await,
+        Err(AnnounceError::NoInterface(["eth9".to_owned()].into())),
+        "no responder on a named interface that does not exist"
+    );
+    assert_eq!(a.withdraw(&two).await, Some(vec![own]));
+    assert_eq!(a.withdraw(&two).await, None);
+    assert_eq!(answers(&a, own), None);
+    assert_eq!(a.services().count(), 0);
 }
