@@ -61,6 +61,7 @@ struct Target {
 enum Route {
     Version,
     Healthz,
+    Metrics,
     CoreVersions,
     Groups,
     Resources(String, String),
@@ -79,6 +80,7 @@ fn route(path: &str) -> Route {
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
         ["healthz"] | ["readyz"] | ["livez"] => return Route::Healthz,
+        ["metrics"] => return Route::Metrics,
         ["api"] => return Route::CoreVersions,
         ["openapi", "v3"] => return Route::OpenApiRoot,
         ["openapi", "v3", "api", v] => return Route::OpenApi(String::new(), (*v).into()),
@@ -157,7 +159,7 @@ pub async fn handle(
     let shared = state.0;
     let route = route(uri.path());
     let user = {
-        let s = lock(&shared);
+        let mut s = lock(&shared);
         let user = match gate::authenticate(&s, &headers) {
             Ok(u) => u,
             Err(e) => return error(e),
@@ -179,6 +181,17 @@ pub async fn handle(
         if let Err(e) = gate::authorize(&s, &user, &request) {
             return error(e);
         }
+        let verb = match &route {
+            Route::Resource(t) => crate::traffic::verb(
+                &method,
+                t.name.is_some(),
+                query(&uri)
+                    .get("watch")
+                    .is_some_and(|w| w == "true" || w == "1"),
+            ),
+            _ => crate::traffic::verb(&method, true, false),
+        };
+        s.traffic.request(&user.name, verb);
         user
     };
     match route {
@@ -190,6 +203,12 @@ pub async fn handle(
             }),
         ),
         Route::Healthz => (StatusCode::OK, "ok").into_response(),
+        Route::Metrics => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            lock(&shared).traffic.render(),
+        )
+            .into_response(),
         Route::CoreVersions => json_response(200, &lock(&shared).registry.core_versions()),
         Route::Groups => json_response(200, &lock(&shared).registry.groups()),
         Route::Resources(g, v) => {
@@ -303,8 +322,16 @@ async fn resource(
     let reply = match (method.clone(), target.name.as_deref()) {
         (Method::GET, None) => {
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return crate::watch::watch(shared.clone(), t, target.namespace.clone(), &q, view)
-                    .await;
+                let sent = lock(&shared).traffic.watch_counter(&user.name);
+                return crate::watch::watch(
+                    shared.clone(),
+                    t,
+                    target.namespace.clone(),
+                    &q,
+                    view,
+                    sent,
+                )
+                .await;
             }
             Reply {
                 result: list(&shared, &t, &target.namespace, &q, view).await,

@@ -25,6 +25,7 @@ mod state;
 mod store;
 mod table;
 mod tls;
+mod traffic;
 mod watch;
 mod write;
 

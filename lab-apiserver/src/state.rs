@@ -29,6 +29,8 @@ pub struct State {
     /// Where webhook Services are reached ("ns/name" -> "host:port"),
     /// before their EndpointSlices are looked at.
     pub webhook_services: std::collections::BTreeMap<String, String>,
+    /// Requests and watch events per user (`/metrics`).
+    pub traffic: crate::traffic::Traffic,
     pub(crate) next_cluster_ip: u32,
     pub(crate) next_node_port: u16,
     name_seed: u64,
@@ -88,6 +90,7 @@ impl State {
             events,
             signer: Signer::new(secret),
             webhook_services: Default::default(),
+            traffic: Default::default(),
             next_cluster_ip: 1,
             next_node_port: 30000,
             name_seed: 0x9e37_79b9_7f4a_7c15,

@@ -14,6 +14,8 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 fn watch_line(kind: &str, object: &Value) -> Bytes {
@@ -33,6 +35,7 @@ pub async fn watch(
     ns: String,
     q: &HashMap<String, String>,
     view: View,
+    sent: Arc<AtomicU64>,
 ) -> Response {
     let (labels, fields) = match selectors(q) {
         Ok(s) => s,
@@ -95,6 +98,7 @@ pub async fn watch(
             Err(error) => (vec![error], true),
         }
     };
+    sent.fetch_add(backlog.len() as u64, Ordering::Relaxed);
     let backlog_stream =
         futures::stream::iter(backlog.into_iter().map(Ok::<Bytes, std::io::Error>));
     if ended {
@@ -156,6 +160,9 @@ pub async fn watch(
                 }
             }
         }
+    });
+    let live = live.inspect(move |_| {
+        sent.fetch_add(1, Ordering::Relaxed);
     });
     let stream = backlog_stream
         .chain(live)
