@@ -158,13 +158,13 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             // Its own Pod, the owner of its status objects.
             rule(&[""], &["pods"], &["get"]),
             // speaker::presence: its own lease `metallb-speaker-<node>`
-            // (get, create, replace) and the others' (watched). One Role
-            // serves every node's speaker, so it cannot name each node's
-            // lease: any speaker may update any presence lease.
+            // (create, patch) and the others' (watched). One Role serves
+            // every node's speaker, so it cannot name each node's lease:
+            // any speaker may patch any presence lease.
             rule(
                 &["coordination.k8s.io"],
                 &["leases"],
-                &["get", "list", "watch", "create", "update"],
+                &["list", "watch", "create", "patch"],
             ),
         ],
     );

@@ -15,7 +15,7 @@ use super::liveness::LeaseState;
 use crate::k8s::observed::{self, Observation, Version};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -71,6 +71,9 @@ pub async fn leave(api: &Api<Lease>, node: &str) -> Result<(), kube::Error> {
     set(api, node, None).await
 }
 
+/// One write per renewal: a merge patch of the spec (the lease is this
+/// speaker's alone, so there is nothing to read first and nothing to
+/// conflict with), a create when the lease does not exist yet.
 async fn set(api: &Api<Lease>, node: &str, holder: Option<&str>) -> Result<(), kube::Error> {
     let name = lease_name(node);
     let spec = LeaseSpec {
@@ -79,12 +82,17 @@ async fn set(api: &Api<Lease>, node: &str, holder: Option<&str>) -> Result<(), k
         renew_time: Some(MicroTime(crate::clock::wall_now())),
         ..LeaseSpec::default()
     };
-    match api.get_opt(&name).await? {
-        Some(mut lease) => {
-            lease.spec = Some(spec);
-            api.replace(&name, &PostParams::default(), &lease).await?;
-        }
-        None => {
+    // A cleared holder is written as null, which a merge patch deletes.
+    let patch = serde_json::json!({ "spec": {
+        "holderIdentity": spec.holder_identity,
+        "leaseDurationSeconds": spec.lease_duration_seconds,
+        "renewTime": spec.renew_time,
+    } });
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.code == 404 => {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(name),
@@ -94,6 +102,9 @@ async fn set(api: &Api<Lease>, node: &str, holder: Option<&str>) -> Result<(), k
                 spec: Some(spec),
             };
             api.create(&PostParams::default(), &lease).await?;
+        }
+        other => {
+            other?;
         }
     }
     Ok(())
