@@ -272,6 +272,19 @@ pub fn status_kib(pid: i32, field: &str) -> Option<u64> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
+/// CPU time (user + system) process `pid` has used, in seconds.
+pub fn cpu_seconds(pid: i32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces: state is the
+    // first, utime the 12th, stime the 13th.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // In USER_HZ, which the kernel fixes at 100 for /proc on every
+    // architecture it runs containers on.
+    Some(ticks as f64 / 100.0)
+}
+
 /// The sum of every sample of `metric` in Prometheus text `text` whose
 /// line contains each of `labels` (0 when there is none).
 pub fn metric_sum(text: &str, metric: &str, labels: &[&str]) -> f64 {
@@ -311,6 +324,19 @@ mod tests {
         assert_eq!(percentile(&v, 99.0), Duration::from_millis(99));
         assert_eq!(percentile(&v, 100.0), Duration::from_millis(100));
         assert_eq!(percentile(&[], 50.0), Duration::ZERO);
+    }
+
+    #[test]
+    fn cpu_of_this_process_grows_with_work() {
+        let before = cpu_seconds(std::process::id() as i32).expect("stat");
+        let start = Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(300) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let after = cpu_seconds(std::process::id() as i32).expect("stat");
+        assert!(after > before, "{before} -> {after}");
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             lab_bench::arp::run(lab, args.rounds, args.burst).map(drop)
         }),
         BenchTarget::Scale => on_bench_lab(Protocol::Layer2, |lab, _| {
-            lab_bench::scale::run(lab, args.services).map(drop)
+            lab_bench::scale::run(lab, &args.services, &args.nodes).map(drop)
         }),
         BenchTarget::Failover => on_bench_lab(Protocol::Layer2, |lab, _| {
             lab_bench::failover::run(lab, args.runs.unwrap_or(10)).map(drop)

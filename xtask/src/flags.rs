@@ -62,7 +62,7 @@ pub enum BenchTarget {
     Allocator,
     /// ARP reply latency and rate: speaker-answered VIP vs the node kernel's own address (lab, root)
     Arp,
-    /// N services at once: time to IPs, announcements and statuses; controller/speaker memory (lab, root)
+    /// S services on 3 real + N simulated nodes: convergence, speaker CPU per pass and per change, API load, failover, memory (lab, root)
     Scale,
     /// Time until an address answers from another node after SIGKILL, SIGTERM or link loss (lab, root)
     Failover,
@@ -76,9 +76,13 @@ pub struct BenchArgs {
     /// Which benchmark
     #[arg(value_enum)]
     pub target: BenchTarget,
-    /// Services created at once (scale)
-    #[arg(long, default_value_t = 1000)]
-    pub services: usize,
+    /// Services created at once; a comma-separated list runs each size (scale)
+    #[arg(long, value_delimiter = ',', default_value = "1000")]
+    pub services: Vec<usize>,
+    /// Simulated nodes beside the lab's three real ones; a comma-separated
+    /// list runs each size (scale)
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub nodes: Vec<usize>,
     /// Sequential request/reply rounds per target (arp)
     #[arg(long, default_value_t = 1000)]
     pub rounds: usize,
