@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
-use tokio::task::JoinHandle;
 
 /// Addresses this node answers for, and where.
 #[derive(Debug, Default)]
@@ -84,29 +83,23 @@ pub enum AnnounceError {
     NoInterface(BTreeSet<String>),
 }
 
-/// One interface's responders.
-struct Responder {
+/// One interface's responders and the sockets announcing from it.
+struct Answering {
     iface: Eligible,
-    arp: Option<Arc<PacketSocket>>,
-    ndp: Option<Arc<PacketSocket>>,
-    tasks: Vec<JoinHandle<()>>,
+    /// Sends gratuitous ARP (receives nothing: the responder does).
+    arp: Option<PacketSocket>,
+    /// Sends unsolicited NA and holds the solicited-node groups.
+    ndp: Option<PacketSocket>,
+    responders: Vec<Responder>,
     /// Solicited-node multicast MACs joined, with the addresses needing each.
     groups: BTreeMap<Mac, BTreeSet<Ipv6Addr>>,
-}
-
-impl std::ops::Drop for Responder {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
 }
 
 /// The layer 2 announcer of this node.
 pub struct Announcer {
     table: SharedTable,
     owned: Ownership,
-    responders: BTreeMap<String, Responder>,
+    responders: BTreeMap<String, Answering>,
     eligible: Vec<Eligible>,
     garp: Schedule,
     metrics: Layer2Metrics,
@@ -373,7 +366,7 @@ impl Announcer {
                     || eligible.iter().any(|e| &e.name == *name && *e != r.iface)
                     // One dead responder task (ARP or NDP) is reason
                     // enough to start the interface's responders again.
-                    || r.tasks.iter().any(JoinHandle::is_finished)
+                    || r.responders.iter().any(Responder::is_finished)
             })
             .map(|(n, _)| n.clone())
             .collect();
@@ -424,33 +417,31 @@ impl Announcer {
         changes
     }
 
-    fn start(&self, e: &Eligible) -> std::io::Result<Responder> {
-        let mut r = Responder {
+    fn start(&self, e: &Eligible) -> std::io::Result<Answering> {
+        let mut r = Answering {
             iface: e.clone(),
             arp: None,
             ndp: None,
-            tasks: Vec::new(),
+            responders: Vec::new(),
             groups: BTreeMap::new(),
         };
         if e.arp {
-            let sock = Arc::new(responder_socket(e, ETHERTYPE_ARP)?);
-            r.tasks.push(tokio::spawn(arp_responder(
-                e.clone(),
-                sock.clone(),
+            r.arp = Some(PacketSocket::open_sender(e.index, ETHERTYPE_ARP)?);
+            r.responders.push(Responder::start(
+                Protocol::Arp,
+                e,
                 self.table.clone(),
                 self.metrics.clone(),
-            )));
-            r.arp = Some(sock);
+            )?);
         }
         if e.ndp.is_some() {
-            let sock = Arc::new(responder_socket(e, ETHERTYPE_IPV6)?);
-            r.tasks.push(tokio::spawn(ndp_responder(
-                e.clone(),
-                sock.clone(),
+            r.ndp = Some(PacketSocket::open_sender(e.index, ETHERTYPE_IPV6)?);
+            r.responders.push(Responder::start(
+                Protocol::Ndp,
+                e,
                 self.table.clone(),
                 self.metrics.clone(),
-            )));
-            r.ndp = Some(sock);
+            )?);
         }
         Ok(r)
     }
@@ -473,7 +464,7 @@ use ownership::Ownership;
 pub use respond::{
     DropReason, RESPONDER_RECV_BUFFER, arp_request_frame, arp_response, ndp_response,
 };
-use respond::{arp_responder, ndp_responder, responder_socket};
+use respond::{Protocol, Responder};
 
 #[cfg(test)]
 mod tests;

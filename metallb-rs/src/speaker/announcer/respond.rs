@@ -1,18 +1,25 @@
-//! The responders: one task per interface and protocol reading ARP
+//! The responders: one thread per interface and protocol reading ARP
 //! requests or neighbor solicitations from a packet socket and answering
 //! those for addresses the ownership table says this node owns there.
 //! Deciding an answer is pure ([`arp_response`], [`ndp_response`]); the
 //! loop reads, answers and counts.
+//!
+//! Threads of their own, not tasks: a request wakes its responder
+//! straight from the kernel's receive (no reactor, no runtime worker to
+//! hand it to), and nothing else the speaker does - a long pass of its
+//! loop, a burst of API work - can delay an answer.
 
 use super::SharedTable;
 use crate::metrics::Layer2Metrics;
 use crate::net::ethernet::{Frame, Mac};
 use crate::net::iface::Eligible;
-use crate::net::packet::{PacketSocket, PacketType};
+use crate::net::packet::{BlockingPacketSocket, PacketType};
 use crate::net::{arp, ndp};
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The receive buffer a responder asks for. A burst of requests (a
 /// switch flooding after a failover, a scan, thousands of clients whose
@@ -21,16 +28,6 @@ use std::sync::{Arc, PoisonError};
 /// was dropped by the kernel. Granted in full with CAP_NET_ADMIN, else up
 /// to `net.core.rmem_max`; the kernel charges only what is queued.
 pub const RESPONDER_RECV_BUFFER: usize = 8 << 20;
-
-/// A responder's socket on `e` for `ethertype`, with the larger buffer.
-pub(super) fn responder_socket(e: &Eligible, ethertype: u16) -> std::io::Result<PacketSocket> {
-    let sock = PacketSocket::open(e.index, ethertype)?;
-    if let Err(err) = sock.set_recv_buffer(RESPONDER_RECV_BUFFER) {
-        tracing::warn!(interface = %e.name, error = %err, "could not enlarge the responder's receive buffer; bursts of requests may be dropped");
-    }
-    tracing::debug!(interface = %e.name, bytes = sock.recv_buffer().unwrap_or(0), "responder receive buffer");
-    Ok(sock)
-}
 
 /// Why a frame was not answered (upstream's drop reasons, and the
 /// kernel's: the receive buffer was full).
@@ -155,7 +152,14 @@ pub(super) fn owned_fn(table: &SharedTable) -> impl Fn(IpAddr, &str) -> Option<b
 const COUNTERS_CACHED: usize = 4096;
 
 /// How often a responder reads its socket's drop counter.
-const DROPS_READ_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+const DROPS_READ_EVERY: Duration = Duration::from_secs(1);
+
+/// The longest a responder waits in one receive before it looks whether
+/// it should stop: how long a stopped responder may linger.
+const RECV_WAIT: Duration = Duration::from_millis(200);
+
+/// A responder thread's stack: it decides one frame at a time.
+const STACK: usize = 256 << 10;
 
 /// The counters one announced address moves, looked up once per address
 /// rather than once per frame (a burst is thousands of frames for one).
@@ -164,56 +168,128 @@ struct IpCounters {
     sent: prometheus::IntCounter,
 }
 
-async fn respond_loop(
-    iface: Eligible,
-    sock: Arc<PacketSocket>,
-    table: SharedTable,
-    metrics: Layer2Metrics,
-    kind: &'static str,
-    decide: impl Fn(&[u8], &SharedTable) -> Result<(IpAddr, Vec<u8>), DropReason>,
+/// What a responder answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Protocol {
+    /// ARP requests (IPv4).
+    Arp,
+    /// Neighbor solicitations (IPv6).
+    Ndp,
+}
+
+impl Protocol {
+    fn ethertype(self) -> u16 {
+        match self {
+            Protocol::Arp => crate::net::ethernet::ETHERTYPE_ARP,
+            Protocol::Ndp => crate::net::ethernet::ETHERTYPE_IPV6,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Protocol::Arp => "ARP",
+            Protocol::Ndp => "NDP",
+        }
+    }
+}
+
+/// A running responder; stops (within [`RECV_WAIT`]) when dropped.
+pub(super) struct Responder {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Responder {
+    /// Opens `protocol`'s socket on `iface` (with the larger buffer) and
+    /// answers on a thread of its own.
+    pub(super) fn start(
+        protocol: Protocol,
+        iface: &Eligible,
+        table: SharedTable,
+        metrics: Layer2Metrics,
+    ) -> std::io::Result<Self> {
+        let sock = BlockingPacketSocket::open(iface.index, protocol.ethertype(), RECV_WAIT)?;
+        if let Err(err) = sock.set_recv_buffer(RESPONDER_RECV_BUFFER) {
+            tracing::warn!(interface = %iface.name, error = %err, "could not enlarge the responder's receive buffer; bursts of requests may be dropped");
+        }
+        tracing::debug!(interface = %iface.name, bytes = sock.recv_buffer().unwrap_or(0), "{} responder receive buffer", protocol.name());
+        let stop = Arc::new(AtomicBool::new(false));
+        let iface = iface.clone();
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("{}-{}", protocol.name().to_lowercase(), iface.name))
+            .stack_size(STACK)
+            .spawn(move || respond_loop(protocol, &iface, &sock, &table, &metrics, &stopped))?;
+        Ok(Self { stop, thread })
+    }
+
+    /// It stopped by itself (its socket failed): start it again.
+    pub(super) fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn respond_loop(
+    protocol: Protocol,
+    iface: &Eligible,
+    sock: &BlockingPacketSocket,
+    table: &SharedTable,
+    metrics: &Layer2Metrics,
+    stop: &AtomicBool,
 ) {
+    let kind = protocol.name();
+    let (name, mac) = (iface.name.as_str(), iface.mac);
     let mut buf = vec![0u8; 2048];
     let mut counters: HashMap<IpAddr, IpCounters> = HashMap::new();
     let mut dropped: HashMap<DropReason, prometheus::IntCounter> = HashMap::new();
     let overflow = metrics
         .dropped
-        .with_label_values(&[&iface.name, DropReason::ReceiveBufferFull.label()]);
-    let mut drops_tick = tokio::time::interval(DROPS_READ_EVERY);
-    drops_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let received = tokio::select! {
-            r = sock.recv(&mut buf) => r,
-            _ = drops_tick.tick() => {
-                match sock.take_drops() {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        tracing::debug!(interface = %iface.name, frames = n, "{kind} frames dropped: receive buffer full");
-                        overflow.inc_by(n);
-                    }
-                    Err(e) => tracing::debug!(interface = %iface.name, error = %e, "reading the {kind} socket's drop counter"),
+        .with_label_values(&[name, DropReason::ReceiveBufferFull.label()]);
+    let mut drops_read = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if drops_read.elapsed() >= DROPS_READ_EVERY {
+            drops_read = Instant::now();
+            match sock.take_drops() {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::debug!(interface = %name, frames = n, "{kind} frames dropped: receive buffer full");
+                    overflow.inc_by(n);
                 }
-                continue;
+                Err(e) => {
+                    tracing::debug!(interface = %name, error = %e, "reading the {kind} socket's drop counter")
+                }
             }
-        };
-        let (n, pkt_type) = match received {
-            Ok(r) => r,
+        }
+        let (n, pkt_type) = match sock.recv(&mut buf) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
             // The link went down under us: the socket stays valid and
             // works again once the link is back (a responder that quit
             // here stayed silent after the link returned).
             Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) => {
-                tracing::debug!(interface = %iface.name, "{kind} responder: link down; waiting");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tracing::debug!(interface = %name, "{kind} responder: link down; waiting");
+                std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
             Err(e) => {
-                tracing::warn!(interface = %iface.name, error = %e, "{kind} responder stopped; the interface is rescanned");
+                tracing::warn!(interface = %name, error = %e, "{kind} responder stopped; the interface is rescanned");
                 return;
             }
         };
         if pkt_type == PacketType::Outgoing || pkt_type == PacketType::OtherHost {
             continue;
         }
-        match decide(&buf[..n], &table) {
+        let decided = match protocol {
+            Protocol::Arp => arp_response(&buf[..n], name, mac, owned_fn(table)),
+            Protocol::Ndp => ndp_response(&buf[..n], name, mac, owned_fn(table)),
+        };
+        match decided {
             Ok((ip, reply)) => {
                 if counters.len() >= COUNTERS_CACHED {
                     // Addresses come and go: start afresh rather than
@@ -228,54 +304,24 @@ async fn respond_loop(
                     }
                 });
                 c.received.inc();
-                match sock.send(&reply).await {
+                match sock.send(&reply) {
                     Ok(()) => c.sent.inc(),
                     Err(e) => {
-                        tracing::warn!(interface = %iface.name, %ip, error = %e, "could not send {kind} reply")
+                        tracing::warn!(interface = %name, %ip, error = %e, "could not send {kind} reply")
                     }
                 }
             }
             Err(reason) => {
                 if reason != DropReason::AnnounceIp && reason != DropReason::MessageType {
-                    tracing::debug!(interface = %iface.name, reason = reason.label(), "{kind} frame dropped");
+                    tracing::debug!(interface = %name, reason = reason.label(), "{kind} frame dropped");
                 }
                 dropped
                     .entry(reason)
-                    .or_insert_with(|| {
-                        metrics
-                            .dropped
-                            .with_label_values(&[&iface.name, reason.label()])
-                    })
+                    .or_insert_with(|| metrics.dropped.with_label_values(&[name, reason.label()]))
                     .inc();
             }
         }
     }
-}
-
-pub(super) async fn arp_responder(
-    iface: Eligible,
-    sock: Arc<PacketSocket>,
-    table: SharedTable,
-    metrics: Layer2Metrics,
-) {
-    let (name, mac) = (iface.name.clone(), iface.mac);
-    respond_loop(iface, sock, table, metrics, "ARP", move |frame, table| {
-        arp_response(frame, &name, mac, owned_fn(table))
-    })
-    .await;
-}
-
-pub(super) async fn ndp_responder(
-    iface: Eligible,
-    sock: Arc<PacketSocket>,
-    table: SharedTable,
-    metrics: Layer2Metrics,
-) {
-    let (name, mac) = (iface.name.clone(), iface.mac);
-    respond_loop(iface, sock, table, metrics, "NDP", move |frame, table| {
-        ndp_response(frame, &name, mac, owned_fn(table))
-    })
-    .await;
 }
 
 /// Frames for tests and benchmarks: an ARP request from `from` for `ip`.
