@@ -13,8 +13,8 @@
 //! - in steady state, API requests per second per speaker and watch
 //!   events per second received per speaker, counted by the lab API
 //!   server, beside the kubelet's node-lease rate (0.1 writes/s per node);
-//! - the time until the services of a simulated node whose speaker stops
-//!   renewing are announced by the real nodes that win them next.
+//! - after SIGKILL of a real speaker, the time until the other real
+//!   nodes announce the services they win next.
 
 pub mod sim;
 
@@ -80,8 +80,8 @@ pub struct Report {
     pub requests_per_speaker: f64,
     /// Watch events per second received per speaker in steady state.
     pub watch_events_per_speaker: f64,
-    /// Failover of a simulated node: (its services that real nodes take
-    /// over, time until they are announced), when it has any.
+    /// SIGKILL of a real speaker: (its services the other real nodes take
+    /// over, time until they announce them), when it has any.
     pub failover: Option<(usize, Duration)>,
 }
 
@@ -141,12 +141,10 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     setup(client, &["10.200.0.0/16"], &real).await?;
     let ns = metallb_rs::api::DEFAULT_NAMESPACE;
     sim::create(client, size.nodes, ns).await?;
-    let stopped = sim::Stopped::default();
     let heartbeats = AbortOnDropHandle::new(tokio::spawn(sim::heartbeat(
         client.clone(),
         size.nodes,
         ns.to_owned(),
-        stopped.clone(),
     )));
     // Every speaker sees every simulated node alive before services come.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -284,7 +282,7 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
         }
     }
 
-    let failover = failover(&config, &all_nodes, &real_set, &svcs, &statuses, &stopped).await?;
+    let failover = failover(cluster, &config, &all_nodes, &real_set, &svcs, &statuses).await?;
     drop(heartbeats);
     Ok(Report {
         size,
@@ -397,18 +395,20 @@ async fn announced_by(statuses: &Api<ServiceL2Status>) -> Result<BTreeMap<String
         .collect())
 }
 
-/// Stops the simulated speaker whose services fall most to real nodes;
-/// the time until the real nodes announce all of those.
+/// SIGKILLs the real speaker whose services fall most to the other real
+/// nodes (the simulated ones answer nothing, so only those can be seen
+/// moving); the time until the others announce all of those. Starts it
+/// again afterwards.
 async fn failover(
+    cluster: &LabCluster,
     config: &metallb_rs::config::Config,
     nodes: &[NodeInfo],
     real: &BTreeSet<&str>,
     svcs: &Api<Service>,
     statuses: &Api<ServiceL2Status>,
-    stopped: &sim::Stopped,
 ) -> Result<Option<(usize, Duration)>> {
     let list = svcs.list(&ListParams::default()).await?;
-    // Per simulated node: the services it wins whose next winner is real.
+    // Per real node: the services it wins whose next winner is real too.
     let mut takeovers: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for s in &list.items {
         let (Some(name), Some(ip)) = (
@@ -422,7 +422,7 @@ async fn failover(
         let Some(w) = winner(config, nodes, None, ip) else {
             continue;
         };
-        if real.contains(w.as_str()) {
+        if !real.contains(w.as_str()) {
             continue;
         }
         if let Some(next) = winner(config, nodes, Some(&w), ip)
@@ -435,22 +435,25 @@ async fn failover(
         return Ok(None);
     };
     let t = Instant::now();
-    stopped.stop(&node);
+    cluster.stop_speaker(&node, devenv::cluster::StopSignal::Kill)?;
     let deadline = t + Duration::from_secs(60);
-    loop {
+    let result = loop {
         let announcing = announced_by(statuses).await?;
         if services
             .iter()
             .all(|(svc, next)| announcing.get(svc) == Some(next))
         {
-            return Ok(Some((services.len(), t.elapsed())));
+            break Ok(Some((services.len(), t.elapsed())));
         }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the real nodes did not take over {node}'s services within 60 s"
-        );
+        if Instant::now() > deadline {
+            break Err(anyhow::anyhow!(
+                "the other real nodes did not take over {node}'s services within 60 s"
+            ));
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    cluster.start_speaker(&node)?;
+    result
 }
 
 fn print(r: &Report) {
@@ -494,10 +497,12 @@ fn print(r: &Report) {
     );
     match r.failover {
         Some((n, t)) => println!(
-            "  failover of a simulated node: its {n} services taken over by real nodes in {:.2}s",
+            "  failover (SIGKILL): its {n} services taken over by the other real nodes in {:.2}s",
             t.as_secs_f64()
         ),
-        None => println!("  failover: no simulated node has services a real node takes over"),
+        None => println!(
+            "  failover: no real node wins a service whose next winner is real (the simulated ones answer nothing)"
+        ),
     }
     println!("  resident memory (target {RSS_TARGET_MIB} MiB each at 1,000 services):");
     for (name, kib) in &r.rss {

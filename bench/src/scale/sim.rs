@@ -12,8 +12,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use metallb_rs::speaker::presence;
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// The label on every simulated node (and what [`remove`] deletes).
@@ -70,31 +68,9 @@ pub async fn create(client: &kube::Client, n: usize, namespace: &str) -> Result<
     results.into_iter().collect()
 }
 
-/// Which simulated nodes have stopped (their speaker "crashed": no more
-/// presence renewals; their kubelet keeps heartbeating).
-#[derive(Clone, Default)]
-pub struct Stopped(Arc<Mutex<BTreeSet<String>>>);
-
-impl Stopped {
-    /// Stops `node`'s speaker.
-    pub fn stop(&self, node: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(node.to_owned());
-    }
-
-    fn contains(&self, node: &str) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(node)
-    }
-}
-
 /// Heartbeats and renews for `n` simulated nodes every [`PERIOD`] until
 /// dropped (the caller aborts the task).
-pub async fn heartbeat(client: kube::Client, n: usize, namespace: String, stopped: Stopped) {
+pub async fn heartbeat(client: kube::Client, n: usize, namespace: String) {
     let nodes: Api<Node> = Api::all(client.clone());
     let node_leases: Api<Lease> = Api::namespaced(client.clone(), agent::NODE_LEASE_NAMESPACE);
     let presence_api: Api<Lease> = Api::namespaced(client, &namespace);
@@ -106,7 +82,6 @@ pub async fn heartbeat(client: kube::Client, n: usize, namespace: String, stoppe
             .for_each_concurrent(IN_FLIGHT, |i| {
                 let (nodes, node_leases, presence_api) =
                     (nodes.clone(), node_leases.clone(), presence_api.clone());
-                let stopped = stopped.clone();
                 async move {
                     let node = name(i);
                     let cfg = config(&node);
@@ -123,9 +98,7 @@ pub async fn heartbeat(client: kube::Client, n: usize, namespace: String, stoppe
                     let _ = node_leases
                         .patch(&node, &PatchParams::default(), &Patch::Merge(&lease))
                         .await;
-                    if !stopped.contains(&node) {
-                        let _ = presence::join(&presence_api, &node).await;
-                    }
+                    let _ = presence::join(&presence_api, &node).await;
                 }
             })
             .await;
