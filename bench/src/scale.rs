@@ -29,6 +29,8 @@ use metallb_rs::api::v1beta1::ServiceL2Status;
 use metallb_rs::speaker::election::{self, Endpoints, NodeInfo};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio_util::task::AbortOnDropHandle;
 
@@ -47,6 +49,11 @@ const STEADY_WINDOW: Duration = Duration::from_secs(10);
 
 /// Single-service changes measured per size.
 const CHANGES: usize = 20;
+
+/// The simulated speakers' renewal period, in seconds.
+fn presence_period() -> u64 {
+    metallb_rs::speaker::presence::RENEW_SECONDS as u64
+}
 
 /// One benchmark size.
 #[derive(Debug, Clone, Copy)]
@@ -80,6 +87,9 @@ pub struct Report {
     pub requests_per_speaker: f64,
     /// Watch events per second received per speaker in steady state.
     pub watch_events_per_speaker: f64,
+    /// Rounds of simulated renewals that took longer than a period, of
+    /// all rounds (the simulation not keeping up).
+    pub late_rounds: (u64, u64),
     /// SIGKILL of a real speaker: (its services the other real nodes take
     /// over, time until they announce them), when it has any.
     pub failover: Option<(usize, Duration)>,
@@ -141,11 +151,14 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     setup(client, &["10.200.0.0/16"], &real).await?;
     let ns = metallb_rs::api::DEFAULT_NAMESPACE;
     sim::create(client, size.nodes, ns).await?;
+    let late = Arc::new(AtomicU64::new(0));
     let heartbeats = AbortOnDropHandle::new(tokio::spawn(sim::heartbeat(
         client.clone(),
         size.nodes,
         ns.to_owned(),
+        late.clone(),
     )));
+    let sim_started = Instant::now();
     // Every speaker sees every simulated node alive before services come.
     tokio::time::sleep(Duration::from_secs(3)).await;
 
@@ -284,7 +297,9 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
 
     let failover = failover(cluster, &config, &all_nodes, &real_set, &svcs, &statuses).await?;
     drop(heartbeats);
+    let rounds = sim_started.elapsed().as_secs() / presence_period().max(1);
     Ok(Report {
+        late_rounds: (late.load(Ordering::Relaxed), rounds),
         size,
         created,
         assigned: assigned.unwrap_or_default(),
@@ -495,6 +510,12 @@ fn print(r: &Report) {
         "  watch events/s per speaker (steady)      {:>9.1}",
         r.watch_events_per_speaker
     );
+    if r.size.nodes > 0 {
+        println!(
+            "  simulated renewal rounds late (the simulation not keeping up): {} of {}",
+            r.late_rounds.0, r.late_rounds.1
+        );
+    }
     match r.failover {
         Some((n, t)) => println!(
             "  failover (SIGKILL): its {n} services taken over by the other real nodes in {:.2}s",

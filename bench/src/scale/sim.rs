@@ -12,6 +12,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use metallb_rs::speaker::presence;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The label on every simulated node (and what [`remove`] deletes).
@@ -20,9 +22,15 @@ pub const LABEL: (&str, &str) = ("metallb-rs.dev/simulated", "true");
 /// Requests in flight at once while creating or renewing.
 const IN_FLIGHT: usize = 32;
 
-/// How often a simulated node heartbeats (the lab agents' period) and
-/// renews its presence lease (a speaker's period).
+/// How often a simulated speaker renews its presence lease (a speaker's
+/// period).
 const PERIOD: Duration = Duration::from_secs(presence::RENEW_SECONDS as u64);
+
+/// Every how many periods a simulated node posts its status and renews
+/// its node lease: often enough for the lab's node lifecycle (10 s
+/// grace), and 5x less than the real nodes' agents, so the simulation
+/// spends the API server on what is measured (the speakers' own load).
+const NODE_EVERY: u64 = 3;
 
 /// The name of simulated node `i`.
 pub fn name(i: usize) -> String {
@@ -69,15 +77,19 @@ pub async fn create(client: &kube::Client, n: usize, namespace: &str) -> Result<
 }
 
 /// Heartbeats and renews for `n` simulated nodes every [`PERIOD`] until
-/// dropped (the caller aborts the task).
-pub async fn heartbeat(client: kube::Client, n: usize, namespace: String) {
+/// dropped (the caller aborts the task); counts in `late` the rounds that
+/// took longer than a period (the simulation not keeping up: its leases
+/// then look overdue to the real speakers).
+pub async fn heartbeat(client: kube::Client, n: usize, namespace: String, late: Arc<AtomicU64>) {
     let nodes: Api<Node> = Api::all(client.clone());
     let node_leases: Api<Lease> = Api::namespaced(client.clone(), agent::NODE_LEASE_NAMESPACE);
     let presence_api: Api<Lease> = Api::namespaced(client, &namespace);
     let mut tick = tokio::time::interval(PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    for round in 0u64.. {
         tick.tick().await;
+        let started = std::time::Instant::now();
+        let node_round = round % NODE_EVERY == 0;
         futures::stream::iter(0..n)
             .for_each_concurrent(IN_FLIGHT, |i| {
                 let (nodes, node_leases, presence_api) =
@@ -87,21 +99,26 @@ pub async fn heartbeat(client: kube::Client, n: usize, namespace: String) {
                     let cfg = config(&node);
                     let now = k8s_openapi::jiff::Timestamp::now();
                     // Failures are the load showing: the next round retries.
-                    let _ = nodes
-                        .patch_status(
-                            &node,
-                            &PatchParams::default(),
-                            &Patch::Merge(agent::status_patch(&cfg, now, None)),
-                        )
-                        .await;
-                    let lease = agent::lease_object(&cfg, now);
-                    let _ = node_leases
-                        .patch(&node, &PatchParams::default(), &Patch::Merge(&lease))
-                        .await;
+                    if node_round {
+                        let _ = nodes
+                            .patch_status(
+                                &node,
+                                &PatchParams::default(),
+                                &Patch::Merge(agent::status_patch(&cfg, now, None)),
+                            )
+                            .await;
+                        let lease = agent::lease_object(&cfg, now);
+                        let _ = node_leases
+                            .patch(&node, &PatchParams::default(), &Patch::Merge(&lease))
+                            .await;
+                    }
                     let _ = presence::join(&presence_api, &node).await;
                 }
             })
             .await;
+        if started.elapsed() > PERIOD {
+            late.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

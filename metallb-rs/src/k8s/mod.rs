@@ -5,6 +5,7 @@
 pub mod call;
 pub mod config_state;
 pub mod events;
+pub mod index;
 pub mod leader;
 pub mod memberlist;
 pub mod observed;

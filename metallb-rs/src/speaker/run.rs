@@ -27,6 +27,7 @@ use crate::api::v1beta2::BGPPeer;
 use crate::config::{Config, Options as ConfigOptions, Resources};
 use crate::k8s::call::{CallError, call, classify};
 use crate::k8s::events::Recorder;
+use crate::k8s::index::Index;
 use crate::k8s::memberlist::SECRET_KEY;
 use crate::k8s::queue::{Backoff, PendingWrites, Queue, Sender};
 use crate::k8s::watch::{self, Watches};
@@ -132,6 +133,11 @@ struct Stores {
     statuses: Store<ServiceL2Status>,
     bgp_statuses: Store<ServiceBGPStatus>,
     leases: Store<Lease>,
+    /// The three kinds a service's plan reads besides the service, by
+    /// service: a batch of a few services reads only theirs.
+    slices_by_service: Index<ServiceKey, EndpointSlice>,
+    statuses_by_service: Index<ServiceKey, ServiceL2Status>,
+    bgp_statuses_by_service: Index<ServiceKey, ServiceBGPStatus>,
 }
 
 struct Metrics {
@@ -507,13 +513,7 @@ impl Runner {
             .state()
             .iter()
             .filter(|o| o.labels().get(status::NODE_LABEL) == Some(&self.opts.node))
-            .filter_map(|o| {
-                let l = o.labels();
-                Some(ServiceKey::new(
-                    l.get(status::SERVICE_NAMESPACE_LABEL)?,
-                    l.get(status::SERVICE_NAME_LABEL)?,
-                ))
-            })
+            .filter_map(|o| watches::status_key(&**o))
             .collect()
     }
 

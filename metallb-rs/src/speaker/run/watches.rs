@@ -27,6 +27,9 @@ pub(super) fn start_watches(
             },
         )
     };
+    let slices_by_service = Index::new(slice_key);
+    let statuses_by_service = Index::new(status_key::<ServiceL2Status>);
+    let bgp_statuses_by_service = Index::new(status_key::<ServiceBGPStatus>);
     let slices = {
         let tx = tx.clone();
         // Election reads only each endpoint's node and conditions.
@@ -41,18 +44,15 @@ pub(super) fn start_watches(
                 ep.zone = None;
             }
         };
+        let index = slices_by_service.clone();
         tasks.spawn_trimmed(
             Api::<EndpointSlice>::all(client.clone()),
             cfg(),
             trim,
             move |ev| {
-                if let Some(s) = watch::object(ev)
-                    && let Some(name) = s.labels().get("kubernetes.io/service-name")
-                {
-                    send(
-                        Work::Service(ServiceKey::new(s.namespace().unwrap_or_default(), name)),
-                        &tx,
-                    );
+                index.observe(ev);
+                if let Some(key) = watch::object(ev).and_then(slice_key) {
+                    send(Work::Service(key), &tx);
                 }
             },
         )
@@ -81,12 +81,12 @@ pub(super) fn start_watches(
     let statuses = tasks.spawn(
         Api::<ServiceL2Status>::namespaced(client.clone(), ns),
         cfg(),
-        status_trigger(tx.clone()),
+        status_trigger(tx.clone(), statuses_by_service.clone()),
     );
     let bgp_statuses = tasks.spawn(
         Api::<ServiceBGPStatus>::namespaced(client.clone(), ns),
         cfg(),
-        status_trigger(tx.clone()),
+        status_trigger(tx.clone(), bgp_statuses_by_service.clone()),
     );
     let leases = {
         let tx = tx.clone();
@@ -114,22 +114,40 @@ pub(super) fn start_watches(
         statuses,
         bgp_statuses,
         leases,
+        slices_by_service,
+        statuses_by_service,
+        bgp_statuses_by_service,
     }
 }
 
-/// A status object changed: look at its service again.
-pub(super) fn status_trigger<K: kube::Resource>(
+/// The service an EndpointSlice belongs to.
+fn slice_key(s: &EndpointSlice) -> Option<ServiceKey> {
+    let name = s.labels().get("kubernetes.io/service-name")?;
+    Some(ServiceKey::new(s.namespace().unwrap_or_default(), name))
+}
+
+/// The service a status object is about, from its labels.
+pub(super) fn status_key<K: kube::Resource>(o: &K) -> Option<ServiceKey> {
+    let l = o.labels();
+    Some(ServiceKey::new(
+        l.get(status::SERVICE_NAMESPACE_LABEL)?,
+        l.get(status::SERVICE_NAME_LABEL)?,
+    ))
+}
+
+/// A status object changed: index it, look at its service again.
+fn status_trigger<K>(
     tx: Sender<Work>,
-) -> impl FnMut(&watcher::Event<K>) + Send + 'static {
+    index: Index<ServiceKey, K>,
+) -> impl FnMut(&watcher::Event<K>) + Send + 'static
+where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
     move |ev| {
-        if let Some(o) = watch::object(ev) {
-            let l = o.labels();
-            if let (Some(ns), Some(name)) = (
-                l.get(status::SERVICE_NAMESPACE_LABEL),
-                l.get(status::SERVICE_NAME_LABEL),
-            ) {
-                tx.push(Work::Service(ServiceKey::new(ns, name)));
-            }
+        index.observe(ev);
+        if let Some(key) = watch::object(ev).and_then(status_key) {
+            tx.push(Work::Service(key));
         }
     }
 }
@@ -206,56 +224,53 @@ pub(super) fn config_trigger<K>(
     }
 }
 
-/// Status objects by the service their labels name (only `only`'s when
-/// given).
-fn by_service<K: StatusObject>(
-    store: &Store<K>,
-    only: Option<&BTreeSet<ServiceKey>>,
-) -> BTreeMap<ServiceKey, Vec<Arc<K>>> {
+/// Every status object by the service its labels name.
+fn by_service<K: StatusObject>(store: &Store<K>) -> BTreeMap<ServiceKey, Vec<Arc<K>>> {
     let mut out: BTreeMap<ServiceKey, Vec<Arc<K>>> = BTreeMap::new();
     for o in store.state() {
-        let l = o.labels();
-        if let (Some(ns), Some(name)) = (
-            l.get(status::SERVICE_NAMESPACE_LABEL),
-            l.get(status::SERVICE_NAME_LABEL),
-        ) {
-            let key = ServiceKey::new(ns, name);
-            if only.is_none_or(|o| o.contains(&key)) {
-                out.entry(key).or_default().push(o);
-            }
+        if let Some(key) = status_key(&*o) {
+            out.entry(key).or_default().push(o);
         }
     }
     out
 }
 
 /// The objects of the services `only` (None: every service) the plans of
-/// one batch read, in one scan of each cache.
+/// one batch read: through the per-service indexes for a few services,
+/// in one scan of each cache for all of them.
 pub(super) fn objects(stores: &Stores, only: Option<&BTreeSet<ServiceKey>>) -> Objects {
-    let wanted = |key: &ServiceKey| only.is_none_or(|o| o.contains(key));
     let mut objects = Objects::default();
-    match only {
-        Some(keys) => {
-            for key in keys {
-                if let Some(svc) = stores.services.get(&key.object_ref()) {
-                    objects.services.insert(key.clone(), svc);
-                }
-            }
+    let Some(keys) = only else {
+        for svc in stores.services.state() {
+            objects.services.insert(svcs::key(&svc), svc);
         }
-        None => {
-            for svc in stores.services.state() {
-                objects.services.insert(svcs::key(&svc), svc);
-            }
-        }
-    }
-    for s in stores.slices.state() {
-        if let Some(name) = s.labels().get("kubernetes.io/service-name") {
-            let key = ServiceKey::new(s.namespace().unwrap_or_default(), name);
-            if wanted(&key) {
+        for s in stores.slices.state() {
+            if let Some(key) = slice_key(&s) {
                 objects.slices.entry(key).or_default().push(s);
             }
         }
+        objects.statuses = by_service(&stores.statuses);
+        objects.bgp_statuses = by_service(&stores.bgp_statuses);
+        return objects;
+    };
+    for key in keys {
+        if let Some(svc) = stores.services.get(&key.object_ref()) {
+            objects.services.insert(key.clone(), svc);
+        }
+        let slices = stores.slices_by_service.get(&stores.slices, key);
+        if !slices.is_empty() {
+            objects.slices.insert(key.clone(), slices);
+        }
+        let statuses = stores.statuses_by_service.get(&stores.statuses, key);
+        if !statuses.is_empty() {
+            objects.statuses.insert(key.clone(), statuses);
+        }
+        let bgp = stores
+            .bgp_statuses_by_service
+            .get(&stores.bgp_statuses, key);
+        if !bgp.is_empty() {
+            objects.bgp_statuses.insert(key.clone(), bgp);
+        }
     }
-    objects.statuses = by_service(&stores.statuses, only);
-    objects.bgp_statuses = by_service(&stores.bgp_statuses, only);
     objects
 }
