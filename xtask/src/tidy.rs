@@ -136,6 +136,7 @@ const DECIDING: &[&str] = &[
     "metallb-rs/src/speaker/election",
     "metallb-rs/src/speaker/liveness.rs",
     "metallb-rs/src/speaker/garp.rs",
+    "metallb-rs/src/speaker/announcer/ownership.rs",
     "metallb-rs/src/speaker/status.rs",
     "metallb-rs/src/speaker/events.rs",
     "metallb-rs/src/speaker/bgp/advertise",

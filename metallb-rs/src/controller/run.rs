@@ -80,6 +80,10 @@ const RETRY: Backoff = Backoff {
 /// two per service.
 const WRITES_IN_FLIGHT: usize = 16;
 
+/// What a service write returned: the resourceVersions written, or why
+/// not.
+type WriteResult = Result<Vec<String>, CallError>;
+
 /// A service write decided, not sent yet.
 struct Planned {
     key: ServiceKey,
@@ -530,15 +534,14 @@ impl Runner {
             return;
         }
         let this = &*self;
-        let results: Vec<(Planned, Option<Result<Vec<String>, CallError>>)> =
-            futures::stream::iter(writes)
-                .map(|p| async move {
-                    let r = this.write_service(&p.svc, &p.write).await;
-                    (p, r)
-                })
-                .buffer_unordered(WRITES_IN_FLIGHT)
-                .collect()
-                .await;
+        let results: Vec<(Planned, Option<WriteResult>)> = futures::stream::iter(writes)
+            .map(|p| async move {
+                let r = this.write_service(&p.svc, &p.write).await;
+                (p, r)
+            })
+            .buffer_unordered(WRITES_IN_FLIGHT)
+            .collect()
+            .await;
         for (p, result) in results {
             let work = Work::Service(p.key.clone());
             match result {
@@ -659,11 +662,7 @@ impl Runner {
     /// the resourceVersion it was decided from, each only while leading
     /// (see [`Runner::write`]). Returns the resourceVersions written, in
     /// order; `None` when leadership ended before the first write.
-    async fn write_service(
-        &self,
-        svc: &Service,
-        w: &Write,
-    ) -> Option<Result<Vec<String>, CallError>> {
+    async fn write_service(&self, svc: &Service, w: &Write) -> Option<WriteResult> {
         let api: Api<Service> =
             Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default());
         let name = svc.name_any();

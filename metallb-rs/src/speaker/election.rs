@@ -275,31 +275,84 @@ pub fn ranking<'a>(
     Ok((candidates.into_iter().map(|(_, _, n)| n).collect(), ads))
 }
 
-/// The first of [`ranking`]'s order in one pass: no sort, no allocation
-/// per node, and no hash for a node whose score already loses.
-fn winner<'a>(input: &Input<'a>, ads: &[&L2Advertisement]) -> Option<&'a NodeInfo> {
-    let mut best: Option<(i64, [u8; 32], &NodeInfo)> = None;
-    for n in input.nodes {
+/// A candidate's place in the order: higher score first, then lower
+/// hash.
+pub type Rank = (i64, [u8; 32]);
+
+/// The best of `nodes` by [`Rank`], starting from `best`: one pass, no
+/// sort, no allocation per node, and no hash for a node whose score
+/// already loses.
+fn best_of<'a>(
+    input: &Input<'_>,
+    ads: &[&L2Advertisement],
+    nodes: impl IntoIterator<Item = &'a NodeInfo>,
+    mut best: Option<(Rank, &'a NodeInfo)>,
+) -> Option<(Rank, &'a NodeInfo)> {
+    for n in nodes {
         let Some(s) = score(input, ads, n) else {
             continue;
         };
-        if best.as_ref().is_some_and(|(b, _, _)| s < *b) {
+        if best.as_ref().is_some_and(|((b, _), _)| s < *b) {
             continue;
         }
         let h = hash_key(&n.name, input.first_ip);
-        if best.as_ref().is_none_or(|(b, bh, _)| s > *b || h < *bh) {
-            best = Some((s, h, n));
+        if best.as_ref().is_none_or(|((b, bh), _)| s > *b || h < *bh) {
+            best = Some(((s, h), n));
         }
     }
-    best.map(|(_, _, n)| n)
+    best
+}
+
+/// The first of [`ranking`]'s order.
+fn winner<'a>(input: &Input<'a>, ads: &[&L2Advertisement]) -> Option<(Rank, &'a NodeInfo)> {
+    best_of(input, ads, input.nodes, None)
 }
 
 /// Whether `me` announces, and from which interfaces.
 pub fn decide(input: &Input<'_>, me: &str) -> Decision {
+    decide_with(input, me, |ads| winner(input, ads).map(|(_, n)| n))
+}
+
+/// [`decide`], with the winner found through `memo` (see [`memo::Memo`]):
+/// the same decision, from what changed since the service was last
+/// decided rather than from every node. Returns what to remember for
+/// `key` (None: nothing, the service has no candidates to rank).
+pub fn decide_remembering(
+    input: &Input<'_>,
+    me: &str,
+    memo: &memo::Memo,
+    key: &crate::service::ServiceKey,
+) -> (Decision, Option<memo::Remembered>) {
+    let mut remembered = None;
+    let decision = decide_with(input, me, |ads| {
+        let (winner, r) = memo.elect(key, input, ads);
+        remembered = Some(r);
+        winner
+    });
+    (decision, remembered)
+}
+
+/// The decision, with the winner found by `elect` from the applicable
+/// advertisements.
+fn decide_with<'a>(
+    input: &Input<'a>,
+    me: &str,
+    elect: impl FnOnce(&[&'a L2Advertisement]) -> Option<&'a NodeInfo>,
+) -> Decision {
     let ads = match applicable(input) {
         Ok(ads) => ads,
         Err(reason) => return Decision::NotOwner(reason),
     };
+    let winner = elect(&ads);
+    decide_for(input, me, &ads, winner)
+}
+
+fn decide_for(
+    input: &Input<'_>,
+    me: &str,
+    ads: &[&L2Advertisement],
+    winner: Option<&NodeInfo>,
+) -> Decision {
     let Some(my_node) = input.nodes.iter().find(|n| n.name == me) else {
         return Decision::NotOwner(NotOwner::NoMatchingAdvertisement);
     };
@@ -307,7 +360,7 @@ pub fn decide(input: &Input<'_>, me: &str) -> Decision {
     if mine.is_empty() {
         return Decision::NotOwner(NotOwner::NoMatchingAdvertisement);
     }
-    match winner(input, &ads) {
+    match winner {
         Some(winner) if winner.name == me => {
             let interfaces = mine
                 .iter()
@@ -327,6 +380,8 @@ pub fn decide(input: &Input<'_>, me: &str) -> Decision {
         }),
     }
 }
+
+pub mod memo;
 
 #[cfg(test)]
 pub(crate) mod tests;

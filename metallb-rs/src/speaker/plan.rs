@@ -57,6 +57,9 @@ pub struct World<'a> {
     pub ignore_exclude_lb: bool,
     /// The services and the objects that go with them.
     pub objects: &'a Objects,
+    /// Layer 2 winners remembered from earlier passes, advanced with
+    /// `nodes` and `alive` (see [`election::memo`]).
+    pub elected: &'a election::memo::Memo,
 }
 
 /// Why a service is not announced, for the logs.
@@ -91,6 +94,8 @@ pub struct ServicePlan {
     pub events: Vec<EventSpec>,
     /// Why something is not announced.
     pub notes: Vec<Note>,
+    /// What to remember of its layer 2 election (None: forget it).
+    pub elected: Option<election::memo::Remembered>,
 }
 
 /// Decides for the service `key` (gone from `world.objects`: announce
@@ -131,7 +136,10 @@ pub fn plan(world: &World<'_>, key: &ServiceKey) -> ServicePlan {
             endpoints: &endpoints,
             ignore_exclude_lb: world.ignore_exclude_lb,
         };
-        match election::decide(&input, world.node) {
+        let (decision, remembered) =
+            election::decide_remembering(&input, world.node, world.elected, key);
+        out.elected = remembered;
+        match decision {
             Decision::Announce(Interfaces::Named(names))
                 if !names.iter().any(|n| world.interfaces.contains(n)) =>
             {

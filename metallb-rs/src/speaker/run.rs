@@ -14,7 +14,7 @@
 
 use super::announcer::Announcer;
 use super::bgp::{self, advertise};
-use super::election::NodeInfo;
+use super::election::{self, NodeInfo};
 use super::events::Protocol;
 use super::membership::Membership;
 use super::status::StatusObject;
@@ -199,6 +199,7 @@ pub async fn run(
         lease_seen: BTreeMap::new(),
         renew_now: false,
         health: health.clone(),
+        elected: election::memo::Memo::new(),
     };
     let work = async {
         watches.wait_until_listed().await?;
@@ -383,6 +384,8 @@ struct Runner {
     renew_now: bool,
     /// `/healthz`'s heartbeat, bumped per service in long passes.
     health: Arc<Health>,
+    /// Layer 2 winners remembered between passes.
+    elected: election::memo::Memo,
 }
 
 impl Runner {
@@ -475,6 +478,7 @@ impl Runner {
             // to an API server that may not answer for a long time.
             self.withdraw_layer2().await;
         }
+        self.elected.retain(&keys);
         let objects = watches::objects(&self.stores, None);
         self.process_services(keys, &objects).await;
     }

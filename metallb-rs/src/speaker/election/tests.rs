@@ -7,7 +7,7 @@ use crate::config::{Config, Options, Resources};
 use rstest::rstest;
 
 /// L2Advertisements for pool "p" from YAML specs (through the config builder).
-fn ads(specs: &[&str]) -> Vec<L2Advertisement> {
+pub(crate) fn ads(specs: &[&str]) -> Vec<L2Advertisement> {
     let mut res = Resources::default();
     res.pools.push(
         serde_json::from_value(serde_json::json!({

@@ -14,6 +14,7 @@
 use super::*;
 use crate::config::load::{Loaded, Schemas};
 use crate::config::{Options, for_node};
+use crate::speaker::election::memo::Memo;
 use rstest::rstest;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -202,6 +203,8 @@ fn plan_for(config: &str, world: &str, svc: &str) -> ServicePlan {
     let mut objects = Objects::default();
     objects.services.insert(key.clone(), Arc::new(service(svc)));
     objects.slices.insert(key.clone(), slices);
+    let mut memo = Memo::new();
+    memo.advance(&nodes, &alive);
     let world = World {
         node: me,
         config: &config,
@@ -212,8 +215,22 @@ fn plan_for(config: &str, world: &str, svc: &str) -> ServicePlan {
         lb_class: list(&words, "lbclass").map(|v| v[0]),
         ignore_exclude_lb: words.contains(&"ignore-exclude-lb"),
         objects: &objects,
+        elected: &memo,
     };
     let plan = plan(&world, &key);
+    // The same decision again, from what the memo remembers of it.
+    let mut memo = Memo::new();
+    memo.advance(&nodes, &alive);
+    memo.remember(&key, plan.elected.clone());
+    memo.advance(&nodes, &alive);
+    let again = super::plan(
+        &World {
+            elected: &memo,
+            ..world
+        },
+        &key,
+    );
+    assert_eq!(again, plan, "remembered");
     // Every plan keeps the rules the runner relies on: a status object
     // exactly where something is announced, and an event for it.
     assert_eq!(plan.l2_status.is_some(), plan.layer2.is_some(), "{plan:?}");
@@ -474,6 +491,7 @@ fn a_vanished_service_plans_nothing() {
         lb_class: None,
         ignore_exclude_lb: false,
         objects: &objects,
+        elected: &Memo::new(),
     };
     assert_eq!(
         plan(&world, &ServiceKey::new("default", "s")),

@@ -30,6 +30,7 @@ impl Runner {
             lb_class: self.opts.lb_class.as_deref(),
             ignore_exclude_lb: self.opts.ignore_exclude_lb,
             objects,
+            elected: &self.elected,
         }
     }
 
@@ -41,6 +42,7 @@ impl Runner {
         objects: &Objects,
     ) {
         let interfaces = self.announcer.interface_names();
+        self.elected.advance(&self.node_view, &self.alive);
         for key in keys {
             // A long pass is progress too: `/healthz` must not fail on it.
             self.health.beat();
@@ -49,7 +51,8 @@ impl Runner {
                 return;
             };
             self.metrics.k8s.updates.inc();
-            let plan = plan::plan(&self.world(config, &interfaces, objects), &key);
+            let mut plan = plan::plan(&self.world(config, &interfaces, objects), &key);
+            self.elected.remember(&key, plan.elected.take());
             log_notes(&key, &plan);
             let applied = self.apply(&key, &plan, objects).await;
             self.report(&key, &plan, &applied);

@@ -29,6 +29,8 @@ impl Runner {
                     "configuration loaded"
                 );
                 self.config = Some(cfg);
+                // Winners were chosen under the old advertisements.
+                self.elected.clear();
                 true
             }
             Err(errors) => {
