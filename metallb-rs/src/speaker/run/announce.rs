@@ -5,6 +5,17 @@
 use super::*;
 use crate::speaker::plan::{self, Change, Note, Objects, ServicePlan};
 
+/// Services applied before their status writes go out: the network
+/// changes of a long pass are not held back by the API server.
+const STATUS_BATCH: usize = 64;
+
+/// The status writes of the services applied so far.
+#[derive(Default)]
+pub(super) struct StatusBatch {
+    l2: Vec<super::writes::StatusWrites<ServiceL2Status>>,
+    bgp: Vec<super::writes::StatusWrites<ServiceBGPStatus>>,
+}
+
 /// What applying one service's plan changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Applied {
@@ -43,6 +54,7 @@ impl Runner {
     ) {
         let interfaces = self.announcer.interface_names();
         self.elected.advance(&self.node_view, &self.alive);
+        let mut writes = StatusBatch::default();
         for key in keys {
             // A long pass is progress too: `/healthz` must not fail on it.
             self.health.beat();
@@ -54,15 +66,31 @@ impl Runner {
             let mut plan = plan::plan(&self.world(config, &interfaces, objects), &key);
             self.elected.remember(&key, plan.elected.take());
             log_notes(&key, &plan);
-            let applied = self.apply(&key, &plan, objects).await;
+            let applied = self.apply(&key, &plan, objects, &mut writes).await;
             self.report(&key, &plan, &applied);
+            if writes.l2.len() >= STATUS_BATCH {
+                self.send(std::mem::take(&mut writes)).await;
+            }
         }
+        self.send(writes).await;
+    }
+
+    /// Sends a batch's status writes: layer 2 first, then BGP.
+    async fn send(&mut self, writes: StatusBatch) {
+        self.send_statuses(writes.l2).await;
+        self.send_statuses(writes.bgp).await;
     }
 
     /// Does what `plan` says for `key`: the announcer and the BGP speaker
-    /// first (they reach the network now), then the status objects and
-    /// events (API calls, each bounded by its timeout).
-    async fn apply(&mut self, key: &ServiceKey, plan: &ServicePlan, objects: &Objects) -> Applied {
+    /// (they reach the network now) and the events; the status objects'
+    /// writes it adds to `writes`, sent with the batch's.
+    async fn apply(
+        &mut self,
+        key: &ServiceKey,
+        plan: &ServicePlan,
+        objects: &Objects,
+        writes: &mut StatusBatch,
+    ) -> Applied {
         let (before, layer2) = match &plan.layer2 {
             Some(interfaces) => {
                 match self.announcer.set(key, &plan.ips, interfaces.clone()).await {
@@ -88,14 +116,14 @@ impl Runner {
                 self.recorder.publish(&reference, ev).await;
             }
         }
-        self.sync_status::<ServiceL2Status>(key, l2_status, objects.statuses.get(key))
-            .await;
-        self.sync_status::<ServiceBGPStatus>(
+        let l2 = self.plan_status::<ServiceL2Status>(key, l2_status, objects.statuses.get(key));
+        writes.l2.push(l2);
+        let bgp_writes = self.plan_status::<ServiceBGPStatus>(
             key,
             plan.bgp_status.as_ref(),
             objects.bgp_statuses.get(key),
-        )
-        .await;
+        );
+        writes.bgp.push(bgp_writes);
         Applied { layer2, bgp }
     }
 

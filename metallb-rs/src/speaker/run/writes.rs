@@ -2,15 +2,33 @@
 //! create, update and delete this node's, with retries through the queue.
 
 use super::*;
+use futures::StreamExt;
+
+/// Services whose status writes are in flight at once. Each service's
+/// own actions stay in order; a failover that hands this node thousands
+/// of services then costs a few round trips per batch, not one per
+/// object.
+const STATUS_WRITES_IN_FLIGHT: usize = 16;
+
+/// One service's status actions for kind `K`, planned, not sent yet.
+pub(super) struct StatusWrites<K: StatusObject> {
+    key: ServiceKey,
+    actions: Vec<status::Action<K::Status>>,
+}
+
+/// How one service's actions went: whether it created an object, and the
+/// action that failed with its error.
+type Outcome = (bool, Result<(), (String, CallError)>);
 
 impl Runner {
-    /// Brings the status objects of kind `K` for `key` to `desired`.
-    pub(super) async fn sync_status<K: StatusObject>(
+    /// What it takes to bring the status objects of kind `K` for `key` to
+    /// `desired`.
+    pub(super) fn plan_status<K: StatusObject>(
         &mut self,
         key: &ServiceKey,
         desired: Option<&K::Status>,
         existing: Option<&Vec<Arc<K>>>,
-    ) {
+    ) -> StatusWrites<K> {
         let refs: Vec<&K> = existing.into_iter().flatten().map(|o| &**o).collect();
         let created_key = (K::GENERATE_NAME, key.clone());
         let mine_seen = refs
@@ -19,15 +37,62 @@ impl Runner {
         let creating = self.created.in_flight(&created_key, |_| mine_seen);
         let alive = &self.alive;
         let gone = |node: &str| !alive.contains(node);
-        let actions: Vec<status::Action<K::Status>> =
-            status::plan(&self.opts.node, &refs, desired, gone)
-                .into_iter()
-                .filter(|a| !(creating && matches!(a, status::Action::Create(_))))
-                .collect();
+        let actions = status::plan(&self.opts.node, &refs, desired, gone)
+            .into_iter()
+            .filter(|a| !(creating && matches!(a, status::Action::Create(_))))
+            .collect();
+        StatusWrites {
+            key: key.clone(),
+            actions,
+        }
+    }
+
+    /// Sends the planned writes, [`STATUS_WRITES_IN_FLIGHT`] services at
+    /// a time, and records each service's outcome: objects created are
+    /// remembered until the watch shows them, a failure is retried with
+    /// backoff through the queue.
+    pub(super) async fn send_statuses<K: StatusObject>(&mut self, writes: Vec<StatusWrites<K>>) {
+        if writes.is_empty() {
+            return;
+        }
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.opts.namespace);
-        let work = Work::Service(key.clone());
-        for action in actions {
-            let result = match &action {
+        let this = &*self;
+        let outcomes: Vec<(ServiceKey, Outcome)> = futures::stream::iter(writes)
+            .map(|w| {
+                let api = api.clone();
+                async move {
+                    let outcome = this.run_actions(&api, &w).await;
+                    (w.key, outcome)
+                }
+            })
+            .buffer_unordered(STATUS_WRITES_IN_FLIGHT)
+            .collect()
+            .await;
+        for (key, (created, result)) in outcomes {
+            if created {
+                self.created
+                    .wrote((K::GENERATE_NAME, key.clone()), String::new());
+            }
+            let work = Work::Service(key.clone());
+            match result {
+                Ok(()) => self.queue.done(&work),
+                Err((action, e)) => {
+                    self.metrics.k8s.update_errors.inc();
+                    // Look at the service again later, whatever else
+                    // happens meanwhile.
+                    let class = classify(&e);
+                    let retry_in = self.queue.retry(work, class);
+                    tracing::warn!(service = %key, kind = %K::kind(&()), action = %action, error = %e, ?class, ?retry_in, "could not update the status object");
+                }
+            }
+        }
+    }
+
+    /// One service's actions, in order, up to the first failure.
+    async fn run_actions<K: StatusObject>(&self, api: &Api<K>, w: &StatusWrites<K>) -> Outcome {
+        let mut created = false;
+        for action in &w.actions {
+            let result = match action {
                 status::Action::Delete { name } => {
                     match call(api.delete(name, &DeleteParams::default())).await {
                         Err(CallError::Api(kube::Error::Api(s))) if s.code == 404 => Ok(()),
@@ -41,26 +106,14 @@ impl Runner {
                 ))
                 .await
                 .map(|_| ()),
-                status::Action::Create(st) => self.create_status(&api, key, st).await,
+                status::Action::Create(st) => self.create_status(api, &w.key, st).await,
             };
             match result {
-                Ok(()) => {
-                    if matches!(action, status::Action::Create(_)) {
-                        self.created.wrote(created_key.clone(), String::new());
-                    }
-                }
-                Err(e) => {
-                    self.metrics.k8s.update_errors.inc();
-                    // Look at the service again later, whatever else
-                    // happens meanwhile.
-                    let class = classify(&e);
-                    let retry_in = self.queue.retry(work, class);
-                    tracing::warn!(service = %key, kind = %K::kind(&()), action = ?action, error = %e, ?class, ?retry_in, "could not update the status object");
-                    return;
-                }
+                Ok(()) => created |= matches!(action, status::Action::Create(_)),
+                Err(e) => return (created, Err((format!("{action:?}"), e))),
             }
         }
-        self.queue.done(&work);
+        (created, Ok(()))
     }
 
     pub(super) async fn create_status<K: StatusObject>(
