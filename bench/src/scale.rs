@@ -48,7 +48,11 @@ const SPEAKER_USER: &str = "user=\"system:serviceaccount:metallb-system:speaker\
 const STEADY_WINDOW: Duration = Duration::from_secs(10);
 
 /// Single-service changes measured per size.
-const CHANGES: usize = 20;
+const CHANGES: usize = 100;
+
+/// The window the speakers' idle CPU rate is measured over, right before
+/// a measurement it is subtracted from.
+const IDLE_WINDOW: Duration = Duration::from_secs(5);
 
 /// The simulated speakers' renewal period, in seconds.
 fn presence_period() -> u64 {
@@ -231,7 +235,7 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    // Steady state: requests and watch events per speaker, idle CPU.
+    // Steady state: requests and watch events per speaker.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (traffic0, cpu0, t0) = (
         api_metrics(client).await?,
@@ -249,10 +253,10 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     };
     let requests_per_speaker = per_speaker("apiserver_request_total");
     let watch_events_per_speaker = per_speaker("apiserver_watch_events_total");
-    let idle = (cpu1 - cpu0) / secs;
 
     // A full pass: a node's labels change, every speaker looks at every
     // service again.
+    let idle = idle_rate(&pids).await;
     let nodes_api: Api<Node> = Api::all(client.clone());
     let marked = real.first().context("the lab has no node")?;
     let before = speakers_cpu(&pids);
@@ -268,7 +272,9 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     let pass_cpu =
         (spent - before - idle * t.elapsed().as_secs_f64()).max(0.0) / pids.len().max(1) as f64;
 
-    // Single-service changes: a label on one service at a time.
+    // Single-service changes: a label on one service at a time, against
+    // the idle rate of the moments just before.
+    let idle = idle_rate(&pids).await;
     let before = speakers_cpu(&pids);
     let t = Instant::now();
     for i in 0..CHANGES {
@@ -279,7 +285,7 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
             &Patch::Merge(serde_json::json!({ "metadata": { "labels": { "metallb-rs.dev/bench-change": "1" } } })),
         )
         .await?;
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let spent = settle(&pids, idle).await;
     let change_cpu = (spent - before - idle * t.elapsed().as_secs_f64()).max(0.0)
@@ -312,6 +318,13 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
         watch_events_per_speaker,
         failover,
     })
+}
+
+/// The speakers' CPU seconds per second over [`IDLE_WINDOW`], summed.
+async fn idle_rate(pids: &BTreeMap<String, i32>) -> f64 {
+    let (before, t) = (speakers_cpu(pids), Instant::now());
+    tokio::time::sleep(IDLE_WINDOW).await;
+    (speakers_cpu(pids) - before) / t.elapsed().as_secs_f64()
 }
 
 /// Waits until the speakers' CPU rate is back near `idle` for a second
@@ -451,7 +464,8 @@ async fn failover(
     };
     let t = Instant::now();
     cluster.stop_speaker(&node, devenv::cluster::StopSignal::Kill)?;
-    let deadline = t + Duration::from_secs(60);
+    // A status object to write per service taken over.
+    let deadline = t + Duration::from_secs(60) + Duration::from_millis(20) * services.len() as u32;
     let result = loop {
         let announcing = announced_by(statuses).await?;
         if services
@@ -462,7 +476,9 @@ async fn failover(
         }
         if Instant::now() > deadline {
             break Err(anyhow::anyhow!(
-                "the other real nodes did not take over {node}'s services within 60 s"
+                "the other real nodes did not take over {node}'s {} services within {:?}",
+                services.len(),
+                deadline - t
             ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
