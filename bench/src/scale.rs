@@ -237,13 +237,9 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
 
     // Steady state: requests and watch events per speaker.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (traffic0, cpu0, t0) = (
-        api_metrics(client).await?,
-        speakers_cpu(&pids),
-        Instant::now(),
-    );
+    let (traffic0, t0) = (api_metrics(client).await?, Instant::now());
     tokio::time::sleep(STEADY_WINDOW).await;
-    let (traffic1, cpu1) = (api_metrics(client).await?, speakers_cpu(&pids));
+    let traffic1 = api_metrics(client).await?;
     let secs = t0.elapsed().as_secs_f64();
     let per_speaker = |metric: &str| {
         (metric_sum(&traffic1, metric, &[SPEAKER_USER])
