@@ -383,7 +383,27 @@ fn by_priority(
         want.push((format!("{prefix}-3"), "192.168.7.0/32"));
     }
     let want: Vec<(&str, &str)> = want.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    // The pools' and the services' watch events reach the controller in
+    // no set order: a service seen before the pool it should get would
+    // take another. Services come once the controller counts every pool.
+    let mut pools = vec![format!("{prefix}-pool-1"), format!("{prefix}-pool-2")];
+    if unprioritized {
+        pools.push("ns-ip-pool".into());
+    }
+    loaded(ctx, &pools)?;
     sequence(ctx, ns, &service, &want)
+}
+
+/// Waits until the controller has written each of `pools`' status (it
+/// has loaded them).
+fn loaded(ctx: &Ctx, pools: &[String]) -> Result<()> {
+    let api: Api<IPAddressPool> = Api::namespaced(ctx.client()?, metallb::NAMESPACE);
+    for name in pools {
+        eventually(WAIT, &format!("{name} loaded by the controller"), || {
+            Ok(ctx.block_on(api.get(name))?.status.map(|_| ()))
+        })?;
+    }
+    Ok(())
 }
 
 /// Services carrying the label the service-selecting pools select.
