@@ -34,18 +34,12 @@ impl Table {
         if self.silenced {
             return None;
         }
-        self.ips.get(&ip).map(|i| match i {
-            Interfaces::All => true,
-            Interfaces::Named(n) => n.contains(iface),
-        })
+        self.ips.get(&ip).map(|i| i.includes(iface))
     }
 
     /// `ip` is announced on `iface`, silenced or not.
     fn covers(&self, ip: IpAddr, iface: &str) -> bool {
-        self.ips.get(&ip).is_some_and(|i| match i {
-            Interfaces::All => true,
-            Interfaces::Named(n) => n.contains(iface),
-        })
+        self.ips.get(&ip).is_some_and(|i| i.includes(iface))
     }
 }
 
@@ -292,11 +286,7 @@ impl Announcer {
         };
         for (ip, ifaces) in owned {
             for r in self.responders.values() {
-                let included = match &ifaces {
-                    Interfaces::All => true,
-                    Interfaces::Named(n) => n.contains(&r.iface.name),
-                };
-                if !included {
+                if !ifaces.includes(&r.iface.name) {
                     continue;
                 }
                 // Counted per packet sent, as upstream counts them: a

@@ -110,6 +110,14 @@ pub enum Interfaces {
 }
 
 impl Interfaces {
+    /// Whether interface `name` is selected.
+    pub fn includes(&self, name: &str) -> bool {
+        match self {
+            Interfaces::All => true,
+            Interfaces::Named(n) => n.contains(name),
+        }
+    }
+
     /// The union of two selections.
     pub fn union(self, other: Interfaces) -> Interfaces {
         match (self, other) {

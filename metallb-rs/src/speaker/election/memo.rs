@@ -86,13 +86,20 @@ impl Memo {
         let mut seen = BTreeSet::new();
         for n in nodes {
             seen.insert(n.name.as_str());
-            let facts = Facts {
-                labels: n.labels.clone(),
-                network_unavailable: n.network_unavailable,
-                alive: alive.contains(&n.name),
-            };
-            if self.facts.get(&n.name) != Some(&facts) {
+            let is_alive = alive.contains(&n.name);
+            // Compared in place: a batch where nothing changed copies nothing.
+            let same = self.facts.get(&n.name).is_some_and(|f| {
+                f.alive == is_alive
+                    && f.network_unavailable == n.network_unavailable
+                    && f.labels == n.labels
+            });
+            if !same {
                 changed.push(n.name.clone());
+                let facts = Facts {
+                    labels: n.labels.clone(),
+                    network_unavailable: n.network_unavailable,
+                    alive: is_alive,
+                };
                 self.facts.insert(n.name.clone(), facts);
             }
         }
