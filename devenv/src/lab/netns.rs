@@ -689,6 +689,18 @@ fn ip(args: &[&str]) -> Result<String> {
     run("ip", args)
 }
 
+/// Deletes `dev` in `ns`; `false` when it was already gone (a link the
+/// kernel is tearing down with its namespace can vanish at any moment).
+fn del_link(ns: &str, dev: &str) -> Result<bool> {
+    match ip(&["-n", ns, "link", "del", dev]) {
+        Ok(_) => Ok(true),
+        Err(LabError::Command { ref stderr, .. }) if stderr.contains("Cannot find device") => {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 fn ip_json(args: &[&str]) -> Result<Vec<serde_json::Value>> {
     let mut full = vec!["-j"];
     full.extend_from_slice(args);
@@ -982,8 +994,10 @@ pub fn ensure(topology: &Topology) -> Result<Lab> {
                     changes.push(format!("{ns}: deleted broken {dev}"));
                 }
                 // Deleting one end of a veth deletes the other: look again.
-                if find(&links(net)?, peer).is_some() {
-                    ip(&["-n", net, "link", "del", peer])?;
+                // A peer whose namespace was just deleted is torn down by
+                // the kernel in the background, so it may vanish between
+                // the look and the delete.
+                if find(&links(net)?, peer).is_some() && del_link(net, peer)? {
                     changes.push(format!("{net}: deleted stale {peer}"));
                 }
                 ip(&[
