@@ -219,10 +219,11 @@ fn print(figures: &[Figures]) {
         );
     }
     println!(
-        "  configured: gossip probe period {:?}, declared down after ~{:?} (expected detection); presence lease renewed every {} s, overdue {:?} later",
+        "  configured: gossip probe period {:?}, declared down after ~{:?} (expected detection); presence lease renewed every {:?} while gossip agrees, every {:?} while a speaker sees trouble (a suspect or a down member), missed {:?} later",
         timing.probe_period,
         timing.expected_detection(),
-        metallb_rs::speaker::presence::RENEW_SECONDS,
+        metallb_rs::speaker::presence::SLOW_RENEW,
+        metallb_rs::speaker::presence::FAST_RENEW,
         metallb_rs::speaker::liveness::OVERDUE_MARGIN,
     );
     println!(

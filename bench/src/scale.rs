@@ -54,11 +54,6 @@ const CHANGES: usize = 100;
 /// a measurement it is subtracted from.
 const IDLE_WINDOW: Duration = Duration::from_secs(5);
 
-/// The simulated speakers' renewal period, in seconds.
-fn presence_period() -> u64 {
-    metallb_rs::speaker::presence::RENEW_SECONDS as u64
-}
-
 /// A failover measured.
 #[derive(Debug, Clone, Copy)]
 pub struct Failover {
@@ -312,7 +307,7 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
 
     let failover = failover(cluster, &config, &all_nodes, &real_set, &svcs, &statuses).await?;
     drop(heartbeats);
-    let rounds = sim_started.elapsed().as_secs() / presence_period().max(1);
+    let rounds = sim_started.elapsed().as_secs() / sim::PERIOD.as_secs().max(1);
     Ok(Report {
         late_rounds: (late.load(Ordering::Relaxed), rounds),
         size,

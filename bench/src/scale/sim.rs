@@ -22,15 +22,16 @@ pub const LABEL: (&str, &str) = ("metallb-rs.dev/simulated", "true");
 /// Requests in flight at once while creating or renewing.
 const IN_FLIGHT: usize = 32;
 
-/// How often a simulated speaker renews its presence lease (a speaker's
-/// period).
-const PERIOD: Duration = Duration::from_secs(presence::RENEW_SECONDS as u64);
+/// How often a simulated node posts its status and renews its node lease:
+/// often enough for the lab's node lifecycle (10 s grace), and 2.5x less
+/// than the real nodes' agents, so the simulation spends the API server
+/// on what is measured (the speakers' own load).
+pub const PERIOD: Duration = Duration::from_secs(5);
 
-/// Every how many periods a simulated node posts its status and renews
-/// its node lease: often enough for the lab's node lifecycle (10 s
-/// grace), and 5x less than the real nodes' agents, so the simulation
-/// spends the API server on what is measured (the speakers' own load).
-const NODE_EVERY: u64 = 3;
+/// Every how many periods a simulated speaker renews its presence lease:
+/// a speaker's slow period (gossip agrees: the simulated nodes have no
+/// gossip, so they never see trouble).
+const PRESENCE_EVERY: u64 = presence::SLOW_RENEW.as_secs() / PERIOD.as_secs();
 
 /// The name of simulated node `i`.
 pub fn name(i: usize) -> String {
@@ -64,7 +65,7 @@ pub async fn create(client: &kube::Client, n: usize, namespace: &str) -> Result<
                     .create(&PostParams::default(), &agent::lease_object(&cfg, now))
                     .await
                     .with_context(|| format!("creating the node lease of {node}"))?;
-                presence::join(&presence_api, &node)
+                presence::join(&presence_api, &node, presence::Mode::Slow)
                     .await
                     .with_context(|| format!("creating the presence lease of {node}"))?;
                 anyhow::Ok(())
@@ -89,7 +90,7 @@ pub async fn heartbeat(client: kube::Client, n: usize, namespace: String, late: 
     for round in 0u64.. {
         tick.tick().await;
         let started = std::time::Instant::now();
-        let node_round = round % NODE_EVERY == 0;
+        let presence_round = round % PRESENCE_EVERY == 0;
         futures::stream::iter(0..n)
             .for_each_concurrent(IN_FLIGHT, |i| {
                 let (nodes, node_leases, presence_api) =
@@ -99,7 +100,7 @@ pub async fn heartbeat(client: kube::Client, n: usize, namespace: String, late: 
                     let cfg = config(&node);
                     let now = k8s_openapi::jiff::Timestamp::now();
                     // Failures are the load showing: the next round retries.
-                    if node_round {
+                    {
                         let _ = nodes
                             .patch_status(
                                 &node,
@@ -112,7 +113,9 @@ pub async fn heartbeat(client: kube::Client, n: usize, namespace: String, late: 
                             .patch(&node, &PatchParams::default(), &Patch::Merge(&lease))
                             .await;
                     }
-                    let _ = presence::join(&presence_api, &node).await;
+                    if presence_round {
+                        let _ = presence::join(&presence_api, &node, presence::Mode::Slow).await;
+                    }
                 }
             })
             .await;

@@ -1,17 +1,22 @@
 //! Whose speaker counts as running, from three kinds of evidence: the
 //! node (Ready, the `node.kubernetes.io/out-of-service` taint), the
-//! speaker's presence Lease (renewed every [`presence::RENEW_SECONDS`],
-//! holder cleared on SIGTERM) and, when membership is on, the gossip view.
-//! Pure: the runner gathers the evidence, this decides.
+//! speaker's presence Lease (renewed slowly while gossip agrees and
+//! fast while anyone sees trouble: [`presence::mode`]; holder cleared on
+//! SIGTERM) and, when membership is on, the gossip view. Pure: the runner
+//! gathers the evidence, this decides.
 //!
 //! The rules, in order (the first that applies wins):
 //!
 //! 1. A node tainted `node.kubernetes.io/out-of-service` has no speaker
 //!    (the admin says the node is gone; upstream #3116).
 //! 2. A cleared lease holder means the speaker left (SIGTERM).
-//! 3. Gossip says the member left or failed: gone once its lease is
-//!    overdue too - or at once when this speaker cannot reach the API
-//!    server (then gossip is all it knows). A member that failed in
+//! 3. Gossip says the member left or failed: gone once its lease has
+//!    stopped too - or at once when this speaker cannot reach the API
+//!    server (then gossip is all it knows). Stopped: overdue by its own
+//!    renewal period, or, while this speaker's trouble mark is out
+//!    ([`Context::trouble_since`]), not seen renewing for a fast period
+//!    since the mark showed or since its last renewal, whichever is
+//!    later (every live speaker renews fast while it sees the mark). A member that failed in
 //!    gossip but keeps renewing its lease is cut off from us, not dead:
 //!    it keeps its addresses, so a partition between speakers never makes
 //!    two nodes answer for one address. A gossip leave is honoured the
@@ -24,7 +29,7 @@
 //!    sees every lease in its frozen cache age, and until it notices the
 //!    API server is gone (and, in the minority, falls silent) those ages
 //!    must not hand it the others' addresses.
-//! 4. Gossip says alive: alive.
+//! 4. Gossip says alive (or suspect): alive.
 //! 5. No gossip evidence (membership off, or not seen yet): a NotReady
 //!    node whose lease is overdue or missing has no speaker (#3116);
 //!    otherwise the lease decides when there is one, and a node without
@@ -53,13 +58,30 @@ pub struct LeaseState {
     /// When we first saw its current version (our monotonic clock; see
     /// `presence::states`).
     pub changed: Instant,
+    /// How often its speaker says it renews (`leaseDurationSeconds` / 3).
+    pub period: Duration,
+    /// Its speaker sees trouble in gossip (the lease carries
+    /// `presence::TROUBLE_ANNOTATION`).
+    pub trouble: bool,
 }
 
 impl LeaseState {
-    /// When its next renewal is overdue: one renewal period and the
-    /// margin after it last changed.
+    /// When its next renewal is overdue: one renewal period (its own)
+    /// and the margin after it last changed.
     pub fn deadline(&self) -> Instant {
-        self.changed + Duration::from_secs(presence::RENEW_SECONDS as u64) + OVERDUE_MARGIN
+        self.changed + self.period + OVERDUE_MARGIN
+    }
+
+    /// When it counts as stopped: its own deadline or, while this
+    /// speaker's trouble mark is out since `trouble_since`, a fast period
+    /// and the margin after the later of the mark showing and its last
+    /// renewal - whichever comes first.
+    pub fn stop_deadline(&self, trouble_since: Option<Instant>) -> Instant {
+        let own = self.deadline();
+        match trouble_since {
+            Some(since) => own.min(self.changed.max(since) + presence::FAST_RENEW + OVERDUE_MARGIN),
+            None => own,
+        }
     }
 
     /// The next renewal is overdue at `now`.
@@ -76,6 +98,13 @@ impl LeaseState {
     pub fn overdue_seen(&self, ctx: &Context) -> bool {
         self.overdue(ctx.now) && ctx.leases_seen.is_some_and(|t| t > self.deadline())
     }
+
+    /// Stopped ([`Self::stop_deadline`]), as a watch that is still
+    /// delivering shows it (see [`Self::overdue_seen`]).
+    pub fn stopped_seen(&self, ctx: &Context) -> bool {
+        let deadline = self.stop_deadline(ctx.trouble_since);
+        ctx.now > deadline && ctx.leases_seen.is_some_and(|t| t > deadline)
+    }
 }
 
 /// What gossip says of a member.
@@ -83,6 +112,8 @@ impl LeaseState {
 pub enum Gossip {
     /// Seen alive.
     Alive,
+    /// Alive, but a probe went unanswered: trouble, not yet failure.
+    Suspect,
     /// Declared down at `since` (this speaker's clock); `left` when it said
     /// goodbye.
     Down {
@@ -149,11 +180,15 @@ pub struct Context {
     /// presence lease (its own renewals included): how far its view of
     /// the leases is known to be current.
     pub leases_seen: Option<Instant>,
+    /// When this speaker first saw its own lease carry the trouble mark,
+    /// while it still does: since then every live speaker renews fast.
+    pub trouble_since: Option<Instant>,
 }
 
-/// Without a successful renewal for this long, a speaker considers the API
-/// server unreachable.
-pub const API_TIMEOUT: Duration = Duration::from_secs(2 * presence::RENEW_SECONDS as u64);
+/// Without a successful renewal for this long while renewing fast (this
+/// much past its slow period while renewing slowly), or once a renewal
+/// failed, a speaker considers the API server unreachable.
+pub const API_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Whether the speaker of a node with `e` counts, and if not, why.
 pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
@@ -163,7 +198,7 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
     if e.lease.is_some_and(|l| !l.held) {
         return Err(Gone::Left);
     }
-    let lease_fresh = e.lease.is_some_and(|l| !l.overdue_seen(ctx));
+    let lease_fresh = e.lease.is_some_and(|l| !l.stopped_seen(ctx));
     match e.gossip {
         Some(Gossip::Down { left, .. }) => {
             if ctx.api_ok && lease_fresh {
@@ -174,7 +209,7 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
                 Err(Gone::Failed)
             }
         }
-        Some(Gossip::Alive) => Ok(()),
+        Some(Gossip::Alive | Gossip::Suspect) => Ok(()),
         None => {
             let lease_gone = e.lease.is_none_or(|l| l.overdue(ctx.now));
             if !e.ready && lease_gone {
@@ -193,15 +228,30 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
 
 /// Whether a renewal of this speaker's own lease, seen back through its
 /// watch, would settle `e`: gossip says the member is down, its lease is
-/// past its deadline, and only a lease change after that deadline is
+/// past its stop deadline, and only a lease change after that deadline is
 /// missing to count it gone. Renewing at once then saves waiting for the
 /// next periodic renewal (failover time); a cut-off speaker's renewal
 /// never comes back, so it settles nothing there.
 pub fn awaits_evidence(e: &Evidence, ctx: &Context) -> bool {
     matches!(e.gossip, Some(Gossip::Down { .. }))
         && ctx.api_ok
-        && e.lease
-            .is_some_and(|l| l.held && l.overdue(ctx.now) && !l.overdue_seen(ctx))
+        && e.lease.is_some_and(|l| {
+            l.held && ctx.now > l.stop_deadline(ctx.trouble_since) && !l.stopped_seen(ctx)
+        })
+}
+
+/// Whether this speaker sees trouble in gossip and must mark its lease
+/// (see `presence`): a member suspect, or down while its held lease is
+/// still within its own renewal period - it may be alive and cut off
+/// from us, and judging it needs everyone renewing fast. A member whose
+/// lease stopped by its own period is settled: a dead node does not keep
+/// the cluster renewing fast.
+pub fn troubled<'a>(evidence: impl IntoIterator<Item = &'a Evidence>, now: Instant) -> bool {
+    evidence.into_iter().any(|e| match e.gossip {
+        Some(Gossip::Suspect) => true,
+        Some(Gossip::Down { .. }) => e.lease.is_some_and(|l| l.held && !l.overdue(now)),
+        Some(Gossip::Alive) | None => false,
+    })
 }
 
 /// The nodes whose speaker counts, and why the others do not.
@@ -240,6 +290,10 @@ mod tests {
     /// Our monotonic clock's origin in these tests.
     static T0: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
 
+    /// The renewal period of the leases in these tests (an older
+    /// release's, or a fast one's plus a second).
+    const PERIOD: Duration = Duration::from_secs(2);
+
     fn at(secs_after: f64) -> Instant {
         *T0 + Duration::from_secs_f64(secs_after)
     }
@@ -249,6 +303,8 @@ mod tests {
         Some(LeaseState {
             held,
             changed: at(changed),
+            period: PERIOD,
+            trouble: false,
         })
     }
 
@@ -268,7 +324,7 @@ mod tests {
         }
     }
 
-    /// `now` is 10 s after T0; renewals are due every RENEW_SECONDS (2 s)
+    /// `now` is 10 s after T0; renewals are due every PERIOD (2 s)
     /// and overdue one margin (0.5 s) later, so a lease renewed at 7.5 is
     /// fresh, one renewed at 6.9 is overdue.
     #[rstest]
@@ -370,6 +426,7 @@ mod tests {
             membership,
             // The watch is live: it just showed a renewal.
             leases_seen: Some(at(10.0)),
+            trouble_since: None,
         };
         assert_eq!(judge(&e, &ctx), want);
     }
@@ -395,6 +452,7 @@ mod tests {
             api_ok: true,
             membership: true,
             leases_seen: leases_seen.map(at),
+            trouble_since: None,
         };
         let e = ev(true, false, lease(true, 6.9), down(9.0, false));
         assert_eq!(judge(&e, &ctx), want);
@@ -405,8 +463,10 @@ mod tests {
         let l = LeaseState {
             held: true,
             changed: at(1.0),
+            period: PERIOD,
+            trouble: false,
         };
-        let period = presence::RENEW_SECONDS as f64;
+        let period = PERIOD.as_secs_f64();
         assert!(!l.overdue(at(1.0 + period)));
         assert!(!l.overdue(at(1.0 + period + 0.4)));
         assert!(l.overdue(at(1.0 + period + 0.6)));
@@ -440,8 +500,78 @@ mod tests {
             api_ok,
             membership: true,
             leases_seen: leases_seen.map(at),
+            trouble_since: None,
         };
         assert_eq!(awaits_evidence(&ev(true, false, lease, gossip), &ctx), want);
+    }
+
+    /// A slow lease (15 s) last seen changing at `changed`, of a member
+    /// gossip declared down at 9.0, judged at 10 with the watch current:
+    /// while our trouble mark is out (since `since`), a member that has
+    /// not renewed within a fast period and the margin of the later of
+    /// the mark and its last renewal has stopped; before the mark shows
+    /// (or without it), only its own period counts.
+    #[rstest]
+    #[case::no_mark_yet_slow_lease_waits(1.0, None, Ok(()))]
+    #[case::mark_out_long_enough_and_no_renewal(1.0, Some(8.0), Err(Gone::Failed))]
+    #[case::mark_out_but_not_yet_a_fast_period(1.0, Some(8.6), Ok(()))]
+    #[case::renewed_fast_after_the_mark(9.2, Some(8.0), Ok(()))]
+    #[case::renewed_after_the_mark_then_stopped(8.4, Some(8.0), Err(Gone::Failed))]
+    #[case::slow_lease_overdue_by_its_own_period(-6.0, None, Err(Gone::Failed))]
+    fn a_trouble_mark_shortens_the_wait_to_a_fast_period(
+        #[case] changed: f64,
+        #[case] since: Option<f64>,
+        #[case] want: Result<(), Gone>,
+    ) {
+        let slow = Some(LeaseState {
+            held: true,
+            changed: if changed < 0.0 {
+                T0.checked_sub(Duration::from_secs_f64(-changed))
+                    .unwrap_or(*T0)
+            } else {
+                at(changed)
+            },
+            period: presence::SLOW_RENEW,
+            trouble: false,
+        });
+        let ctx = Context {
+            now: at(10.0),
+            api_ok: true,
+            membership: true,
+            leases_seen: Some(at(10.0)),
+            trouble_since: since.map(at),
+        };
+        assert_eq!(judge(&ev(true, false, slow, down(9.0, false)), &ctx), want);
+    }
+
+    /// Trouble: what makes a speaker mark its lease, judged at 10 with a
+    /// 2 s period (a lease changed at 9 is within it, one at 3 is not).
+    #[rstest]
+    #[case::all_alive(ev(true, false, lease(true, 3.0), Some(Gossip::Alive)), false)]
+    #[case::a_suspect(ev(true, false, lease(true, 9.0), Some(Gossip::Suspect)), true)]
+    #[case::down_with_a_live_lease(ev(true, false, lease(true, 9.0), down(9.5, false)), true)]
+    #[case::down_and_its_lease_stopped_is_settled(
+        ev(true, false, lease(true, 3.0), down(9.5, false)),
+        false
+    )]
+    #[case::down_and_left(ev(true, false, lease(false, 9.0), down(9.5, true)), false)]
+    #[case::down_without_lease(ev(true, false, None, down(9.5, false)), false)]
+    #[case::no_gossip(ev(true, false, lease(true, 9.0), None), false)]
+    fn trouble(#[case] e: Evidence, #[case] want: bool) {
+        assert_eq!(troubled([&e], at(10.0)), want);
+    }
+
+    #[test]
+    fn a_suspect_counts_alive() {
+        let ctx = Context {
+            now: at(10.0),
+            api_ok: false,
+            membership: true,
+            leases_seen: None,
+            trouble_since: None,
+        };
+        let e = ev(true, false, lease(true, 1.0), Some(Gossip::Suspect));
+        assert_eq!(judge(&e, &ctx), Ok(()));
     }
 
     #[test]
@@ -451,6 +581,7 @@ mod tests {
             api_ok: true,
             membership: true,
             leases_seen: Some(at(10.0)),
+            trouble_since: None,
         };
         let (alive, gone) = alive(
             [

@@ -13,5 +13,6 @@ pub mod liveness;
 pub mod membership;
 pub mod plan;
 pub mod presence;
+pub mod renewal;
 pub mod run;
 pub mod status;

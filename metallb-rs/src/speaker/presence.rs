@@ -1,10 +1,21 @@
 //! Presence: each speaker holds a Lease `metallb-speaker-<node>`, renews
-//! it every [`RENEW_SECONDS`] and clears its holder on SIGTERM. Other
-//! speakers drop a node whose speaker left from their candidates at once,
-//! so a stopped speaker's addresses move immediately - without waiting for
-//! its Node or endpoints to change (upstream without memberlist never
-//! moves them). The renewals tell a crashed speaker from one that is only
-//! cut off from the others; `liveness` weighs them with gossip.
+//! it and clears its holder on SIGTERM. Other speakers drop a node whose
+//! speaker left from their candidates at once, so a stopped speaker's
+//! addresses move immediately - without waiting for its Node or
+//! endpoints to change (upstream without memberlist never moves them).
+//! The renewals tell a crashed speaker from one that is only cut off from
+//! the others; `liveness` weighs them with gossip.
+//!
+//! Renewals are slow ([`SLOW_RENEW`], below the kubelet's node-lease
+//! rate) while gossip agrees, and fast ([`FAST_RENEW`]) while any speaker
+//! sees trouble in gossip - a member suspect, or down while its lease
+//! still says otherwise. A speaker in trouble marks its lease
+//! ([`TROUBLE_ANNOTATION`]); every speaker that sees a fresh mark renews
+//! fast too ([`mode`]). So whoever judges a member that gossip lost has
+//! every live speaker renewing fast from the moment its own mark showed,
+//! and a member that missed one fast renewal since then has stopped
+//! (`liveness`). Only renewals are written; nobody reads a lease but
+//! through the watch.
 //!
 //! A renewal counts when we see the lease change, on our monotonic clock
 //! ([`crate::k8s::observed`]): another node's renewTime is never compared
@@ -17,25 +28,78 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Lease name prefix.
 pub const LEASE_PREFIX: &str = "metallb-speaker-";
 /// Label on the leases (the speaker watches only these).
 pub const COMPONENT_LABEL: &str = "metallb.io/component";
-/// Renewal period (the lease is valid for three). Short because a missed
-/// renewal is how the others tell a dead speaker from one that is only cut
-/// off from them (see `liveness`); 0.5 writes/s per node.
-pub const RENEW_SECONDS: i32 = 2;
+/// On the lease of a speaker that sees trouble in gossip: every speaker
+/// renews fast while a fresh lease carries it.
+pub const TROUBLE_ANNOTATION: &str = "metallb.io/gossip-trouble";
+/// Renewal period while gossip agrees: 0.067 writes/s per node, below the
+/// kubelet's node lease (every 10 s).
+pub const SLOW_RENEW: Duration = Duration::from_secs(15);
+/// Renewal period while some speaker sees trouble: a missed renewal is how
+/// the others tell a dead speaker from one only cut off from them.
+pub const FAST_RENEW: Duration = Duration::from_secs(1);
+/// A lease's `leaseDurationSeconds` is this many renewal periods; a lease
+/// without one (or of an older release) is read as renewed every 2 s.
+const DURATION_PERIODS: i32 = 3;
+const DEFAULT_PERIOD: Duration = Duration::from_secs(2);
+
+/// How a speaker renews its lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Gossip agrees: every [`SLOW_RENEW`].
+    Slow,
+    /// Another speaker sees trouble: every [`FAST_RENEW`].
+    Follow,
+    /// This speaker sees trouble: every [`FAST_RENEW`], lease marked.
+    Trouble,
+}
+
+impl Mode {
+    /// The renewal period.
+    pub fn period(self) -> Duration {
+        match self {
+            Mode::Slow => SLOW_RENEW,
+            Mode::Follow | Mode::Trouble => FAST_RENEW,
+        }
+    }
+}
+
+/// How to renew: marked while this speaker sees trouble itself, fast while
+/// some other node's lease carries a mark that is still renewed (a mark
+/// left by a speaker that died goes stale within a fast period and is
+/// not followed), slow otherwise.
+pub fn mode(
+    own_trouble: bool,
+    leases: &BTreeMap<String, LeaseState>,
+    me: &str,
+    now: Instant,
+) -> Mode {
+    if own_trouble {
+        Mode::Trouble
+    } else if leases
+        .iter()
+        .any(|(node, l)| node != me && l.held && l.trouble && !l.overdue(now))
+    {
+        Mode::Follow
+    } else {
+        Mode::Slow
+    }
+}
 
 fn lease_name(node: &str) -> String {
     format!("{LEASE_PREFIX}{node}")
 }
 
-/// What each node's presence lease says: held or cleared, and when (our
-/// clock) we first saw its current version. `seen` carries the
-/// observations from one call to the next (updated here; leases that
-/// vanished are forgotten); a lease first seen now counts as renewed now.
+/// What each node's presence lease says: held or cleared, its renewal
+/// period and mark, and when (our clock) we first saw its current
+/// version. `seen` carries the observations from one call to the next
+/// (updated here; leases that vanished are forgotten); a lease first seen
+/// now counts as renewed now.
 pub fn states<'a>(
     leases: impl IntoIterator<Item = &'a Lease>,
     seen: &mut BTreeMap<String, Observation>,
@@ -46,48 +110,76 @@ pub fn states<'a>(
         .into_iter()
         .filter_map(|l| {
             let node = l.metadata.name.as_deref()?.strip_prefix(LEASE_PREFIX)?;
-            let held = l
-                .spec
-                .as_ref()
+            let spec = l.spec.as_ref();
+            let held = spec
                 .and_then(|s| s.holder_identity.as_deref())
                 .is_some_and(|h| !h.is_empty());
+            let period = spec
+                .and_then(|s| s.lease_duration_seconds)
+                .and_then(|d| u64::try_from(d / DURATION_PERIODS).ok())
+                .filter(|p| *p > 0)
+                .map_or(DEFAULT_PERIOD, Duration::from_secs);
+            let trouble = l
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(TROUBLE_ANNOTATION));
             let o = observed::observe(seen.get(node), Version::of(l), now);
             let changed = o.since;
             next.insert(node.to_owned(), o);
-            Some((node.to_owned(), LeaseState { held, changed }))
+            Some((
+                node.to_owned(),
+                LeaseState {
+                    held,
+                    changed,
+                    period,
+                    trouble,
+                },
+            ))
         })
         .collect();
     *seen = next;
     states
 }
 
-/// Marks `node`'s speaker present (creates or takes its lease).
-pub async fn join(api: &Api<Lease>, node: &str) -> Result<(), kube::Error> {
-    set(api, node, Some(node)).await
+/// Marks `node`'s speaker present (creates or takes its lease), renewing
+/// as `mode` says.
+pub async fn join(api: &Api<Lease>, node: &str, mode: Mode) -> Result<(), kube::Error> {
+    set(api, node, Some(node), mode).await
 }
 
 /// Marks `node`'s speaker gone.
 pub async fn leave(api: &Api<Lease>, node: &str) -> Result<(), kube::Error> {
-    set(api, node, None).await
+    set(api, node, None, Mode::Slow).await
 }
 
-/// One write per renewal: a merge patch of the spec (the lease is this
-/// speaker's alone, so there is nothing to read first and nothing to
-/// conflict with), a create when the lease does not exist yet.
-async fn set(api: &Api<Lease>, node: &str, holder: Option<&str>) -> Result<(), kube::Error> {
+/// One write per renewal: a merge patch of the spec and the mark (the
+/// lease is this speaker's alone, so there is nothing to read first and
+/// nothing to conflict with), a create when the lease does not exist yet.
+async fn set(
+    api: &Api<Lease>,
+    node: &str,
+    holder: Option<&str>,
+    mode: Mode,
+) -> Result<(), kube::Error> {
     let name = lease_name(node);
+    let periods = i32::try_from(mode.period().as_secs()).unwrap_or(i32::MAX);
     let spec = LeaseSpec {
         holder_identity: holder.map(str::to_owned),
-        lease_duration_seconds: Some(3 * RENEW_SECONDS),
+        lease_duration_seconds: Some(DURATION_PERIODS.saturating_mul(periods)),
         renew_time: Some(MicroTime(crate::clock::wall_now())),
         ..LeaseSpec::default()
     };
-    // A cleared holder is written as null, which a merge patch deletes.
-    let patch = serde_json::json!({ "spec": {
-        "holderIdentity": spec.holder_identity,
-        "leaseDurationSeconds": spec.lease_duration_seconds,
-        "renewTime": spec.renew_time,
-    } });
+    let trouble = (mode == Mode::Trouble).then_some("true");
+    // A null (cleared holder, no mark) is deleted by a merge patch.
+    let patch = serde_json::json!({
+        "metadata": { "annotations": { TROUBLE_ANNOTATION: trouble } },
+        "spec": {
+            "holderIdentity": spec.holder_identity,
+            "leaseDurationSeconds": spec.lease_duration_seconds,
+            "renewTime": spec.renew_time,
+        },
+    });
     match api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -97,6 +189,8 @@ async fn set(api: &Api<Lease>, node: &str, holder: Option<&str>) -> Result<(), k
                 metadata: ObjectMeta {
                     name: Some(name),
                     labels: Some([(COMPONENT_LABEL.to_owned(), "speaker".to_owned())].into()),
+                    annotations: trouble
+                        .map(|t| [(TROUBLE_ANNOTATION.to_owned(), t.to_owned())].into()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(spec),
@@ -145,7 +239,9 @@ mod tests {
             first.get("a"),
             Some(&LeaseState {
                 held: true,
-                changed: t0
+                changed: t0,
+                period: DEFAULT_PERIOD,
+                trouble: false,
             })
         );
         assert!(!first["b"].held && !first["c"].held);
@@ -167,7 +263,63 @@ mod tests {
         assert!(super::states([&other], &mut seen, later).is_empty());
     }
 
-    /// The renewals node `x` writes, every RENEW_SECONDS of our time from
+    fn state(held: bool, trouble: bool, changed: Instant) -> LeaseState {
+        LeaseState {
+            held,
+            changed,
+            period: FAST_RENEW,
+            trouble,
+        }
+    }
+
+    /// Judged at 10 s; leases of the fast period (1 s) seen changing at
+    /// 9.5 are fresh, at 8 stale.
+    #[rstest]
+    #[case::nobody_in_trouble(false, &[("a", true, false, 9.5)], Mode::Slow)]
+    #[case::own_trouble_marks(true, &[], Mode::Trouble)]
+    #[case::own_trouble_beats_following(true, &[("a", true, true, 9.5)], Mode::Trouble)]
+    #[case::another_marked_and_renewing(false, &[("a", true, true, 9.5)], Mode::Follow)]
+    #[case::a_stale_mark_of_a_dead_speaker(false, &[("a", true, true, 8.0)], Mode::Slow)]
+    #[case::a_mark_on_a_cleared_lease(false, &[("a", false, true, 9.5)], Mode::Slow)]
+    #[case::our_own_mark_left_over(false, &[("me", true, true, 9.5)], Mode::Slow)]
+    fn renewal_mode(
+        #[case] own: bool,
+        #[case] leases: &[(&str, bool, bool, f64)],
+        #[case] want: Mode,
+    ) {
+        let t0 = Instant::now();
+        let leases = leases
+            .iter()
+            .map(|(n, held, trouble, changed)| {
+                (
+                    (*n).to_owned(),
+                    state(*held, *trouble, t0 + Duration::from_secs_f64(*changed)),
+                )
+            })
+            .collect();
+        assert_eq!(mode(own, &leases, "me", t0 + Duration::from_secs(10)), want);
+    }
+
+    #[test]
+    fn states_read_the_period_and_the_mark() {
+        let mut l = lease("a", Some("a"));
+        if let Some(s) = l.spec.as_mut() {
+            s.lease_duration_seconds = Some(45);
+        }
+        let mut marked = lease("b", Some("b"));
+        marked.metadata.annotations =
+            Some([(TROUBLE_ANNOTATION.to_owned(), "true".to_owned())].into());
+        if let Some(s) = marked.spec.as_mut() {
+            s.lease_duration_seconds = Some(3);
+        }
+        let got = states([&l, &marked], &mut BTreeMap::new(), Instant::now());
+        assert_eq!((got["a"].period, got["a"].trouble), (SLOW_RENEW, false));
+        assert_eq!((got["b"].period, got["b"].trouble), (FAST_RENEW, true));
+        assert_eq!(Mode::Slow.period(), SLOW_RENEW);
+        assert_eq!(Mode::Trouble.period(), FAST_RENEW);
+    }
+
+    /// The renewals node `x` writes, every 2 s of our time from
     /// 0 up to `last` seconds, stamped by its clock: ours plus `skew`
     /// seconds. What we make of them `at` seconds, with gossip saying
     /// `x` failed (so the lease decides: a partition keeps the
@@ -177,7 +329,7 @@ mod tests {
         let wall0 = Timestamp::from_second(1_700_000_000).expect("timestamp");
         let mut seen = BTreeMap::new();
         let mut view = BTreeMap::new();
-        let period = RENEW_SECONDS as u64;
+        let period = DEFAULT_PERIOD.as_secs();
         let renewal = |n: u64| {
             let mut l = lease("x", Some("x"));
             l.metadata.resource_version = Some(n.to_string());
@@ -210,6 +362,7 @@ mod tests {
             membership: true,
             // Our own renewals keep the watch visibly current.
             leases_seen: Some(t0 + Duration::from_secs(at)),
+            trouble_since: None,
         };
         liveness::judge(&e, &ctx)
     }

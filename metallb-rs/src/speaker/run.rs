@@ -17,6 +17,7 @@ use super::bgp::{self, advertise};
 use super::election::{self, NodeInfo};
 use super::events::Protocol;
 use super::membership::Membership;
+use super::renewal::{Record, Renewal};
 use super::status::StatusObject;
 use super::{liveness, presence, status};
 use crate::api::v1beta1::{
@@ -100,6 +101,10 @@ const RETRY: Backoff = Backoff {
     first: Duration::from_secs(1),
     max: Duration::from_secs(8),
 };
+
+/// How often the loop retries what may have failed or changed without an
+/// event: joining the gossip seeds, the gossip keys, membership start.
+const HOUSEKEEPING: Duration = Duration::from_secs(2);
 
 /// The ConfigMap listing interfaces never to announce from.
 pub const EXCLUDE_CONFIGMAP: &str = "metallb-excludel2";
@@ -194,10 +199,13 @@ pub async fn run(
         membership: None,
         keyring: None,
         registry: registry.clone(),
-        last_api_ok: Arc::new(std::sync::Mutex::new(std::time::Instant::now())),
+        renewals: Arc::new(std::sync::Mutex::new(
+            Record::new(std::time::Instant::now()),
+        )),
+        renewal: None,
+        trouble_since: None,
         guard: None,
         lease_seen: BTreeMap::new(),
-        renew_now: false,
         health: health.clone(),
         elected: election::memo::Memo::new(),
     };
@@ -205,9 +213,10 @@ pub async fn run(
         watches.wait_until_listed().await?;
         runner.reload_config().await;
         if runner.config.is_some() {
-            if let Err(e) = presence::join(&leases_api, &opts.node).await {
+            if let Err(e) = presence::join(&leases_api, &opts.node, presence::Mode::Slow).await {
                 tracing::warn!(error = %e, "could not record this speaker's presence (graceful leave will not be seen)");
             }
+            runner.start_renewal(&leases_api);
             runner.start_membership().await;
             runner.start_guard();
         } else {
@@ -226,12 +235,11 @@ pub async fn run(
         let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
         trimmer.maybe_trim();
         let mut rescan = tokio::time::interval(opts.rescan);
-        let mut renew = tokio::time::interval(Duration::from_secs(presence::RENEW_SECONDS as u64));
+        let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
         // Renewals become overdue with time alone: look again often.
         let mut liveness_tick = tokio::time::interval(Duration::from_millis(250));
         let mut view_changes = runner.membership.as_ref().map(|m| m.subscribe());
         let mut membership_wanted = opts.membership.is_some() && runner.membership.is_none();
-        let mut renewal: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             // Every branch below ends within a bounded time (API calls time
             // out); the liveness tick alone beats four times a second.
@@ -255,24 +263,12 @@ pub async fn run(
                         runner.full_pass().await;
                     }
                 }
-                _ = renew.tick() => {
-                    // Renewals run beside the loop: a call hanging on a cut
-                    // off API server must not stop the liveness checks.
+                _ = housekeeping.tick() => {
+                    // Renewals run in a task of their own (see `renewal`),
+                    // started once a valid configuration has loaded.
                     let joined = runner.config.is_some();
-                    if joined && renewal.as_ref().is_none_or(|r| r.is_finished()) {
-                        let (api, node, ok) = (leases_api.clone(), opts.node.clone(), runner.last_api_ok.clone());
-                        renewal = Some(tokio::spawn(async move {
-                            let timeout = Duration::from_secs(presence::RENEW_SECONDS as u64);
-                            match tokio::time::timeout(timeout, presence::join(&api, &node)).await {
-                                Ok(Ok(())) => {
-                                    if let Ok(mut t) = ok.lock() {
-                                        *t = std::time::Instant::now();
-                                    }
-                                }
-                                Ok(Err(e)) => tracing::debug!(error = %e, "could not renew the presence lease"),
-                                Err(_) => tracing::debug!("renewing the presence lease timed out"),
-                            }
-                        }));
+                    if joined {
+                        runner.start_renewal(&leases_api);
                     }
                     if let (Some(m), Some(ml)) = (&runner.membership, &opts.membership) {
                         m.join(seeds(&runner.stores.nodes.state(), &opts.node, ml.bind));
@@ -290,9 +286,6 @@ pub async fn run(
                 _ = liveness_tick.tick() => {
                     if runner.refresh_liveness() {
                         runner.full_pass().await;
-                    }
-                    if runner.renew_now && renewal.as_ref().is_none_or(|r| r.is_finished()) {
-                        renew.reset_immediately();
                     }
                 }
                 Ok(()) = async {
@@ -370,18 +363,19 @@ struct Runner {
     keyring: Option<super::membership::Keyring>,
     /// Where the gossip metrics are registered once membership starts.
     registry: prometheus::Registry,
-    /// When this speaker last renewed its presence lease (written by the
-    /// renewal task).
-    last_api_ok: Arc<std::sync::Mutex<std::time::Instant>>,
+    /// What this speaker's lease renewals achieved (written by the
+    /// renewal task, read by the loop and the guard).
+    renewals: Arc<std::sync::Mutex<Record>>,
+    /// The renewal task, once this speaker has joined.
+    renewal: Option<Renewal>,
+    /// When this speaker first saw its own lease carry the trouble mark,
+    /// while it does (see `liveness::Context::trouble_since`).
+    trouble_since: Option<std::time::Instant>,
     /// Silences the responders when cut off, beside the loop (see `guard`).
     guard: Option<tokio_util::task::AbortOnDropHandle<()>>,
     /// Each presence lease's version and when we first saw it: renewals
     /// are judged on our clock, never the renewer's (see `presence`).
     lease_seen: BTreeMap<String, crate::k8s::observed::Observation>,
-    /// A renewal of our own lease, seen back through the watch, would
-    /// settle a member gossip declared down (see
-    /// `liveness::awaits_evidence`): renew now, not at the next period.
-    renew_now: bool,
     /// `/healthz`'s heartbeat, bumped per service in long passes.
     health: Arc<Health>,
     /// Layer 2 winners remembered between passes.

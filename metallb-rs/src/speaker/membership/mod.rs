@@ -265,6 +265,10 @@ pub struct View {
     /// Members declared down (failed or left), until they come back or
     /// are forgotten ([`Timing::remove_down_after`]).
     pub down: BTreeMap<String, Down>,
+    /// Members of `alive` that are suspect: a probe went unanswered and
+    /// they have [`Timing::suspect_to_down_after`] to refute it. Trouble
+    /// starts here, before anyone is declared down (see `liveness`).
+    pub suspect: BTreeSet<String>,
 }
 
 /// A member declared down.
@@ -536,6 +540,7 @@ impl Membership {
         let view = View {
             alive: BTreeSet::from([node.clone()]),
             down: BTreeMap::new(),
+            suspect: BTreeSet::new(),
         };
         let (view_tx, view_rx) = watch::channel(view);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();

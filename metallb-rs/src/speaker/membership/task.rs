@@ -19,7 +19,7 @@ use foca::{
 use rand::SeedableRng;
 use rand::rngs::{StdRng, SysRng};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -498,9 +498,29 @@ impl Runner {
         while let Some(notification) = self.runtime.to_notify() {
             self.on_notification(notification);
         }
+        self.publish_suspects();
         for (to, frame) in std::mem::take(&mut self.outbox) {
             self.transport.send(to, &frame).await;
         }
+    }
+
+    /// Foca notifies members up and down, not suspect: the view's
+    /// suspects are read from its membership after every interaction
+    /// (one pass over the members; a comparison when nothing changed).
+    fn publish_suspects(&mut self) {
+        let suspect: BTreeSet<String> = self
+            .foca
+            .iter_membership_state()
+            .filter(|m| m.state() == foca::State::Suspect)
+            .map(|m| m.id().node.clone())
+            .collect();
+        self.view.send_if_modified(|view| {
+            let changed = view.suspect != suspect;
+            if changed {
+                view.suspect = suspect;
+            }
+            changed
+        });
     }
 
     fn queue(&mut self, to: SocketAddr, frame: &Frame<'_>) {

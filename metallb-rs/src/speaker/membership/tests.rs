@@ -173,10 +173,14 @@ async fn a_crashed_member_is_declared_failed() {
         join_all(&[&a, &b, &c]);
         all_see(&[&a, &b, &c], "all alive", alive(&["a", "b", "c"])).await;
         crash(c).await;
+        // Suspect first (trouble starts there), still counted alive.
+        let view = until(&a, "c suspect", |v| v.suspect.contains("c")).await;
+        assert!(view.alive.contains("c"), "{view:?}");
         for m in [&a, &b] {
             let view = until(m, "c down", |v| v.down.contains_key("c")).await;
             assert_eq!(view.alive, BTreeSet::from(["a".to_owned(), "b".to_owned()]));
             assert!(!view.down["c"].left, "a crash is not a leave: {view:?}");
+            assert!(view.suspect.is_empty(), "down, no longer suspect: {view:?}");
         }
     })
     .await;

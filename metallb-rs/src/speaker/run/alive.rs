@@ -74,14 +74,26 @@ impl Runner {
             now,
         );
         let view = self.membership.as_ref().map(|m| m.view());
+        // Our own mark, as the watch shows it back: from then on every
+        // live speaker renews fast.
+        let own = leases.get(&self.opts.node);
+        self.trouble_since = match (own.is_some_and(|l| l.trouble), self.trouble_since) {
+            (true, Some(since)) => Some(since),
+            (true, None) => own.map(|l| l.changed),
+            (false, _) => None,
+        };
         let ctx = liveness::Context {
             now,
             api_ok: self.api_ok(),
             membership: view.is_some(),
             leases_seen: leases.values().map(|l| l.changed).max(),
+            trouble_since: self.trouble_since,
         };
         let gossip = |node: &str| -> Option<liveness::Gossip> {
             let view = view.as_ref()?;
+            if view.suspect.contains(node) {
+                return Some(liveness::Gossip::Suspect);
+            }
             if view.alive.contains(node) {
                 return Some(liveness::Gossip::Alive);
             }
@@ -105,9 +117,21 @@ impl Runner {
                 )
             })
             .collect();
-        self.renew_now = evidence
-            .iter()
-            .any(|(_, e)| liveness::awaits_evidence(e, &ctx));
+        if let Some(renewal) = &self.renewal {
+            renewal.set_trouble(liveness::troubled(
+                evidence
+                    .iter()
+                    .filter(|(node, _)| *node != self.opts.node)
+                    .map(|(_, e)| e),
+                now,
+            ));
+            if evidence
+                .iter()
+                .any(|(_, e)| liveness::awaits_evidence(e, &ctx))
+            {
+                renewal.renew_now();
+            }
+        }
         let (alive, gone) = liveness::alive(evidence, &ctx);
         let isolated = view.as_ref().is_some_and(|v| {
             let known = self
@@ -209,8 +233,20 @@ impl Runner {
         self.keyring = Some(keyring);
     }
 
-    /// This speaker renewed its presence lease recently.
+    /// This speaker's lease renewals say it reaches the API server.
     pub(super) fn api_ok(&self) -> bool {
-        super::guard::api_ok(&self.last_api_ok)
+        super::guard::api_ok(&self.renewals)
+    }
+
+    /// Starts renewing this speaker's presence lease (once).
+    pub(super) fn start_renewal(&mut self, api: &Api<Lease>) {
+        if self.renewal.is_none() {
+            self.renewal = Some(Renewal::start(
+                api.clone(),
+                self.opts.node.clone(),
+                self.stores.leases.clone(),
+                self.renewals.clone(),
+            ));
+        }
     }
 }

@@ -15,6 +15,7 @@
 use super::super::announcer::Silencer;
 use super::super::liveness;
 use super::super::membership::View;
+use super::super::renewal::Record;
 use super::Runner;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,13 +25,13 @@ use tokio_util::task::AbortOnDropHandle;
 /// How often the guard looks: a small part of the others' takeover time.
 const PERIOD: Duration = Duration::from_millis(100);
 
-/// This speaker renewed its presence lease (written to `last_renewal` by
-/// the renewal task) within [`liveness::API_TIMEOUT`]. A poisoned lock
-/// means a renewal panicked: the API counts as gone.
-pub(super) fn api_ok(last_renewal: &Mutex<Instant>) -> bool {
-    last_renewal
+/// This speaker's lease renewals (written by the renewal task) say it
+/// reaches the API server ([`Record::api_ok`]). A poisoned lock means a
+/// renewal panicked: the API counts as gone.
+pub(super) fn api_ok(renewals: &Mutex<Record>) -> bool {
+    renewals
         .lock()
-        .map(|t| t.elapsed() < liveness::API_TIMEOUT)
+        .map(|r| r.api_ok(Instant::now()))
         .unwrap_or(false)
 }
 
@@ -42,10 +43,10 @@ pub(super) fn cut_off(api_ok: bool, view: &View) -> bool {
 }
 
 /// Every [`PERIOD`], silences or lets go the announcer behind `silencer`
-/// from the gossip `view` and the time of the last lease renewal.
+/// from the gossip `view` and the lease renewals.
 fn spawn(
     view: watch::Receiver<View>,
-    last_renewal: Arc<Mutex<Instant>>,
+    renewals: Arc<Mutex<Record>>,
     silencer: Silencer,
 ) -> AbortOnDropHandle<()> {
     AbortOnDropHandle::new(tokio::spawn(async move {
@@ -53,7 +54,7 @@ fn spawn(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tick.tick().await;
-            let silent = cut_off(api_ok(&last_renewal), &view.borrow());
+            let silent = cut_off(api_ok(&renewals), &view.borrow());
             if silencer.set(silent) {
                 if silent {
                     tracing::warn!(
@@ -77,7 +78,7 @@ impl Runner {
         if let Some(m) = &self.membership {
             self.guard = Some(spawn(
                 m.subscribe(),
-                self.last_api_ok.clone(),
+                self.renewals.clone(),
                 self.announcer.silencer(),
             ));
         }
@@ -106,6 +107,7 @@ mod tests {
                     )
                 })
                 .collect(),
+            suspect: Default::default(),
         }
     }
 
@@ -128,11 +130,11 @@ mod tests {
 
     #[test]
     fn api_counts_as_gone_after_the_timeout() {
-        let fresh = Mutex::new(Instant::now());
+        let fresh = Mutex::new(Record::new(Instant::now()));
         assert!(api_ok(&fresh));
         let long_ago = Instant::now().checked_sub(liveness::API_TIMEOUT + Duration::from_millis(1));
         if let Some(t) = long_ago {
-            assert!(!api_ok(&Mutex::new(t)));
+            assert!(!api_ok(&Mutex::new(Record::new(t))));
         }
     }
 }

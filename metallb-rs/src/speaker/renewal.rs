@@ -1,0 +1,232 @@
+//! The presence lease renewal: a task beside the speaker's loop, so a
+//! long pass never delays a renewal another speaker is waiting for. It
+//! renews as [`presence::mode`] says - slowly while gossip agrees, fast
+//! while this speaker sees trouble (the loop tells it, [`Renewal::set_trouble`])
+//! or another lease carries a fresh trouble mark (it reads the lease
+//! cache itself, so following a mark never waits on the loop) - and at
+//! once when the mode changes or the loop asks ([`Renewal::renew_now`]).
+//!
+//! Its outcome is how the speaker knows it still reaches the API server
+//! ([`Record::api_ok`]).
+
+use super::liveness::API_TIMEOUT;
+use super::presence::{self, FAST_RENEW, Mode};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::runtime::reflector::Store;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, watch};
+use tokio_util::task::AbortOnDropHandle;
+
+/// One renewal waits this long for the API server.
+pub const RENEW_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the task looks at the leases for another speaker's mark: a
+/// follower's first fast renewal comes this much after the mark at worst
+/// (plus the write), well inside the fast period the marker allows.
+const LOOK: Duration = Duration::from_millis(200);
+
+/// What the renewals achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// The last successful renewal.
+    pub last_ok: Instant,
+    /// Its renewal period (the next one was due that much later).
+    pub period: Duration,
+    /// A renewal failed or timed out after it.
+    pub failed_since: bool,
+}
+
+impl Record {
+    /// A record as if a fast renewal had just succeeded: a speaker
+    /// starting counts as reaching the API server (it just listed).
+    pub fn new(now: Instant) -> Self {
+        Self {
+            last_ok: now,
+            period: FAST_RENEW,
+            failed_since: false,
+        }
+    }
+
+    /// Whether the API server counts as reachable at `now`: no renewal
+    /// failed since the last success, and that success is at most
+    /// [`API_TIMEOUT`] older than a fast renewal period (this much past
+    /// its own period when it was slow: the next one was not due yet).
+    pub fn api_ok(&self, now: Instant) -> bool {
+        let slack = self.period.saturating_sub(FAST_RENEW);
+        !self.failed_since && now.saturating_duration_since(self.last_ok) < API_TIMEOUT + slack
+    }
+}
+
+/// Whether to renew now: the mode changed since the last renewal written
+/// (`written`), the period ran out (`due`), or the loop asked.
+pub fn renew_due(
+    written: Option<Mode>,
+    mode: Mode,
+    due: Instant,
+    now: Instant,
+    asked: bool,
+) -> bool {
+    written != Some(mode) || now >= due || asked
+}
+
+/// The running renewal task and what it shares with the loop.
+pub struct Renewal {
+    record: Arc<Mutex<Record>>,
+    trouble: watch::Sender<bool>,
+    asked: Arc<Notify>,
+    _task: AbortOnDropHandle<()>,
+}
+
+impl Renewal {
+    /// Starts renewing `node`'s lease through `api`, reading the others'
+    /// leases from `leases`.
+    pub fn start(
+        api: Api<Lease>,
+        node: String,
+        leases: Store<Lease>,
+        record: Arc<Mutex<Record>>,
+    ) -> Self {
+        let (trouble, trouble_rx) = watch::channel(false);
+        let asked = Arc::new(Notify::new());
+        let task = tokio::spawn(run(
+            api,
+            node,
+            leases,
+            record.clone(),
+            trouble_rx,
+            asked.clone(),
+        ));
+        Self {
+            record,
+            trouble,
+            asked,
+            _task: AbortOnDropHandle::new(task),
+        }
+    }
+
+    /// This speaker sees trouble in gossip (or no longer does).
+    pub fn set_trouble(&self, on: bool) {
+        self.trouble
+            .send_if_modified(|t| std::mem::replace(t, on) != on);
+    }
+
+    /// Renew at once (a renewal seen back through the watch settles a
+    /// member gossip declared down: see `liveness::awaits_evidence`).
+    pub fn renew_now(&self) {
+        self.asked.notify_one();
+    }
+
+    /// The shared record of renewals.
+    pub fn record(&self) -> Arc<Mutex<Record>> {
+        self.record.clone()
+    }
+}
+
+async fn run(
+    api: Api<Lease>,
+    node: String,
+    leases: Store<Lease>,
+    record: Arc<Mutex<Record>>,
+    mut trouble: watch::Receiver<bool>,
+    asked: Arc<Notify>,
+) {
+    let mut seen = BTreeMap::new();
+    let mut written: Option<Mode> = None;
+    let mut due = Instant::now();
+    let mut was_asked = false;
+    loop {
+        let now = Instant::now();
+        let states = presence::states(leases.state().iter().map(|l| &**l), &mut seen, now);
+        let mode = presence::mode(*trouble.borrow_and_update(), &states, &node, now);
+        if renew_due(written, mode, due, now, was_asked) {
+            let outcome =
+                tokio::time::timeout(RENEW_TIMEOUT, presence::join(&api, &node, mode)).await;
+            let ok = matches!(outcome, Ok(Ok(())));
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!(error = %e, "could not renew the presence lease"),
+                Err(_) => tracing::debug!("renewing the presence lease timed out"),
+            }
+            if let Ok(mut r) = record.lock() {
+                if ok {
+                    *r = Record {
+                        last_ok: Instant::now(),
+                        period: mode.period(),
+                        failed_since: false,
+                    };
+                } else {
+                    r.failed_since = true;
+                }
+            }
+            // A failure is retried a fast period later, whatever the mode:
+            // the record already says the API server is unreachable.
+            if ok {
+                written = Some(mode);
+                due = Instant::now() + mode.period();
+            } else {
+                written = None;
+                due = Instant::now() + FAST_RENEW;
+            }
+        }
+        was_asked = tokio::select! {
+            () = tokio::time::sleep_until(due.min(Instant::now() + LOOK).into()) => false,
+            Ok(()) = trouble.changed() => false,
+            () = asked.notified() => true,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn at(t0: Instant, secs: f64) -> Instant {
+        t0 + Duration::from_secs_f64(secs)
+    }
+
+    /// A success at 0 in `mode`, judged `secs` later.
+    #[rstest]
+    #[case::fast_just_renewed(Mode::Follow, false, 0.5, true)]
+    #[case::fast_within_the_timeout(Mode::Trouble, false, 3.9, true)]
+    #[case::fast_past_the_timeout(Mode::Trouble, false, 4.1, false)]
+    #[case::slow_next_not_due_yet(Mode::Slow, false, 14.0, true)]
+    #[case::slow_within_its_period_and_the_timeout(Mode::Slow, false, 17.9, true)]
+    #[case::slow_past_its_period_and_the_timeout(Mode::Slow, false, 18.1, false)]
+    #[case::a_failure_since_says_unreachable_at_once(Mode::Slow, true, 1.0, false)]
+    fn the_api_counts_reachable(
+        #[case] mode: Mode,
+        #[case] failed_since: bool,
+        #[case] secs: f64,
+        #[case] want: bool,
+    ) {
+        let t0 = Instant::now();
+        let r = Record {
+            last_ok: t0,
+            period: mode.period(),
+            failed_since,
+        };
+        assert_eq!(r.api_ok(at(t0, secs)), want);
+    }
+
+    #[rstest]
+    #[case::nothing_written_yet(None, Mode::Slow, 10.0, false, true)]
+    #[case::same_mode_not_due(Some(Mode::Slow), Mode::Slow, 10.0, false, false)]
+    #[case::same_mode_due(Some(Mode::Slow), Mode::Slow, 0.0, false, true)]
+    #[case::trouble_starts(Some(Mode::Slow), Mode::Trouble, 10.0, false, true)]
+    #[case::trouble_ends(Some(Mode::Trouble), Mode::Slow, 10.0, false, true)]
+    #[case::follow_starts(Some(Mode::Slow), Mode::Follow, 10.0, false, true)]
+    #[case::asked(Some(Mode::Trouble), Mode::Trouble, 10.0, true, true)]
+    fn renewing(
+        #[case] written: Option<Mode>,
+        #[case] mode: Mode,
+        #[case] due_in: f64,
+        #[case] asked: bool,
+        #[case] want: bool,
+    ) {
+        let t0 = Instant::now();
+        assert_eq!(renew_due(written, mode, at(t0, due_in), t0, asked), want);
+    }
+}
