@@ -11,6 +11,7 @@
 
 mod failover;
 mod interfaces;
+mod presence;
 mod replay;
 mod skew;
 pub(super) mod watch;
@@ -102,6 +103,7 @@ pub fn specs() -> Vec<Spec> {
     ];
     specs.extend(failover::specs());
     specs.extend(interfaces::specs());
+    specs.extend(presence::specs());
     specs.extend(replay::specs());
     specs.extend(skew::specs());
     specs.extend([

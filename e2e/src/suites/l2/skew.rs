@@ -18,9 +18,10 @@ use std::time::Duration;
 
 /// How far the skewed speakers' clocks are off, in seconds.
 const SKEW_SECS: i64 = 30;
-/// How long the skewed node is watched while healthy: several renewal
-/// periods and gossip rounds.
-const HEALTHY: Duration = Duration::from_secs(10);
+/// How long the skewed node is watched while healthy: a slow renewal
+/// period and more, and many gossip rounds.
+const HEALTHY: Duration =
+    metallb_rs::speaker::presence::SLOW_RENEW.saturating_add(Duration::from_secs(5));
 /// Failover after SIGKILL takes about 2-3 s (README, Failover); the rest
 /// is slack for a loaded machine, far below the 30 s skew.
 const FAILOVER_BOUND: Duration = Duration::from_secs(6);
