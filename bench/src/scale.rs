@@ -25,6 +25,8 @@ use devenv::lab::cluster::LabCluster;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
 use metallb_rs::api::v1beta1::ServiceL2Status;
 use metallb_rs::speaker::election::{self, Endpoints, NodeInfo};
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,8 +46,18 @@ pub const KUBELET_WRITES_PER_NODE: f64 = 0.1;
 /// The speakers' user at the lab API server.
 const SPEAKER_USER: &str = "user=\"system:serviceaccount:metallb-system:speaker\"";
 
-/// How long steady state is observed.
-const STEADY_WINDOW: Duration = Duration::from_secs(10);
+/// How long steady state is observed: three slow renewal periods, so a
+/// speaker's renewals are counted whole.
+const STEADY_WINDOW: Duration =
+    Duration::from_secs(3 * metallb_rs::speaker::presence::SLOW_RENEW.as_secs());
+
+/// The verbs that write.
+const WRITE_VERBS: [&str; 4] = [
+    "verb=\"create\"",
+    "verb=\"update\"",
+    "verb=\"patch\"",
+    "verb=\"delete\"",
+];
 
 /// Single-service changes measured per size.
 const CHANGES: usize = 100;
@@ -97,6 +109,8 @@ pub struct Report {
     pub rss: Vec<(String, u64)>,
     /// API requests per second per speaker in steady state.
     pub requests_per_speaker: f64,
+    /// Of which writes.
+    pub writes_per_speaker: f64,
     /// Watch events per second received per speaker in steady state.
     pub watch_events_per_speaker: f64,
     /// Rounds of simulated renewals that took longer than a period, of
@@ -175,7 +189,14 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     let svcs: Api<Service> = Api::namespaced(client.clone(), super::NAMESPACE);
-    let statuses: Api<ServiceL2Status> = Api::namespaced(client.clone(), ns);
+    // Watched, not listed in a loop: at 10,000 services listing them five
+    // times a second is what the API server would spend its time on.
+    let (services_seen, _services_watch) = mirror(svcs.clone(), None).await?;
+    let (statuses_seen, _statuses_watch) = mirror(
+        Api::<ServiceL2Status>::namespaced(client.clone(), ns),
+        Some(format!("metallb.io/service-namespace={}", super::NAMESPACE)),
+    )
+    .await?;
     let start = Instant::now();
     let creations = futures::stream::iter(0..size.services)
         .map(|i| {
@@ -210,9 +231,8 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     while announced.is_none() {
         anyhow::ensure!(Instant::now() < deadline, "not converged within 15 minutes");
         if assigned.is_none() {
-            let list = svcs.list(&ListParams::default()).await?;
-            let with_ip: Vec<(String, IpAddr)> = list
-                .items
+            let with_ip: Vec<(String, IpAddr)> = services_seen
+                .state()
                 .iter()
                 .filter_map(|s| {
                     let ip = *metallb_rs::service::ingress_ips(s).ok()?.first()?;
@@ -232,7 +252,7 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
             }
         }
         if assigned.is_some() {
-            let announcing = announced_by(&statuses).await?;
+            let announcing = announced_by(&statuses_seen);
             if winners
                 .iter()
                 .all(|(svc, (_, w))| announcing.get(svc) == Some(w))
@@ -249,14 +269,18 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     tokio::time::sleep(STEADY_WINDOW).await;
     let traffic1 = api_metrics(client).await?;
     let secs = t0.elapsed().as_secs_f64();
-    let per_speaker = |metric: &str| {
-        (metric_sum(&traffic1, metric, &[SPEAKER_USER])
-            - metric_sum(&traffic0, metric, &[SPEAKER_USER]))
+    let per_speaker = |metric: &str, verb: Option<&str>| {
+        let labels: Vec<&str> = std::iter::once(SPEAKER_USER).chain(verb).collect();
+        (metric_sum(&traffic1, metric, &labels) - metric_sum(&traffic0, metric, &labels))
             / secs
             / pids.len().max(1) as f64
     };
-    let requests_per_speaker = per_speaker("apiserver_request_total");
-    let watch_events_per_speaker = per_speaker("apiserver_watch_events_total");
+    let requests_per_speaker = per_speaker("apiserver_request_total", None);
+    let writes_per_speaker = WRITE_VERBS
+        .iter()
+        .map(|v| per_speaker("apiserver_request_total", Some(v)))
+        .sum();
+    let watch_events_per_speaker = per_speaker("apiserver_watch_events_total", None);
 
     // A full pass: a node's labels change, every speaker looks at every
     // service again.
@@ -305,7 +329,15 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
         }
     }
 
-    let failover = failover(cluster, &config, &all_nodes, &real_set, &svcs, &statuses).await?;
+    let failover = failover(
+        cluster,
+        &config,
+        &all_nodes,
+        &real_set,
+        &services_seen,
+        &statuses_seen,
+    )
+    .await?;
     drop(heartbeats);
     let rounds = sim_started.elapsed().as_secs() / sim::PERIOD.as_secs().max(1);
     Ok(Report {
@@ -319,6 +351,7 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
         change_cpu,
         rss,
         requests_per_speaker,
+        writes_per_speaker,
         watch_events_per_speaker,
         failover,
     })
@@ -410,21 +443,46 @@ fn winner(
 }
 
 /// Which node's ServiceL2Status each bench service has.
-async fn announced_by(statuses: &Api<ServiceL2Status>) -> Result<BTreeMap<String, String>> {
-    let list = statuses
-        .list(&ListParams::default().labels(&format!(
-            "metallb.io/service-namespace={}",
-            super::NAMESPACE
-        )))
-        .await?;
-    Ok(list
-        .items
+fn announced_by(statuses: &Store<ServiceL2Status>) -> BTreeMap<String, String> {
+    statuses
+        .state()
         .iter()
         .filter_map(|o| {
             let s = o.status.as_ref()?;
             Some((s.service_name.clone()?, s.node.clone()?))
         })
-        .collect())
+        .collect()
+}
+
+/// A cache of `api`'s objects (those with `labels`), kept by a watch
+/// until the handle is dropped; returned once it has listed.
+async fn mirror<K>(api: Api<K>, labels: Option<String>) -> Result<(Store<K>, AbortOnDropHandle<()>)>
+where
+    K: kube::Resource
+        + Clone
+        + for<'de> k8s_openapi::serde::Deserialize<'de>
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, writer) = reflector::store();
+    let config = match &labels {
+        Some(l) => watcher::Config::default().labels(l),
+        None => watcher::Config::default(),
+    };
+    let stream = reflector(writer, watcher::watcher(api, config))
+        .default_backoff()
+        .applied_objects();
+    let task = AbortOnDropHandle::new(tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while stream.next().await.is_some() {}
+    }));
+    tokio::time::timeout(Duration::from_secs(60), reader.wait_until_ready())
+        .await
+        .context("the bench's watch did not list within 60 s")??;
+    Ok((reader, task))
 }
 
 /// SIGKILLs the real speaker whose services fall most to the other real
@@ -436,13 +494,12 @@ async fn failover(
     config: &metallb_rs::config::Config,
     nodes: &[NodeInfo],
     real: &BTreeSet<&str>,
-    svcs: &Api<Service>,
-    statuses: &Api<ServiceL2Status>,
+    svcs: &Store<Service>,
+    statuses: &Store<ServiceL2Status>,
 ) -> Result<Option<Failover>> {
-    let list = svcs.list(&ListParams::default()).await?;
     // Per real node: the services it wins whose next winner is real too.
     let mut takeovers: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    for s in &list.items {
+    for s in &svcs.state() {
         let (Some(name), Some(ip)) = (
             s.metadata.name.clone(),
             metallb_rs::service::ingress_ips(s)
@@ -471,7 +528,7 @@ async fn failover(
     // A status object to write per service taken over.
     let deadline = t + Duration::from_secs(60) + Duration::from_millis(20) * services.len() as u32;
     let result = loop {
-        let announcing = announced_by(statuses).await?;
+        let announcing = announced_by(statuses);
         let moved = services
             .iter()
             .filter(|(svc, next)| announcing.get(svc) == Some(next))
@@ -522,9 +579,14 @@ fn print(r: &Report) {
         r.change_cpu
     );
     println!(
-        "  API requests/s per speaker (steady)      {:>9.2}   ({:.1}x the kubelet's {KUBELET_WRITES_PER_NODE} writes/s per node)",
+        "  API requests/s per speaker (steady)      {:>9.3}   ({:.2}x the kubelet's {KUBELET_WRITES_PER_NODE} writes/s per node)",
         r.requests_per_speaker,
         r.requests_per_speaker / KUBELET_WRITES_PER_NODE
+    );
+    println!(
+        "    of which writes                        {:>9.3}   ({:.2}x)",
+        r.writes_per_speaker,
+        r.writes_per_speaker / KUBELET_WRITES_PER_NODE
     );
     println!(
         "  watch events/s per speaker (steady)      {:>9.1}",
