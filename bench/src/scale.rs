@@ -51,6 +51,14 @@ const SPEAKER_USER: &str = "user=\"system:serviceaccount:metallb-system:speaker\
 const STEADY_WINDOW: Duration =
     Duration::from_secs(3 * metallb_rs::speaker::presence::SLOW_RENEW.as_secs());
 
+/// Steady state starts once the speakers write less than this per second
+/// each (a speaker still draining its queued events writes tens).
+const SETTLED_WRITES: f64 = 1.0;
+/// Over windows of this length.
+const SETTLE_STEP: Duration = Duration::from_secs(5);
+/// At most this long.
+const SETTLE_MAX: Duration = Duration::from_secs(300);
+
 /// The verbs that write.
 const WRITE_VERBS: [&str; 4] = [
     "verb=\"create\"",
@@ -111,6 +119,8 @@ pub struct Report {
     pub requests_per_speaker: f64,
     /// Of which writes.
     pub writes_per_speaker: f64,
+    /// How long after convergence the speakers' writes took to settle.
+    pub settled: Duration,
     /// Watch events per second received per speaker in steady state.
     pub watch_events_per_speaker: f64,
     /// Rounds of simulated renewals that took longer than a period, of
@@ -263,8 +273,10 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    // Steady state: requests and watch events per speaker.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Steady state: requests and watch events per speaker, once the
+    // convergence's tail (status writes, the events queued for every
+    // service announced) has drained.
+    let settled = writes_settle(client, pids.len()).await?;
     let (traffic0, t0) = (api_metrics(client).await?, Instant::now());
     tokio::time::sleep(STEADY_WINDOW).await;
     let traffic1 = api_metrics(client).await?;
@@ -352,6 +364,7 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
         rss,
         requests_per_speaker,
         writes_per_speaker,
+        settled,
         watch_events_per_speaker,
         failover,
     })
@@ -443,6 +456,29 @@ fn winner(
 }
 
 /// Which node's ServiceL2Status each bench service has.
+/// Waits until the speakers write less than [`SETTLED_WRITES`] per second
+/// each over [`SETTLE_STEP`], at most [`SETTLE_MAX`]; how long it took.
+async fn writes_settle(client: &kube::Client, speakers: usize) -> Result<Duration> {
+    let start = Instant::now();
+    let writes = |text: &str| -> f64 {
+        WRITE_VERBS
+            .iter()
+            .map(|v| metric_sum(text, "apiserver_request_total", &[SPEAKER_USER, v]))
+            .sum()
+    };
+    let mut before = writes(&api_metrics(client).await?);
+    while start.elapsed() < SETTLE_MAX {
+        tokio::time::sleep(SETTLE_STEP).await;
+        let now = writes(&api_metrics(client).await?);
+        let rate = (now - before) / SETTLE_STEP.as_secs_f64() / speakers.max(1) as f64;
+        before = now;
+        if rate < SETTLED_WRITES {
+            break;
+        }
+    }
+    Ok(start.elapsed())
+}
+
 fn announced_by(statuses: &Store<ServiceL2Status>) -> BTreeMap<String, String> {
     statuses
         .state()
@@ -577,6 +613,11 @@ fn print(r: &Report) {
     println!(
         "  speaker CPU per single-service change    {:>9.4}s",
         r.change_cpu
+    );
+    println!(
+        "  writes settled after convergence          {:>8.1}s  (under {SETTLED_WRITES}/s per speaker; then {:?} measured)",
+        r.settled.as_secs_f64(),
+        STEADY_WINDOW
     );
     println!(
         "  API requests/s per speaker (steady)      {:>9.3}   ({:.2}x the kubelet's {KUBELET_WRITES_PER_NODE} writes/s per node)",

@@ -49,13 +49,21 @@ impl Record {
         }
     }
 
-    /// Whether the API server counts as reachable at `now`: no renewal
-    /// failed since the last success, and that success is at most
-    /// [`API_TIMEOUT`] older than a fast renewal period (this much past
-    /// its own period when it was slow: the next one was not due yet).
+    /// Whether the API server counts as reachable at `now`: the last
+    /// success is under [`API_TIMEOUT`] old - or, when it was a slow
+    /// renewal and none has failed since, under that much past its slow
+    /// period (the next one was not due yet). One slow call does not cut
+    /// a speaker off; a failed one ends the slow period's grace, and a
+    /// speaker that loses sight of the others renews at once, so it knows
+    /// within [`API_TIMEOUT`] of its last success either way.
     pub fn api_ok(&self, now: Instant) -> bool {
-        let slack = self.period.saturating_sub(FAST_RENEW);
-        !self.failed_since && now.saturating_duration_since(self.last_ok) < API_TIMEOUT + slack
+        let age = now.saturating_duration_since(self.last_ok);
+        let slack = if self.failed_since {
+            Duration::ZERO
+        } else {
+            self.period.saturating_sub(FAST_RENEW)
+        };
+        age < API_TIMEOUT + slack
     }
 }
 
@@ -195,7 +203,9 @@ mod tests {
     #[case::slow_next_not_due_yet(Mode::Slow, false, 14.0, true)]
     #[case::slow_within_its_period_and_the_timeout(Mode::Slow, false, 17.9, true)]
     #[case::slow_past_its_period_and_the_timeout(Mode::Slow, false, 18.1, false)]
-    #[case::a_failure_since_says_unreachable_at_once(Mode::Slow, true, 1.0, false)]
+    #[case::a_failure_after_a_recent_success_is_not_yet_a_cut(Mode::Slow, true, 1.0, true)]
+    #[case::a_failure_ends_the_slow_grace(Mode::Slow, true, 4.1, false)]
+    #[case::a_failure_while_fast(Mode::Trouble, true, 4.1, false)]
     fn the_api_counts_reachable(
         #[case] mode: Mode,
         #[case] failed_since: bool,
