@@ -115,13 +115,14 @@ fn only_the_io_modules_touch_the_kubernetes_api() {
             "metallb-rs/src/controller/run",
             "metallb-rs/src/speaker/run",
             "metallb-rs/src/speaker/presence.rs",
+            "metallb-rs/src/speaker/renewal.rs",
             "metallb-rs/src/report.rs",
             "metallb-rs/src/main.rs",
         ],
     );
     assert!(
         found.is_empty(),
-        "kube::Api or a Client outside k8s/, the run modules, presence and report (deciding modules take plain data):\n{}",
+        "kube::Api or a Client outside k8s/, the run modules, presence, renewal and report (deciding modules take plain data):\n{}",
         found.join("\n")
     );
 }
