@@ -13,6 +13,7 @@ mod auth;
 mod builtins;
 mod conversion;
 mod error;
+mod fanout;
 mod gate;
 mod http;
 mod patch;

@@ -8,6 +8,7 @@
 //! defaults in [`crate::builtins`]).
 
 use super::error::ApiError;
+use super::fanout::Fanout;
 use super::registry::{Registry, ResourceType};
 use super::schema;
 use super::store::{Event, EventKind, Store};
@@ -22,8 +23,8 @@ pub struct State {
     pub store: Store,
     /// Served types.
     pub registry: Registry,
-    /// Live watchers.
-    pub events: tokio::sync::broadcast::Sender<Event>,
+    /// Live watchers, per collection.
+    pub events: Fanout,
     /// Signs and verifies bearer tokens.
     pub signer: Signer,
     /// Where webhook Services are reached ("ns/name" -> "host:port"),
@@ -83,7 +84,7 @@ impl State {
     /// A fresh state keeping `history` changes, signing tokens with
     /// `secret`.
     pub fn with_key(history: usize, secret: &[u8]) -> Self {
-        let (events, _) = tokio::sync::broadcast::channel(4096);
+        let events = Fanout::default();
         Self {
             store: Store::new(history),
             registry: Registry::default(),
@@ -120,8 +121,7 @@ impl State {
     }
 
     fn emit(&self, event: Event) {
-        // No receivers is fine: nobody watches.
-        let _ = self.events.send(event);
+        self.events.send(event);
     }
 
     fn random_suffix(&mut self) -> String {

@@ -55,8 +55,8 @@ pub async fn watch(
     let matches = move |o: &Value| labels.matches(o) && fields.matches(o);
 
     let (backlog, rx, rv_now, expired): (Vec<Rendered>, _, u64, bool) = {
-        let s = lock(&shared);
-        let rx = s.events.subscribe();
+        let mut s = lock(&shared);
+        let rx = s.events.subscribe(&t.collection());
         let mut expired = false;
         let rv = s.store.resource_version();
         let backlog = match since {
