@@ -186,6 +186,8 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     // /16: room for 10,000 services and more.
     setup(client, &["10.200.0.0/16"], &real).await?;
     let ns = metallb_rs::api::DEFAULT_NAMESPACE;
+    // Simulated nodes an interrupted run left behind would collide.
+    sim::remove(client, ns).await?;
     sim::create(client, size.nodes, ns).await?;
     let late = Arc::new(AtomicU64::new(0));
     let heartbeats = AbortOnDropHandle::new(tokio::spawn(sim::heartbeat(
