@@ -119,6 +119,8 @@ pub struct Report {
     pub requests_per_speaker: f64,
     /// Of which writes.
     pub writes_per_speaker: f64,
+    /// Writes per second per speaker by resource, where not negligible.
+    pub writes_by_resource: Vec<(String, f64)>,
     /// How long after convergence the speakers' writes took to settle.
     pub settled: Duration,
     /// Watch events per second received per speaker in steady state.
@@ -295,6 +297,8 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
         .map(|v| per_speaker("apiserver_request_total", Some(v)))
         .sum();
     let watch_events_per_speaker = per_speaker("apiserver_watch_events_total", None);
+    let writes_by_resource =
+        writes_by_resource(&traffic0, &traffic1, secs * pids.len().max(1) as f64);
 
     // A full pass: a node's labels change, every speaker looks at every
     // service again.
@@ -366,6 +370,7 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
         rss,
         requests_per_speaker,
         writes_per_speaker,
+        writes_by_resource,
         settled,
         watch_events_per_speaker,
         failover,
@@ -479,6 +484,36 @@ async fn writes_settle(client: &kube::Client, speakers: usize) -> Result<Duratio
         }
     }
     Ok(start.elapsed())
+}
+
+/// The speakers' writes per second (over `speaker_secs`, the window times
+/// the speakers) by resource, between two `/metrics` texts; those over
+/// 0.001/s.
+fn writes_by_resource(before: &str, after: &str, speaker_secs: f64) -> Vec<(String, f64)> {
+    let resources: BTreeSet<String> = after
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{") && l.contains(SPEAKER_USER))
+        .filter_map(|l| {
+            let rest = l.split("resource=\"").nth(1)?;
+            Some(rest.split('"').next()?.to_owned())
+        })
+        .collect();
+    resources
+        .into_iter()
+        .filter_map(|resource| {
+            let label = format!("resource=\"{resource}\"");
+            let rate: f64 = WRITE_VERBS
+                .iter()
+                .map(|v| {
+                    let labels = [SPEAKER_USER, v, label.as_str()];
+                    metric_sum(after, "apiserver_request_total", &labels)
+                        - metric_sum(before, "apiserver_request_total", &labels)
+                })
+                .sum::<f64>()
+                / speaker_secs.max(f64::MIN_POSITIVE);
+            (rate > 0.001).then_some((resource, rate))
+        })
+        .collect()
 }
 
 fn announced_by(statuses: &Store<ServiceL2Status>) -> BTreeMap<String, String> {
@@ -631,6 +666,9 @@ fn print(r: &Report) {
         r.writes_per_speaker,
         r.writes_per_speaker / KUBELET_WRITES_PER_NODE
     );
+    for (resource, rate) in &r.writes_by_resource {
+        println!("      {resource:<36} {rate:>9.3}");
+    }
     println!(
         "  watch events/s per speaker (steady)      {:>9.1}",
         r.watch_events_per_speaker

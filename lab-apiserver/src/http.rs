@@ -181,17 +181,23 @@ pub async fn handle(
         if let Err(e) = gate::authorize(&s, &user, &request) {
             return error(e);
         }
-        let verb = match &route {
-            Route::Resource(t) => crate::traffic::verb(
-                &method,
-                t.name.is_some(),
-                query(&uri)
-                    .get("watch")
-                    .is_some_and(|w| w == "true" || w == "1"),
+        let (verb, resource) = match &route {
+            Route::Resource(t) => (
+                crate::traffic::verb(
+                    &method,
+                    t.name.is_some(),
+                    query(&uri)
+                        .get("watch")
+                        .is_some_and(|w| w == "true" || w == "1"),
+                ),
+                match &t.subresource {
+                    Some(sub) => format!("{}/{sub}", t.plural),
+                    None => t.plural.clone(),
+                },
             ),
-            _ => crate::traffic::verb(&method, true, false),
+            _ => (crate::traffic::verb(&method, true, false), String::new()),
         };
-        s.traffic.request(&user.name, verb);
+        s.traffic.request(&user.name, verb, &resource);
         user
     };
     match route {

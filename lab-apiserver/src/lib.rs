@@ -57,7 +57,7 @@ pub const DEVIATIONS: &str = "\
 - openAPIV3Schema is enforced with defaults and pruning, and CEL rules (x-kubernetes-validations, the `crd-cel` crate) are evaluated, transition rules on updates; messageExpression, fieldPath, reason and CEL cost limits are not, and list items are not correlated for transition rules
 - namespace deletion is immediate (no Terminating phase); ownerReference garbage collection is background-only
 - state lives in memory: it survives restarts of every other lab process, not of the API server itself
-- /metrics serves only apiserver_request_total{user,verb} and apiserver_watch_events_total{user} (watch lines sent, bookmarks included); the user label is ours (kube-apiserver labels by resource, verb and code)
+- /metrics serves only apiserver_request_total{user,verb,resource} and apiserver_watch_events_total{user} (watch lines sent, bookmarks included); the user label is ours (kube-apiserver labels by resource, verb and code, not user)
 ";
 
 /// How a server starts.

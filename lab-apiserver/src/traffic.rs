@@ -1,4 +1,5 @@
-//! Who asks the API server for what: requests per user and verb, and
+//! Who asks the API server for what: requests per user, verb and
+//! resource, and
 //! watch events delivered per user, served on `/metrics` in Prometheus'
 //! text format under kube-apiserver's names (`apiserver_request_total`,
 //! `apiserver_watch_events_total`) with a `user` label of our own, so a
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Requests and watch events per user.
 #[derive(Debug, Default)]
 pub struct Traffic {
-    requests: BTreeMap<(String, &'static str), u64>,
+    requests: BTreeMap<(String, &'static str, String), u64>,
     watch_events: BTreeMap<String, Arc<AtomicU64>>,
 }
 
@@ -34,9 +35,13 @@ pub fn verb(method: &Method, name: bool, watch: bool) -> &'static str {
 }
 
 impl Traffic {
-    /// Counts one request of `user`.
-    pub fn request(&mut self, user: &str, verb: &'static str) {
-        *self.requests.entry((user.to_owned(), verb)).or_default() += 1;
+    /// Counts one request of `user` on `resource` (a plural, with its
+    /// subresource after a `/`; empty for non-resource paths).
+    pub fn request(&mut self, user: &str, verb: &'static str, resource: &str) {
+        *self
+            .requests
+            .entry((user.to_owned(), verb, resource.to_owned()))
+            .or_default() += 1;
     }
 
     /// The counter a watch of `user` adds each event it sends to (shared:
@@ -51,13 +56,14 @@ impl Traffic {
     /// Both counters in Prometheus' text format.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        out.push_str("# HELP apiserver_request_total Requests by user and verb.\n");
+        out.push_str("# HELP apiserver_request_total Requests by user, verb and resource.\n");
         out.push_str("# TYPE apiserver_request_total counter\n");
-        for ((user, verb), n) in &self.requests {
+        for ((user, verb, resource), n) in &self.requests {
             let _ = writeln!(
                 out,
-                "apiserver_request_total{{user=\"{}\",verb=\"{verb}\"}} {n}",
-                escape(user)
+                "apiserver_request_total{{user=\"{}\",verb=\"{verb}\",resource=\"{}\"}} {n}",
+                escape(user),
+                escape(resource)
             );
         }
         out.push_str("# HELP apiserver_watch_events_total Watch events sent, by user.\n");
@@ -109,15 +115,31 @@ mod tests {
     #[test]
     fn counts_render_per_user() {
         let mut t = Traffic::default();
-        t.request("system:serviceaccount:metallb-system:speaker", "update");
-        t.request("system:serviceaccount:metallb-system:speaker", "update");
-        t.request("admin", "list");
+        t.request(
+            "system:serviceaccount:metallb-system:speaker",
+            "update",
+            "leases",
+        );
+        t.request(
+            "system:serviceaccount:metallb-system:speaker",
+            "update",
+            "leases",
+        );
+        t.request(
+            "system:serviceaccount:metallb-system:speaker",
+            "patch",
+            "services/status",
+        );
+        t.request("admin", "list", "nodes");
         t.watch_counter("a\"b").fetch_add(3, Ordering::Relaxed);
         t.watch_counter("a\"b").fetch_add(1, Ordering::Relaxed);
         let text = t.render();
-        assert!(text.contains("apiserver_request_total{user=\"system:serviceaccount:metallb-system:speaker\",verb=\"update\"} 2\n"), "{text}");
+        assert!(text.contains("apiserver_request_total{user=\"system:serviceaccount:metallb-system:speaker\",verb=\"update\",resource=\"leases\"} 2\n"), "{text}");
+        assert!(text.contains("apiserver_request_total{user=\"system:serviceaccount:metallb-system:speaker\",verb=\"patch\",resource=\"services/status\"} 1\n"), "{text}");
         assert!(
-            text.contains("apiserver_request_total{user=\"admin\",verb=\"list\"} 1\n"),
+            text.contains(
+                "apiserver_request_total{user=\"admin\",verb=\"list\",resource=\"nodes\"} 1\n"
+            ),
             "{text}"
         );
         assert!(

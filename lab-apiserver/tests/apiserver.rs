@@ -537,10 +537,24 @@ async fn metrics_count_requests_and_watch_events_per_user() {
         .body(Vec::new())
         .expect("request");
     let text = client.request_text(request).await.expect("metrics");
-    // A namespace and four ConfigMaps created, by the one admin user.
+    // A namespace and four ConfigMaps created, by the one admin user,
+    // counted per resource.
     assert_eq!(
-        sample(&text, "apiserver_request_total", &["verb=\"create\""]),
-        Some(5),
+        sample(
+            &text,
+            "apiserver_request_total",
+            &["verb=\"create\"", "resource=\"configmaps\""]
+        ),
+        Some(4),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "apiserver_request_total",
+            &["verb=\"create\"", "resource=\"namespaces\""]
+        ),
+        Some(1),
         "{text}"
     );
     assert!(
