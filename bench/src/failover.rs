@@ -3,7 +3,9 @@
 //! its link goes down - from the disruption until the external host
 //! resolves the address to another node's MAC, and until HTTP to it
 //! succeeds. Measured from the external host with our own ARP prober;
-//! printed beside the detection timings the speakers run with.
+//! printed beside the detection timings the speakers run with. Each round
+//! starts on a settled cluster: the node the election prefers answers
+//! again (a restored node is back within gossip's rejoin period).
 
 use super::arp::Prober;
 use super::{percentile, with_service};
@@ -121,6 +123,29 @@ fn http_ok(addr: SocketAddr) -> bool {
         .is_ok_and(|n| buf[..n].starts_with(b"HTTP/1."))
 }
 
+/// How long a round waits, after the restored node answers again, for
+/// the node that stood in to withdraw.
+const SETTLE_AFTER: Duration = Duration::from_secs(2);
+
+/// Waits until `home` answers for `vip` steadily again; returns how long
+/// that took. A restored node rejoins gossip within the rejoin period.
+fn settle(
+    rt: &tokio::runtime::Runtime,
+    prober: &Prober,
+    vip: Ipv4Addr,
+    home: &str,
+) -> Result<Duration> {
+    let t0 = Instant::now();
+    loop {
+        if current_mac(rt, prober, vip)? == home {
+            return Ok(t0.elapsed());
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            bail!("{vip} was not answered from {home} again within 60 s of the restore");
+        }
+    }
+}
+
 /// The MAC announcing `vip` now, once one node answers steadily.
 fn current_mac(rt: &tokio::runtime::Runtime, prober: &Prober, vip: Ipv4Addr) -> Result<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -156,6 +181,11 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
             let rt = devenv::runtime()?;
             let prober = rt.block_on(async { Prober::on_eth0() })?;
             let mut all = Vec::new();
+            // The node the election prefers: each round starts once it
+            // answers again, so every round measures one failure of a
+            // settled cluster, not a second failure while the first
+            // node is still rejoining.
+            let home = current_mac(&rt, &prober, vip)?;
             for scenario in [Scenario::Term, Scenario::Kill, Scenario::LinkDown] {
                 let (mut arp, mut http) = (Vec::new(), Vec::new());
                 for round in 0..rounds {
@@ -178,9 +208,12 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
                     );
                     arp.push(a);
                     http.push(h);
-                    // Let the restored node rejoin and take its addresses
-                    // back before the next round.
-                    std::thread::sleep(Duration::from_secs(4));
+                    let back = settle(&rt, &prober, vip, &home)?;
+                    eprintln!(
+                        "  {vip} answered from its preferred node again {back:.2?} after the restore"
+                    );
+                    // Let the node that stood in see it too and withdraw.
+                    std::thread::sleep(SETTLE_AFTER);
                 }
                 arp.sort();
                 http.sort();
