@@ -18,7 +18,7 @@
 
 pub mod sim;
 
-use super::{cpu_seconds, metric_sum, rss_kib, service, setup, teardown};
+use super::{cpu_seconds, metric_sum, rss_kib, service, setup, status_kib, teardown};
 use anyhow::{Context, Result};
 use devenv::cluster::Cluster;
 use devenv::lab::cluster::LabCluster;
@@ -113,8 +113,9 @@ pub struct Report {
     pub pass_cpu: f64,
     /// A speaker's CPU seconds per single-service change.
     pub change_cpu: f64,
-    /// (process, RSS KiB).
-    pub rss: Vec<(String, u64)>,
+    /// (process, RSS KiB, of which anonymous memory (heap, stacks and
+    /// the pages relocations dirtied) KiB).
+    pub rss: Vec<(String, u64, u64)>,
     /// API requests per second per speaker in steady state.
     pub requests_per_speaker: f64,
     /// Of which writes.
@@ -342,8 +343,10 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     let mut names = vec!["controller".to_owned()];
     names.extend(real.iter().map(|n| format!("speaker-{n}")));
     for name in names {
-        if let Some(kib) = cluster.pid_of(&name).and_then(rss_kib) {
-            rss.push((name, kib));
+        let pid = cluster.pid_of(&name);
+        if let Some(kib) = pid.and_then(rss_kib) {
+            let anon = pid.and_then(|p| status_kib(p, "RssAnon")).unwrap_or(0);
+            rss.push((name, kib, anon));
         }
     }
 
@@ -702,11 +705,13 @@ fn print(r: &Report) {
         ),
     }
     println!("  resident memory (target {RSS_TARGET_MIB} MiB each at 1,000 services):");
-    for (name, kib) in &r.rss {
+    for (name, kib, anon) in &r.rss {
         let mib = *kib as f64 / 1024.0;
         println!(
-            "    {name:<28} {mib:>7.1} MiB  ({:.2}x of target)",
-            mib / RSS_TARGET_MIB
+            "    {name:<28} {mib:>7.1} MiB  ({:.2}x of target; anonymous {:.1} MiB, file-backed (binary, libraries) {:.1} MiB)",
+            mib / RSS_TARGET_MIB,
+            *anon as f64 / 1024.0,
+            kib.saturating_sub(*anon) as f64 / 1024.0
         );
     }
 }
