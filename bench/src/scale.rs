@@ -25,9 +25,10 @@ use devenv::lab::cluster::LabCluster;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{self, Store, reflector};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use metallb_rs::api::v1beta1::ServiceL2Status;
+use metallb_rs::k8s::watch::Watches;
 use metallb_rs::speaker::election::{self, Endpoints, NodeInfo};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -206,12 +207,20 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     let svcs: Api<Service> = Api::namespaced(client.clone(), super::NAMESPACE);
     // Watched, not listed in a loop: at 10,000 services listing them five
     // times a second is what the API server would spend its time on.
-    let (services_seen, _services_watch) = mirror(svcs.clone(), None).await?;
-    let (statuses_seen, _statuses_watch) = mirror(
+    // The components' own reflectors; dropping `watches` ends them.
+    let mut watches = Watches::new();
+    let services_seen = watches.spawn(svcs.clone(), watcher::Config::default(), |_| {});
+    let statuses_seen = watches.spawn(
         Api::<ServiceL2Status>::namespaced(client.clone(), ns),
-        Some(format!("metallb.io/service-namespace={}", super::NAMESPACE)),
-    )
-    .await?;
+        watcher::Config::default().labels(&format!(
+            "metallb.io/service-namespace={}",
+            super::NAMESPACE
+        )),
+        |_| {},
+    );
+    tokio::time::timeout(Duration::from_secs(60), watches.wait_until_listed())
+        .await
+        .context("the bench's watches did not list within 60 s")??;
     let start = Instant::now();
     let creations = futures::stream::iter(0..size.services)
         .map(|i| {
@@ -286,18 +295,17 @@ async fn one(cluster: &LabCluster, client: &kube::Client, size: Size) -> Result<
     tokio::time::sleep(STEADY_WINDOW).await;
     let traffic1 = api_metrics(client).await?;
     let secs = t0.elapsed().as_secs_f64();
-    let per_speaker = |metric: &str, verb: Option<&str>| {
-        let labels: Vec<&str> = std::iter::once(SPEAKER_USER).chain(verb).collect();
-        (metric_sum(&traffic1, metric, &labels) - metric_sum(&traffic0, metric, &labels))
+    let per_speaker = |metric: &str| {
+        (metric_sum(&traffic1, metric, &[SPEAKER_USER])
+            - metric_sum(&traffic0, metric, &[SPEAKER_USER]))
             / secs
             / pids.len().max(1) as f64
     };
-    let requests_per_speaker = per_speaker("apiserver_request_total", None);
-    let writes_per_speaker = WRITE_VERBS
-        .iter()
-        .map(|v| per_speaker("apiserver_request_total", Some(v)))
-        .sum();
-    let watch_events_per_speaker = per_speaker("apiserver_watch_events_total", None);
+    let requests_per_speaker = per_speaker("apiserver_request_total");
+    let writes_per_speaker = (speaker_writes(&traffic1, None) - speaker_writes(&traffic0, None))
+        / secs
+        / pids.len().max(1) as f64;
+    let watch_events_per_speaker = per_speaker("apiserver_watch_events_total");
     let writes_by_resource =
         writes_by_resource(&traffic0, &traffic1, secs * pids.len().max(1) as f64);
 
@@ -465,17 +473,11 @@ fn winner(
     order.first().map(|n| n.name.clone())
 }
 
-/// Which node's ServiceL2Status each bench service has.
 /// Waits until the speakers write less than [`SETTLED_WRITES`] per second
 /// each over [`SETTLE_STEP`], at most [`SETTLE_MAX`]; how long it took.
 async fn writes_settle(client: &kube::Client, speakers: usize) -> Result<Duration> {
     let start = Instant::now();
-    let writes = |text: &str| -> f64 {
-        WRITE_VERBS
-            .iter()
-            .map(|v| metric_sum(text, "apiserver_request_total", &[SPEAKER_USER, v]))
-            .sum()
-    };
+    let writes = |text: &str| speaker_writes(text, None);
     let mut before = writes(&api_metrics(client).await?);
     while start.elapsed() < SETTLE_MAX {
         tokio::time::sleep(SETTLE_STEP).await;
@@ -504,21 +506,31 @@ fn writes_by_resource(before: &str, after: &str, speaker_secs: f64) -> Vec<(Stri
     resources
         .into_iter()
         .filter_map(|resource| {
-            let label = format!("resource=\"{resource}\"");
-            let rate: f64 = WRITE_VERBS
-                .iter()
-                .map(|v| {
-                    let labels = [SPEAKER_USER, v, label.as_str()];
-                    metric_sum(after, "apiserver_request_total", &labels)
-                        - metric_sum(before, "apiserver_request_total", &labels)
-                })
-                .sum::<f64>()
+            let rate = (speaker_writes(after, Some(&resource))
+                - speaker_writes(before, Some(&resource)))
                 / speaker_secs.max(f64::MIN_POSITIVE);
             (rate > 0.001).then_some((resource, rate))
         })
         .collect()
 }
 
+/// The speakers' writes counted in `/metrics` text `text`, of one
+/// resource or of all.
+fn speaker_writes(text: &str, resource: Option<&str>) -> f64 {
+    let resource = resource.map(|r| format!("resource=\"{r}\""));
+    WRITE_VERBS
+        .iter()
+        .map(|v| {
+            let labels: Vec<&str> = [SPEAKER_USER, v]
+                .into_iter()
+                .chain(resource.as_deref())
+                .collect();
+            metric_sum(text, "apiserver_request_total", &labels)
+        })
+        .sum()
+}
+
+/// Which node's ServiceL2Status each bench service has.
 fn announced_by(statuses: &Store<ServiceL2Status>) -> BTreeMap<String, String> {
     statuses
         .state()
@@ -528,37 +540,6 @@ fn announced_by(statuses: &Store<ServiceL2Status>) -> BTreeMap<String, String> {
             Some((s.service_name.clone()?, s.node.clone()?))
         })
         .collect()
-}
-
-/// A cache of `api`'s objects (those with `labels`), kept by a watch
-/// until the handle is dropped; returned once it has listed.
-async fn mirror<K>(api: Api<K>, labels: Option<String>) -> Result<(Store<K>, AbortOnDropHandle<()>)>
-where
-    K: kube::Resource
-        + Clone
-        + for<'de> k8s_openapi::serde::Deserialize<'de>
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    let (reader, writer) = reflector::store();
-    let config = match &labels {
-        Some(l) => watcher::Config::default().labels(l),
-        None => watcher::Config::default(),
-    };
-    let stream = reflector(writer, watcher::watcher(api, config))
-        .default_backoff()
-        .applied_objects();
-    let task = AbortOnDropHandle::new(tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while stream.next().await.is_some() {}
-    }));
-    tokio::time::timeout(Duration::from_secs(60), reader.wait_until_ready())
-        .await
-        .context("the bench's watch did not list within 60 s")??;
-    Ok((reader, task))
 }
 
 /// SIGKILLs the real speaker whose services fall most to the other real
