@@ -88,8 +88,11 @@ pub fn cargo_build_args(target: &str) -> Vec<String> {
     .to_vec()
 }
 
-/// The `RUSTFLAGS` of the static build: glibc linked in, no loader.
-pub const STATIC_RUSTFLAGS: &str = "-C target-feature=+crt-static";
+/// The `RUSTFLAGS` of the static build: glibc linked in, no loader, and
+/// linked at a fixed address (not static-pie), so start-up applies no
+/// relocations and the pointer tables stay clean, shared pages (see
+/// `metallb-rs/build.rs`, which does the same for the dynamic build).
+pub const STATIC_RUSTFLAGS: &str = "-C target-feature=+crt-static -C relocation-model=static";
 
 /// Builds the release `metallb-rs` binary statically linked for the host
 /// (see [`host_target`]) under [`static_target_dir`] and returns its path,

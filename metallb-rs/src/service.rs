@@ -55,6 +55,39 @@ pub fn deprecated_annotations(svc: &Service) -> Vec<String> {
         .collect()
 }
 
+/// Drops what the speaker never reads before its cache keeps `svc`:
+/// annotations other than MetalLB's, owner references, ports, cluster
+/// IPs, session affinity, conditions, and the pod selector unless the
+/// sharing key needs it (ExternalTrafficPolicy Local). The speaker keeps
+/// every Service of the cluster, so this is most of its Service cache.
+pub fn trim_for_speaker(svc: &mut Service) {
+    let ours = |k: &str| {
+        [annotation::PREFIX, annotation::DEPRECATED_PREFIX]
+            .iter()
+            .any(|p| k.strip_prefix(p).is_some_and(|rest| rest.starts_with('/')))
+    };
+    if let Some(a) = svc.metadata.annotations.as_mut() {
+        a.retain(|k, _| ours(k));
+    }
+    svc.metadata.owner_references = None;
+    if let Some(spec) = svc.spec.as_mut() {
+        let local = spec.external_traffic_policy.as_deref() == Some("Local");
+        spec.ports = None;
+        spec.cluster_ip = None;
+        spec.cluster_ips = None;
+        spec.external_ips = None;
+        spec.session_affinity = None;
+        spec.session_affinity_config = None;
+        spec.load_balancer_source_ranges = None;
+        if !local {
+            spec.selector = None;
+        }
+    }
+    if let Some(status) = svc.status.as_mut() {
+        status.conditions = None;
+    }
+}
+
 /// A service's namespace and name. Shown as `namespace/name`, which is
 /// never parsed back: whoever needs the parts keeps the key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -369,6 +402,45 @@ mod tests {
         #[case] expected: Result<Option<(Vec<IpAddr>, ServiceFamily)>, String>,
     ) {
         assert_eq!(requested_ips(&svc(yaml)), expected);
+    }
+
+    /// What the speaker reads of a service.
+    fn speaker_view(s: &Service) -> String {
+        format!(
+            "{:?} lb={} class={} ingress={:?} sharing={:?} labels={:?} pool={:?} shared={:?}",
+            key(s),
+            is_load_balancer(s),
+            class_matches(s, Some("c")),
+            ingress_ips(s),
+            sharing_key(s),
+            s.labels(),
+            annotation_value(s, annotation::ADDRESS_POOL),
+            annotation_value(s, annotation::ALLOW_SHARED_IP),
+        )
+    }
+
+    #[rstest]
+    #[case::cluster_policy("Cluster")]
+    #[case::local_policy("Local")]
+    fn trimming_keeps_what_the_speaker_reads(#[case] policy: &str) {
+        let full = svc(&format!(
+            "metadata: {{name: s, namespace: ns, labels: {{app: web}}, ownerReferences: [{{apiVersion: v1, kind: X, name: o, uid: u}}],
+              annotations: {{metallb.io/allow-shared-ip: k, metallb.universe.tf/address-pool: p, metallb.io.evil/x: y, helm.sh/chart: big}}}}
+            spec: {{type: LoadBalancer, loadBalancerClass: c, externalTrafficPolicy: {policy}, selector: {{app: web}},
+              clusterIP: 10.96.0.1, clusterIPs: [10.96.0.1], ports: [{{port: 80}}, {{port: 443}}], sessionAffinity: ClientIP}}
+            status: {{loadBalancer: {{ingress: [{{ip: 192.0.2.1}}]}}, conditions: [{{type: T, status: 'True', reason: R, message: M, lastTransitionTime: '2026-01-01T00:00:00Z'}}]}}"
+        ));
+        let mut trimmed = full.clone();
+        trim_for_speaker(&mut trimmed);
+        assert_eq!(speaker_view(&trimmed), speaker_view(&full));
+        assert_eq!(
+            trimmed.annotations().keys().collect::<Vec<_>>(),
+            ["metallb.io/allow-shared-ip", "metallb.universe.tf/address-pool"],
+            "other annotations are not kept"
+        );
+        let spec = trimmed.spec.as_ref().expect("spec");
+        assert!(spec.ports.is_none() && spec.cluster_ips.is_none());
+        assert_eq!(spec.selector.is_some(), policy == "Local");
     }
 
     #[test]

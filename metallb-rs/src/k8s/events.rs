@@ -82,6 +82,8 @@ pub struct SpamFilter {
     burst: f64,
     refill: Duration,
     buckets: HashMap<String, (f64, Instant)>,
+    /// When full buckets were last forgotten.
+    pruned: Option<Instant>,
 }
 
 impl Default for SpamFilter {
@@ -97,6 +99,7 @@ impl SpamFilter {
             burst: f64::from(burst),
             refill,
             buckets: HashMap::new(),
+            pruned: None,
         }
     }
 
@@ -106,8 +109,13 @@ impl SpamFilter {
         let level = |(tokens, at): (f64, Instant)| {
             (tokens + now.saturating_duration_since(at).as_secs_f64() / refill).min(burst)
         };
-        // Full buckets are the same as none: forget them (bounded memory).
-        self.buckets.retain(|_, b| level(*b) < burst);
+        // Full buckets are the same as none: forget them (bounded memory),
+        // once per refill period rather than on every event, which would
+        // cost a scan of every recent object per event.
+        if self.pruned.is_none_or(|p| now.saturating_duration_since(p) >= self.refill) {
+            self.buckets.retain(|_, b| level(*b) < burst);
+            self.pruned = Some(now);
+        }
         let tokens = self.buckets.get(object).map_or(burst, |b| level(*b));
         if tokens < 1.0 {
             return false;
@@ -152,6 +160,7 @@ impl Recorder {
             controller: controller.to_owned(),
             instance: instance.to_owned(),
             series: HashMap::new(),
+            pruned: None,
         };
         tokio::spawn(writer.run(rx));
         Self {
@@ -200,7 +209,12 @@ struct Writer {
     controller: String,
     instance: String,
     series: HashMap<SeriesKey, Published>,
+    /// When series older than the window were last forgotten.
+    pruned: Option<Timestamp>,
 }
+
+/// How often ended series are forgotten (a scan of every series).
+const SERIES_PRUNE: SignedDuration = SignedDuration::from_mins(1);
 
 impl Writer {
     async fn run(mut self, mut rx: mpsc::Receiver<(ObjectReference, EventSpec)>) {
@@ -239,8 +253,16 @@ impl Writer {
             .clone()
             .unwrap_or_else(|| "default".into());
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        self.series.retain(|_, p| p.last + SERIES_WINDOW > now);
-        let published = if let Some(mut p) = self.series.get(&key).cloned() {
+        if self.pruned.is_none_or(|p| p + SERIES_PRUNE <= now) {
+            self.series.retain(|_, p| p.last + SERIES_WINDOW > now);
+            self.pruned = Some(now);
+        }
+        let ongoing = self
+            .series
+            .get(&key)
+            .filter(|p| p.last + SERIES_WINDOW > now)
+            .cloned();
+        let published = if let Some(mut p) = ongoing {
             p.count += 1;
             p.last = now;
             let patch = serde_json::json!({ "series": EventSeries {
@@ -314,6 +336,19 @@ mod tests {
             })
             .collect();
         assert_eq!(got.join(" "), expected);
+    }
+
+    #[test]
+    fn spam_filter_forgets_full_buckets() {
+        let start = Instant::now();
+        let mut f = SpamFilter::new(3, Duration::from_secs(10));
+        for i in 0..100 {
+            assert!(f.allow(&format!("o{i}"), start + Duration::from_millis(i)));
+        }
+        assert_eq!(f.buckets.len(), 100, "not yet refilled: all remembered");
+        // Refilled a period later: the next event forgets them.
+        assert!(f.allow("x", start + Duration::from_secs(11)));
+        assert_eq!(f.buckets.len(), 1);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -36,8 +36,13 @@ struct Inner<Q, K: Resource> {
     next: Option<Map<Q, K>>,
 }
 
+/// Most keys hold one object (one EndpointSlice or status object per
+/// service), so each holds a small `Vec` rather than a hash set (whose
+/// smallest table is several times the size of one reference), and the
+/// references carry only kind, namespace and name: an index of 10,000
+/// services stays a few hundred KiB.
 struct Map<Q, K: Resource> {
-    by_key: HashMap<Q, HashSet<ObjectRef<K>>>,
+    by_key: HashMap<Q, Vec<ObjectRef<K>>>,
     key_of: HashMap<ObjectRef<K>, Q>,
 }
 
@@ -60,7 +65,7 @@ where
         if let Some(old) = self.key_of.remove(r)
             && let Some(set) = self.by_key.get_mut(&old)
         {
-            set.remove(r);
+            set.retain(|o| o != r);
             if set.is_empty() {
                 self.by_key.remove(&old);
             }
@@ -70,13 +75,22 @@ where
     fn insert(&mut self, r: ObjectRef<K>, key: Option<Q>) {
         self.remove(&r);
         if let Some(key) = key {
-            self.by_key
-                .entry(key.clone())
-                .or_default()
-                .insert(r.clone());
+            self.by_key.entry(key.clone()).or_default().push(r.clone());
             self.key_of.insert(r, key);
         }
     }
+}
+
+/// `o`'s kind, namespace and name: what identifies it in a [`Store`]
+/// (its resource version and uid would only take room).
+fn reference<K>(o: &K) -> ObjectRef<K>
+where
+    K: Resource,
+    K::DynamicType: Default,
+{
+    let mut r = ObjectRef::from_obj(o);
+    r.extra = Default::default();
+    r
 }
 
 impl<Q, K> Index<Q, K>
@@ -102,7 +116,7 @@ where
         match event {
             watcher::Event::Init => inner.next = Some(Map::default()),
             watcher::Event::InitApply(o) => {
-                let r = ObjectRef::from_obj(o);
+                let r = reference(o);
                 let key = (self.key)(o);
                 match inner.next.as_mut() {
                     Some(next) => next.insert(r, key),
@@ -116,9 +130,9 @@ where
             }
             watcher::Event::Apply(o) => {
                 let key = (self.key)(o);
-                inner.current.insert(ObjectRef::from_obj(o), key);
+                inner.current.insert(reference(o), key);
             }
-            watcher::Event::Delete(o) => inner.current.remove(&ObjectRef::from_obj(o)),
+            watcher::Event::Delete(o) => inner.current.remove(&reference(o)),
         }
     }
 
@@ -129,7 +143,7 @@ where
             .current
             .by_key
             .get(key)
-            .map(|s| s.iter().cloned().collect())
+            .cloned()
             .unwrap_or_default()
     }
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::speaker::plan::Objects;
+use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
 
 pub(super) fn start_watches(
     client: &kube::Client,
@@ -15,9 +16,10 @@ pub(super) fn start_watches(
     let cfg = watcher::Config::default;
     let services = {
         let tx = tx.clone();
-        tasks.spawn(
+        tasks.spawn_trimmed(
             Api::<Service>::all(client.clone()),
             cfg(),
+            svcs::trim_for_speaker,
             move |ev| match ev {
                 watcher::Event::Apply(s) | watcher::Event::Delete(s) => {
                     send(Work::Service(svcs::key(s)), &tx)
@@ -32,23 +34,11 @@ pub(super) fn start_watches(
     let bgp_statuses_by_service = Index::new(status_key::<ServiceBGPStatus>);
     let slices = {
         let tx = tx.clone();
-        // Election reads only each endpoint's node and conditions.
-        let trim = |s: &mut EndpointSlice| {
-            s.ports = None;
-            for ep in &mut s.endpoints {
-                ep.addresses.clear();
-                ep.target_ref = None;
-                ep.hints = None;
-                ep.deprecated_topology = None;
-                ep.hostname = None;
-                ep.zone = None;
-            }
-        };
         let index = slices_by_service.clone();
         tasks.spawn_trimmed(
             Api::<EndpointSlice>::all(client.clone()),
             cfg(),
-            trim,
+            trim_slice,
             move |ev| {
                 index.observe(ev);
                 if let Some(key) = watch::object(ev).and_then(slice_key) {
@@ -59,7 +49,7 @@ pub(super) fn start_watches(
     };
     let nodes = {
         let tx = tx.clone();
-        tasks.spawn(Api::<Node>::all(client.clone()), cfg(), move |ev| {
+        tasks.spawn_trimmed(Api::<Node>::all(client.clone()), cfg(), trim_node, move |ev| {
             if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
                 send(Work::Nodes, &tx);
             }
@@ -120,9 +110,63 @@ pub(super) fn start_watches(
     }
 }
 
+/// Keeps of an EndpointSlice what election reads: its service label and
+/// each endpoint's node and conditions.
+fn trim_slice(s: &mut EndpointSlice) {
+    s.ports = None;
+    s.metadata.annotations = None;
+    s.metadata.owner_references = None;
+    if let Some(labels) = s.metadata.labels.as_mut() {
+        labels.retain(|k, _| k == SERVICE_NAME_LABEL);
+    }
+    for ep in &mut s.endpoints {
+        ep.addresses.clear();
+        ep.target_ref = None;
+        ep.hints = None;
+        ep.deprecated_topology = None;
+        ep.hostname = None;
+        ep.zone = None;
+    }
+}
+
+/// Keeps of a Node what the speaker reads: labels (selectors, election),
+/// taints (out-of-service), condition types and states (Ready,
+/// NetworkUnavailable) and addresses (gossip seeds, BGP next hops). A
+/// kubelet's Node also lists every image and the machine's capacity,
+/// kilobytes per node that a big cluster would make the speaker hold.
+fn trim_node(n: &mut Node) {
+    n.metadata.annotations = None;
+    n.metadata.owner_references = None;
+    if let Some(spec) = n.spec.as_mut() {
+        *spec = NodeSpec {
+            taints: spec.taints.take(),
+            ..NodeSpec::default()
+        };
+    }
+    if let Some(status) = n.status.as_mut() {
+        let conditions = status.conditions.take().map(|cs| {
+            cs.into_iter()
+                .map(|c| NodeCondition {
+                    type_: c.type_,
+                    status: c.status,
+                    ..NodeCondition::default()
+                })
+                .collect()
+        });
+        *status = NodeStatus {
+            conditions,
+            addresses: status.addresses.take(),
+            ..NodeStatus::default()
+        };
+    }
+}
+
+/// The label naming an EndpointSlice's service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
 /// The service an EndpointSlice belongs to.
 fn slice_key(s: &EndpointSlice) -> Option<ServiceKey> {
-    let name = s.labels().get("kubernetes.io/service-name")?;
+    let name = s.labels().get(SERVICE_NAME_LABEL)?;
     Some(ServiceKey::new(s.namespace().unwrap_or_default(), name))
 }
 
@@ -273,4 +317,58 @@ pub(super) fn objects(stores: &Stores, only: Option<&BTreeSet<ServiceKey>>) -> O
         }
     }
     objects
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::speaker::election::Endpoints;
+
+    #[test]
+    fn a_trimmed_node_reads_the_same() {
+        let full: Node = serde_yaml::from_str(
+            "metadata: {name: n1, labels: {zone: a}, annotations: {big: x}}
+spec: {podCIDR: 10.244.0.0/24, providerID: p, taints: [{key: node.kubernetes.io/out-of-service, effect: NoExecute}]}
+status:
+  conditions: [{type: Ready, status: 'True', reason: KubeletReady, message: ok, lastHeartbeatTime: '2026-01-01T00:00:00Z'},
+               {type: NetworkUnavailable, status: 'False'}]
+  addresses: [{type: InternalIP, address: 10.0.0.1}, {type: Hostname, address: n1}]
+  images: [{names: [registry/image:1], sizeBytes: 1000}]
+  capacity: {cpu: '2'}
+  nodeInfo: {architecture: amd64, bootID: b, containerRuntimeVersion: c, kernelVersion: k, kubeProxyVersion: k, kubeletVersion: k, machineID: m, operatingSystem: linux, osImage: o, systemUUID: u}",
+        )
+        .expect("node yaml");
+        let mut trimmed = full.clone();
+        trim_node(&mut trimmed);
+        assert_eq!(NodeInfo::from_node(&trimmed), NodeInfo::from_node(&full));
+        let status = trimmed.status.as_ref().expect("status");
+        assert_eq!(status.addresses, full.status.as_ref().expect("status").addresses);
+        assert!(status.images.is_none() && status.node_info.is_none() && status.capacity.is_none());
+        assert!(trimmed.metadata.annotations.is_none());
+        assert!(trimmed.spec.as_ref().expect("spec").pod_cidr.is_none());
+    }
+
+    #[test]
+    fn a_trimmed_slice_reads_the_same() {
+        let full: EndpointSlice = serde_yaml::from_str(
+            "metadata: {name: s-abc, namespace: ns, labels: {kubernetes.io/service-name: s, endpointslice.kubernetes.io/managed-by: x},
+  annotations: {endpoints.kubernetes.io/last-change-trigger-time: t}}
+addressType: IPv4
+ports: [{port: 80}]
+endpoints:
+- {addresses: [10.1.0.1], nodeName: n1, conditions: {ready: false, serving: true}}
+- {addresses: [10.1.0.2], nodeName: n2, conditions: {ready: false, serving: false}, hostname: h, zone: z}",
+        )
+        .expect("slice yaml");
+        let mut trimmed = full.clone();
+        trim_slice(&mut trimmed);
+        assert_eq!(slice_key(&trimmed), slice_key(&full));
+        assert_eq!(slice_key(&full), Some(ServiceKey::new("ns", "s")));
+        assert_eq!(
+            Endpoints::from_slices([&trimmed]),
+            Endpoints::from_slices([&full])
+        );
+        assert_eq!(trimmed.labels().len(), 1);
+        assert!(trimmed.ports.is_none() && trimmed.endpoints[0].addresses.is_empty());
+    }
 }
