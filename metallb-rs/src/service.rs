@@ -424,18 +424,25 @@ mod tests {
     #[case::local_policy("Local")]
     fn trimming_keeps_what_the_speaker_reads(#[case] policy: &str) {
         let full = svc(&format!(
-            "metadata: {{name: s, namespace: ns, labels: {{app: web}}, ownerReferences: [{{apiVersion: v1, kind: X, name: o, uid: u}}],
-              annotations: {{metallb.io/allow-shared-ip: k, metallb.universe.tf/address-pool: p, metallb.io.evil/x: y, helm.sh/chart: big}}}}
-            spec: {{type: LoadBalancer, loadBalancerClass: c, externalTrafficPolicy: {policy}, selector: {{app: web}},
-              clusterIP: 10.96.0.1, clusterIPs: [10.96.0.1], ports: [{{port: 80}}, {{port: 443}}], sessionAffinity: ClientIP}}
-            status: {{loadBalancer: {{ingress: [{{ip: 192.0.2.1}}]}}, conditions: [{{type: T, status: 'True', reason: R, message: M, lastTransitionTime: '2026-01-01T00:00:00Z'}}]}}"
+            "metadata: {{name: s, namespace: ns, labels: {{app: web}}, \
+               ownerReferences: [{{apiVersion: v1, kind: X, name: o, uid: u}}], \
+               annotations: {{metallb.io/allow-shared-ip: k, metallb.universe.tf/address-pool: p, \
+                 metallb.io.evil/x: y, helm.sh/chart: big}}}}\n\
+             spec: {{type: LoadBalancer, loadBalancerClass: c, externalTrafficPolicy: {policy}, \
+               selector: {{app: web}}, clusterIP: 10.96.0.1, clusterIPs: [10.96.0.1], \
+               ports: [{{port: 80}}, {{port: 443}}], sessionAffinity: ClientIP}}\n\
+             status: {{loadBalancer: {{ingress: [{{ip: 192.0.2.1}}]}}, conditions: [{{type: T, \
+               status: 'True', reason: R, message: M, lastTransitionTime: '2026-01-01T00:00:00Z'}}]}}"
         ));
         let mut trimmed = full.clone();
         trim_for_speaker(&mut trimmed);
         assert_eq!(speaker_view(&trimmed), speaker_view(&full));
         assert_eq!(
             trimmed.annotations().keys().collect::<Vec<_>>(),
-            ["metallb.io/allow-shared-ip", "metallb.universe.tf/address-pool"],
+            [
+                "metallb.io/allow-shared-ip",
+                "metallb.universe.tf/address-pool"
+            ],
             "other annotations are not kept"
         );
         let spec = trimmed.spec.as_ref().expect("spec");

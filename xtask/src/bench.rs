@@ -4,7 +4,9 @@
 //!
 //! The lab benchmarks run on a lab of their own ("bench", removed
 //! afterwards, also on Ctrl-C) made from release binaries, so figures are
-//! those of what users run.
+//! those of what users run: metallb-rs is the static binary the images
+//! carry (its resident memory includes the libc it links, not shared
+//! libraries a `FROM scratch` container never has).
 
 use crate::flags::{BenchArgs, BenchTarget};
 use crate::tools;
@@ -55,13 +57,16 @@ fn on_bench_lab(
     f: impl FnOnce(&LabCluster, &Path) -> Result<()>,
 ) -> Result<()> {
     devenv::lab::netns::require_privileges()?;
-    let bin_dir = crate::dev_env::build_lab_binaries(crate::dev_env::Profile::Release)?;
+    let release = crate::dev_env::build_lab_binaries(crate::dev_env::Profile::Release)?;
+    let image_binary = devenv::image::build_static_binary(&tools::project_root())?;
+    let bin_dir = with_metallb_binary(&release, &image_binary, &release.join("bench-bin"))?;
+    let bin_dir = bin_dir.as_path();
     lab_bench::on_interrupt(|| {
         for removed in cleanup() {
             eprintln!("removed {removed}");
         }
     })?;
-    let mut spec = LabSpec::new(&bin_dir);
+    let mut spec = LabSpec::new(bin_dir);
     spec.name = LAB.into();
     spec.api_port = devenv::lab::cluster::api_port(LAB);
     spec.log_level = "warn".into();
@@ -71,7 +76,7 @@ fn on_bench_lab(
         let _guard = lab_bench::cleanup_lock();
         devenv::lab::cluster::up(&spec)
     };
-    let result = lab.and_then(|lab| f(&lab, &bin_dir));
+    let result = lab.and_then(|lab| f(&lab, bin_dir));
     // After Ctrl-C the handler cleans up and exits (an error from the
     // interrupted run is no news); a signal from here on waits for this.
     let guard = lab_bench::cleanup_lock();
@@ -82,6 +87,29 @@ fn on_bench_lab(
     leftovers?;
     cleanup?;
     Ok(())
+}
+
+/// Makes `dir` hold links to every program in `release` (the lab's own
+/// binaries), with `metallb-rs` linking to `metallb` instead; returns it.
+fn with_metallb_binary(release: &Path, metallb: &Path, dir: &Path) -> Result<std::path::PathBuf> {
+    use anyhow::Context;
+    use std::os::unix::fs::PermissionsExt;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for entry in
+        std::fs::read_dir(release).with_context(|| format!("listing {}", release.display()))?
+    {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        let program = meta.is_file() && meta.permissions().mode() & 0o111 != 0;
+        if program && entry.file_name() != "metallb-rs" {
+            std::os::unix::fs::symlink(entry.path(), dir.join(entry.file_name()))?;
+        }
+    }
+    std::os::unix::fs::symlink(metallb, dir.join("metallb-rs"))?;
+    Ok(dir.to_owned())
 }
 
 /// Everything a benchmark may have left: the bgp testbed and the lab.
@@ -96,4 +124,47 @@ fn cleanup() -> Vec<String> {
         Err(e) => eprintln!("removing lab {LAB}: {e:#}"),
     }
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_bench_directory_runs_the_image_binary_beside_the_lab_programs() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let release = tmp.path().join("release");
+        std::fs::create_dir_all(release.join("deps")).expect("mkdir");
+        for (name, mode) in [
+            ("metallb-rs", 0o755),
+            ("lab-apiserver", 0o755),
+            ("x.d", 0o644),
+        ] {
+            let path = release.join(name);
+            std::fs::write(&path, name).expect("write");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        }
+        let image = tmp.path().join("static-metallb-rs");
+        std::fs::write(&image, "static").expect("write");
+        let dir = release.join("bench-bin");
+        for _ in 0..2 {
+            // Twice: a second run replaces the first's links.
+            let got = with_metallb_binary(&release, &image, &dir).expect("links");
+            let mut names: Vec<_> = std::fs::read_dir(&got)
+                .expect("list")
+                .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+                .collect();
+            names.sort();
+            assert_eq!(names, ["lab-apiserver", "metallb-rs"]);
+            assert_eq!(
+                std::fs::read_to_string(got.join("metallb-rs")).expect("read"),
+                "static"
+            );
+            assert_eq!(
+                std::fs::read_to_string(got.join("lab-apiserver")).expect("read"),
+                "lab-apiserver"
+            );
+        }
+    }
 }

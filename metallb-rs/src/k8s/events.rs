@@ -112,7 +112,10 @@ impl SpamFilter {
         // Full buckets are the same as none: forget them (bounded memory),
         // once per refill period rather than on every event, which would
         // cost a scan of every recent object per event.
-        if self.pruned.is_none_or(|p| now.saturating_duration_since(p) >= self.refill) {
+        if self
+            .pruned
+            .is_none_or(|p| now.saturating_duration_since(p) >= self.refill)
+        {
             self.buckets.retain(|_, b| level(*b) < burst);
             self.pruned = Some(now);
         }

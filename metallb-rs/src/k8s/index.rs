@@ -1,8 +1,13 @@
-//! A secondary index over a watched kind: which cached objects belong to
-//! each key (the service an EndpointSlice or a status object is for),
-//! kept current by the watch's events. Work on one key then reads its few
+//! A secondary index over a watched kind: which objects belong to each
+//! key (the service an EndpointSlice or a status object is for), kept
+//! current by the watch's events. Work on one key then reads its few
 //! objects instead of scanning the whole cache: a change of one service
 //! costs the same with 1,000 services as with 10,000.
+//!
+//! Beside each object's reference the index can keep a summary of it
+//! (`V`, computed from the object when its event arrives): a kind read
+//! only through such summaries needs no cache of whole objects at all
+//! (see [`crate::k8s::watch::Watches::spawn_uncached`]).
 //!
 //! A relist (the watch's `Init` .. `InitDone`) builds the index afresh
 //! and swaps it in whole, so objects deleted while the watch was down do
@@ -15,38 +20,40 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Objects of kind `K` by key `Q`. Cloning shares the index.
-pub struct Index<Q, K: Resource> {
-    inner: Arc<Mutex<Inner<Q, K>>>,
+/// Objects of kind `K` by key `Q`, each with its summary `V` (none by
+/// default). Cloning shares the index.
+pub struct Index<Q, K: Resource, V = ()> {
+    inner: Arc<Mutex<Inner<Q, K, V>>>,
     key: fn(&K) -> Option<Q>,
+    value: fn(&K) -> V,
 }
 
-impl<Q, K: Resource> Clone for Index<Q, K> {
+impl<Q, K: Resource, V> Clone for Index<Q, K, V> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
             key: self.key,
+            value: self.value,
         }
     }
 }
 
-struct Inner<Q, K: Resource> {
-    current: Map<Q, K>,
+struct Inner<Q, K: Resource, V> {
+    current: Map<Q, K, V>,
     /// Being built by a relist.
-    next: Option<Map<Q, K>>,
+    next: Option<Map<Q, K, V>>,
 }
 
 /// Most keys hold one object (one EndpointSlice or status object per
 /// service), so each holds a small `Vec` rather than a hash set (whose
 /// smallest table is several times the size of one reference), and the
-/// references carry only kind, namespace and name: an index of 10,000
-/// services stays a few hundred KiB.
-struct Map<Q, K: Resource> {
-    by_key: HashMap<Q, Vec<ObjectRef<K>>>,
+/// references carry only kind, namespace and name.
+struct Map<Q, K: Resource, V> {
+    by_key: HashMap<Q, Vec<(ObjectRef<K>, V)>>,
     key_of: HashMap<ObjectRef<K>, Q>,
 }
 
-impl<Q, K: Resource> Default for Map<Q, K> {
+impl<Q, K: Resource, V> Default for Map<Q, K, V> {
     fn default() -> Self {
         Self {
             by_key: HashMap::new(),
@@ -55,7 +62,7 @@ impl<Q, K: Resource> Default for Map<Q, K> {
     }
 }
 
-impl<Q, K> Map<Q, K>
+impl<Q, K, V> Map<Q, K, V>
 where
     Q: Eq + Hash + Clone,
     K: Resource,
@@ -65,17 +72,20 @@ where
         if let Some(old) = self.key_of.remove(r)
             && let Some(set) = self.by_key.get_mut(&old)
         {
-            set.retain(|o| o != r);
+            set.retain(|(o, _)| o != r);
             if set.is_empty() {
                 self.by_key.remove(&old);
             }
         }
     }
 
-    fn insert(&mut self, r: ObjectRef<K>, key: Option<Q>) {
+    fn insert(&mut self, r: ObjectRef<K>, key: Option<Q>, value: V) {
         self.remove(&r);
         if let Some(key) = key {
-            self.by_key.entry(key.clone()).or_default().push(r.clone());
+            self.by_key
+                .entry(key.clone())
+                .or_default()
+                .push((r.clone(), value));
             self.key_of.insert(r, key);
         }
     }
@@ -99,14 +109,29 @@ where
     K: Resource + Clone,
     K::DynamicType: Default + Eq + Hash + Clone,
 {
-    /// An empty index keying each object by `key` (None: not indexed).
+    /// An empty index keying each object by `key` (None: not indexed),
+    /// keeping only references (read the objects from their [`Store`]).
     pub fn new(key: fn(&K) -> Option<Q>) -> Self {
+        Self::with_values(key, |_| ())
+    }
+}
+
+impl<Q, K, V> Index<Q, K, V>
+where
+    Q: Eq + Hash + Clone,
+    K: Resource + Clone,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    /// An empty index keying each object by `key` (None: not indexed)
+    /// and keeping `value(object)` beside its reference.
+    pub fn with_values(key: fn(&K) -> Option<Q>, value: fn(&K) -> V) -> Self {
         Self {
             inner: Arc::new(Mutex::new(Inner {
                 current: Map::default(),
                 next: None,
             })),
             key,
+            value,
         }
     }
 
@@ -116,11 +141,10 @@ where
         match event {
             watcher::Event::Init => inner.next = Some(Map::default()),
             watcher::Event::InitApply(o) => {
-                let r = reference(o);
-                let key = (self.key)(o);
+                let (r, key, value) = (reference(o), (self.key)(o), (self.value)(o));
                 match inner.next.as_mut() {
-                    Some(next) => next.insert(r, key),
-                    None => inner.current.insert(r, key),
+                    Some(next) => next.insert(r, key, value),
+                    None => inner.current.insert(r, key, value),
                 }
             }
             watcher::Event::InitDone => {
@@ -129,8 +153,8 @@ where
                 }
             }
             watcher::Event::Apply(o) => {
-                let key = (self.key)(o);
-                inner.current.insert(reference(o), key);
+                let (key, value) = ((self.key)(o), (self.value)(o));
+                inner.current.insert(reference(o), key, value);
             }
             watcher::Event::Delete(o) => inner.current.remove(&reference(o)),
         }
@@ -143,13 +167,29 @@ where
             .current
             .by_key
             .get(key)
-            .cloned()
+            .map(|v| v.iter().map(|(r, _)| r.clone()).collect())
             .unwrap_or_default()
     }
 
     /// The cached objects indexed under `key` (those `store` still has).
     pub fn get(&self, store: &Store<K>, key: &Q) -> Vec<Arc<K>> {
         self.refs(key).iter().filter_map(|r| store.get(r)).collect()
+    }
+
+    /// Calls `f` with the summaries of the objects under `key` (none: an
+    /// empty slice).
+    pub fn with<T>(&self, key: &Q, f: impl FnOnce(&mut dyn Iterator<Item = &V>) -> T) -> T {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = inner.current.by_key.get(key).map(Vec::as_slice);
+        f(&mut list.unwrap_or_default().iter().map(|(_, v)| v))
+    }
+
+    /// Calls `f` once per key with the summaries of its objects.
+    pub fn each(&self, mut f: impl FnMut(&Q, &mut dyn Iterator<Item = &V>)) {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        for (key, list) in &inner.current.by_key {
+            f(key, &mut list.iter().map(|(_, v)| v));
+        }
     }
 }
 
@@ -199,6 +239,28 @@ mod tests {
             !inner.current.by_key.contains_key("x"),
             "no empty sets kept"
         );
+    }
+
+    #[test]
+    fn keeps_each_objects_summary_beside_it() {
+        let index = Index::with_values(group, |c: &ConfigMap| c.metadata.name.clone());
+        let summaries = |key: &str| {
+            let mut v: Vec<String> =
+                index.with(&key.to_owned(), |it| it.flatten().cloned().collect());
+            v.sort();
+            v
+        };
+        index.observe(&watcher::Event::Apply(cm("a", Some("x"))));
+        index.observe(&watcher::Event::Apply(cm("b", Some("x"))));
+        assert_eq!(summaries("x"), ["a", "b"]);
+        index.observe(&watcher::Event::Apply(cm("a", Some("y"))));
+        assert_eq!(summaries("x"), ["b"], "moved away with its summary");
+        assert_eq!(summaries("y"), ["a"]);
+        assert!(summaries("z").is_empty());
+        let mut all = Vec::new();
+        index.each(|key, it| all.push((key.clone(), it.count())));
+        all.sort();
+        assert_eq!(all, [("x".to_owned(), 1), ("y".to_owned(), 1)]);
     }
 
     #[test]

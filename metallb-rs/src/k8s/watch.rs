@@ -88,6 +88,43 @@ impl Watches {
         reader
     }
 
+    /// Watches `api` without caching its objects: `on_event` sees every
+    /// event (typically feeding an [`crate::k8s::index::Index`] that keeps
+    /// a summary of each object), and [`Watches::wait_until_listed`] waits
+    /// for its first full list like any other watch.
+    pub fn spawn_uncached<K>(
+        &mut self,
+        api: Api<K>,
+        config: watcher::Config,
+        mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    ) where
+        K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default,
+    {
+        let kind = K::kind(&K::DynamicType::default()).to_string();
+        let (listed_tx, mut listed_rx) = tokio::sync::watch::channel(false);
+        let stream = watcher(api, config).default_backoff();
+        let what = kind.clone();
+        self.tasks.spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(event) => {
+                        on_event(&event);
+                        if matches!(event, watcher::Event::InitDone) {
+                            listed_tx.send_replace(true);
+                        }
+                    }
+                    Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed, retrying"),
+                }
+            }
+        });
+        self.listed.push((
+            kind,
+            Box::pin(async move { listed_rx.wait_for(|listed| *listed).await.is_ok() }),
+        ));
+    }
+
     /// Waits until every watch started so far has listed; an error names
     /// the first one that stopped before.
     pub async fn wait_until_listed(&mut self) -> anyhow::Result<()> {

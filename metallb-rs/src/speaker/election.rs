@@ -98,6 +98,16 @@ impl Endpoints {
         }
         out
     }
+
+    /// A service's endpoints from those of each of its slices.
+    pub fn merge(parts: &mut dyn Iterator<Item = &Endpoints>) -> Self {
+        let mut out = Endpoints::default();
+        for p in parts {
+            out.any_serving |= p.any_serving;
+            out.nodes.extend(p.nodes.iter().cloned());
+        }
+        out
+    }
 }
 
 /// Which interfaces to announce from.

@@ -16,7 +16,6 @@ use crate::config::Config;
 use crate::k8s::events::EventSpec;
 use crate::service::{self as svcs, ServiceKey};
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -28,8 +27,8 @@ use std::sync::Arc;
 pub struct Objects {
     /// The services themselves.
     pub services: BTreeMap<ServiceKey, Arc<Service>>,
-    /// Their EndpointSlices.
-    pub slices: BTreeMap<ServiceKey, Vec<Arc<EndpointSlice>>>,
+    /// Their EndpointSlices, as election reads them (none: no endpoint).
+    pub endpoints: BTreeMap<ServiceKey, Endpoints>,
     /// Every node's ServiceL2Status objects for them.
     pub statuses: BTreeMap<ServiceKey, Vec<Arc<ServiceL2Status>>>,
     /// Every node's ServiceBGPStatus objects for them.
@@ -115,8 +114,8 @@ pub fn plan(world: &World<'_>, key: &ServiceKey) -> ServicePlan {
         out.notes.push(Note::NoPool(ips));
         return out;
     };
-    let slices = world.objects.slices.get(key).map(Vec::as_slice);
-    let endpoints = Endpoints::from_slices(slices.unwrap_or_default().iter().map(|s| &**s));
+    let none = Endpoints::default();
+    let endpoints = world.objects.endpoints.get(key).unwrap_or(&none);
     let local = svc
         .spec
         .as_ref()
@@ -133,7 +132,7 @@ pub fn plan(world: &World<'_>, key: &ServiceKey) -> ServicePlan {
             advertisements: &world.config.l2_advertisements,
             nodes: world.nodes,
             alive: Some(world.alive),
-            endpoints: &endpoints,
+            endpoints,
             ignore_exclude_lb: world.ignore_exclude_lb,
         };
         let (decision, remembered) =
@@ -170,7 +169,7 @@ pub fn plan(world: &World<'_>, key: &ServiceKey) -> ServicePlan {
             local,
             ips: &ips,
             pool: &pool.name,
-            endpoints: &endpoints,
+            endpoints,
         };
         match advertise::routes(world.config, me, &input, world.ignore_exclude_lb) {
             Ok(routes) => out.bgp = routes,

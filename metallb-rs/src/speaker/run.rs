@@ -131,7 +131,6 @@ enum Work {
 
 struct Stores {
     services: Store<Service>,
-    slices: Store<EndpointSlice>,
     nodes: Store<Node>,
     config: watches::ConfigStores,
     configmaps: Store<ConfigMap>,
@@ -140,7 +139,8 @@ struct Stores {
     leases: Store<Lease>,
     /// The three kinds a service's plan reads besides the service, by
     /// service: a batch of a few services reads only theirs.
-    slices_by_service: Index<ServiceKey, EndpointSlice>,
+    /// EndpointSlices as their serving nodes (no cache keeps them whole).
+    slices_by_service: Index<ServiceKey, EndpointSlice, election::Endpoints>,
     statuses_by_service: Index<ServiceKey, ServiceL2Status>,
     bgp_statuses_by_service: Index<ServiceKey, ServiceBGPStatus>,
 }

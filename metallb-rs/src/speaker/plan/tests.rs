@@ -15,6 +15,7 @@ use super::*;
 use crate::config::load::{Loaded, Schemas};
 use crate::config::{Options, for_node};
 use crate::speaker::election::memo::Memo;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use rstest::rstest;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -202,7 +203,10 @@ fn plan_for(config: &str, world: &str, svc: &str) -> ServicePlan {
     }
     let mut objects = Objects::default();
     objects.services.insert(key.clone(), Arc::new(service(svc)));
-    objects.slices.insert(key.clone(), slices);
+    objects.endpoints.insert(
+        key.clone(),
+        Endpoints::from_slices(slices.iter().map(|s| &**s)),
+    );
     let mut memo = Memo::new();
     memo.advance(&nodes, &alive);
     let world = World {

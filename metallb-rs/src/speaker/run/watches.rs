@@ -2,6 +2,7 @@
 //! index of the objects a pass reads.
 
 use super::*;
+use crate::speaker::election::Endpoints;
 use crate::speaker::plan::Objects;
 use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
 
@@ -29,31 +30,38 @@ pub(super) fn start_watches(
             },
         )
     };
-    let slices_by_service = Index::new(slice_key);
+    let slices_by_service = Index::with_values(slice_key, slice_endpoints);
     let statuses_by_service = Index::new(status_key::<ServiceL2Status>);
     let bgp_statuses_by_service = Index::new(status_key::<ServiceBGPStatus>);
-    let slices = {
+    {
+        // Election reads a slice only as the nodes of its serving
+        // endpoints: the index keeps that summary and no cache keeps
+        // the slices.
         let tx = tx.clone();
         let index = slices_by_service.clone();
-        tasks.spawn_trimmed(
+        tasks.spawn_uncached(
             Api::<EndpointSlice>::all(client.clone()),
             cfg(),
-            trim_slice,
             move |ev| {
                 index.observe(ev);
                 if let Some(key) = watch::object(ev).and_then(slice_key) {
                     send(Work::Service(key), &tx);
                 }
             },
-        )
-    };
+        );
+    }
     let nodes = {
         let tx = tx.clone();
-        tasks.spawn_trimmed(Api::<Node>::all(client.clone()), cfg(), trim_node, move |ev| {
-            if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
-                send(Work::Nodes, &tx);
-            }
-        })
+        tasks.spawn_trimmed(
+            Api::<Node>::all(client.clone()),
+            cfg(),
+            trim_node,
+            move |ev| {
+                if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                    send(Work::Nodes, &tx);
+                }
+            },
+        )
     };
     let config = ConfigStores::spawn(tasks, client, ns, tx);
     let configmaps = {
@@ -97,7 +105,6 @@ pub(super) fn start_watches(
     };
     Stores {
         services,
-        slices,
         nodes,
         config,
         configmaps,
@@ -110,23 +117,9 @@ pub(super) fn start_watches(
     }
 }
 
-/// Keeps of an EndpointSlice what election reads: its service label and
-/// each endpoint's node and conditions.
-fn trim_slice(s: &mut EndpointSlice) {
-    s.ports = None;
-    s.metadata.annotations = None;
-    s.metadata.owner_references = None;
-    if let Some(labels) = s.metadata.labels.as_mut() {
-        labels.retain(|k, _| k == SERVICE_NAME_LABEL);
-    }
-    for ep in &mut s.endpoints {
-        ep.addresses.clear();
-        ep.target_ref = None;
-        ep.hints = None;
-        ep.deprecated_topology = None;
-        ep.hostname = None;
-        ep.zone = None;
-    }
+/// What election reads of one EndpointSlice.
+fn slice_endpoints(s: &EndpointSlice) -> Endpoints {
+    Endpoints::from_slices([s])
 }
 
 /// Keeps of a Node what the speaker reads: labels (selectors, election),
@@ -288,11 +281,11 @@ pub(super) fn objects(stores: &Stores, only: Option<&BTreeSet<ServiceKey>>) -> O
         for svc in stores.services.state() {
             objects.services.insert(svcs::key(&svc), svc);
         }
-        for s in stores.slices.state() {
-            if let Some(key) = slice_key(&s) {
-                objects.slices.entry(key).or_default().push(s);
-            }
-        }
+        stores.slices_by_service.each(|key, slices| {
+            objects
+                .endpoints
+                .insert(key.clone(), Endpoints::merge(slices));
+        });
         objects.statuses = by_service(&stores.statuses);
         objects.bgp_statuses = by_service(&stores.bgp_statuses);
         return objects;
@@ -301,9 +294,9 @@ pub(super) fn objects(stores: &Stores, only: Option<&BTreeSet<ServiceKey>>) -> O
         if let Some(svc) = stores.services.get(&key.object_ref()) {
             objects.services.insert(key.clone(), svc);
         }
-        let slices = stores.slices_by_service.get(&stores.slices, key);
-        if !slices.is_empty() {
-            objects.slices.insert(key.clone(), slices);
+        let endpoints = stores.slices_by_service.with(key, Endpoints::merge);
+        if endpoints != Endpoints::default() {
+            objects.endpoints.insert(key.clone(), endpoints);
         }
         let statuses = stores.statuses_by_service.get(&stores.statuses, key);
         if !statuses.is_empty() {
@@ -322,7 +315,6 @@ pub(super) fn objects(stores: &Stores, only: Option<&BTreeSet<ServiceKey>>) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::speaker::election::Endpoints;
 
     #[test]
     fn a_trimmed_node_reads_the_same() {
@@ -342,33 +334,30 @@ status:
         trim_node(&mut trimmed);
         assert_eq!(NodeInfo::from_node(&trimmed), NodeInfo::from_node(&full));
         let status = trimmed.status.as_ref().expect("status");
-        assert_eq!(status.addresses, full.status.as_ref().expect("status").addresses);
+        assert_eq!(
+            status.addresses,
+            full.status.as_ref().expect("status").addresses
+        );
         assert!(status.images.is_none() && status.node_info.is_none() && status.capacity.is_none());
         assert!(trimmed.metadata.annotations.is_none());
         assert!(trimmed.spec.as_ref().expect("spec").pod_cidr.is_none());
     }
 
     #[test]
-    fn a_trimmed_slice_reads_the_same() {
-        let full: EndpointSlice = serde_yaml::from_str(
-            "metadata: {name: s-abc, namespace: ns, labels: {kubernetes.io/service-name: s, endpointslice.kubernetes.io/managed-by: x},
-  annotations: {endpoints.kubernetes.io/last-change-trigger-time: t}}
+    fn a_slice_is_indexed_by_its_service_as_its_serving_nodes() {
+        let slice: EndpointSlice = serde_yaml::from_str(
+            "metadata: {name: s-abc, namespace: ns, labels: {kubernetes.io/service-name: s}}
 addressType: IPv4
-ports: [{port: 80}]
 endpoints:
 - {addresses: [10.1.0.1], nodeName: n1, conditions: {ready: false, serving: true}}
-- {addresses: [10.1.0.2], nodeName: n2, conditions: {ready: false, serving: false}, hostname: h, zone: z}",
+- {addresses: [10.1.0.2], nodeName: n2, conditions: {ready: false, serving: false}}",
         )
         .expect("slice yaml");
-        let mut trimmed = full.clone();
-        trim_slice(&mut trimmed);
-        assert_eq!(slice_key(&trimmed), slice_key(&full));
-        assert_eq!(slice_key(&full), Some(ServiceKey::new("ns", "s")));
-        assert_eq!(
-            Endpoints::from_slices([&trimmed]),
-            Endpoints::from_slices([&full])
-        );
-        assert_eq!(trimmed.labels().len(), 1);
-        assert!(trimmed.ports.is_none() && trimmed.endpoints[0].addresses.is_empty());
+        let index = Index::with_values(slice_key, slice_endpoints);
+        index.observe(&watcher::Event::Apply(slice));
+        let key = ServiceKey::new("ns", "s");
+        let got = index.with(&key, Endpoints::merge);
+        assert!(got.any_serving);
+        assert_eq!(got.nodes, BTreeSet::from(["n1".to_owned()]));
     }
 }
