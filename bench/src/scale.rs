@@ -37,8 +37,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio_util::task::AbortOnDropHandle;
 
-/// RSS target per component at 1,000 services.
-pub const RSS_TARGET_MIB: f64 = 20.0;
+/// RSS target per component: 20 MiB up to 1,000 services, 40 MiB at
+/// 10,000 (interpolated linearly between, held beyond).
+pub fn rss_target_mib(services: usize) -> f64 {
+    let s = services.clamp(1_000, 10_000) as f64;
+    20.0 + 20.0 * (s - 1_000.0) / 9_000.0
+}
 
 /// The kubelet's node-lease renewal rate: the API load per node a cluster
 /// is built to carry (one write every 10 s).
@@ -685,14 +689,32 @@ fn print(r: &Report) {
             "  failover: no real node wins a service whose next winner is real (the simulated ones answer nothing)"
         ),
     }
-    println!("  resident memory (target {RSS_TARGET_MIB} MiB each at 1,000 services):");
+    let target = rss_target_mib(r.size.services);
+    println!(
+        "  resident memory (target {target:.0} MiB each at {} services):",
+        r.size.services
+    );
     for (name, kib, anon) in &r.rss {
         let mib = *kib as f64 / 1024.0;
         println!(
             "    {name:<28} {mib:>7.1} MiB  ({:.2}x of target; anonymous {:.1} MiB, file-backed (binary, libraries) {:.1} MiB)",
-            mib / RSS_TARGET_MIB,
+            mib / target,
             *anon as f64 / 1024.0,
             kib.saturating_sub(*anon) as f64 / 1024.0
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rss_target_mib;
+
+    #[test]
+    fn the_rss_target_is_20_mib_at_1k_services_and_40_at_10k() {
+        assert_eq!(rss_target_mib(100), 20.0);
+        assert_eq!(rss_target_mib(1_000), 20.0);
+        assert_eq!(rss_target_mib(10_000), 40.0);
+        assert_eq!(rss_target_mib(100_000), 40.0);
+        assert!((rss_target_mib(5_500) - 30.0).abs() < 1e-9);
     }
 }
