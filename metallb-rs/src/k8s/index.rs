@@ -82,9 +82,10 @@ where
     fn insert(&mut self, r: ObjectRef<K>, key: Option<Q>, value: V) {
         self.remove(&r);
         if let Some(key) = key {
+            // Room for one: a `Vec`'s first growth makes room for four.
             self.by_key
                 .entry(key.clone())
-                .or_default()
+                .or_insert_with(|| Vec::with_capacity(1))
                 .push((r.clone(), value));
             self.key_of.insert(r, key);
         }

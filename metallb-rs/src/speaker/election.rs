@@ -100,13 +100,32 @@ impl Endpoints {
     }
 
     /// A service's endpoints from those of each of its slices.
-    pub fn merge(parts: &mut dyn Iterator<Item = &Endpoints>) -> Self {
+    pub fn merge(parts: &mut dyn Iterator<Item = &SliceEndpoints>) -> Self {
         let mut out = Endpoints::default();
         for p in parts {
             out.any_serving |= p.any_serving;
             out.nodes.extend(p.nodes.iter().cloned());
         }
         out
+    }
+}
+
+/// One EndpointSlice as election reads it, kept per slice between
+/// batches (a list of names, much smaller than a set of one).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SliceEndpoints {
+    any_serving: bool,
+    nodes: Box<[String]>,
+}
+
+impl SliceEndpoints {
+    /// What election reads of `slice`.
+    pub fn of(slice: &EndpointSlice) -> Self {
+        let e = Endpoints::from_slices([slice]);
+        Self {
+            any_serving: e.any_serving,
+            nodes: e.nodes.into_iter().collect(),
+        }
     }
 }
 

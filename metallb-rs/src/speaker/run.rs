@@ -140,7 +140,7 @@ struct Stores {
     /// The three kinds a service's plan reads besides the service, by
     /// service: a batch of a few services reads only theirs.
     /// EndpointSlices as their serving nodes (no cache keeps them whole).
-    slices_by_service: Index<ServiceKey, EndpointSlice, election::Endpoints>,
+    slices_by_service: Index<ServiceKey, EndpointSlice, election::SliceEndpoints>,
     statuses_by_service: Index<ServiceKey, ServiceL2Status>,
     bgp_statuses_by_service: Index<ServiceKey, ServiceBGPStatus>,
 }

@@ -2,7 +2,7 @@
 //! index of the objects a pass reads.
 
 use super::*;
-use crate::speaker::election::Endpoints;
+use crate::speaker::election::{Endpoints, SliceEndpoints};
 use crate::speaker::plan::Objects;
 use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
 
@@ -30,7 +30,7 @@ pub(super) fn start_watches(
             },
         )
     };
-    let slices_by_service = Index::with_values(slice_key, slice_endpoints);
+    let slices_by_service = Index::with_values(slice_key, SliceEndpoints::of);
     let statuses_by_service = Index::new(status_key::<ServiceL2Status>);
     let bgp_statuses_by_service = Index::new(status_key::<ServiceBGPStatus>);
     {
@@ -76,14 +76,16 @@ pub(super) fn start_watches(
             },
         )
     };
-    let statuses = tasks.spawn(
+    let statuses = tasks.spawn_trimmed(
         Api::<ServiceL2Status>::namespaced(client.clone(), ns),
         cfg(),
+        trim_status,
         status_trigger(tx.clone(), statuses_by_service.clone()),
     );
-    let bgp_statuses = tasks.spawn(
+    let bgp_statuses = tasks.spawn_trimmed(
         Api::<ServiceBGPStatus>::namespaced(client.clone(), ns),
         cfg(),
+        trim_status,
         status_trigger(tx.clone(), bgp_statuses_by_service.clone()),
     );
     let leases = {
@@ -117,9 +119,13 @@ pub(super) fn start_watches(
     }
 }
 
-/// What election reads of one EndpointSlice.
-fn slice_endpoints(s: &EndpointSlice) -> Endpoints {
-    Endpoints::from_slices([s])
+/// Keeps of a status object (every node's, for every service) its name,
+/// labels and status: the owner reference (the speaker Pod) and
+/// annotations are never read.
+fn trim_status<K: kube::Resource>(o: &mut K) {
+    let meta = o.meta_mut();
+    meta.owner_references = None;
+    meta.annotations = None;
 }
 
 /// Keeps of a Node what the speaker reads: labels (selectors, election),
@@ -344,6 +350,24 @@ status:
     }
 
     #[test]
+    fn a_trimmed_status_object_reads_the_same() {
+        let full: ServiceL2Status = serde_yaml::from_str(
+            "metadata: {name: l2-abc, namespace: metallb-system, annotations: {a: b},
+  labels: {metallb.io/node: n1, metallb.io/service-name: s, metallb.io/service-namespace: ns},
+  ownerReferences: [{apiVersion: v1, kind: Pod, name: speaker-xyz, uid: u}]}
+status: {node: n1, serviceName: s, serviceNamespace: ns}",
+        )
+        .expect("status yaml");
+        let mut trimmed = full.clone();
+        trim_status(&mut trimmed);
+        assert_eq!(status_key(&trimmed), Some(ServiceKey::new("ns", "s")));
+        assert_eq!(trimmed.labels(), full.labels());
+        assert_eq!(trimmed.name_any(), "l2-abc");
+        assert_eq!(trimmed.status, full.status);
+        assert!(trimmed.metadata.owner_references.is_none());
+    }
+
+    #[test]
     fn a_slice_is_indexed_by_its_service_as_its_serving_nodes() {
         let slice: EndpointSlice = serde_yaml::from_str(
             "metadata: {name: s-abc, namespace: ns, labels: {kubernetes.io/service-name: s}}
@@ -353,7 +377,7 @@ endpoints:
 - {addresses: [10.1.0.2], nodeName: n2, conditions: {ready: false, serving: false}}",
         )
         .expect("slice yaml");
-        let index = Index::with_values(slice_key, slice_endpoints);
+        let index = Index::with_values(slice_key, SliceEndpoints::of);
         index.observe(&watcher::Event::Apply(slice));
         let key = ServiceKey::new("ns", "s");
         let got = index.with(&key, Endpoints::merge);
