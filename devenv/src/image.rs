@@ -72,15 +72,23 @@ pub fn inherited_from_cargo_run(name: &str) -> bool {
         || name.starts_with("CARGO_BIN_EXE_")
 }
 
+/// The cargo profile of the image binary (see the workspace `Cargo.toml`):
+/// release, but a panic aborts the process, as a Go panic does upstream,
+/// so Kubernetes restarts it rather than leaving a task dead.
+pub const IMAGE_PROFILE: &str = "image";
+
 /// The `cargo` arguments of the static release build for `target`.
 pub fn cargo_build_args(target: &str) -> Vec<String> {
     [
         "build",
-        "--release",
+        "--profile",
+        IMAGE_PROFILE,
         "-p",
         "metallb-rs",
         "--bin",
         "metallb-rs",
+        // `validate` is a tool for users' machines, not for the pods.
+        "--no-default-features",
         "--target",
         target,
     ]
@@ -134,7 +142,10 @@ pub fn build_static_binary(project_root: &Path) -> anyhow::Result<PathBuf> {
                 )
             }
         })?;
-    let binary = target_dir.join(&target).join("release").join("metallb-rs");
+    let binary = target_dir
+        .join(&target)
+        .join(IMAGE_PROFILE)
+        .join("metallb-rs");
     let bytes = std::fs::read(&binary)
         .with_context(|| format!("reading the built {}", binary.display()))?;
     match elf_linkage(&bytes).with_context(|| binary.display().to_string())? {

@@ -4,7 +4,6 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use metallb_rs::config::{self, Config, Options};
 use metallb_rs::logging::{self, LogFormat, LogLevel};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -168,7 +167,14 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> Result<ExitCode> {
     match command {
+        #[cfg(feature = "validate")]
         Command::Validate(args) => Ok(validate(&args)),
+        #[cfg(not(feature = "validate"))]
+        Command::Validate(_) => anyhow::bail!(
+            "this metallb-rs was built without `validate` (the image leaves it out): \
+             run `cargo run -p metallb-rs -- validate` from a checkout, or a binary built \
+             with the default features"
+        ),
         Command::Controller(args) => controller(args),
         Command::Speaker(args) => speaker(args),
         Command::Status(args) => status(args),
@@ -326,7 +332,9 @@ fn speaker(args: SpeakerArgs) -> Result<ExitCode> {
     )
 }
 
+#[cfg(feature = "validate")]
 fn validate(args: &ValidateArgs) -> ExitCode {
+    use metallb_rs::config::{self, Config, Options};
     let loaded = config::load::load_paths(&args.files);
     let mut problems: Vec<String> = loaded
         .errors

@@ -98,10 +98,10 @@ fn git_revision_of_this_tree_is_a_commit() {
 }
 
 #[test]
-fn cargo_builds_the_release_binary_for_the_target() {
+fn cargo_builds_the_image_binary_for_the_target() {
     assert_eq!(
         cargo_build_args("x86_64-unknown-linux-gnu").join(" "),
-        "build --release -p metallb-rs --bin metallb-rs --target x86_64-unknown-linux-gnu"
+        "build --profile image -p metallb-rs --bin metallb-rs --no-default-features --target x86_64-unknown-linux-gnu"
     );
     assert!(host_target().ends_with("-unknown-linux-gnu"));
     assert_eq!(

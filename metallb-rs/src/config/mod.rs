@@ -10,6 +10,7 @@ mod duplicate;
 mod error;
 mod filter;
 mod l2;
+#[cfg(feature = "validate")]
 pub mod load;
 mod pool;
 mod selector;

@@ -401,6 +401,7 @@ mod tests {
         let seen = Observation {
             version: Version::of(l),
             since: t,
+            renewed: false,
         };
         decide(
             l.spec.as_ref(),

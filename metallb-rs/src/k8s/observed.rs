@@ -43,6 +43,9 @@ pub struct Observation {
     pub version: Version,
     /// When we first saw it.
     pub since: Instant,
+    /// We have seen the lease change at least once (not only its first
+    /// value): its holder was seen renewing while we watched.
+    pub renewed: bool,
 }
 
 /// The observation after seeing `version` at `now`: unchanged since
@@ -50,9 +53,15 @@ pub struct Observation {
 pub fn observe(previous: Option<&Observation>, version: Version, now: Instant) -> Observation {
     match previous {
         Some(p) if p.version == version => p.clone(),
-        _ => Observation {
+        Some(_) => Observation {
             version,
             since: now,
+            renewed: true,
+        },
+        None => Observation {
+            version,
+            since: now,
+            renewed: false,
         },
     }
 }
@@ -89,6 +98,7 @@ mod tests {
         let s = Duration::from_secs;
         let first = observe(None, Version::of(&lease("1", 100, "a")), t0);
         assert_eq!(first.since, t0);
+        assert!(!first.renewed, "a first value is not a renewal");
         let same = observe(Some(&first), Version::of(&lease("1", 100, "a")), t0 + s(5));
         assert_eq!(same.since, t0, "nothing changed");
         for changed in [
@@ -98,7 +108,11 @@ mod tests {
         ] {
             let o = observe(Some(&first), Version::of(&changed), t0 + s(5));
             assert_eq!(o.since, t0 + s(5), "{changed:?}");
+            assert!(o.renewed, "{changed:?}");
+            let again = observe(Some(&o), Version::of(&changed), t0 + s(6));
+            assert!(again.renewed, "a renewal seen stays seen");
         }
+        assert!(!same.renewed);
         assert!(!unchanged_for(&first, s(15), t0 + s(15)));
         assert!(unchanged_for(&first, s(15), t0 + s(16)));
     }

@@ -30,16 +30,26 @@
 //!    API server is gone (and, in the minority, falls silent) those ages
 //!    must not hand it the others' addresses.
 //! 4. Gossip says alive (or suspect): alive.
-//! 5. No gossip evidence (membership off, or not seen yet): a NotReady
-//!    node whose lease is overdue or missing has no speaker (#3116);
-//!    otherwise the lease decides when there is one, and a node without
-//!    lease counts as running one when membership is off (upstream's
-//!    assumption) and not when it is on (upstream uses live members only).
+//! 5. No gossip evidence: a NotReady node whose lease is overdue or
+//!    missing has no speaker (#3116). With membership off, every other
+//!    node counts (upstream's assumption). With membership on, a node
+//!    without lease has no speaker (upstream uses live members only);
+//!    until this speaker's gossip has settled ([`Context::gossip_settled`])
+//!    a held lease counts; after that, gossip not knowing a member is
+//!    evidence too - it is neither alive nor suspect anywhere we hear
+//!    from (a restarted speaker's join feed lists only live members; a
+//!    down member is forgotten after an hour) - so it counts only while
+//!    its lease is seen renewing, judged as in rule 3. A speaker that
+//!    hangs or crash-loops on a Ready node is then not elected again by
+//!    a restarted speaker while the others elect someone else.
 //!
-//! Partition safety ([`isolated`]): a speaker that cannot reach the API
-//! server and sees at most half of the known speakers alive stops
-//! answering altogether, because the majority side is taking its
-//! addresses over.
+//! Partition safety ([`isolated`], [`voters`]): a speaker that cannot
+//! reach the API server and sees at most half of the speakers that
+//! could be on the other side alive stops answering altogether, because
+//! the majority side is taking its addresses over. Speakers known to
+//! have departed ([`departed`]: judged gone while this speaker still
+//! reached the API server, or gone gracefully) are on no side: after a
+//! scale-down an API blip must not silence the survivors.
 
 use super::presence;
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,7 +68,11 @@ pub struct LeaseState {
     /// When we first saw its current version (our monotonic clock; see
     /// `presence::states`).
     pub changed: Instant,
-    /// How often its speaker says it renews (`leaseDurationSeconds` / 3).
+    /// We have seen it change since we first saw it: its speaker renewed
+    /// while we watched (a restarted speaker has seen no renewal yet).
+    pub renewed: bool,
+    /// How often its speaker says it renews (`leaseDurationSeconds` / 3,
+    /// held to our own periods).
     pub period: Duration,
     /// Its speaker sees trouble in gossip (the lease carries
     /// `presence::TROUBLE_ANNOTATION`).
@@ -148,6 +162,8 @@ pub enum Gone {
     Failed,
     /// NotReady, and its speaker stopped renewing its lease.
     NotReadyWithoutSpeaker,
+    /// Gossip does not know it (after settling) and its lease stopped.
+    Unknown,
     /// Membership is on and nothing shows a speaker there.
     NoSpeaker,
 }
@@ -161,6 +177,7 @@ impl std::fmt::Display for Gone {
             Gone::NotReadyWithoutSpeaker => {
                 "node NotReady and its speaker stopped renewing its lease"
             }
+            Gone::Unknown => "gossip does not know its speaker and it stopped renewing its lease",
             Gone::NoSpeaker => "no speaker seen on it",
         })
     }
@@ -176,6 +193,9 @@ pub struct Context {
     pub api_ok: bool,
     /// Gossip membership is on.
     pub membership: bool,
+    /// Gossip has run long enough ([`GOSSIP_SETTLE`]) that a member it
+    /// does not know is not merely one it has not heard from yet.
+    pub gossip_settled: bool,
     /// When this speaker's lease watch last showed a change of any
     /// presence lease (its own renewals included): how far its view of
     /// the leases is known to be current.
@@ -189,6 +209,11 @@ pub struct Context {
 /// much past its slow period while renewing slowly), or once a renewal
 /// failed, a speaker considers the API server unreachable.
 pub const API_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// How long gossip runs before a member it does not know counts as
+/// evidence ([`Context::gossip_settled`]): the join round trip and a
+/// few gossip rounds, well under the rejoin period.
+pub const GOSSIP_SETTLE: Duration = Duration::from_secs(3);
 
 /// Whether the speaker of a node with `e` counts, and if not, why.
 pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
@@ -214,13 +239,17 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
             let lease_gone = e.lease.is_none_or(|l| l.overdue(ctx.now));
             if !e.ready && lease_gone {
                 Err(Gone::NotReadyWithoutSpeaker)
-            } else if e.lease.is_some() || !ctx.membership {
-                // Overdue lease on a Ready node without gossip evidence:
-                // counted, as upstream counts every node (an API outage of
-                // ours must not move addresses).
+            } else if !ctx.membership {
                 Ok(())
             } else {
-                Err(Gone::NoSpeaker)
+                match e.lease {
+                    None => Err(Gone::NoSpeaker),
+                    // Stopped only as a current watch shows it: an API
+                    // outage of ours freezes every lease and must not
+                    // move addresses.
+                    Some(l) if ctx.gossip_settled && l.stopped_seen(ctx) => Err(Gone::Unknown),
+                    Some(_) => Ok(()),
+                }
             }
         }
     }
@@ -243,14 +272,23 @@ pub fn awaits_evidence(e: &Evidence, ctx: &Context) -> bool {
 /// Whether this speaker sees trouble in gossip and must mark its lease
 /// (see `presence`): a member suspect, or down while its held lease is
 /// still within its own renewal period - it may be alive and cut off
-/// from us, and judging it needs everyone renewing fast. A member whose
+/// from us, and judging it needs everyone renewing fast - or, once
+/// gossip settled, unknown to gossip with a held lease this speaker has
+/// not yet seen renewed (a restarted speaker cannot tell a hung speaker
+/// from a slow renewer without everyone renewing fast). A member whose
 /// lease stopped by its own period is settled: a dead node does not keep
-/// the cluster renewing fast.
-pub fn troubled<'a>(evidence: impl IntoIterator<Item = &'a Evidence>, now: Instant) -> bool {
+/// the cluster renewing fast; one that renews once is no trouble.
+pub fn troubled<'a>(evidence: impl IntoIterator<Item = &'a Evidence>, ctx: &Context) -> bool {
     evidence.into_iter().any(|e| match e.gossip {
         Some(Gossip::Suspect) => true,
-        Some(Gossip::Down { .. }) => e.lease.is_some_and(|l| l.held && !l.overdue(now)),
-        Some(Gossip::Alive) | None => false,
+        Some(Gossip::Down { .. }) => e.lease.is_some_and(|l| l.held && !l.overdue(ctx.now)),
+        None => {
+            ctx.membership
+                && ctx.gossip_settled
+                && e.lease
+                    .is_some_and(|l| l.held && !l.renewed && !l.overdue(ctx.now))
+        }
+        Some(Gossip::Alive) => false,
     })
 }
 
@@ -274,6 +312,52 @@ pub fn alive<'a>(
     (alive, gone)
 }
 
+/// The nodes whose speaker is known to have departed, after judging
+/// `gone` (this pass) with `prev` (the last pass's answer): while this
+/// speaker reaches the API server, every node judged gone (their leases
+/// were seen stopped or cleared, or the node is out of service); without
+/// it, only what was already known plus graceful leaves and
+/// out-of-service taints - a member gossip lost during our own outage
+/// may be the majority that cut us off. A node that counts again is no
+/// longer departed.
+pub fn departed(
+    prev: &BTreeSet<String>,
+    gone: &BTreeMap<String, Gone>,
+    api_ok: bool,
+) -> BTreeSet<String> {
+    gone.iter()
+        .filter(|(node, why)| {
+            api_ok || prev.contains(*node) || matches!(why, Gone::Left | Gone::OutOfService)
+        })
+        .map(|(node, _)| node.clone())
+        .collect()
+}
+
+/// The speakers partition safety weighs: of the `known` nodes (each a
+/// Node whose speaker gossip or a presence lease shows), those not known
+/// to have `departed`.
+pub fn voters<'a>(
+    known: impl IntoIterator<Item = &'a str>,
+    departed: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    known
+        .into_iter()
+        .filter(|n| !departed.contains(*n))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// [`isolated`] among `voters`: only voters seen alive in gossip count
+/// (a gossip member that is no Node, or departed, weighs nothing).
+pub fn isolated_among(
+    api_ok: bool,
+    alive_in_gossip: &BTreeSet<String>,
+    voters: &BTreeSet<String>,
+) -> bool {
+    let alive = voters.intersection(alive_in_gossip).count();
+    isolated(api_ok, alive, voters.len())
+}
+
 /// Partition safety: this speaker cannot reach the API server and sees at
 /// most half of the `known` speakers (itself included) alive in gossip, so
 /// the majority is taking its addresses over: it must stop answering.
@@ -283,332 +367,4 @@ pub fn isolated(api_ok: bool, alive_in_gossip: usize, known: usize) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rstest::rstest;
-
-    /// Our monotonic clock's origin in these tests.
-    static T0: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
-
-    /// The renewal period of the leases in these tests (an older
-    /// release's, or a fast one's plus a second).
-    const PERIOD: Duration = Duration::from_secs(2);
-
-    fn at(secs_after: f64) -> Instant {
-        *T0 + Duration::from_secs_f64(secs_after)
-    }
-
-    /// A lease held or cleared, seen changing `changed` seconds after T0.
-    fn lease(held: bool, changed: f64) -> Option<LeaseState> {
-        Some(LeaseState {
-            held,
-            changed: at(changed),
-            period: PERIOD,
-            trouble: false,
-        })
-    }
-
-    fn down(since: f64, left: bool) -> Option<Gossip> {
-        Some(Gossip::Down {
-            since: SystemTime::UNIX_EPOCH + Duration::from_secs_f64(1_000_000.0 + since),
-            left,
-        })
-    }
-
-    fn ev(ready: bool, oos: bool, lease: Option<LeaseState>, gossip: Option<Gossip>) -> Evidence {
-        Evidence {
-            ready,
-            out_of_service: oos,
-            lease,
-            gossip,
-        }
-    }
-
-    /// `now` is 10 s after T0; renewals are due every PERIOD (2 s)
-    /// and overdue one margin (0.5 s) later, so a lease renewed at 7.5 is
-    /// fresh, one renewed at 6.9 is overdue.
-    #[rstest]
-    #[case::alive_in_gossip(ev(true, false, lease(true, 9.0), Some(Gossip::Alive)), true, true, Ok(()))]
-    #[case::out_of_service_beats_everything(
-        ev(true, true, lease(true, 9.0), Some(Gossip::Alive)),
-        true,
-        true,
-        Err(Gone::OutOfService)
-    )]
-    #[case::left_by_lease(
-        ev(true, false, lease(false, 9.0), Some(Gossip::Alive)),
-        true,
-        true,
-        Err(Gone::Left)
-    )]
-    #[case::left_in_gossip_lease_still_held_counts_alive(
-        ev(true, false, lease(true, 9.5), down(9.6, true)),
-        true,
-        true,
-        Ok(())
-    )]
-    #[case::left_in_gossip_and_lease_cleared(
-        ev(true, false, lease(false, 9.7), down(9.6, true)),
-        true,
-        true,
-        Err(Gone::Left)
-    )]
-    #[case::left_in_gossip_lease_overdue(
-        ev(true, false, lease(true, 6.9), down(9.6, true)),
-        true,
-        true,
-        Err(Gone::Left)
-    )]
-    #[case::left_in_gossip_without_lease(
-        ev(true, false, None, down(9.6, true)),
-        true,
-        true,
-        Err(Gone::Left)
-    )]
-    #[case::left_in_gossip_and_we_lost_the_api_trust_gossip(
-        ev(true, false, lease(true, 9.5), down(9.6, true)),
-        false,
-        true,
-        Err(Gone::Left)
-    )]
-    #[case::failed_and_lease_overdue(
-        ev(true, false, lease(true, 6.9), down(9.0, false)),
-        true,
-        true,
-        Err(Gone::Failed)
-    )]
-    #[case::failed_but_still_renewing_is_a_partition(ev(true, false, lease(true, 9.5), down(9.0, false)), true, true, Ok(()))]
-    #[case::failed_lease_not_yet_overdue_waits(ev(true, false, lease(true, 7.5), down(9.0, false)), true, true, Ok(()))]
-    #[case::failed_and_we_lost_the_api_trust_gossip(
-        ev(true, false, lease(true, 9.5), down(9.0, false)),
-        false,
-        true,
-        Err(Gone::Failed)
-    )]
-    #[case::failed_without_lease(
-        ev(true, false, None, down(9.0, false)),
-        true,
-        true,
-        Err(Gone::Failed)
-    )]
-    #[case::unseen_with_fresh_lease(ev(true, false, lease(true, 9.0), None), true, true, Ok(()))]
-    #[case::unseen_without_lease_membership_on(
-        ev(true, false, None, None),
-        true,
-        true,
-        Err(Gone::NoSpeaker)
-    )]
-    #[case::no_lease_membership_off_like_upstream(ev(true, false, None, None), true, false, Ok(()))]
-    #[case::not_ready_and_lease_overdue(
-        ev(false, false, lease(true, 3.0), None),
-        true,
-        false,
-        Err(Gone::NotReadyWithoutSpeaker)
-    )]
-    #[case::not_ready_without_lease(
-        ev(false, false, None, None),
-        true,
-        false,
-        Err(Gone::NotReadyWithoutSpeaker)
-    )]
-    #[case::not_ready_but_speaker_renewing(ev(false, false, lease(true, 9.0), None), true, false, Ok(()))]
-    #[case::ready_with_overdue_lease_is_kept(ev(true, false, lease(true, 3.0), None), true, false, Ok(()))]
-    #[case::not_ready_alive_in_gossip(ev(false, false, lease(true, 3.0), Some(Gossip::Alive)), true, true, Ok(()))]
-    fn judging(
-        #[case] e: Evidence,
-        #[case] api_ok: bool,
-        #[case] membership: bool,
-        #[case] want: Result<(), Gone>,
-    ) {
-        let ctx = Context {
-            now: at(10.0),
-            api_ok,
-            membership,
-            // The watch is live: it just showed a renewal.
-            leases_seen: Some(at(10.0)),
-            trouble_since: None,
-        };
-        assert_eq!(judge(&e, &ctx), want);
-    }
-
-    /// A member gossip declares failed, its lease last seen changing at
-    /// 6.9 (overdue from 9.4), judged at 10 while the API still looks
-    /// reachable, by how far the lease watch is known to be current: a
-    /// stalled watch (this speaker is being cut off) proves nothing, so
-    /// the member keeps its addresses until isolation silences this
-    /// speaker; a watch that showed any change after 9.4 proves the lease
-    /// stopped.
-    #[rstest]
-    #[case::watch_stalled_before_the_deadline(Some(8.9), Ok(()))]
-    #[case::watch_stalled_at_the_deadline(Some(9.4), Ok(()))]
-    #[case::never_saw_a_change(None, Ok(()))]
-    #[case::watch_showed_a_later_renewal(Some(9.5), Err(Gone::Failed))]
-    fn overdue_leases_count_only_as_far_as_the_watch_is_current(
-        #[case] leases_seen: Option<f64>,
-        #[case] want: Result<(), Gone>,
-    ) {
-        let ctx = Context {
-            now: at(10.0),
-            api_ok: true,
-            membership: true,
-            leases_seen: leases_seen.map(at),
-            trouble_since: None,
-        };
-        let e = ev(true, false, lease(true, 6.9), down(9.0, false));
-        assert_eq!(judge(&e, &ctx), want);
-    }
-
-    #[test]
-    fn overdue_uses_the_renewal_period_and_margin() {
-        let l = LeaseState {
-            held: true,
-            changed: at(1.0),
-            period: PERIOD,
-            trouble: false,
-        };
-        let period = PERIOD.as_secs_f64();
-        assert!(!l.overdue(at(1.0 + period)));
-        assert!(!l.overdue(at(1.0 + period + 0.4)));
-        assert!(l.overdue(at(1.0 + period + 0.6)));
-        // Seen changing after `now` (a tick that raced the watch): fresh.
-        assert!(!l.overdue(at(0.5)));
-    }
-
-    /// A renewal of our own is worth sending exactly while it would
-    /// settle a member gossip declared down.
-    #[rstest]
-    #[case::overdue_but_watch_not_past_the_deadline(
-        lease(true, 6.9),
-        down(9.0, false),
-        true,
-        Some(8.0),
-        true
-    )]
-    #[case::already_settled(lease(true, 6.9), down(9.0, false), true, Some(9.5), false)]
-    #[case::lease_not_overdue(lease(true, 9.0), down(9.0, false), true, Some(9.5), false)]
-    #[case::alive_in_gossip(lease(true, 6.9), Some(Gossip::Alive), true, Some(8.0), false)]
-    #[case::no_api_gossip_decides(lease(true, 6.9), down(9.0, false), false, Some(8.0), false)]
-    fn renewing_at_once_when_it_settles_a_suspect(
-        #[case] lease: Option<LeaseState>,
-        #[case] gossip: Option<Gossip>,
-        #[case] api_ok: bool,
-        #[case] leases_seen: Option<f64>,
-        #[case] want: bool,
-    ) {
-        let ctx = Context {
-            now: at(10.0),
-            api_ok,
-            membership: true,
-            leases_seen: leases_seen.map(at),
-            trouble_since: None,
-        };
-        assert_eq!(awaits_evidence(&ev(true, false, lease, gossip), &ctx), want);
-    }
-
-    /// A slow lease (15 s) last seen changing at `changed`, of a member
-    /// gossip declared down at 9.0, judged at 10 with the watch current:
-    /// while our trouble mark is out (since `since`), a member that has
-    /// not renewed within a fast period and the margin of the later of
-    /// the mark and its last renewal has stopped; before the mark shows
-    /// (or without it), only its own period counts.
-    #[rstest]
-    #[case::no_mark_yet_slow_lease_waits(1.0, None, Ok(()))]
-    #[case::mark_out_long_enough_and_no_renewal(1.0, Some(8.0), Err(Gone::Failed))]
-    #[case::mark_out_but_not_yet_a_fast_period(1.0, Some(8.6), Ok(()))]
-    #[case::renewed_fast_after_the_mark(9.2, Some(8.0), Ok(()))]
-    #[case::renewed_after_the_mark_then_stopped(8.4, Some(8.0), Err(Gone::Failed))]
-    #[case::slow_lease_overdue_by_its_own_period(-6.0, None, Err(Gone::Failed))]
-    fn a_trouble_mark_shortens_the_wait_to_a_fast_period(
-        #[case] changed: f64,
-        #[case] since: Option<f64>,
-        #[case] want: Result<(), Gone>,
-    ) {
-        let slow = Some(LeaseState {
-            held: true,
-            changed: if changed < 0.0 {
-                T0.checked_sub(Duration::from_secs_f64(-changed))
-                    .unwrap_or(*T0)
-            } else {
-                at(changed)
-            },
-            period: presence::SLOW_RENEW,
-            trouble: false,
-        });
-        let ctx = Context {
-            now: at(10.0),
-            api_ok: true,
-            membership: true,
-            leases_seen: Some(at(10.0)),
-            trouble_since: since.map(at),
-        };
-        assert_eq!(judge(&ev(true, false, slow, down(9.0, false)), &ctx), want);
-    }
-
-    /// Trouble: what makes a speaker mark its lease, judged at 10 with a
-    /// 2 s period (a lease changed at 9 is within it, one at 3 is not).
-    #[rstest]
-    #[case::all_alive(ev(true, false, lease(true, 3.0), Some(Gossip::Alive)), false)]
-    #[case::a_suspect(ev(true, false, lease(true, 9.0), Some(Gossip::Suspect)), true)]
-    #[case::down_with_a_live_lease(ev(true, false, lease(true, 9.0), down(9.5, false)), true)]
-    #[case::down_and_its_lease_stopped_is_settled(
-        ev(true, false, lease(true, 3.0), down(9.5, false)),
-        false
-    )]
-    #[case::down_and_left(ev(true, false, lease(false, 9.0), down(9.5, true)), false)]
-    #[case::down_without_lease(ev(true, false, None, down(9.5, false)), false)]
-    #[case::no_gossip(ev(true, false, lease(true, 9.0), None), false)]
-    fn trouble(#[case] e: Evidence, #[case] want: bool) {
-        assert_eq!(troubled([&e], at(10.0)), want);
-    }
-
-    #[test]
-    fn a_suspect_counts_alive() {
-        let ctx = Context {
-            now: at(10.0),
-            api_ok: false,
-            membership: true,
-            leases_seen: None,
-            trouble_since: None,
-        };
-        let e = ev(true, false, lease(true, 1.0), Some(Gossip::Suspect));
-        assert_eq!(judge(&e, &ctx), Ok(()));
-    }
-
-    #[test]
-    fn alive_splits_nodes_and_says_why() {
-        let ctx = Context {
-            now: at(10.0),
-            api_ok: true,
-            membership: true,
-            leases_seen: Some(at(10.0)),
-            trouble_since: None,
-        };
-        let (alive, gone) = alive(
-            [
-                ("a", ev(true, false, lease(true, 9.0), Some(Gossip::Alive))),
-                ("b", ev(true, true, lease(true, 9.0), Some(Gossip::Alive))),
-                ("c", ev(true, false, lease(true, 1.0), down(8.0, false))),
-            ],
-            &ctx,
-        );
-        assert_eq!(alive, BTreeSet::from(["a".to_owned()]));
-        assert_eq!(gone.get("b"), Some(&Gone::OutOfService));
-        assert_eq!(gone.get("c"), Some(&Gone::Failed));
-        assert!(Gone::Failed.to_string().contains("gossip"));
-    }
-
-    #[rstest]
-    #[case::api_ok_never(true, 1, 3, false)]
-    #[case::minority_without_api(false, 1, 3, true)]
-    #[case::half_without_api(false, 2, 4, true)]
-    #[case::majority_without_api(false, 2, 3, false)]
-    #[case::alone_is_not_isolated(false, 1, 1, false)]
-    fn isolation(
-        #[case] api_ok: bool,
-        #[case] alive: usize,
-        #[case] known: usize,
-        #[case] want: bool,
-    ) {
-        assert_eq!(isolated(api_ok, alive, known), want);
-    }
-}
+mod tests;

@@ -114,24 +114,21 @@ pub fn states<'a>(
             let held = spec
                 .and_then(|s| s.holder_identity.as_deref())
                 .is_some_and(|h| !h.is_empty());
-            let period = spec
-                .and_then(|s| s.lease_duration_seconds)
-                .and_then(|d| u64::try_from(d / DURATION_PERIODS).ok())
-                .filter(|p| *p > 0)
-                .map_or(DEFAULT_PERIOD, Duration::from_secs);
+            let period = period_of(spec.and_then(|s| s.lease_duration_seconds));
             let trouble = l
                 .metadata
                 .annotations
                 .as_ref()
                 .is_some_and(|a| a.contains_key(TROUBLE_ANNOTATION));
             let o = observed::observe(seen.get(node), Version::of(l), now);
-            let changed = o.since;
+            let (changed, renewed) = (o.since, o.renewed);
             next.insert(node.to_owned(), o);
             Some((
                 node.to_owned(),
                 LeaseState {
                     held,
                     changed,
+                    renewed,
                     period,
                     trouble,
                 },
@@ -140,6 +137,19 @@ pub fn states<'a>(
         .collect();
     *seen = next;
     states
+}
+
+/// The renewal period a lease's `leaseDurationSeconds` declares, held
+/// to what a speaker of ours ever writes ([`FAST_RENEW`] to
+/// [`SLOW_RENEW`]): anyone who can write a Lease could otherwise make a
+/// dead speaker count as renewing for hours, or make its lease look
+/// overdue between two honest renewals.
+fn period_of(duration_seconds: Option<i32>) -> Duration {
+    duration_seconds
+        .and_then(|d| u64::try_from(d / DURATION_PERIODS).ok())
+        .filter(|p| *p > 0)
+        .map_or(DEFAULT_PERIOD, Duration::from_secs)
+        .clamp(FAST_RENEW, SLOW_RENEW)
 }
 
 /// Marks `node`'s speaker present (creates or takes its lease), renewing
@@ -240,6 +250,7 @@ mod tests {
             Some(&LeaseState {
                 held: true,
                 changed: t0,
+                renewed: false,
                 period: DEFAULT_PERIOD,
                 trouble: false,
             })
@@ -251,7 +262,9 @@ mod tests {
         // Renewed: seen changing now.
         let mut renewed = lease("a", Some("a"));
         renewed.metadata.resource_version = Some("2".into());
-        assert_eq!(states([&renewed], &mut seen, later)["a"].changed, later);
+        let now = states([&renewed], &mut seen, later);
+        assert_eq!(now["a"].changed, later);
+        assert!(now["a"].renewed, "seen renewing");
         assert_eq!(seen.len(), 1, "vanished leases are forgotten");
         let other = Lease {
             metadata: ObjectMeta {
@@ -263,10 +276,30 @@ mod tests {
         assert!(super::states([&other], &mut seen, later).is_empty());
     }
 
+    /// What a lease's declared duration makes its period: our own
+    /// renewals' durations read back exactly, anything else is held to
+    /// the periods a speaker of ours uses.
+    #[rstest]
+    #[case::missing(None, DEFAULT_PERIOD)]
+    #[case::slow(Some(45), SLOW_RENEW)]
+    #[case::fast(Some(3), FAST_RENEW)]
+    #[case::older_release(Some(6), Duration::from_secs(2))]
+    #[case::a_forged_day(Some(86_400), SLOW_RENEW)]
+    #[case::forged_max(Some(i32::MAX), SLOW_RENEW)]
+    #[case::under_one_period(Some(1), DEFAULT_PERIOD)]
+    #[case::negative(Some(-30), DEFAULT_PERIOD)]
+    fn declared_durations_are_held_to_our_periods(
+        #[case] seconds: Option<i32>,
+        #[case] want: Duration,
+    ) {
+        assert_eq!(period_of(seconds), want);
+    }
+
     fn state(held: bool, trouble: bool, changed: Instant) -> LeaseState {
         LeaseState {
             held,
             changed,
+            renewed: true,
             period: FAST_RENEW,
             trouble,
         }
@@ -360,6 +393,7 @@ mod tests {
             now: t0 + Duration::from_secs(at),
             api_ok: true,
             membership: true,
+            gossip_settled: false,
             // Our own renewals keep the watch visibly current.
             leases_seen: Some(t0 + Duration::from_secs(at)),
             trouble_since: None,

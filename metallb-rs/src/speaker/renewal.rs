@@ -7,10 +7,14 @@
 //! once when the mode changes or the loop asks ([`Renewal::renew_now`]).
 //!
 //! Its outcome is how the speaker knows it still reaches the API server
-//! ([`Record::api_ok`]).
+//! ([`Record::api_ok`]). A failed renewal is retried with exponential
+//! backoff and jitter ([`RETRY`]), whatever the mode or the loop asks: an
+//! API server that answers 429 or 5xx is not helped by every speaker
+//! writing five times a second.
 
 use super::liveness::API_TIMEOUT;
 use super::presence::{self, FAST_RENEW, Mode};
+use crate::k8s::queue::Backoff;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::runtime::reflector::Store;
@@ -26,6 +30,15 @@ pub const RENEW_TIMEOUT: Duration = Duration::from_secs(2);
 /// follower's first fast renewal comes this much after the mark at worst
 /// (plus the write), well inside the fast period the marker allows.
 const LOOK: Duration = Duration::from_millis(200);
+
+/// The delays between retries of a failed renewal (before jitter, which
+/// adds up to as much again to each): a failing API server sees at most
+/// one write per speaker per second, and a speaker notices the API is
+/// back within about [`API_TIMEOUT`].
+pub const RETRY: Backoff = Backoff {
+    first: FAST_RENEW,
+    max: FAST_RENEW.saturating_mul(2),
+};
 
 /// What the renewals achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,15 +81,30 @@ impl Record {
 }
 
 /// Whether to renew now: the mode changed since the last renewal written
-/// (`written`), the period ran out (`due`), or the loop asked.
+/// (`written`), the period ran out (`due`), or the loop asked - except
+/// while retrying a failure (`retrying`), when only the backoff's `due`
+/// counts.
 pub fn renew_due(
     written: Option<Mode>,
     mode: Mode,
     due: Instant,
     now: Instant,
     asked: bool,
+    retrying: bool,
 ) -> bool {
-    written != Some(mode) || now >= due || asked
+    now >= due || (!retrying && (written != Some(mode) || asked))
+}
+
+/// The delays of successive retries of failed renewals, jittered.
+pub fn retries() -> impl Iterator<Item = Duration> {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::new()
+        .with_min_delay(RETRY.first)
+        .with_max_delay(RETRY.max)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .build()
 }
 
 /// The running renewal task and what it shares with the loop.
@@ -144,11 +172,14 @@ async fn run(
     let mut written: Option<Mode> = None;
     let mut due = Instant::now();
     let mut was_asked = false;
+    // The delays of the retries since the last success; None while the
+    // last renewal succeeded.
+    let mut retrying: Option<Box<dyn Iterator<Item = Duration> + Send>> = None;
     loop {
         let now = Instant::now();
         let states = presence::states(leases.state().iter().map(|l| &**l), &mut seen, now);
         let mode = presence::mode(*trouble.borrow_and_update(), &states, &node, now);
-        if renew_due(written, mode, due, now, was_asked) {
+        if renew_due(written, mode, due, now, was_asked, retrying.is_some()) {
             let outcome =
                 tokio::time::timeout(RENEW_TIMEOUT, presence::join(&api, &node, mode)).await;
             let ok = matches!(outcome, Ok(Ok(())));
@@ -168,14 +199,20 @@ async fn run(
                     r.failed_since = true;
                 }
             }
-            // A failure is retried a fast period later, whatever the mode:
-            // the record already says the API server is unreachable.
+            // A failure is retried after the backoff's next delay, whatever
+            // the mode: the record already says the API server is
+            // unreachable.
             if ok {
                 written = Some(mode);
+                retrying = None;
                 due = Instant::now() + mode.period();
             } else {
                 written = None;
-                due = Instant::now() + FAST_RENEW;
+                let delay = retrying
+                    .get_or_insert_with(|| Box::new(retries()))
+                    .next()
+                    .unwrap_or(RETRY.max);
+                due = Instant::now() + delay;
             }
         }
         was_asked = tokio::select! {
@@ -222,21 +259,58 @@ mod tests {
     }
 
     #[rstest]
-    #[case::nothing_written_yet(None, Mode::Slow, 10.0, false, true)]
-    #[case::same_mode_not_due(Some(Mode::Slow), Mode::Slow, 10.0, false, false)]
-    #[case::same_mode_due(Some(Mode::Slow), Mode::Slow, 0.0, false, true)]
-    #[case::trouble_starts(Some(Mode::Slow), Mode::Trouble, 10.0, false, true)]
-    #[case::trouble_ends(Some(Mode::Trouble), Mode::Slow, 10.0, false, true)]
-    #[case::follow_starts(Some(Mode::Slow), Mode::Follow, 10.0, false, true)]
-    #[case::asked(Some(Mode::Trouble), Mode::Trouble, 10.0, true, true)]
+    #[case::first_renewal(None, Mode::Slow, 0.0, false, false, true)]
+    #[case::same_mode_not_due(Some(Mode::Slow), Mode::Slow, 10.0, false, false, false)]
+    #[case::same_mode_due(Some(Mode::Slow), Mode::Slow, 0.0, false, false, true)]
+    #[case::trouble_starts(Some(Mode::Slow), Mode::Trouble, 10.0, false, false, true)]
+    #[case::trouble_ends(Some(Mode::Trouble), Mode::Slow, 10.0, false, false, true)]
+    #[case::follow_starts(Some(Mode::Slow), Mode::Follow, 10.0, false, false, true)]
+    #[case::asked(Some(Mode::Trouble), Mode::Trouble, 10.0, true, false, true)]
+    // After a failure nothing was written: the backoff alone decides (the
+    // old rule retried at the next look, every 200 ms, forever).
+    #[case::failed_waits_for_the_backoff(None, Mode::Slow, 1.0, false, true, false)]
+    #[case::failed_and_trouble_starts(None, Mode::Trouble, 1.0, false, true, false)]
+    #[case::failed_and_asked(None, Mode::Trouble, 1.0, true, true, false)]
+    #[case::failed_backoff_over(None, Mode::Trouble, 0.0, false, true, true)]
     fn renewing(
         #[case] written: Option<Mode>,
         #[case] mode: Mode,
         #[case] due_in: f64,
         #[case] asked: bool,
+        #[case] retrying: bool,
         #[case] want: bool,
     ) {
         let t0 = Instant::now();
-        assert_eq!(renew_due(written, mode, at(t0, due_in), t0, asked), want);
+        assert_eq!(
+            renew_due(written, mode, at(t0, due_in), t0, asked, retrying),
+            want
+        );
+    }
+
+    /// Retries of failed renewals back off from a second to two, each
+    /// delayed by up to as much again at random: a thousand speakers that
+    /// failed together do not retry together, and none writes more than
+    /// once a second.
+    #[test]
+    fn retries_back_off_with_jitter() {
+        let a: Vec<Duration> = retries().take(6).collect();
+        let b: Vec<Duration> = retries().take(6).collect();
+        for (i, d) in a.iter().enumerate() {
+            let base = RETRY.first.saturating_mul(1 << i.min(1)).min(RETRY.max);
+            assert!(
+                *d >= base && *d <= base.saturating_mul(2),
+                "retry {i}: {d:?} outside {base:?} to twice that"
+            );
+        }
+        assert!(a[5] >= RETRY.max, "the delay grows to the longest");
+        assert!(
+            a.iter().all(|d| *d >= FAST_RENEW),
+            "at most one write a second"
+        );
+        assert!(
+            a.iter().all(|d| *d < API_TIMEOUT),
+            "the API's return is noticed in time"
+        );
+        assert_ne!(a, b, "two speakers' retries are jittered apart");
     }
 }

@@ -203,9 +203,8 @@ pub async fn run(
             Record::new(std::time::Instant::now()),
         )),
         renewal: None,
-        trouble_since: None,
+        judging: alive::Judging::default(),
         guard: None,
-        lease_seen: BTreeMap::new(),
         health: health.clone(),
         elected: election::memo::Memo::new(),
     };
@@ -213,8 +212,19 @@ pub async fn run(
         watches.wait_until_listed().await?;
         runner.reload_config().await;
         if runner.config.is_some() {
-            if let Err(e) = presence::join(&leases_api, &opts.node, presence::Mode::Slow).await {
-                tracing::warn!(error = %e, "could not record this speaker's presence (graceful leave will not be seen)");
+            match tokio::time::timeout(
+                super::renewal::RENEW_TIMEOUT,
+                presence::join(&leases_api, &opts.node, presence::Mode::Slow),
+            )
+            .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "could not record this speaker's presence yet (the renewal task retries)")
+                }
+                Err(_) => tracing::warn!(
+                    "recording this speaker's presence timed out (the renewal task retries)"
+                ),
             }
             runner.start_renewal(&leases_api);
             runner.start_membership().await;
@@ -307,21 +317,28 @@ pub async fn run(
         // Serves until the process stops; returns only on a server error.
         r = metrics::serve(opts.metrics_addr, opts.health_addr, registry, health.clone()) => r,
     };
-    // Withdraw at once (stop answering, close the BGP sessions so routers
-    // drop our routes now rather than after the hold time), then tell the
-    // others, best effort.
+    // Withdraw at once (stop answering), then clear the lease before
+    // anything else: it is what makes the others take our addresses over
+    // at once, and the manifests' grace period (2 s) may end in SIGKILL
+    // before a slow BGP close or gossip leave is done. Then close the BGP
+    // sessions (routers drop our routes now rather than after the hold
+    // time) and say goodbye in gossip side by side, best effort.
     runner.announcer.shutdown();
-    runner.bgp.shutdown().await;
-    if let Some(m) = runner.membership.take() {
-        m.leave().await;
+    match tokio::time::timeout(LEAVE_TIMEOUT, presence::leave(&leases_api, &opts.node)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not record this speaker's departure"),
+        Err(_) => tracing::warn!("recording this speaker's departure timed out"),
     }
-    let cleanup = async {
-        if let Err(e) = presence::leave(&leases_api, &opts.node).await {
-            tracing::warn!(error = %e, "could not record this speaker's departure");
-        }
+    let membership = runner.membership.take();
+    let goodbyes = async {
+        tokio::join!(runner.bgp.shutdown(), async {
+            if let Some(m) = membership {
+                m.leave().await;
+            }
+        });
         runner.delete_own_statuses().await;
     };
-    if tokio::time::timeout(Duration::from_secs(2), cleanup)
+    if tokio::time::timeout(Duration::from_secs(1), goodbyes)
         .await
         .is_err()
     {
@@ -330,6 +347,11 @@ pub async fn run(
     tracing::info!("withdrew every announcement");
     result
 }
+
+/// How long shutdown waits to clear this speaker's lease: under half the
+/// manifests' termination grace period, so the goodbyes after it still
+/// have time.
+const LEAVE_TIMEOUT: Duration = Duration::from_millis(800);
 
 struct Runner {
     /// Pending work, and retries of failed status writes.
@@ -368,14 +390,10 @@ struct Runner {
     renewals: Arc<std::sync::Mutex<Record>>,
     /// The renewal task, once this speaker has joined.
     renewal: Option<Renewal>,
-    /// When this speaker first saw its own lease carry the trouble mark,
-    /// while it does (see `liveness::Context::trouble_since`).
-    trouble_since: Option<std::time::Instant>,
+    /// What judging liveness remembers from one pass to the next.
+    judging: alive::Judging,
     /// Silences the responders when cut off, beside the loop (see `guard`).
     guard: Option<tokio_util::task::AbortOnDropHandle<()>>,
-    /// Each presence lease's version and when we first saw it: renewals
-    /// are judged on our clock, never the renewer's (see `presence`).
-    lease_seen: BTreeMap<String, crate::k8s::observed::Observation>,
     /// `/healthz`'s heartbeat, bumped per service in long passes.
     health: Arc<Health>,
     /// Layer 2 winners remembered between passes.

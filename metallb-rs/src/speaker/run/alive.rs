@@ -63,31 +63,54 @@ pub(super) fn seeds(nodes: &[Arc<Node>], me: &str, bind: SocketAddr) -> Vec<(Str
         .collect()
 }
 
+/// What judging liveness remembers from one pass to the next.
+#[derive(Default)]
+pub(super) struct Judging {
+    /// Each presence lease's version and when we first saw it: renewals
+    /// are judged on our clock, never the renewer's (see `presence`).
+    lease_seen: BTreeMap<String, crate::k8s::observed::Observation>,
+    /// When this speaker first saw its own lease carry the trouble mark,
+    /// while it does (see `liveness::Context::trouble_since`).
+    trouble_since: Option<std::time::Instant>,
+    /// When gossip membership started (see `liveness::GOSSIP_SETTLE`).
+    pub(super) gossip_since: Option<std::time::Instant>,
+    /// Speakers known to have departed (`liveness::departed`).
+    departed: BTreeSet<String>,
+    /// The speakers partition safety weighs (`liveness::voters`), for
+    /// the guard; `None` until the first pass.
+    pub(super) voters: tokio::sync::watch::Sender<Option<BTreeSet<String>>>,
+}
+
 impl Runner {
     /// Recomputes who counts as alive and whether this speaker is cut off
     /// (see `liveness`); true when either changed.
     pub(super) fn refresh_liveness(&mut self) -> bool {
         let now = std::time::Instant::now();
+        let j = &mut self.judging;
         let leases = presence::states(
             self.stores.leases.state().iter().map(|l| &**l),
-            &mut self.lease_seen,
+            &mut j.lease_seen,
             now,
         );
         let view = self.membership.as_ref().map(|m| m.view());
         // Our own mark, as the watch shows it back: from then on every
         // live speaker renews fast.
         let own = leases.get(&self.opts.node);
-        self.trouble_since = match (own.is_some_and(|l| l.trouble), self.trouble_since) {
+        j.trouble_since = match (own.is_some_and(|l| l.trouble), j.trouble_since) {
             (true, Some(since)) => Some(since),
             (true, None) => own.map(|l| l.changed),
             (false, _) => None,
         };
+        let api_ok = super::guard::api_ok(&self.renewals);
         let ctx = liveness::Context {
             now,
-            api_ok: self.api_ok(),
+            api_ok,
             membership: view.is_some(),
+            gossip_settled: j
+                .gossip_since
+                .is_some_and(|t| now.saturating_duration_since(t) >= liveness::GOSSIP_SETTLE),
             leases_seen: leases.values().map(|l| l.changed).max(),
-            trouble_since: self.trouble_since,
+            trouble_since: j.trouble_since,
         };
         let gossip = |node: &str| -> Option<liveness::Gossip> {
             let view = view.as_ref()?;
@@ -123,7 +146,7 @@ impl Runner {
                     .iter()
                     .filter(|(node, _)| *node != self.opts.node)
                     .map(|(_, e)| e),
-                now,
+                &ctx,
             ));
             if evidence
                 .iter()
@@ -133,17 +156,26 @@ impl Runner {
             }
         }
         let (alive, gone) = liveness::alive(evidence, &ctx);
+        j.departed = liveness::departed(&j.departed, &gone, api_ok);
         let isolated = view.as_ref().is_some_and(|v| {
-            let known = self
-                .node_view
-                .iter()
-                .filter(|n| {
-                    v.alive.contains(&n.name)
-                        || v.down.contains_key(&n.name)
-                        || leases.contains_key(&n.name)
-                })
-                .count();
-            liveness::isolated(ctx.api_ok, v.alive.len(), known)
+            let voters = liveness::voters(
+                self.node_view
+                    .iter()
+                    .filter(|n| {
+                        v.alive.contains(&n.name)
+                            || v.down.contains_key(&n.name)
+                            || leases.contains_key(&n.name)
+                    })
+                    .map(|n| n.name.as_str()),
+                &j.departed,
+            );
+            let isolated = liveness::isolated_among(api_ok, &v.alive, &voters);
+            j.voters.send_if_modified(|old| {
+                let changed = old.as_ref() != Some(&voters);
+                *old = Some(voters);
+                changed
+            });
+            isolated
         });
         let changed = alive != self.alive || isolated != self.isolated;
         if changed {
@@ -192,6 +224,7 @@ impl Runner {
                     tracing::warn!(error = %e, "gossip metrics not served");
                 }
                 self.membership = Some(m);
+                self.judging.gossip_since = Some(std::time::Instant::now());
             }
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "gossip membership not started yet; retrying");
@@ -231,11 +264,6 @@ impl Runner {
         }
         m.set_keyring(keyring.clone());
         self.keyring = Some(keyring);
-    }
-
-    /// This speaker's lease renewals say it reaches the API server.
-    pub(super) fn api_ok(&self) -> bool {
-        super::guard::api_ok(&self.renewals)
     }
 
     /// Starts renewing this speaker's presence lease (once).

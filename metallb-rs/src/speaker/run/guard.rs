@@ -7,16 +7,19 @@
 //! its addresses over: the bound on two nodes answering for one address
 //! must not depend on how much work the loop has in hand.
 //!
-//! The guard counts the members gossip knows (alive, or declared down and
-//! not yet forgotten); the loop also counts nodes known only by their
-//! presence lease. Both silence only without the API server and with at
-//! most half of those speakers alive in gossip.
+//! Both weigh the same speakers: the voters the loop last computed
+//! (`liveness::voters`: Nodes whose speaker gossip or a lease shows,
+//! less those known to have departed), against the guard's own live
+//! gossip view; before the loop's first pass, every member gossip knows.
+//! Both silence only without the API server and with at most half of
+//! the voters alive in gossip.
 
 use super::super::announcer::Silencer;
 use super::super::liveness;
 use super::super::membership::View;
 use super::super::renewal::Record;
 use super::Runner;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -36,16 +39,23 @@ pub(super) fn api_ok(renewals: &Mutex<Record>) -> bool {
 }
 
 /// Whether a speaker that sees `view` in gossip, reaching the API server
-/// or not (`api_ok`), must answer nothing.
-pub(super) fn cut_off(api_ok: bool, view: &View) -> bool {
-    let known = view.alive.len() + view.down.len();
-    liveness::isolated(api_ok, view.alive.len(), known)
+/// or not (`api_ok`), must answer nothing, weighing `voters` (the loop's)
+/// or, before the loop has any, every member gossip knows.
+pub(super) fn cut_off(api_ok: bool, view: &View, voters: Option<&BTreeSet<String>>) -> bool {
+    match voters {
+        Some(voters) => liveness::isolated_among(api_ok, &view.alive, voters),
+        None => {
+            let known = view.alive.len() + view.down.len();
+            liveness::isolated(api_ok, view.alive.len(), known)
+        }
+    }
 }
 
 /// Every [`PERIOD`], silences or lets go the announcer behind `silencer`
 /// from the gossip `view` and the lease renewals.
 fn spawn(
     view: watch::Receiver<View>,
+    voters: watch::Receiver<Option<BTreeSet<String>>>,
     renewals: Arc<Mutex<Record>>,
     silencer: Silencer,
 ) -> AbortOnDropHandle<()> {
@@ -54,7 +64,7 @@ fn spawn(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tick.tick().await;
-            let silent = cut_off(api_ok(&renewals), &view.borrow());
+            let silent = cut_off(api_ok(&renewals), &view.borrow(), voters.borrow().as_ref());
             if silencer.set(silent) {
                 if silent {
                     tracing::warn!(
@@ -78,6 +88,7 @@ impl Runner {
         if let Some(m) = &self.membership {
             self.guard = Some(spawn(
                 m.subscribe(),
+                self.judging.voters.subscribe(),
                 self.renewals.clone(),
                 self.announcer.silencer(),
             ));
@@ -125,7 +136,26 @@ mod tests {
         #[case] down: &[&str],
         #[case] silent: bool,
     ) {
-        assert_eq!(cut_off(api_ok, &view(alive, down)), silent);
+        assert_eq!(cut_off(api_ok, &view(alive, down), None), silent);
+    }
+
+    /// With the loop's voters, departed speakers held down in gossip for
+    /// an hour weigh nothing: the last speaker after a scale-down keeps
+    /// answering through an API blip (silenced by the count of every
+    /// member gossip knows), and a member alive in gossip that is no
+    /// voter adds nothing.
+    #[rstest]
+    #[case::last_after_a_scale_down(&["a"], &["b", "c"], &["a"], false)]
+    #[case::minority_of_voters(&["a"], &["b", "c"], &["a", "b", "c"], true)]
+    #[case::a_member_that_is_no_node(&["a", "ghost"], &["b", "c"], &["a", "b", "c"], true)]
+    fn weighs_the_voters(
+        #[case] alive: &[&str],
+        #[case] down: &[&str],
+        #[case] voters: &[&str],
+        #[case] silent: bool,
+    ) {
+        let voters: BTreeSet<String> = voters.iter().map(|n| (*n).to_owned()).collect();
+        assert_eq!(cut_off(false, &view(alive, down), Some(&voters)), silent);
     }
 
     #[test]
