@@ -51,6 +51,8 @@
 //! reached the API server, or gone gracefully) are on no side: after a
 //! scale-down an API blip must not silence the survivors.
 
+use super::election::NodeInfo;
+use super::membership::View;
 use super::presence;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
@@ -364,6 +366,153 @@ pub fn isolated_among(
 /// Never with membership off (nothing to compare with) or alone.
 pub fn isolated(api_ok: bool, alive_in_gossip: usize, known: usize) -> bool {
     !api_ok && known > 1 && alive_in_gossip * 2 <= known
+}
+
+/// What judging liveness remembers from one pass to the next: a
+/// speaker's memory at start is [`Judging::default`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Judging {
+    /// When this speaker first saw its own lease carry the trouble mark,
+    /// while it does ([`Context::trouble_since`]).
+    trouble_since: Option<Instant>,
+    /// When gossip membership started ([`GOSSIP_SETTLE`]).
+    gossip_since: Option<Instant>,
+    /// Speakers known to have departed ([`departed`]).
+    departed: BTreeSet<String>,
+}
+
+impl Judging {
+    /// Gossip membership started at `now`.
+    pub fn gossip_started(&mut self, now: Instant) {
+        self.gossip_since = Some(now);
+    }
+}
+
+/// Everything one assessment looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// Now, on this speaker's monotonic clock.
+    pub now: Instant,
+    /// This speaker's node.
+    pub me: &'a str,
+    /// This speaker reached the API server recently (`renewal::Record::api_ok`).
+    pub api_ok: bool,
+    /// The gossip view, when membership runs.
+    pub view: Option<&'a View>,
+    /// The nodes, as election sees them.
+    pub nodes: &'a [NodeInfo],
+    /// Each node's presence lease (`presence::states`).
+    pub leases: &'a BTreeMap<String, LeaseState>,
+}
+
+/// What one assessment decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assessment {
+    /// The nodes whose speaker counts.
+    pub alive: BTreeSet<String>,
+    /// Why the others do not.
+    pub gone: BTreeMap<String, Gone>,
+    /// Cut off from the API server and most speakers: answer nothing.
+    pub isolated: bool,
+    /// The speakers partition safety weighed ([`voters`]), for the guard;
+    /// `None` without membership.
+    pub voters: Option<BTreeSet<String>>,
+    /// This speaker sees trouble and must mark its lease ([`troubled`]).
+    pub trouble: bool,
+    /// A renewal of our own lease now would settle a member gossip
+    /// declared down ([`awaits_evidence`]).
+    pub renew_now: bool,
+}
+
+/// One assessment of who counts as alive and whether this speaker is cut
+/// off, from `input`, remembering what later passes need in `judging`:
+/// the one composition of the rules above that the speaker's loop and
+/// the simulator both run.
+pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
+    let now = input.now;
+    // Our own mark, as the watch shows it back: from then on every live
+    // speaker renews fast.
+    let own = input.leases.get(input.me);
+    judging.trouble_since = match (own.is_some_and(|l| l.trouble), judging.trouble_since) {
+        (true, Some(since)) => Some(since),
+        (true, None) => own.map(|l| l.changed),
+        (false, _) => None,
+    };
+    let view = input.view;
+    let ctx = Context {
+        now,
+        api_ok: input.api_ok,
+        membership: view.is_some(),
+        gossip_settled: judging
+            .gossip_since
+            .is_some_and(|t| now.saturating_duration_since(t) >= GOSSIP_SETTLE),
+        leases_seen: input.leases.values().map(|l| l.changed).max(),
+        trouble_since: judging.trouble_since,
+    };
+    let gossip = |node: &str| -> Option<Gossip> {
+        let view = view?;
+        if view.suspect.contains(node) {
+            return Some(Gossip::Suspect);
+        }
+        if view.alive.contains(node) {
+            return Some(Gossip::Alive);
+        }
+        view.down.get(node).map(|d| Gossip::Down {
+            since: d.since,
+            left: d.left,
+        })
+    };
+    let evidence: Vec<(&str, Evidence)> = input
+        .nodes
+        .iter()
+        .map(|n| {
+            (
+                n.name.as_str(),
+                Evidence {
+                    ready: n.ready,
+                    out_of_service: n.out_of_service,
+                    lease: input.leases.get(&n.name).copied(),
+                    gossip: gossip(&n.name),
+                },
+            )
+        })
+        .collect();
+    let trouble = troubled(
+        evidence
+            .iter()
+            .filter(|(node, _)| *node != input.me)
+            .map(|(_, e)| e),
+        &ctx,
+    );
+    let renew_now = evidence.iter().any(|(_, e)| awaits_evidence(e, &ctx));
+    let (alive, gone) = alive(evidence, &ctx);
+    judging.departed = departed(&judging.departed, &gone, input.api_ok);
+    let voters = view.map(|v| {
+        voters(
+            input
+                .nodes
+                .iter()
+                .filter(|n| {
+                    v.alive.contains(&n.name)
+                        || v.down.contains_key(&n.name)
+                        || input.leases.contains_key(&n.name)
+                })
+                .map(|n| n.name.as_str()),
+            &judging.departed,
+        )
+    });
+    let isolated = match (view, &voters) {
+        (Some(v), Some(voters)) => isolated_among(input.api_ok, &v.alive, voters),
+        _ => false,
+    };
+    Assessment {
+        alive,
+        gone,
+        isolated,
+        voters,
+        trouble,
+        renew_now,
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! API server that answers 429 or 5xx is not helped by every speaker
 //! writing five times a second.
 
-use super::liveness::API_TIMEOUT;
+use super::liveness::{API_TIMEOUT, LeaseState};
 use super::presence::{self, FAST_RENEW, Mode};
 use crate::k8s::queue::Backoff;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -95,8 +95,89 @@ pub fn renew_due(
     now >= due || (!retrying && (written != Some(mode) || asked))
 }
 
+/// When to renew, without I/O: the renewal task and the simulator feed
+/// it the time, the leases and each write's outcome, and write the lease
+/// when [`Renewer::poll`] says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewer {
+    /// The mode of the last renewal written, `None` after a failure.
+    written: Option<Mode>,
+    /// When the next renewal (or retry) is due.
+    due: Instant,
+    /// The last renewal failed: only the backoff's `due` counts.
+    retrying: bool,
+    /// The loop asked for a renewal now ([`Renewer::ask`]).
+    asked: bool,
+    /// What the renewals achieved.
+    record: Record,
+}
+
+impl Renewer {
+    /// A speaker starting at `now`: it renews at once.
+    pub fn new(now: Instant) -> Self {
+        Self {
+            written: None,
+            due: now,
+            retrying: false,
+            asked: false,
+            record: Record::new(now),
+        }
+    }
+
+    /// Renew at the next poll (unless retrying a failure).
+    pub fn ask(&mut self) {
+        self.asked = true;
+    }
+
+    /// The mode to write the lease in now, if a renewal is due at `now`
+    /// ([`renew_due`], with the mode [`presence::mode`] picks). Consumes
+    /// a pending [`Renewer::ask`].
+    pub fn poll(
+        &mut self,
+        now: Instant,
+        own_trouble: bool,
+        leases: &BTreeMap<String, LeaseState>,
+        me: &str,
+    ) -> Option<Mode> {
+        let mode = presence::mode(own_trouble, leases, me, now);
+        let asked = std::mem::take(&mut self.asked);
+        renew_due(self.written, mode, self.due, now, asked, self.retrying).then_some(mode)
+    }
+
+    /// A write in `mode` finished at `now`, `ok` or not; a failure is
+    /// retried `retry_delay` later (the next of [`retries`]).
+    pub fn done(&mut self, now: Instant, mode: Mode, ok: bool, retry_delay: Duration) {
+        if ok {
+            self.record = Record {
+                last_ok: now,
+                period: mode.period(),
+                failed_since: false,
+            };
+            self.written = Some(mode);
+            self.retrying = false;
+            self.due = now + mode.period();
+        } else {
+            self.record.failed_since = true;
+            self.written = None;
+            self.retrying = true;
+            self.due = now + retry_delay;
+        }
+    }
+
+    /// When the next renewal or retry is due (a mode change may come
+    /// earlier).
+    pub fn next_wakeup(&self) -> Instant {
+        self.due
+    }
+
+    /// What the renewals achieved.
+    pub fn record(&self) -> Record {
+        self.record
+    }
+}
+
 /// The delays of successive retries of failed renewals, jittered.
-pub fn retries() -> impl Iterator<Item = Duration> {
+pub fn retries() -> impl Iterator<Item = Duration> + Send {
     use backon::BackoffBuilder;
     backon::ExponentialBuilder::new()
         .with_min_delay(RETRY.first)
@@ -169,57 +250,38 @@ async fn run(
     asked: Arc<Notify>,
 ) {
     let mut seen = BTreeMap::new();
-    let mut written: Option<Mode> = None;
-    let mut due = Instant::now();
-    let mut was_asked = false;
-    // The delays of the retries since the last success; None while the
-    // last renewal succeeded.
-    let mut retrying: Option<Box<dyn Iterator<Item = Duration> + Send>> = None;
+    let mut renewer = Renewer::new(Instant::now());
+    // The delays of the retries since the last success.
+    let mut delays = retries();
     loop {
         let now = Instant::now();
         let states = presence::states(leases.state().iter().map(|l| &**l), &mut seen, now);
-        let mode = presence::mode(*trouble.borrow_and_update(), &states, &node, now);
-        if renew_due(written, mode, due, now, was_asked, retrying.is_some()) {
+        let own_trouble = *trouble.borrow_and_update();
+        if let Some(mode) = renewer.poll(now, own_trouble, &states, &node) {
             let outcome =
                 tokio::time::timeout(RENEW_TIMEOUT, presence::join(&api, &node, mode)).await;
             let ok = matches!(outcome, Ok(Ok(())));
             match outcome {
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => delays = retries(),
                 Ok(Err(e)) => tracing::debug!(error = %e, "could not renew the presence lease"),
                 Err(_) => tracing::debug!("renewing the presence lease timed out"),
             }
-            if let Ok(mut r) = record.lock() {
-                if ok {
-                    *r = Record {
-                        last_ok: Instant::now(),
-                        period: mode.period(),
-                        failed_since: false,
-                    };
-                } else {
-                    r.failed_since = true;
-                }
-            }
-            // A failure is retried after the backoff's next delay, whatever
-            // the mode: the record already says the API server is
-            // unreachable.
-            if ok {
-                written = Some(mode);
-                retrying = None;
-                due = Instant::now() + mode.period();
+            let delay = if ok {
+                Duration::ZERO
             } else {
-                written = None;
-                let delay = retrying
-                    .get_or_insert_with(|| Box::new(retries()))
-                    .next()
-                    .unwrap_or(RETRY.max);
-                due = Instant::now() + delay;
+                delays.next().unwrap_or(RETRY.max)
+            };
+            renewer.done(Instant::now(), mode, ok, delay);
+            if let Ok(mut r) = record.lock() {
+                *r = renewer.record();
             }
         }
-        was_asked = tokio::select! {
-            () = tokio::time::sleep_until(due.min(Instant::now() + LOOK).into()) => false,
-            Ok(()) = trouble.changed() => false,
-            () = asked.notified() => true,
-        };
+        let wake = renewer.next_wakeup().min(Instant::now() + LOOK);
+        tokio::select! {
+            () = tokio::time::sleep_until(wake.into()) => {}
+            Ok(()) = trouble.changed() => {}
+            () = asked.notified() => renewer.ask(),
+        }
     }
 }
 
@@ -285,6 +347,46 @@ mod tests {
             renew_due(written, mode, at(t0, due_in), t0, asked, retrying),
             want
         );
+    }
+
+    /// A speaker's renewals through failures: it writes at once, slowly
+    /// while all is well, retries a failure only when the backoff says
+    /// (a mode change or an ask meanwhile does not hurry it), and is back
+    /// to its period after a success.
+    #[test]
+    fn a_renewer_backs_off_through_failures() {
+        let t0 = Instant::now();
+        let none = BTreeMap::new();
+        let mut r = Renewer::new(t0);
+        assert_eq!(r.poll(t0, false, &none, "me"), Some(Mode::Slow));
+        r.done(t0, Mode::Slow, true, Duration::ZERO);
+        assert_eq!(r.poll(at(t0, 1.0), false, &none, "me"), None);
+        assert_eq!(r.next_wakeup(), at(t0, 15.0));
+        // Trouble starts: at once; the write fails.
+        assert_eq!(r.poll(at(t0, 2.0), true, &none, "me"), Some(Mode::Trouble));
+        r.done(
+            at(t0, 2.0),
+            Mode::Trouble,
+            false,
+            Duration::from_millis(1500),
+        );
+        assert!(r.record().failed_since);
+        r.ask();
+        assert_eq!(
+            r.poll(at(t0, 2.2), true, &none, "me"),
+            None,
+            "asked, but backing off"
+        );
+        assert_eq!(
+            r.poll(at(t0, 3.4), false, &none, "me"),
+            None,
+            "mode changed, but backing off"
+        );
+        assert_eq!(r.poll(at(t0, 3.5), true, &none, "me"), Some(Mode::Trouble));
+        r.done(at(t0, 3.5), Mode::Trouble, true, Duration::ZERO);
+        assert!(r.record().api_ok(at(t0, 4.0)));
+        assert_eq!(r.poll(at(t0, 4.0), true, &none, "me"), None);
+        assert_eq!(r.poll(at(t0, 4.5), true, &none, "me"), Some(Mode::Trouble));
     }
 
     /// Retries of failed renewals back off from a second to two, each

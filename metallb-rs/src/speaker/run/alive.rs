@@ -69,13 +69,8 @@ pub(super) struct Judging {
     /// Each presence lease's version and when we first saw it: renewals
     /// are judged on our clock, never the renewer's (see `presence`).
     lease_seen: BTreeMap<String, crate::k8s::observed::Observation>,
-    /// When this speaker first saw its own lease carry the trouble mark,
-    /// while it does (see `liveness::Context::trouble_since`).
-    trouble_since: Option<std::time::Instant>,
-    /// When gossip membership started (see `liveness::GOSSIP_SETTLE`).
-    pub(super) gossip_since: Option<std::time::Instant>,
-    /// Speakers known to have departed (`liveness::departed`).
-    departed: BTreeSet<String>,
+    /// The rest of what `liveness::assess` remembers.
+    pub(super) memory: liveness::Judging,
     /// The speakers partition safety weighs (`liveness::voters`), for
     /// the guard; `None` until the first pass.
     pub(super) voters: tokio::sync::watch::Sender<Option<BTreeSet<String>>>,
@@ -83,7 +78,7 @@ pub(super) struct Judging {
 
 impl Runner {
     /// Recomputes who counts as alive and whether this speaker is cut off
-    /// (see `liveness`); true when either changed.
+    /// (see `liveness::assess`); true when either changed.
     pub(super) fn refresh_liveness(&mut self) -> bool {
         let now = std::time::Instant::now();
         let j = &mut self.judging;
@@ -93,97 +88,37 @@ impl Runner {
             now,
         );
         let view = self.membership.as_ref().map(|m| m.view());
-        // Our own mark, as the watch shows it back: from then on every
-        // live speaker renews fast.
-        let own = leases.get(&self.opts.node);
-        j.trouble_since = match (own.is_some_and(|l| l.trouble), j.trouble_since) {
-            (true, Some(since)) => Some(since),
-            (true, None) => own.map(|l| l.changed),
-            (false, _) => None,
-        };
-        let api_ok = super::guard::api_ok(&self.renewals);
-        let ctx = liveness::Context {
-            now,
-            api_ok,
-            membership: view.is_some(),
-            gossip_settled: j
-                .gossip_since
-                .is_some_and(|t| now.saturating_duration_since(t) >= liveness::GOSSIP_SETTLE),
-            leases_seen: leases.values().map(|l| l.changed).max(),
-            trouble_since: j.trouble_since,
-        };
-        let gossip = |node: &str| -> Option<liveness::Gossip> {
-            let view = view.as_ref()?;
-            if view.suspect.contains(node) {
-                return Some(liveness::Gossip::Suspect);
-            }
-            if view.alive.contains(node) {
-                return Some(liveness::Gossip::Alive);
-            }
-            view.down.get(node).map(|d| liveness::Gossip::Down {
-                since: d.since,
-                left: d.left,
-            })
-        };
-        let evidence: Vec<(&str, liveness::Evidence)> = self
-            .node_view
-            .iter()
-            .map(|n| {
-                (
-                    n.name.as_str(),
-                    liveness::Evidence {
-                        ready: n.ready,
-                        out_of_service: n.out_of_service,
-                        lease: leases.get(&n.name).copied(),
-                        gossip: gossip(&n.name),
-                    },
-                )
-            })
-            .collect();
+        let a = liveness::assess(
+            &mut j.memory,
+            &liveness::Inputs {
+                now,
+                me: &self.opts.node,
+                api_ok: super::guard::api_ok(&self.renewals),
+                view: view.as_ref(),
+                nodes: &self.node_view,
+                leases: &leases,
+            },
+        );
         if let Some(renewal) = &self.renewal {
-            renewal.set_trouble(liveness::troubled(
-                evidence
-                    .iter()
-                    .filter(|(node, _)| *node != self.opts.node)
-                    .map(|(_, e)| e),
-                &ctx,
-            ));
-            if evidence
-                .iter()
-                .any(|(_, e)| liveness::awaits_evidence(e, &ctx))
-            {
+            renewal.set_trouble(a.trouble);
+            if a.renew_now {
                 renewal.renew_now();
             }
         }
-        let (alive, gone) = liveness::alive(evidence, &ctx);
-        j.departed = liveness::departed(&j.departed, &gone, api_ok);
-        let isolated = view.as_ref().is_some_and(|v| {
-            let voters = liveness::voters(
-                self.node_view
-                    .iter()
-                    .filter(|n| {
-                        v.alive.contains(&n.name)
-                            || v.down.contains_key(&n.name)
-                            || leases.contains_key(&n.name)
-                    })
-                    .map(|n| n.name.as_str()),
-                &j.departed,
-            );
-            let isolated = liveness::isolated_among(api_ok, &v.alive, &voters);
+        if let Some(voters) = a.voters {
             j.voters.send_if_modified(|old| {
                 let changed = old.as_ref() != Some(&voters);
                 *old = Some(voters);
                 changed
             });
-            isolated
-        });
-        let changed = alive != self.alive || isolated != self.isolated;
+        }
+        let changed = a.alive != self.alive || a.isolated != self.isolated;
         if changed {
-            if !gone.is_empty() {
-                tracing::info!(?gone, "speakers not counted");
+            if !a.gone.is_empty() {
+                tracing::info!(gone = ?a.gone, "speakers not counted");
             }
-            if isolated != self.isolated {
-                if isolated {
+            if a.isolated != self.isolated {
+                if a.isolated {
                     tracing::warn!(
                         "cut off from the API server and from most speakers: not answering for any address until either comes back"
                     );
@@ -191,8 +126,8 @@ impl Runner {
                     tracing::info!("no longer cut off: announcing again");
                 }
             }
-            self.alive = alive;
-            self.isolated = isolated;
+            self.alive = a.alive;
+            self.isolated = a.isolated;
         }
         changed
     }
@@ -224,7 +159,9 @@ impl Runner {
                     tracing::warn!(error = %e, "gossip metrics not served");
                 }
                 self.membership = Some(m);
-                self.judging.gossip_since = Some(std::time::Instant::now());
+                self.judging
+                    .memory
+                    .gossip_started(std::time::Instant::now());
             }
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "gossip membership not started yet; retrying");
