@@ -59,6 +59,10 @@ pub enum StopSignal {
     Term,
     /// SIGKILL: the process vanishes.
     Kill,
+    /// SIGSTOP: the process hangs where it is - it answers, renews and
+    /// gossips nothing, while its node stays Ready - until
+    /// [`Cluster::resume_speaker`].
+    Pause,
 }
 
 /// A running dev cluster.
@@ -81,6 +85,9 @@ pub trait Cluster: Send + Sync {
     fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()>;
     /// Starts the speaker on `node` again.
     fn start_speaker(&self, node: &str) -> Result<()>;
+    /// Lets the speaker on `node`, paused with [`StopSignal::Pause`], go on
+    /// (SIGCONT); it has missed everything that happened meanwhile.
+    fn resume_speaker(&self, node: &str) -> Result<()>;
     /// Starts the speaker on `node` with the wall-clock times it writes
     /// (lease renewTime, event timestamps) shifted by `offset_secs`, through
     /// the speaker's test hook `metallb_rs::clock::OFFSET_ENV`; false when
@@ -224,6 +231,9 @@ impl Cluster for KubeconfigCluster {
     }
     fn start_speaker(&self, _: &str) -> Result<()> {
         Err(unavailable("starting speakers"))
+    }
+    fn resume_speaker(&self, _: &str) -> Result<()> {
+        Err(unavailable("resuming speakers"))
     }
     fn restart_controller(&self) -> Result<()> {
         Err(unavailable("restarting the controller"))

@@ -87,6 +87,9 @@ pub(crate) mod testing {
         fn start_speaker(&self, _: &str) -> Result<()> {
             bail!("no cluster")
         }
+        fn resume_speaker(&self, _: &str) -> Result<()> {
+            bail!("no cluster")
+        }
         fn restart_controller(&self) -> Result<()> {
             bail!("no cluster")
         }

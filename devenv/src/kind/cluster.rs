@@ -745,8 +745,13 @@ impl Cluster for KindCluster {
         let sig = match signal {
             StopSignal::Term => "-TERM",
             StopSignal::Kill => "-KILL",
+            // Until the kubelet's liveness probe gives up on it.
+            StopSignal::Pause => "-STOP",
         };
         self.docker_exec_ok(node, &["pkill", sig, "-f", "metallb-rs speaker"])
+    }
+    fn resume_speaker(&self, node: &str) -> Result<()> {
+        self.docker_exec_ok(node, &["pkill", "-CONT", "-f", "metallb-rs speaker"])
     }
     fn start_speaker(&self, node: &str) -> Result<()> {
         let node = node.to_owned();

@@ -702,16 +702,37 @@ impl Cluster for LabCluster {
     }
 
     fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()> {
+        use nix::sys::signal::Signal;
         let name = format!("speaker-{node}");
         let sig = match signal {
-            StopSignal::Term => nix::sys::signal::Signal::SIGTERM,
-            StopSignal::Kill => nix::sys::signal::Signal::SIGKILL,
+            StopSignal::Term => Signal::SIGTERM,
+            StopSignal::Kill => Signal::SIGKILL,
+            StopSignal::Pause => Signal::SIGSTOP,
         };
         // The pid file names `ip netns exec`, which execs the speaker: one process.
         if !self.procs().signal(&name, sig) {
             bail!("no speaker runs on {node}");
         }
-        self.procs().mark_stopping(&name);
+        match signal {
+            // Still running: a start finds it so and starts nothing.
+            StopSignal::Pause => {}
+            StopSignal::Term => {
+                // A paused speaker acts on SIGTERM only once it runs again.
+                self.procs().signal(&name, Signal::SIGCONT);
+                self.procs().mark_stopping(&name);
+            }
+            StopSignal::Kill => self.procs().mark_stopping(&name),
+        }
+        Ok(())
+    }
+
+    fn resume_speaker(&self, node: &str) -> Result<()> {
+        if !self.procs().signal(
+            &format!("speaker-{node}"),
+            nix::sys::signal::Signal::SIGCONT,
+        ) {
+            bail!("no speaker runs on {node}");
+        }
         Ok(())
     }
 

@@ -7,11 +7,12 @@
 //! metallb-rs's own ARP/NDP codecs.
 //!
 //! [`Prober::window`] probes for a while and returns a [`Window`]; the
-//! verdicts (only X, silent, longest split stretch) live in [`window`].
+//! verdicts (only X, silent, longest split and silent stretches) live in
+//! [`window`].
 
 pub mod window;
 
-pub use window::{Reply, Round, Window};
+pub use window::{Reply, Round, Stretch, Window};
 
 use crate::link::{self, Link};
 use anyhow::{Context, Result};

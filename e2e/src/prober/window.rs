@@ -18,6 +18,10 @@
 //!    announced answers every question; the slack covers answers late
 //!    for their round on a loaded machine).
 //! 5. "Silent" means: no answer at all.
+//! 6. A silent stretch runs from the first silent round's question to the
+//!    next answered round's question (or the window's end); one answer
+//!    late for its round makes a silent stretch of one interval. Its
+//!    length is what the specs that keep every address answered bound.
 
 use anyhow::{Result, bail};
 use metallb_rs::net::ethernet::Mac;
@@ -60,6 +64,16 @@ pub struct Window {
     pub interval: Duration,
     /// The rounds, in order.
     pub rounds: Vec<Round>,
+}
+
+/// A stretch of rounds: when its first question went out (from the
+/// window's start) and how long it lasted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stretch {
+    /// When it began.
+    pub from: Duration,
+    /// How long it lasted.
+    pub length: Duration,
 }
 
 /// How one MAC answered over a window.
@@ -133,6 +147,25 @@ impl Window {
         longest
     }
 
+    /// The longest stretch of silent rounds (rule 6), the earliest of
+    /// equals; zero long without any.
+    pub fn longest_silence(&self) -> Stretch {
+        let mut longest = Stretch::default();
+        let mut start = None;
+        for round in &self.rounds {
+            if round.replies.is_empty() {
+                let from = *start.get_or_insert(round.sent);
+                let length = round.sent + self.interval - from;
+                if length > longest.length {
+                    longest = Stretch { from, length };
+                }
+            } else {
+                start = None;
+            }
+        }
+        longest
+    }
+
     /// The window with only the rounds whose question went out at or
     /// after `from`.
     pub fn since(&self, from: Duration) -> Window {
@@ -186,7 +219,7 @@ impl Window {
     }
 
     /// One line: rounds, who answered how often and when, silent rounds,
-    /// the longest split stretch.
+    /// the longest split and silent stretches.
     pub fn describe(&self, name: &dyn Fn(Mac) -> String) -> String {
         let mut out = format!(
             "{} rounds every {:?} over {:?}; ",
@@ -214,8 +247,16 @@ impl Window {
             "; {} silent, {} split rounds, longest split stretch {:?}",
             self.silent_rounds(),
             self.split_rounds(),
-            self.longest_split()
+            self.longest_split(),
         );
+        let silence = self.longest_silence();
+        if silence.length > Duration::ZERO {
+            let _ = write!(
+                out,
+                ", longest silent stretch {:?} from {:?}",
+                silence.length, silence.from
+            );
+        }
         out
     }
 }
@@ -286,6 +327,25 @@ mod tests {
         assert_eq!(w.longest_split(), Duration::from_millis(longest_ms));
         assert_eq!(w.silent_rounds(), silent);
         assert_eq!(w.split_rounds(), split);
+    }
+
+    #[rstest]
+    #[case::always_answered("aabbxa", 0, 0)]
+    #[case::one_late_answer("aa.aaa", 200, 100)]
+    #[case::the_longest_of_two("a..a....b", 400, 400)]
+    #[case::the_earliest_of_equals("a..a..a", 100, 200)]
+    #[case::silent_to_the_end("aaa...", 300, 300)]
+    #[case::silent_from_the_start("..aa", 0, 200)]
+    #[case::nobody("....", 0, 400)]
+    fn silent_stretches(#[case] picture: &str, #[case] from_ms: u64, #[case] length_ms: u64) {
+        let w = window(picture);
+        assert_eq!(
+            w.longest_silence(),
+            Stretch {
+                from: Duration::from_millis(from_ms),
+                length: Duration::from_millis(length_ms),
+            }
+        );
     }
 
     #[rstest]

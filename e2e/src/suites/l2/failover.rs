@@ -13,12 +13,14 @@ use super::{
     set_network_unavailable,
 };
 use crate::metallb::{self, Config, wait_for_ips, wait_for_l2_node};
+use crate::prober::Window;
 use crate::{Ctx, Spec};
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use devenv::cluster::StopSignal;
 use devenv::wait::eventually;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
+use metallb_rs::net::ethernet::Mac;
 use metallb_rs::speaker::liveness::API_TIMEOUT;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -33,6 +35,13 @@ const EXCLUDE_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancer
 /// after 4 s without the API, the others take over once gossip and its
 /// lease agree, and the overlap is under 2 s.
 const ISOLATION_BOUND: Duration = Duration::from_secs(2);
+
+/// How long after a speaker fails (SIGKILL, SIGSTOP, link down) another
+/// node alone answers for its addresses: about 2-3 s (README, "Differences
+/// from upstream", Failover: gossip declares the member failed and its
+/// lease is overdue 2.5 s after its last renewal at most); the rest is
+/// slack for a loaded machine.
+pub(super) const FAILOVER_BOUND: Duration = Duration::from_secs(6);
 
 /// How long a partition is watched: gossip declares the node down within
 /// about a second, the lease deadline and the isolated speaker's own 4 s
@@ -109,7 +118,7 @@ pub(super) fn failover_service(ctx: &Ctx) -> Result<(Config<'_>, Vec<IpAddr>)> {
 
 /// [`failover_service`] with `count` services: `web`, `web-1`, ...; the
 /// addresses of each, in that order.
-fn failover_services(ctx: &Ctx, count: usize) -> Result<(Config<'_>, Vec<Vec<IpAddr>>)> {
+pub(super) fn failover_services(ctx: &Ctx, count: usize) -> Result<(Config<'_>, Vec<Vec<IpAddr>>)> {
     let v4 = pool(ctx, Net::V4)?;
     // The Local policy with a backend on every node: every node may
     // announce, and the answer names the node the traffic reached (with
@@ -140,6 +149,26 @@ fn failover_services(ctx: &Ctx, count: usize) -> Result<(Config<'_>, Vec<Vec<IpA
         .map(|name| wait_for_ips(ctx, name, WAIT))
         .collect::<Result<_>>()?;
     Ok((config, ips))
+}
+
+/// Fails unless, in `w` (a window from the moment `from`'s speaker
+/// failed), one node other than `from` alone answers from
+/// [`FAILOVER_BOUND`] to the end; returns its MAC.
+pub(super) fn expect_taken_over(watch: &Watch, w: &Window, from: &str) -> Result<Mac> {
+    let seen = w.describe(&|m| watch.name(m));
+    let after = w.since(FAILOVER_BOUND);
+    let Some(&taker) = after.macs().iter().next() else {
+        bail!(
+            "nobody answered {} from {FAILOVER_BOUND:?} after {from} failed on: {seen}",
+            w.target
+        );
+    };
+    ensure!(
+        taker != watch.mac_of(from)? && after.only(taker),
+        "{} was not taken over from {from} by another node alone within {FAILOVER_BOUND:?}: {seen}",
+        w.target
+    );
+    Ok(taker)
 }
 
 /// Waits until the ServiceL2Status names `node`.
@@ -328,7 +357,7 @@ fn check_partitioned(ctx: &Ctx, node: &str, peers: &[IpAddr]) -> Result<()> {
 
 /// Waits until `node`'s presence lease is older than the speaker's own
 /// API timeout: its speaker cannot reach the API server and knows it.
-fn wait_presence_stale(ctx: &Ctx, node: &str) -> Result<Duration> {
+pub(super) fn wait_presence_stale(ctx: &Ctx, node: &str) -> Result<Duration> {
     eventually(
         WAIT,
         &format!("{node}'s presence lease older than {API_TIMEOUT:?}"),
@@ -373,6 +402,19 @@ fn partition(ctx: &Ctx) -> Result<()> {
     watch.wait_only(&leader).context("after healing")
 }
 
+/// The node announcing the most of `owners`' addresses (the last by name
+/// among equals), and how many.
+pub(super) fn busiest(owners: &BTreeMap<IpAddr, String>) -> Option<(String, usize)> {
+    let mut held_by: BTreeMap<&str, usize> = BTreeMap::new();
+    for node in owners.values() {
+        *held_by.entry(node).or_default() += 1;
+    }
+    held_by
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .map(|(node, n)| (node.to_owned(), n))
+}
+
 /// Services in the isolation spec: a cut-off speaker once kept answering
 /// for the whole cut because of API calls it started for its other
 /// services, which a single service never shows.
@@ -385,18 +427,9 @@ fn isolation(ctx: &Ctx) -> Result<()> {
     let before = watch.owners()?;
     // Cut off the node announcing the most addresses: with six services
     // on three nodes, at least two of them.
-    let mut held_by: BTreeMap<&str, usize> = BTreeMap::new();
-    for node in before.values() {
-        *held_by.entry(node).or_default() += 1;
-    }
-    let leader = held_by
-        .iter()
-        .max_by_key(|(_, n)| **n)
-        .map(|(node, _)| (*node).to_owned())
-        .context("no address announced")?;
+    let (leader, held) = busiest(&before).context("no address announced")?;
     eprintln!(
-        "e2e: cutting off {leader}, which announces {} of {} addresses",
-        held_by[leader.as_str()],
+        "e2e: cutting off {leader}, which announces {held} of {} addresses",
         ips.len()
     );
     let peers = peers_of(ctx, &leader)?;

@@ -9,6 +9,7 @@
 //! ([`Config`], removed afterwards), backends and services in its
 //! namespace.
 
+mod compound;
 mod failover;
 mod interfaces;
 mod presence;
@@ -102,6 +103,7 @@ pub fn specs() -> Vec<Spec> {
         ),
     ];
     specs.extend(failover::specs());
+    specs.extend(compound::specs());
     specs.extend(interfaces::specs());
     specs.extend(presence::specs());
     specs.extend(replay::specs());

@@ -5,11 +5,11 @@
 //! "Differences from upstream", Gossip), which their dropped-datagram
 //! metric shows.
 
-use super::failover::failover_service;
+use super::failover::{expect_taken_over, failover_service};
 use super::watch::Watch;
 use crate::external::{sample, speaker_metrics};
 use crate::{Ctx, Spec};
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use devenv::cluster::StopSignal;
 use metallb_rs::speaker::membership::DEFAULT_PORT;
 use std::time::Duration;
@@ -22,10 +22,6 @@ const MAX_DATAGRAMS: usize = 400;
 /// How long the recording is sent again after the kill, in a loop; the
 /// window watched over the failover is as long.
 const REPLAY: Duration = Duration::from_secs(12);
-/// Failover after SIGKILL takes about 2-3 s (README, Failover: gossip
-/// declares the member failed and its lease is overdue 2.5 s after its
-/// last renewal at most); the rest is slack for a loaded machine.
-const FAILOVER_BOUND: Duration = Duration::from_secs(6);
 
 const DROPPED: &str = "metallb_rs_gossip_dropped_datagrams_total";
 
@@ -178,26 +174,14 @@ fn replay_after_kill(ctx: &Ctx) -> Result<()> {
         );
         let sent = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         eprintln!("e2e: replayed {sent} datagrams from {leader}");
-        let leader_mac = watch.mac_of(&leader)?;
         for w in windows? {
-            let seen = w.describe(&|m| watch.name(m));
             eprintln!(
-                "e2e: {} while {leader}'s gossip is replayed: {seen}",
-                w.target
+                "e2e: {} while {leader}'s gossip is replayed: {}",
+                w.target,
+                w.describe(&|m| watch.name(m))
             );
             // Another node answers alone from within the bound to the end.
-            let after = w.since(FAILOVER_BOUND);
-            let Some(&taker) = after.macs().iter().next() else {
-                bail!(
-                    "nobody answered {} from {FAILOVER_BOUND:?} after the kill on: {seen}",
-                    w.target
-                );
-            };
-            ensure!(
-                taker != leader_mac && after.only(taker),
-                "{} was not taken over by another node alone within {FAILOVER_BOUND:?} of the kill: {seen}",
-                w.target
-            );
+            expect_taken_over(&watch, &w, &leader).context("after the kill")?;
         }
         // Positive control: the replay reached the other speakers and they
         // refused it as replayed (not as undecryptable or from a stranger).
