@@ -18,9 +18,12 @@
 //! detection, and they can tell a leave ([`Down::left`]) from a crash.
 //!
 //! Layout: this file is the public API; `crypto` the envelope, `wire`
-//! identities and frames, `task` the gossip loop.
+//! identities and frames, `gossip` the member's state and decisions
+//! without I/O (also what the simulator runs), `task` the gossip loop
+//! around it.
 
 mod crypto;
+mod gossip;
 mod metrics;
 mod replay;
 mod task;
@@ -29,6 +32,7 @@ mod tests;
 mod wire;
 
 pub use crypto::Keyring;
+pub use gossip::Gossip;
 pub use metrics::GossipMetrics;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
