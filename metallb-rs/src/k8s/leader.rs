@@ -103,11 +103,16 @@ pub enum Decision {
 
 /// Decides from a lease's spec and when we first saw its current version
 /// (`seen`, from [`observed::observe`]; our monotonic clock), at `now` on
-/// the same clock. Pure, so it is tested without a cluster or a clock.
+/// the same clock, a holder's lease lasting our own `duration` (as
+/// client-go's leader election: the `leaseDurationSeconds` written in the
+/// lease is not trusted - anyone who may write a Lease in the namespace,
+/// a speaker among them, could otherwise stop assignment cluster-wide
+/// with a huge one). Pure, so it is tested without a cluster or a clock.
 pub fn decide(
     spec: Option<&LeaseSpec>,
     seen: &Observation,
     me: &str,
+    duration: Duration,
     now: std::time::Instant,
 ) -> Decision {
     let Some(spec) = spec else {
@@ -120,8 +125,6 @@ pub fn decide(
     if holder.is_empty() {
         return Decision::Acquire;
     }
-    let duration =
-        Duration::from_secs(u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0));
     if observed::unchanged_for(seen, duration, now) {
         Decision::Acquire
     } else {
@@ -244,6 +247,7 @@ impl LeaseLock {
             lease.spec.as_ref(),
             &seen,
             &self.identity,
+            self.timings.lease_duration,
             std::time::Instant::now(),
         );
         self.seen = Some(seen);
@@ -407,6 +411,7 @@ mod tests {
             l.spec.as_ref(),
             &seen,
             "a",
+            Timings::default().lease_duration,
             t + Duration::from_secs(seen_secs_ago),
         )
     }
@@ -415,7 +420,8 @@ mod tests {
     fn decisions() {
         let t = Instant::now();
         let none = observed::observe(None, Version::of(&Lease::default()), t);
-        assert_eq!(decide(None, &none, "a", t), Decision::Acquire);
+        let duration = Timings::default().lease_duration;
+        assert_eq!(decide(None, &none, "a", duration, t), Decision::Acquire);
         assert_eq!(
             decide_seen(&lease(spec(Some("a"), 100, 15), 1), 100),
             Decision::Renew
@@ -443,6 +449,17 @@ mod tests {
         assert_eq!(
             decide_seen(&lease(spec(Some(""), 0, 15), 1), 0),
             Decision::Acquire
+        );
+        // A forged duration changes nothing: ours (15 s) decides.
+        assert_eq!(
+            decide_seen(&lease(spec(Some("b"), 16, i32::MAX), 1), 16),
+            Decision::Acquire,
+            "a huge leaseDurationSeconds does not hold the lease"
+        );
+        assert_eq!(
+            decide_seen(&lease(spec(Some("b"), 5, 1), 1), 5),
+            Decision::Wait { holder: "b".into() },
+            "a tiny one does not hand it over early"
         );
     }
 
@@ -474,7 +491,7 @@ mod tests {
             let Some(l) = current.as_ref() else { continue };
             let at = t0 + Duration::from_secs(now);
             let o = observed::observe(seen.as_ref(), Version::of(l), at);
-            let d = decide(l.spec.as_ref(), &o, "a", at);
+            let d = decide(l.spec.as_ref(), &o, "a", timings.lease_duration, at);
             seen = Some(o);
             if d == Decision::Acquire {
                 return Some(now);
