@@ -361,11 +361,21 @@ pub(super) fn secret_password(
             "secret {name:?} must be of type kubernetes.io/basic-auth"
         ));
     }
-    let from_data = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get("password"))
-        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    // TCP MD5 keys are bytes, but a changed one only shows as a session
+    // that never comes up: refuse what is not text rather than alter it.
+    let from_data = match secret.data.as_ref().and_then(|d| d.get("password")) {
+        Some(b) => Some(
+            std::str::from_utf8(&b.0)
+                .map_err(|_| {
+                    format!(
+                        "secret {name:?}: key \"password\" is not valid UTF-8: \
+                         set a password of UTF-8 text in the secret and on the router"
+                    )
+                })?
+                .to_owned(),
+        ),
+        None => None,
+    };
     let from_string = secret
         .string_data
         .as_ref()
@@ -375,3 +385,6 @@ pub(super) fn secret_password(
         .or(from_string)
         .ok_or_else(|| format!("secret {name:?} has no key \"password\""))
 }
+
+#[cfg(test)]
+mod tests;

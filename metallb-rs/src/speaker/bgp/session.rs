@@ -1,13 +1,15 @@
 //! One BGP session (RFC 4271's finite state machine, active side only,
 //! as upstream's native speaker): connect, OPEN, KEEPALIVE, Established;
 //! then keep the peer's Adj-RIB-Out equal to the routes it is given,
-//! keepalives, the hold timer, and reconnection with backoff. A malformed
+//! keepalives, the hold timer, and reconnection with backoff. Every write
+//! is bounded (the hold time, or the OPEN wait before there is one): a
+//! peer that stops reading is dropped like a silent one. A malformed
 //! message from the peer ends the session with the NOTIFICATION the
 //! decoder named; nothing the peer sends can stop the speaker.
 
 use super::advertise::RouteAttrs;
 use super::socket::{self, Dial};
-use super::updates::{self, Shape};
+use super::updates::Shape;
 use crate::config::PeerAsn;
 use crate::metrics::BgpMetrics;
 use crate::net::bgp::{self, Afi, Context, Message, Notification, code};
@@ -16,14 +18,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 mod adj_out;
+mod established;
 mod negotiate;
+mod refresh;
 pub use adj_out::{AdjRibOut, Diff};
+use established::{EstablishedCtx, established};
 pub use negotiate::{Negotiated, negotiate, our_open};
 
 /// The prefixes a peer should have, with their attributes.
@@ -333,17 +337,46 @@ pub(super) async fn read_message(
     bgp::decode_received(&buf, ctx).map_err(ReadError::Malformed)
 }
 
-async fn send(wr: &mut OwnedWriteHalf, msg: &Message, ctx: &Context) -> std::io::Result<()> {
-    wr.write_all(&bgp::encode(msg, ctx)).await
+/// How long OpenSent waits for the peer's OPEN (RFC 4271 suggests a large
+/// hold time until it comes); also the bound on a write while no hold
+/// time applies.
+const OPEN_WAIT: Duration = Duration::from_secs(240);
+
+/// How long the peer may stay silent, or leave a write of ours untaken:
+/// the hold time, or [`OPEN_WAIT`] when there is none (zero).
+fn hold_or_open_wait(hold: Duration) -> Duration {
+    if hold.is_zero() { OPEN_WAIT } else { hold }
 }
 
-/// Sends a NOTIFICATION and gives it a moment to leave before the close.
-async fn notify(wr: &mut OwnedWriteHalf, n: &Notification) {
-    let _ = tokio::time::timeout(Duration::from_millis(500), async {
-        let _ = send(wr, &Message::Notification(n.clone()), &Context::default()).await;
-        let _ = wr.shutdown().await;
-    })
-    .await;
+/// Writes `msg`, failing when the peer has not taken it by `deadline`.
+async fn send_by(
+    wr: &mut (impl AsyncWrite + Unpin),
+    msg: &Message,
+    ctx: &Context,
+    deadline: Instant,
+) -> std::io::Result<()> {
+    match tokio::time::timeout_at(deadline, wr.write_all(&bgp::encode(msg, ctx))).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the peer is not reading",
+        )),
+    }
+}
+
+/// Sends a NOTIFICATION if the socket takes it at once, then closes our
+/// side; never waits (a peer that stopped reading gets none). Whether it
+/// was sent.
+fn notify(wr: &mut (impl AsyncWrite + Unpin), n: &Notification) -> bool {
+    let bytes = bgp::encode(&Message::Notification(n.clone()), &Context::default());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut wr = std::pin::Pin::new(wr);
+    let sent = matches!(
+        wr.as_mut().poll_write(&mut cx, &bytes),
+        std::task::Poll::Ready(Ok(k)) if k == bytes.len()
+    );
+    let _ = wr.poll_shutdown(&mut cx);
+    sent
 }
 
 /// The router ID when none is configured: the connection's IPv4 address,
@@ -392,23 +425,29 @@ async fn connection(
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::new(rd);
     let ours = our_open(cfg, local.ip());
-    if let Err(e) = send(&mut wr, &Message::Open(ours.clone()), &Context::default()).await {
+    // OpenSent: RFC 4271 suggests a large hold time until the peer's OPEN.
+    let open_deadline = Instant::now() + OPEN_WAIT;
+    let plain = Context::default();
+    let open = Message::Open(ours.clone());
+    let sent = tokio::select! {
+        _ = &mut *stop => return Ended::Stopped,
+        r = send_by(&mut wr, &open, &plain, open_deadline) => r,
+    };
+    if let Err(e) = sent {
         return fail(format!("sending OPEN: {e}"));
     }
-    // OpenSent: RFC 4271 suggests a large hold time until the peer's OPEN.
-    let plain = Context::default();
     let theirs = tokio::select! {
         _ = &mut *stop => return Ended::Stopped,
-        r = tokio::time::timeout(Duration::from_secs(240), read_message(&mut rd, &plain)) => r,
+        r = tokio::time::timeout_at(open_deadline, read_message(&mut rd, &plain)) => r,
     };
     let theirs = match theirs {
         Err(_) => {
-            notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, [])).await;
+            notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, []));
             return fail("no OPEN from the peer within 240 s".into());
         }
         Ok(Err(ReadError::Io(e))) => return fail(format!("waiting for OPEN: {e}")),
         Ok(Err(ReadError::Malformed(n))) => {
-            notify(&mut wr, &n).await;
+            notify(&mut wr, &n);
             return fail(format!("malformed message from the peer: {n}"));
         }
         Ok(Ok(Message::Open(o))) => o,
@@ -417,8 +456,7 @@ async fn connection(
             notify(
                 &mut wr,
                 &Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_OPEN_SENT, []),
-            )
-            .await;
+            );
             return fail(format!("expected OPEN, got {other:?}"));
         }
     };
@@ -431,22 +469,22 @@ async fn connection(
     } = match negotiate(cfg, &ours, &theirs) {
         Ok(n) => n,
         Err(n) => {
-            notify(&mut wr, &n).await;
+            notify(&mut wr, &n);
             return fail(negotiate::refusal(cfg, &ours, &theirs, &n));
         }
     };
-    if let Err(e) = send(&mut wr, &Message::Keepalive, &ctx).await {
+    // OpenConfirm: send our KEEPALIVE, wait for the peer's.
+    let confirm_deadline = Instant::now() + hold_or_open_wait(hold);
+    let sent = tokio::select! {
+        _ = &mut *stop => return Ended::Stopped,
+        r = send_by(&mut wr, &Message::Keepalive, &ctx, confirm_deadline) => r,
+    };
+    if let Err(e) = sent {
         return fail(format!("sending KEEPALIVE: {e}"));
     }
-    // OpenConfirm: wait for the peer's KEEPALIVE.
-    let confirm_wait = if hold.is_zero() {
-        Duration::from_secs(240)
-    } else {
-        hold
-    };
     let confirmed = tokio::select! {
         _ = &mut *stop => return Ended::Stopped,
-        r = tokio::time::timeout(confirm_wait, read_message(&mut rd, &ctx)) => r,
+        r = tokio::time::timeout_at(confirm_deadline, read_message(&mut rd, &ctx)) => r,
     };
     match confirmed {
         Ok(Ok(Message::Keepalive)) => {}
@@ -455,17 +493,16 @@ async fn connection(
             notify(
                 &mut wr,
                 &Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_OPEN_CONFIRM, []),
-            )
-            .await;
+            );
             return fail(format!("expected KEEPALIVE, got {other:?}"));
         }
         Ok(Err(ReadError::Io(e))) => return fail(format!("waiting for KEEPALIVE: {e}")),
         Ok(Err(ReadError::Malformed(n))) => {
-            notify(&mut wr, &n).await;
+            notify(&mut wr, &n);
             return fail(format!("malformed message from the peer: {n}"));
         }
         Err(_) => {
-            notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, [])).await;
+            notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, []));
             return fail("no KEEPALIVE from the peer before the hold time".into());
         }
     }
@@ -496,6 +533,7 @@ async fn connection(
         ctx,
         hold,
         keepalive,
+        families,
         shape,
         routes,
         status,
@@ -504,171 +542,6 @@ async fn connection(
         label,
     })
     .await
-}
-
-struct EstablishedCtx<'a> {
-    cfg: &'a SessionConfig,
-    rd: BufReader<tokio::net::tcp::OwnedReadHalf>,
-    wr: OwnedWriteHalf,
-    ctx: Context,
-    hold: Duration,
-    keepalive: Duration,
-    shape: Shape,
-    routes: &'a DesiredRoutes,
-    status: &'a watch::Sender<Status>,
-    stop: &'a mut oneshot::Receiver<Notification>,
-    metrics: &'a BgpMetrics,
-    label: String,
-}
-
-async fn established(e: EstablishedCtx<'_>) -> Ended {
-    let EstablishedCtx { mut rd, wr, .. } = e;
-    let (cfg, ctx, hold, keepalive, shape) = (e.cfg, e.ctx, e.hold, e.keepalive, e.shape);
-    let (routes, status, stop, metrics, label) = (e.routes, e.status, e.stop, e.metrics, e.label);
-    let failed = |why: String| Ended::Failed(why, true);
-    // Reading runs in its own task: a half-read message must survive the
-    // select below picking another branch.
-    let (tx, mut rx) = mpsc::channel::<Result<Message, ReadError>>(16);
-    let reader = tokio::spawn(async move {
-        loop {
-            let r = read_message(&mut rd, &ctx).await;
-            let end = r.is_err();
-            if tx.send(r).await.is_err() || end {
-                break;
-            }
-        }
-    });
-    let _reader = tokio_util::task::AbortOnDropHandle::new(reader);
-    let mut out = Out {
-        wr,
-        adj_out: AdjRibOut::default(),
-        shape,
-        metrics,
-        label,
-        status,
-    };
-    let mut hold_deadline = Instant::now() + hold;
-    let mut ticker = tokio::time::interval(if keepalive.is_zero() {
-        Duration::from_secs(3600)
-    } else {
-        keepalive
-    });
-    ticker.tick().await;
-    let desired = routes.snapshot();
-    let count = desired.len();
-    let all = out.adj_out.everything(desired);
-    if let Err(e) = out.sync(&all, count).await {
-        return failed(format!("sending UPDATEs: {e}"));
-    }
-    loop {
-        tokio::select! {
-            why = &mut *stop => {
-                let why = why.unwrap_or_else(|_| Notification::new(code::CEASE, code::CEASE_ADMIN_SHUTDOWN, []));
-                tracing::info!(peer = cfg.name, address = %cfg.dial.peer, reason = %why, "closing BGP session");
-                notify(&mut out.wr, &why).await;
-                return Ended::Stopped;
-            }
-            msg = rx.recv() => match msg {
-                None => return failed("the connection's reader stopped".into()),
-                Some(Ok(Message::Keepalive | Message::Update(_))) => {
-                    hold_deadline = Instant::now() + hold;
-                }
-                Some(Ok(Message::RouteRefresh { afi, .. })) => {
-                    hold_deadline = Instant::now() + hold;
-                    // Send that family again from scratch.
-                    let v6 = afi == Afi::Ipv6.number();
-                    out.adj_out.forget_family(v6);
-                    let desired = routes.snapshot();
-                    let count = desired.len();
-                    let all = out.adj_out.everything(desired);
-                    if let Err(e) = out.sync(&all, count).await {
-                        return failed(format!("sending UPDATEs: {e}"));
-                    }
-                }
-                Some(Ok(Message::Notification(n))) => return failed(format!("peer sent NOTIFICATION: {n}")),
-                Some(Ok(Message::Open(_))) => {
-                    // RFC 6608: unexpected message in Established.
-                    let n = Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_ESTABLISHED, [1]);
-                    notify(&mut out.wr, &n).await;
-                    return failed("the peer sent OPEN in Established".into());
-                }
-                Some(Err(ReadError::Malformed(n))) => {
-                    notify(&mut out.wr, &n).await;
-                    return failed(format!("malformed message from the peer: {n}; sent NOTIFICATION"));
-                }
-                Some(Err(ReadError::Io(e))) => return failed(format!("connection lost: {e}")),
-            },
-            () = tokio::time::sleep_until(hold_deadline), if !hold.is_zero() => {
-                notify(&mut out.wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, [])).await;
-                return failed(format!("hold timer expired: nothing from the peer for {hold:?}"));
-            }
-            _ = ticker.tick(), if !keepalive.is_zero() => {
-                if let Err(e) = send(&mut out.wr, &Message::Keepalive, &ctx).await {
-                    return failed(format!("sending KEEPALIVE: {e}"));
-                }
-            }
-            () = routes.changed() => {
-                let changes = routes.take_changes();
-                if let Err(e) = out.sync(&changes, routes.len()).await {
-                    return failed(format!("sending UPDATEs: {e}"));
-                }
-            }
-        }
-    }
-}
-
-/// The sending side of an established session.
-struct Out<'a> {
-    wr: OwnedWriteHalf,
-    adj_out: AdjRibOut,
-    shape: Shape,
-    metrics: &'a BgpMetrics,
-    label: String,
-    status: &'a watch::Sender<Status>,
-}
-
-impl Out<'_> {
-    /// Brings the peer in line with `changes` (see [`AdjRibOut::diff`]).
-    /// `desired` counts the prefixes the peer should have (the pending
-    /// metric, as upstream sets it).
-    async fn sync(
-        &mut self,
-        changes: &[(IpNet, Option<RouteAttrs>)],
-        desired: usize,
-    ) -> std::io::Result<()> {
-        let diff = self.adj_out.diff(changes, &self.shape);
-        let label = self.label.as_str();
-        if !diff.is_empty() {
-            let msgs = updates::build(&diff.announce, &diff.withdraw, &self.shape);
-            let ctx = self.shape.context();
-            let mut bytes = Vec::new();
-            for u in &msgs {
-                bytes.extend(bgp::encode(&Message::Update(u.clone()), &ctx));
-            }
-            self.wr.write_all(&bytes).await?;
-            self.metrics.updates.with_label_values(&[label]).inc_by(
-                crate::metrics::upstream_updates(diff.announce.len(), diff.withdraw.len()),
-            );
-            self.adj_out.apply(&diff);
-            tracing::debug!(
-                peer = label,
-                announced = self.adj_out.len(),
-                updates = msgs.len(),
-                "sent UPDATEs"
-            );
-        }
-        let announced = self.adj_out.len();
-        self.metrics
-            .announced_prefixes
-            .with_label_values(&[label])
-            .set(announced as i64);
-        self.metrics
-            .pending_prefixes
-            .with_label_values(&[label])
-            .set(desired as i64);
-        self.status.send_modify(|s| s.announced = announced);
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -1,3 +1,5 @@
+//! The liveness rules, table by table, and the assessment that composes them.
+
 use super::*;
 use rstest::rstest;
 

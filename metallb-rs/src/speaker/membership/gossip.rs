@@ -145,6 +145,18 @@ impl Gossip {
             })
     }
 
+    /// Whether `node`'s speaker gossips from `ip`: its seed's (its Node's
+    /// InternalIP) or the address its current identity announced.
+    pub fn speaks_from(&self, node: &str, ip: IpAddr) -> bool {
+        self.seeds.get(node).is_some_and(|a| a.ip() == ip)
+            || self.known.get(node).is_some_and(|id| id.addr.ip() == ip)
+    }
+
+    /// Whether `node` is a seed or a member this speaker knows.
+    pub fn knows(&self, node: &str) -> bool {
+        self.seeds.contains_key(node) || self.known.contains_key(node)
+    }
+
     /// Whether `ip` is a node's address (a seed's or a known member's):
     /// datagrams from anywhere else are not opened.
     pub fn is_node_address(&self, ip: IpAddr) -> bool {
@@ -552,5 +564,12 @@ mod tests {
             })
             .collect();
         assert_eq!(twice[0], twice[1], "same seeds, same run");
+        // A sender is bound to its Node's address (the port may differ);
+        // a name that is no seed or member speaks from nowhere.
+        let n0 = &members[0];
+        assert!(n0.speaks_from("n1", IpAddr::from([10, 0, 0, 2])));
+        assert!(!n0.speaks_from("n1", IpAddr::from([10, 0, 0, 3])));
+        assert!(!n0.speaks_from("ghost", IpAddr::from([10, 0, 0, 2])));
+        assert!(n0.knows("n2") && !n0.knows("ghost"));
     }
 }

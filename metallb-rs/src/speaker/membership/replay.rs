@@ -43,6 +43,12 @@ pub(crate) struct Replay {
 }
 
 impl Replay {
+    /// Keeps the windows of the senders `keep` says (the others' state is
+    /// gone, as after [`Replay::forget`]).
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.senders.retain(|node, _| keep(node));
+    }
+
     /// Checks `(epoch, seq)` from `node` and records it when fresh.
     pub(crate) fn check(&mut self, node: &str, epoch: u64, seq: u64) -> Verdict {
         let Some(w) = self.senders.get_mut(node) else {

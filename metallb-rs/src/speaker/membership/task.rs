@@ -107,6 +107,25 @@ impl Transport {
     }
 }
 
+/// How far in the future a sender's run may start (its epoch is its
+/// start in milliseconds since 1970): beyond any clock skew a cluster
+/// lives with, and short of what would let one sealed datagram with a
+/// huge epoch make every receiver drop that sender's real gossip as
+/// "an older run" until they forget it.
+const MAX_EPOCH_AHEAD_MS: u64 = 24 * 3600 * 1000;
+
+/// Whether a run starting at `epoch` (ms) is plausible at `now` (ms).
+fn plausible_epoch(epoch: u64, now: u64) -> bool {
+    epoch <= now.saturating_add(MAX_EPOCH_AHEAD_MS)
+}
+
+fn wall_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
 /// The gossip loop's state.
 pub(super) struct Runner {
     gossip: Gossip,
@@ -180,6 +199,10 @@ impl Runner {
                 }
                 Event::Command(Some(Command::Join(seeds))) => {
                     self.gossip.join(seeds, Instant::now());
+                    // Replay windows are kept for nodes only: a name that
+                    // is no seed and no member has nothing to protect.
+                    let gossip = &self.gossip;
+                    self.replay.retain(|node| gossip.knows(node));
                 }
                 Event::Command(Some(Command::Keys(keyring))) => {
                     tracing::info!(?keyring, "gossip keys changed");
@@ -222,6 +245,16 @@ impl Runner {
                 return None;
             }
         };
+        if !self.gossip.speaks_from(&stamp.node, from.ip()) {
+            tracing::debug!(%from, sender = %stamp.node, "dropped gossip datagram: not from the sender's own Node address");
+            self.transport.counters.count(DropReason::Rejected);
+            return None;
+        }
+        if !plausible_epoch(stamp.epoch, wall_millis()) {
+            tracing::debug!(%from, sender = %stamp.node, epoch = stamp.epoch, "dropped gossip datagram: its run starts implausibly far in the future");
+            self.transport.counters.count(DropReason::Rejected);
+            return None;
+        }
         if stamp.node == self.gossip.identity().node {
             tracing::debug!(%from, "dropped gossip datagram in this node's name: two speakers with one node name?");
             self.transport.counters.count(DropReason::Rejected);
@@ -314,5 +347,22 @@ impl Runner {
                 "left the gossip cluster; these members did not confirm and will detect the leave as a failure"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run may start up to a day ahead of our clock (skew), not more:
+    /// `u64::MAX` would shadow the sender's real runs for an hour.
+    #[test]
+    fn runs_from_the_far_future_are_refused() {
+        let now = 1_800_000_000_000;
+        assert!(plausible_epoch(now, now));
+        assert!(plausible_epoch(now - 1, now));
+        assert!(plausible_epoch(now + MAX_EPOCH_AHEAD_MS, now));
+        assert!(!plausible_epoch(now + MAX_EPOCH_AHEAD_MS + 1, now));
+        assert!(!plausible_epoch(u64::MAX, now));
     }
 }

@@ -1,5 +1,7 @@
-//! OPEN negotiation and Adj-RIB-Out diffs as tables: each row gives the
-//! inputs in one line and the outcome as text.
+//! OPEN negotiation, Adj-RIB-Out diffs and ROUTE-REFRESH decisions as
+//! tables: each row gives the inputs in one line and the outcome as text;
+//! then Established over an in-memory pipe on the paused clock (a peer
+//! that stops reading, ROUTE-REFRESH bursts).
 
 use super::*;
 use crate::net::bgp::{Capability, Open};
@@ -256,4 +258,206 @@ fn everything_withdraws_what_is_no_longer_desired() {
     assert_eq!(rib.len(), 2);
     rib.forget_family(false);
     assert!(rib.is_empty());
+}
+
+#[rstest]
+#[case::ipv4_unicast(1, 1, &[Afi::Ipv4], Some(Afi::Ipv4))]
+#[case::ipv6_unicast(2, 1, &[Afi::Ipv4, Afi::Ipv6], Some(Afi::Ipv6))]
+#[case::family_not_negotiated(2, 1, &[Afi::Ipv4], None)]
+#[case::not_unicast(1, 128, &[Afi::Ipv4, Afi::Ipv6], None)]
+#[case::unknown_afi(25, 1, &[Afi::Ipv4, Afi::Ipv6], None)]
+fn route_refresh_answered_for(
+    #[case] afi: u16,
+    #[case] safi: u8,
+    #[case] negotiated: &[Afi],
+    #[case] expected: Option<Afi>,
+) {
+    assert_eq!(refresh::family(afi, safi, negotiated), expected);
+}
+
+/// Requests merge: the table goes out at once after a quiet second, then
+/// at most once a second, always after the latest request.
+#[test]
+fn route_refresh_requests_merge() {
+    let t0 = tokio::time::Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut r = refresh::Refresh::new(t0);
+    assert_eq!(r.due(), None);
+    r.request(Afi::Ipv4);
+    assert_eq!(r.due(), Some(at(1000)));
+    assert_eq!(r.take(at(1500)), [Afi::Ipv4].into());
+    assert_eq!(r.due(), None);
+    for _ in 0..5 {
+        r.request(Afi::Ipv4);
+    }
+    r.request(Afi::Ipv6);
+    assert_eq!(r.due(), Some(at(2500)));
+    assert_eq!(r.take(at(2500)), [Afi::Ipv4, Afi::Ipv6].into());
+}
+
+/// Established over an in-memory pipe (`pipe` bytes each way) on the
+/// paused clock, the far end in the test's hands.
+mod pipe {
+    use super::super::established::{EstablishedCtx, established};
+    use super::*;
+    use crate::metrics::BgpMetrics;
+    use crate::net::bgp::{Context, Message};
+    use tokio::io::{AsyncWriteExt, BufReader, DuplexStream, WriteHalf};
+    use tokio::sync::mpsc;
+    use tokio::time::Instant;
+
+    const FOUR: Context = Context {
+        four_octet_as: true,
+    };
+
+    /// Runs Established until it ends, at most `limit` of (paused) time;
+    /// how it ended and after how long.
+    async fn run(
+        hold: u64,
+        routes: &DesiredRoutes,
+        ours: DuplexStream,
+        limit: Duration,
+    ) -> Option<(String, Duration)> {
+        let (rd, wr) = tokio::io::split(ours);
+        let cfg = cfg(PeerAsn::Internal, None);
+        let (status, _status) = watch::channel(Status::default());
+        let (_stop, mut stop) = oneshot::channel();
+        let metrics = BgpMetrics::new(&prometheus::Registry::new());
+        let hold = Duration::from_secs(hold);
+        let started = Instant::now();
+        let ended = tokio::time::timeout(
+            limit,
+            established(EstablishedCtx {
+                cfg: &cfg,
+                rd: BufReader::new(rd),
+                wr,
+                ctx: FOUR,
+                hold,
+                keepalive: hold / 3,
+                families: vec![Afi::Ipv4],
+                shape: shape(true, false),
+                routes,
+                status: &status,
+                stop: &mut stop,
+                metrics: &metrics,
+                label: "p".into(),
+            }),
+        )
+        .await
+        .ok()?;
+        let why = match ended {
+            Ended::Failed(why, true) => why,
+            Ended::Failed(why, false) => format!("failed before Established?: {why}"),
+            Ended::Stopped => "stopped".into(),
+        };
+        Some((why, started.elapsed()))
+    }
+
+    fn v4_table(n: u8) -> Table {
+        (0..n)
+            .map(|i| {
+                (
+                    IpNet::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i)), 32).expect("net"),
+                    RouteAttrs::default(),
+                )
+            })
+            .collect()
+    }
+
+    async fn send(wr: &mut WriteHalf<DuplexStream>, m: &Message) {
+        wr.write_all(&bgp::encode(m, &FOUR)).await.expect("write");
+    }
+
+    /// Keeps sending KEEPALIVEs every second; never reads.
+    async fn keepalives_only(theirs: DuplexStream) {
+        let (_rd, mut wr) = tokio::io::split(theirs);
+        loop {
+            send(&mut wr, &Message::Keepalive).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// The peer keeps talking but stopped reading: our UPDATEs fill its
+    /// window and the session ends once they have waited the hold time
+    /// (3 s), not never; the hold timer alone would not catch it.
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_that_stops_reading_is_dropped_after_the_hold_time() {
+        let (ours, theirs) = tokio::io::duplex(32);
+        let _peer = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(keepalives_only(theirs)));
+        let routes = DesiredRoutes::new(v4_table(20));
+        let (why, after) = run(3, &routes, ours, Duration::from_secs(60))
+            .await
+            .expect("the session ends within 60 s");
+        assert!(
+            why.starts_with("the peer took none of our UPDATEs for 3s"),
+            "{why}"
+        );
+        assert!(
+            (Duration::from_secs(3)..Duration::from_millis(3100)).contains(&after),
+            "{after:?}"
+        );
+    }
+
+    /// A write waiting on the peer does not stop the hold timer: the peer
+    /// went silent at 0 s, our UPDATEs stall from 1.5 s, the hold timer
+    /// (3 s) ends the session at 3 s.
+    #[tokio::test(start_paused = true)]
+    async fn the_hold_timer_runs_while_a_write_waits() {
+        let (ours, theirs) = tokio::io::duplex(64);
+        let routes = DesiredRoutes::new(Table::new());
+        let later = routes.clone();
+        let _peer = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            let _theirs = theirs;
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            later.replace(v4_table(20));
+            std::future::pending::<()>().await;
+        }));
+        let (why, after) = run(3, &routes, ours, Duration::from_secs(60))
+            .await
+            .expect("the session ends within 60 s");
+        assert!(why.starts_with("hold timer expired"), "{why}");
+        assert!(
+            (Duration::from_secs(3)..Duration::from_millis(3100)).contains(&after),
+            "{after:?}"
+        );
+    }
+
+    /// ROUTE-REFRESH for a family not carried is ignored; a burst of them
+    /// costs the full table at most once a second (at 5 s, then once at
+    /// 6 s for the nine that came meanwhile), not once each.
+    #[tokio::test(start_paused = true)]
+    async fn route_refresh_bursts_are_merged_and_other_families_ignored() {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (rd, mut wr) = tokio::io::split(theirs);
+        let t0 = Instant::now();
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        let _reader = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            let mut rd = BufReader::new(rd);
+            while let Ok(m) = read_message(&mut rd, &FOUR).await {
+                let _ = seen_tx.send((t0.elapsed(), m));
+            }
+        }));
+        let _peer = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            for (afi, safi) in [(1, 128), (2, 1)] {
+                send(&mut wr, &Message::RouteRefresh { afi, safi }).await;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            for _ in 0..10 {
+                send(&mut wr, &Message::RouteRefresh { afi: 1, safi: 1 }).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            std::future::pending::<()>().await;
+        }));
+        let routes = DesiredRoutes::new(v4_table(1));
+        // No hold time: no keepalives, the session runs until the limit.
+        assert_eq!(run(0, &routes, ours, Duration::from_secs(10)).await, None);
+        let mut updates = Vec::new();
+        while let Ok((at, m)) = seen.try_recv() {
+            if matches!(m, Message::Update(_)) {
+                updates.push(format!("{:.1}s", at.as_secs_f64()));
+            }
+        }
+        assert_eq!(updates.join(" "), "0.0s 5.0s 6.0s");
+    }
 }

@@ -11,6 +11,9 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
         all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
 
         let attacker = UdpSocket::bind(loopback()).await.expect("bind");
+        // z is a Node whose speaker does not run: the attacker speaks
+        // from its address (a sender is bound to its Node's address).
+        a.join(with_node(&[&a, &b], "z", &attacker));
         let to = a.local_addr();
         let ours = Cipher::with_keyring(
             &Keyring::new(SECRET.to_vec(), vec![]).expect("ring"),
@@ -69,8 +72,10 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
         // b was not affected: still alive in a's view.
         assert!(a.view().alive.contains("b"));
 
-        // a still works: a newcomer joins through it.
+        // a still works: a newcomer joins through it (once a knows its
+        // Node, as the Node watch tells every speaker).
         let c = start("c").await;
+        a.join(with_node(&[&a, &b, &c], "z", &attacker));
         c.join(seeds(&[&a]));
         all_see(&[&a, &b, &c], "all alive", alive(&["a", "b", "c"])).await;
         assert_eq!(
@@ -169,6 +174,7 @@ async fn replayed_datagrams_are_dropped() {
         join_all(&[&a, &b]);
         all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
         let sock = UdpSocket::bind(loopback()).await.expect("bind");
+        a.join(with_node(&[&a, &b], "z", &sock));
         // A datagram of z's run 7, recorded: the first copy reaches the
         // protocol (which cannot decode it), a second copy and anything
         // of an older run of z do not.
@@ -276,8 +282,11 @@ async fn a_leave_only_counts_for_the_senders_own_current_identity() {
 async fn join_requests_are_rate_limited() {
     traced(async {
         let a = start("a").await;
-        a.join(vec![("b".into(), SocketAddr::from(([127, 0, 0, 1], 9)))]);
         let sock = UdpSocket::bind(loopback()).await.expect("bind");
+        a.join(vec![
+            ("b".into(), SocketAddr::from(([127, 0, 0, 1], 9))),
+            ("z".into(), sock.local_addr().expect("addr")),
+        ]);
         let header = foca::Header {
             src: Identity {
                 node: "z".into(),
@@ -302,6 +311,50 @@ async fn join_requests_are_rate_limited() {
         })
         .await;
         assert_eq!(a.dropped().total(), a.dropped().rate_limited);
+    })
+    .await;
+}
+
+/// The seeds of `members` and a node `name` gossiping from `sock`.
+fn with_node(members: &[&Membership], name: &str, sock: &UdpSocket) -> Vec<(String, SocketAddr)> {
+    let mut all = seeds(members);
+    all.push((name.to_owned(), sock.local_addr().expect("addr")));
+    all
+}
+
+/// A sender is bound to its Node's address: a datagram stamped in the
+/// name of a node gossiping elsewhere, or of a name that is no node, is
+/// rejected before replay windows or join tokens are spent on it; a run
+/// from the far future is rejected too (it would shadow the sender's
+/// real runs).
+#[tokio::test]
+async fn senders_are_bound_to_their_node_address() {
+    traced(async {
+        let (a, b) = (start("a").await, start("b").await);
+        join_all(&[&a, &b]);
+        all_see(&[&a, &b], "both alive", alive(&["a", "b"])).await;
+        let sock = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 2], 0)))
+            .await
+            .expect("bind");
+        // b gossips from 127.0.0.1; 127.0.0.2 is z's (a seed) address.
+        a.join(with_node(&[&a, &b], "z", &sock));
+        let far = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis(),
+        )
+        .expect("ms")
+            + 48 * 3600 * 1000;
+        for d in [
+            forged("b", b.identity.bump, 1 << 41, &Frame::Foca(b"in b's name")),
+            forged("ghost", 1, 0, &Frame::Foca(b"no such node")),
+            forged("z", far, 0, &Frame::Foca(b"from the far future")),
+        ] {
+            sock.send_to(&d, a.local_addr()).await.expect("send");
+        }
+        until_true("three datagrams rejected", || a.dropped().rejected >= 3).await;
+        assert!(a.view().alive.contains("b"), "{:?}", a.view());
     })
     .await;
 }

@@ -1,0 +1,324 @@
+//! Established: the peer's Adj-RIB-Out kept equal to the desired routes,
+//! keepalives, the hold timer, ROUTE-REFRESH.
+//!
+//! Writes never hold up the loop: one batch at a time is in flight beside
+//! it (the batch owns the write half and hands it back when written), so
+//! the hold timer, the keepalive ticker and the peer's messages go on
+//! while it waits. A batch the peer does not take within the hold time
+//! (its receive window stayed full) ends the session as a hold timer
+//! expiry does, and the session reconnects with backoff. Route changes
+//! that come meanwhile wait in [`DesiredRoutes`], merged per prefix;
+//! ROUTE-REFRESH requests wait in [`Refresh`].
+
+use super::super::advertise::RouteAttrs;
+use super::super::updates::{self, Shape};
+use super::refresh::{self, Refresh};
+use super::{AdjRibOut, DesiredRoutes, Ended, ReadError, SessionConfig, Status};
+use crate::metrics::BgpMetrics;
+use crate::net::bgp::{self, Afi, Context, Message, Notification, code};
+use ipnet::IpNet;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+/// What an established session runs with.
+pub(super) struct EstablishedCtx<'a, R, W> {
+    pub cfg: &'a SessionConfig,
+    pub rd: R,
+    pub wr: W,
+    pub ctx: Context,
+    /// Negotiated hold time (zero: no hold timer).
+    pub hold: Duration,
+    /// Negotiated keepalive interval (zero: none).
+    pub keepalive: Duration,
+    /// The families both sides carry.
+    pub families: Vec<Afi>,
+    pub shape: Shape,
+    pub routes: &'a DesiredRoutes,
+    pub status: &'a watch::Sender<Status>,
+    pub stop: &'a mut oneshot::Receiver<Notification>,
+    pub metrics: &'a BgpMetrics,
+    pub label: String,
+}
+
+pub(super) async fn established<R, W>(e: EstablishedCtx<'_, R, W>) -> Ended
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let EstablishedCtx {
+        cfg,
+        mut rd,
+        wr,
+        ctx,
+        hold,
+        keepalive,
+        families,
+        shape,
+        routes,
+        status,
+        stop,
+        metrics,
+        label,
+    } = e;
+    let failed = |why: String| Ended::Failed(why, true);
+    // Reading runs in its own task: a half-read message must survive the
+    // select below picking another branch.
+    let (tx, mut rx) = mpsc::channel::<Result<Message, ReadError>>(16);
+    let reader = tokio::spawn(async move {
+        loop {
+            let r = super::read_message(&mut rd, &ctx).await;
+            let end = r.is_err();
+            if tx.send(r).await.is_err() || end {
+                break;
+            }
+        }
+    });
+    let _reader = tokio_util::task::AbortOnDropHandle::new(reader);
+    let mut out = Out {
+        wr: None,
+        flight: None,
+        bound: super::hold_or_open_wait(hold),
+        adj_out: AdjRibOut::default(),
+        shape,
+        metrics,
+        label,
+        status,
+    };
+    let mut hold_deadline = Instant::now() + hold;
+    let mut ticker = tokio::time::interval(if keepalive.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        keepalive
+    });
+    ticker.tick().await;
+    let desired = routes.snapshot();
+    let count = desired.len();
+    let all = out.adj_out.everything(desired);
+    out.sync(wr, &all, count);
+    let mut refresh = Refresh::new(Instant::now());
+    loop {
+        let refresh_at = refresh.due();
+        tokio::select! {
+            why = &mut *stop => {
+                let why = why.unwrap_or_else(|_| Notification::new(code::CEASE, code::CEASE_ADMIN_SHUTDOWN, []));
+                tracing::info!(peer = cfg.name, address = %cfg.dial.peer, reason = %why, "closing BGP session");
+                out.notify(&why);
+                return Ended::Stopped;
+            }
+            msg = rx.recv() => match msg {
+                None => return failed("the connection's reader stopped".into()),
+                Some(Ok(Message::Keepalive | Message::Update(_))) => {
+                    hold_deadline = Instant::now() + hold;
+                }
+                Some(Ok(Message::RouteRefresh { afi, safi })) => {
+                    hold_deadline = Instant::now() + hold;
+                    match refresh::family(afi, safi, &families) {
+                        Some(f) => refresh.request(f),
+                        None => tracing::debug!(
+                            peer = cfg.name, afi, safi, negotiated = ?families,
+                            "ignoring ROUTE-REFRESH for a family this session does not carry"
+                        ),
+                    }
+                }
+                Some(Ok(Message::Notification(n))) => return failed(format!("peer sent NOTIFICATION: {n}")),
+                Some(Ok(Message::Open(_))) => {
+                    // RFC 6608: unexpected message in Established.
+                    out.notify(&Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_ESTABLISHED, [1]));
+                    return failed("the peer sent OPEN in Established".into());
+                }
+                Some(Err(ReadError::Malformed(n))) => {
+                    let sent = out.notify(&n);
+                    return failed(format!("malformed message from the peer: {n}; {sent}"));
+                }
+                Some(Err(ReadError::Io(e))) => return failed(format!("connection lost: {e}")),
+            },
+            () = tokio::time::sleep_until(hold_deadline), if !hold.is_zero() => {
+                out.notify(&Notification::new(code::HOLD_TIMER_EXPIRED, 0, []));
+                return failed(format!("hold timer expired: nothing from the peer for {hold:?}"));
+            }
+            (wr, r, batch) = out.landed() => match r {
+                Ok(()) => out.done(wr, &batch),
+                Err(WriteError::Io(e)) => return failed(format!("sending {}: {e}", batch.what())),
+                Err(WriteError::Stalled) => return failed(format!(
+                    "the peer took none of our {} for {:?} (it stopped reading, its receive window is full): closed without NOTIFICATION",
+                    batch.what(), out.bound
+                )),
+            },
+            _ = ticker.tick(), if !keepalive.is_zero() => {
+                // With a batch in flight the peer gets messages or the
+                // session ends: no keepalive is needed behind it.
+                if let Some(wr) = out.wr.take() {
+                    out.fly(wr, bgp::encode(&Message::Keepalive, &ctx), Batch::Keepalive);
+                }
+            }
+            () = tokio::time::sleep_until(refresh_at.unwrap_or(hold_deadline)), if refresh_at.is_some() && out.wr.is_some() => {
+                if let Some(wr) = out.wr.take() {
+                    // Send those families again from scratch.
+                    for f in refresh.take(Instant::now()) {
+                        out.adj_out.forget_family(f == Afi::Ipv6);
+                    }
+                    let desired = routes.snapshot();
+                    let count = desired.len();
+                    let all = out.adj_out.everything(desired);
+                    out.sync(wr, &all, count);
+                }
+            }
+            () = routes.changed(), if out.wr.is_some() => {
+                if let Some(wr) = out.wr.take() {
+                    let changes = routes.take_changes();
+                    out.sync(wr, &changes, routes.len());
+                }
+            }
+        }
+    }
+}
+
+/// What a batch in flight carries, and what to record once it is written.
+enum Batch {
+    Keepalive,
+    Updates {
+        /// Prefixes the peer should have (the pending metric).
+        desired: usize,
+        /// What `metallb_bgp_updates_total` grows by.
+        counted: u64,
+        /// UPDATE messages.
+        messages: usize,
+    },
+}
+
+impl Batch {
+    fn what(&self) -> &'static str {
+        match self {
+            Batch::Keepalive => "KEEPALIVE",
+            Batch::Updates { .. } => "UPDATEs",
+        }
+    }
+}
+
+/// Why a batch was not written.
+enum WriteError {
+    Io(std::io::Error),
+    /// Not written within the bound.
+    Stalled,
+}
+
+/// A batch being written: hands the write half back when done.
+type Flight<W> = Pin<Box<dyn Future<Output = (W, Result<(), WriteError>, Batch)> + Send>>;
+
+/// The sending side of an established session.
+struct Out<'a, W> {
+    /// The write half while no batch is in flight.
+    wr: Option<W>,
+    flight: Option<Flight<W>>,
+    /// How long a batch may take: the hold time.
+    bound: Duration,
+    adj_out: AdjRibOut,
+    shape: Shape,
+    metrics: &'a BgpMetrics,
+    label: String,
+    status: &'a watch::Sender<Status>,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Out<'_, W> {
+    /// Starts bringing the peer in line with `changes` (see
+    /// [`AdjRibOut::diff`]). `desired` counts the prefixes the peer should
+    /// have (the pending metric, as upstream sets it).
+    fn sync(&mut self, wr: W, changes: &[(IpNet, Option<RouteAttrs>)], desired: usize) {
+        let diff = self.adj_out.diff(changes, &self.shape);
+        if diff.is_empty() {
+            self.done(
+                wr,
+                &Batch::Updates {
+                    desired,
+                    counted: 0,
+                    messages: 0,
+                },
+            );
+            return;
+        }
+        let msgs = updates::build(&diff.announce, &diff.withdraw, &self.shape);
+        let ctx = self.shape.context();
+        let mut bytes = Vec::new();
+        for u in &msgs {
+            bytes.extend(bgp::encode(&Message::Update(u.clone()), &ctx));
+        }
+        let batch = Batch::Updates {
+            desired,
+            counted: crate::metrics::upstream_updates(diff.announce.len(), diff.withdraw.len()),
+            messages: msgs.len(),
+        };
+        // Recorded now: if the batch fails, the session ends and this
+        // Adj-RIB-Out with it.
+        self.adj_out.apply(&diff);
+        self.fly(wr, bytes, batch);
+    }
+
+    /// Puts `bytes` in flight, bounded by the hold time.
+    fn fly(&mut self, mut wr: W, bytes: Vec<u8>, batch: Batch) {
+        let bound = self.bound;
+        self.flight = Some(Box::pin(async move {
+            let r = match tokio::time::timeout(bound, wr.write_all(&bytes)).await {
+                Ok(r) => r.map_err(WriteError::Io),
+                Err(_) => Err(WriteError::Stalled),
+            };
+            (wr, r, batch)
+        }));
+    }
+
+    /// Resolves when the batch in flight is done (never when there is
+    /// none). Cancel-safe: the batch stays in flight.
+    async fn landed(&mut self) -> (W, Result<(), WriteError>, Batch) {
+        let Some(f) = self.flight.as_mut() else {
+            return std::future::pending().await;
+        };
+        let r = f.await;
+        self.flight = None;
+        r
+    }
+
+    /// Takes the write half back after `batch` was written.
+    fn done(&mut self, wr: W, batch: &Batch) {
+        self.wr = Some(wr);
+        let Batch::Updates {
+            desired,
+            counted,
+            messages,
+        } = *batch
+        else {
+            return;
+        };
+        let label = self.label.as_str();
+        let announced = self.adj_out.len();
+        if messages > 0 {
+            self.metrics
+                .updates
+                .with_label_values(&[label])
+                .inc_by(counted);
+            tracing::debug!(peer = label, announced, updates = messages, "sent UPDATEs");
+        }
+        self.metrics
+            .announced_prefixes
+            .with_label_values(&[label])
+            .set(announced as i64);
+        self.metrics
+            .pending_prefixes
+            .with_label_values(&[label])
+            .set(desired as i64);
+        self.status.send_modify(|s| s.announced = announced);
+    }
+
+    /// Sends `n` if no batch is in flight (one would be cut mid-message)
+    /// and it fits in the socket's buffer now; says whether it went.
+    fn notify(&mut self, n: &Notification) -> &'static str {
+        let sent = self.wr.as_mut().is_some_and(|wr| super::notify(wr, n));
+        if sent {
+            "sent NOTIFICATION"
+        } else {
+            "no NOTIFICATION could be sent"
+        }
+    }
+}
