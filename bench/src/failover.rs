@@ -1,6 +1,6 @@
 //! `cargo xtask bench failover`: how long a service address is lost when
 //! its announcing node's speaker is killed (SIGKILL), stopped (SIGTERM) or
-//! its link goes down - from the disruption until the external host
+//! its link goes down (with its API path, or alone) - from the disruption until the external host
 //! resolves the address to another node's MAC, and until HTTP to it
 //! succeeds. Measured from the external host with our own ARP prober;
 //! printed beside the detection timings the speakers run with. Each round
@@ -26,6 +26,9 @@ pub enum Scenario {
     Term,
     /// The node's link goes down (and its API access with it).
     LinkDown,
+    /// The node's data-plane link goes down while its API path stays up:
+    /// its speaker says so on its lease.
+    DataLinkDown,
 }
 
 impl Scenario {
@@ -34,6 +37,7 @@ impl Scenario {
             Scenario::Kill => "speaker SIGKILL",
             Scenario::Term => "speaker SIGTERM",
             Scenario::LinkDown => "link down",
+            Scenario::DataLinkDown => "data link down, API up",
         }
     }
 
@@ -42,6 +46,7 @@ impl Scenario {
             Scenario::Kill => cluster.stop_speaker(node, StopSignal::Kill),
             Scenario::Term => cluster.stop_speaker(node, StopSignal::Term),
             Scenario::LinkDown => cluster.node_down(node),
+            Scenario::DataLinkDown => cluster.link_down(node),
         }
     }
 
@@ -49,6 +54,7 @@ impl Scenario {
         match self {
             Scenario::Kill | Scenario::Term => cluster.start_speaker(node),
             Scenario::LinkDown => cluster.node_up(node),
+            Scenario::DataLinkDown => cluster.link_up(node),
         }
     }
 }
@@ -186,7 +192,12 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
             // settled cluster, not a second failure while the first
             // node is still rejoining.
             let home = current_mac(&rt, &prober, vip)?;
-            for scenario in [Scenario::Term, Scenario::Kill, Scenario::LinkDown] {
+            for scenario in [
+                Scenario::Term,
+                Scenario::Kill,
+                Scenario::LinkDown,
+                Scenario::DataLinkDown,
+            ] {
                 let (mut arp, mut http) = (Vec::new(), Vec::new());
                 for round in 0..rounds {
                     let mac = current_mac(&rt, &prober, vip)?;

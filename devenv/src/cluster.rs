@@ -81,6 +81,25 @@ pub trait Cluster: Send + Sync {
     fn node_down(&self, node: &str) -> Result<()>;
     /// Brings a node back.
     fn node_up(&self, node: &str) -> Result<()>;
+    /// Takes the node's data-plane link (`eth0`) down while its path to
+    /// the API server stays up: its speaker keeps renewing its lease but
+    /// cannot answer on the network. Providers whose API path is that
+    /// link cannot.
+    fn link_down(&self, node: &str) -> Result<()> {
+        let _ = node;
+        bail!(
+            "{}: taking a node's link down with its API path up is not available",
+            self.name()
+        )
+    }
+    /// Brings the link [`Cluster::link_down`] took down back up.
+    fn link_up(&self, node: &str) -> Result<()> {
+        let _ = node;
+        bail!(
+            "{}: bringing a node's link up is not available",
+            self.name()
+        )
+    }
     /// Stops the speaker on `node`.
     fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()>;
     /// Starts the speaker on `node` again.

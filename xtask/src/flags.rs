@@ -27,6 +27,8 @@ pub enum Command {
     E2e(E2eArgs),
     /// Run a benchmark; each prints its figures beside a baseline measured in the same run
     Bench(BenchArgs),
+    /// Simulate layer 2 failover: seeded runs of N speakers in virtual time, faults injected, invariants checked
+    Sim(SimArgs),
     /// Build the static metallb-rs binary and its FROM-scratch image through the Docker API
     BuildImages(BuildImagesArgs),
     /// Run the CI pipeline's steps that can run here (ci/github/workflows/ci.yaml), with a summary
@@ -96,6 +98,41 @@ pub struct BenchArgs {
     /// Prefixes each announcer sends (bgp)
     #[arg(long, default_value_t = 10_000)]
     pub prefixes: usize,
+}
+
+/// Flags of `cargo xtask sim` (passed on to the `metallb-sim` binary).
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Seeds to run (0..N), spread over the sizes
+    #[arg(long, default_value_t = 20)]
+    pub seeds: u64,
+    /// Cluster sizes, comma-separated
+    #[arg(long, default_value = "3,10")]
+    pub nodes: String,
+    /// API write latency classes (0, 100ms, 1s), comma-separated; each seed gets one
+    #[arg(long, default_value = "0,100ms,1s")]
+    pub latency: String,
+    /// Run only this seed (on every size given)
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print failover, dual-answer and write figures per size and latency class
+    #[arg(long)]
+    pub report: bool,
+    /// Faults per run in the mix
+    #[arg(long, default_value_t = 3)]
+    pub faults: usize,
+    /// Force a scenario (mix, scale-down, hung-beside-restart) instead of the seed's
+    #[arg(long)]
+    pub scenario: Option<String>,
+    /// A deliberately broken rule (no-isolation, down-is-failed, no-backoff), to see it caught
+    #[arg(long)]
+    pub variant: Option<String>,
+    /// Print every answer change and fault (of every run with --seed, else of failing runs)
+    #[arg(long)]
+    pub trace: bool,
+    /// Build and run the simulator unoptimised (faster to build, about 10x slower to run)
+    #[arg(long)]
+    pub debug: bool,
 }
 
 /// Where a dev cluster comes from.

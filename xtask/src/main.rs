@@ -10,6 +10,7 @@ mod dev_env;
 mod e2e;
 mod flags;
 mod setup;
+mod sim;
 mod test;
 #[cfg(test)]
 mod tidy;
@@ -30,6 +31,7 @@ fn main() -> Result<()> {
         Command::DevEnvCleanup(args) => dev_env::cleanup(&args),
         Command::E2e(args) => e2e::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Sim(args) => sim::run(&args),
         Command::BuildImages(args) => build_images::run(&args),
         Command::Ci(args) => ci::run(&args),
     }

@@ -718,6 +718,16 @@ impl Cluster for KindCluster {
     fn node_down(&self, node: &str) -> Result<()> {
         self.docker_exec_ok(node, &["ip", "link", "set", "eth0", "down"])
     }
+    /// A kind node reaches the API server over eth0, the link this would
+    /// take down: there is no data-plane link to cut alone.
+    fn link_down(&self, node: &str) -> Result<()> {
+        bail!(
+            "kind cannot take {node}'s data-plane link down with its API path up: both are eth0 (use --provider lab)"
+        )
+    }
+    fn link_up(&self, node: &str) -> Result<()> {
+        bail!("kind cannot bring {node}'s data-plane link up alone: see link_down")
+    }
     fn node_up(&self, node: &str) -> Result<()> {
         self.docker_exec_ok(node, &["ip", "link", "set", "eth0", "up"])?;
         // Link down dropped the default routes.

@@ -701,6 +701,21 @@ impl Cluster for LabCluster {
         Ok(())
     }
 
+    /// Only eth0 goes down: the forwarder to the API server listens on
+    /// the node namespace's loopback and connects from the root
+    /// namespace, so the node's agent and speaker keep the API.
+    fn link_down(&self, node: &str) -> Result<()> {
+        let ns = self.namespace_of(node)?;
+        netns::run("ip", &["-n", ns, "link", "set", "eth0", "down"])?;
+        Ok(())
+    }
+
+    fn link_up(&self, node: &str) -> Result<()> {
+        let ns = self.namespace_of(node)?;
+        netns::run("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
+        Ok(())
+    }
+
     fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()> {
         use nix::sys::signal::Signal;
         let name = format!("speaker-{node}");

@@ -1,8 +1,10 @@
 //! The node's interfaces and which of them may answer ARP/NDP
 //! (upstream's rules): not excluded by name (the `metallb-excludel2`
 //! list), UP, not enslaved to a bridge or bond, not NOARP; ARP needs
-//! BROADCAST, NDP needs an IPv6 link-local address. Listing does I/O;
-//! [`eligible`] is pure.
+//! BROADCAST, NDP needs an IPv6 link-local address. Also which one is
+//! the node's uplink (the interface gossip and the Node's InternalIP use)
+//! and whether its link works. Listing does I/O; [`eligible`],
+//! [`uplink`] and [`link_up`] are pure.
 
 use super::ethernet::Mac;
 use regex::Regex;
@@ -38,6 +40,9 @@ pub struct Interface {
     pub mac: Option<Mac>,
     /// IFF_UP.
     pub up: bool,
+    /// IFF_RUNNING: the operational state (an admin down or a carrier
+    /// loss clears it).
+    pub running: bool,
     /// IFF_BROADCAST.
     pub broadcast: bool,
     /// IFF_NOARP.
@@ -132,6 +137,31 @@ pub fn eligible(ifaces: &[Interface], ex: &Exclusions) -> Vec<Eligible> {
     out
 }
 
+/// The node's uplink: the interface carrying `bind` (the gossip bind
+/// address) or else one of `node_ips` (the Node's InternalIPs); its name,
+/// to be remembered - an admin down may flush its IPv6 addresses, so it is
+/// found by address once and by name after.
+pub fn uplink(ifaces: &[Interface], bind: Option<IpAddr>, node_ips: &[IpAddr]) -> Option<String> {
+    let carrying = |ip: &IpAddr| {
+        ifaces
+            .iter()
+            .find(|i| !ip.is_unspecified() && i.addresses.contains(ip))
+            .map(|i| i.name.clone())
+    };
+    bind.as_ref()
+        .and_then(carrying)
+        .or_else(|| node_ips.iter().find_map(carrying))
+}
+
+/// Whether the link of interface `name` works: it is listed, UP and
+/// RUNNING. A vanished interface is a link down.
+pub fn link_up(ifaces: &[Interface], name: &str) -> bool {
+    ifaces
+        .iter()
+        .find(|i| i.name == name)
+        .is_some_and(|i| i.up && i.running)
+}
+
 /// Lists this network namespace's interfaces (getifaddrs, plus
 /// `/sys/class/net/<name>/master` for enslavement).
 pub fn list() -> std::io::Result<Vec<Interface>> {
@@ -146,6 +176,7 @@ pub fn list() -> std::io::Result<Vec<Interface>> {
                 index: 0,
                 mac: None,
                 up: false,
+                running: false,
                 broadcast: false,
                 noarp: false,
                 enslaved: std::path::Path::new("/sys/class/net")
@@ -156,6 +187,7 @@ pub fn list() -> std::io::Result<Vec<Interface>> {
                 addresses: Vec::new(),
             });
         entry.up |= ifa.flags.contains(InterfaceFlags::IFF_UP);
+        entry.running |= ifa.flags.contains(InterfaceFlags::IFF_RUNNING);
         entry.broadcast |= ifa.flags.contains(InterfaceFlags::IFF_BROADCAST);
         entry.noarp |= ifa.flags.contains(InterfaceFlags::IFF_NOARP);
         let Some(addr) = ifa.address else { continue };
@@ -187,6 +219,7 @@ mod tests {
             index: 2,
             mac: Some(Mac([2, 0, 0, 0, 0, 1])),
             up: true,
+            running: true,
             broadcast: true,
             noarp: false,
             enslaved: false,
@@ -238,6 +271,48 @@ mod tests {
             err.contains("invalid interface pattern \"(unclosed\""),
             "{err}"
         );
+    }
+
+    fn with_ip(name: &str, ip: &str) -> Interface {
+        Interface {
+            addresses: vec![ip.parse().expect("ip")],
+            ..iface(name)
+        }
+    }
+
+    /// The uplink is found by the gossip bind address first, the Node's
+    /// InternalIP second; an unspecified bind address finds nothing.
+    #[rstest]
+    #[case::by_bind(Some("10.0.1.2"), &["10.0.0.2"], Some("eth1"))]
+    #[case::by_node_ip(None, &["10.0.0.2"], Some("eth0"))]
+    #[case::bind_not_here_node_ip_is(Some("10.9.9.9"), &["10.0.0.2"], Some("eth0"))]
+    #[case::unspecified_bind(Some("0.0.0.0"), &[], None)]
+    #[case::nowhere(None, &["10.9.9.9"], None)]
+    fn finding_the_uplink(
+        #[case] bind: Option<&str>,
+        #[case] node_ips: &[&str],
+        #[case] want: Option<&str>,
+    ) {
+        let ifaces = [with_ip("eth0", "10.0.0.2"), with_ip("eth1", "10.0.1.2")];
+        let node_ips: Vec<IpAddr> = node_ips.iter().map(|i| i.parse().expect("ip")).collect();
+        let bind = bind.map(|b| b.parse().expect("ip"));
+        assert_eq!(uplink(&ifaces, bind, &node_ips).as_deref(), want);
+    }
+
+    /// A link works while UP and RUNNING: an admin down clears both, a
+    /// carrier loss RUNNING alone; a vanished interface is down.
+    #[rstest]
+    #[case::up_and_running(true, true, "eth0", true)]
+    #[case::admin_down(false, false, "eth0", false)]
+    #[case::carrier_lost(true, false, "eth0", false)]
+    #[case::vanished(true, true, "eth9", false)]
+    fn link_state(#[case] up: bool, #[case] running: bool, #[case] name: &str, #[case] want: bool) {
+        let i = Interface {
+            up,
+            running,
+            ..iface("eth0")
+        };
+        assert_eq!(link_up(&[i], name), want);
     }
 
     #[test]

@@ -10,7 +10,14 @@
 //! 1. A node tainted `node.kubernetes.io/out-of-service` has no speaker
 //!    (the admin says the node is gone; upstream #3116).
 //! 2. A cleared lease holder means the speaker left (SIGTERM).
-//! 3. Gossip says the member left or failed: gone once its lease has
+//! 3. A held lease marked link-down
+//!    (`presence::LINK_DOWN_ANNOTATION`) means its node's data-plane
+//!    link failed while its API path works: it cannot answer, and says
+//!    so through the API, so it is gone at once - the others take its
+//!    addresses over, and it stops electing itself. Without the mark
+//!    such a node is "cut off, not dead" under rule 4 and keeps its
+//!    addresses, unanswered.
+//! 4. Gossip says the member left or failed: gone once its lease has
 //!    stopped too - or at once when this speaker cannot reach the API
 //!    server (then gossip is all it knows). Stopped: overdue by its own
 //!    renewal period, or, while this speaker's trouble mark is out
@@ -29,8 +36,8 @@
 //!    sees every lease in its frozen cache age, and until it notices the
 //!    API server is gone (and, in the minority, falls silent) those ages
 //!    must not hand it the others' addresses.
-//! 4. Gossip says alive (or suspect): alive.
-//! 5. No gossip evidence: a NotReady node whose lease is overdue or
+//! 5. Gossip says alive (or suspect): alive.
+//! 6. No gossip evidence: a NotReady node whose lease is overdue or
 //!    missing has no speaker (#3116). With membership off, every other
 //!    node counts (upstream's assumption). With membership on, a node
 //!    without lease has no speaker (upstream uses live members only);
@@ -39,7 +46,7 @@
 //!    evidence too - it is neither alive nor suspect anywhere we hear
 //!    from (a restarted speaker's join feed lists only live members; a
 //!    down member is forgotten after an hour) - so it counts only while
-//!    its lease is seen renewing, judged as in rule 3. A speaker that
+//!    its lease is seen renewing, judged as in rule 4. A speaker that
 //!    hangs or crash-loops on a Ready node is then not elected again by
 //!    a restarted speaker while the others elect someone else.
 //!
@@ -79,6 +86,9 @@ pub struct LeaseState {
     /// Its speaker sees trouble in gossip (the lease carries
     /// `presence::TROUBLE_ANNOTATION`).
     pub trouble: bool,
+    /// Its node's data-plane link is down, as its speaker says (the lease
+    /// carries `presence::LINK_DOWN_ANNOTATION`).
+    pub link_down: bool,
 }
 
 impl LeaseState {
@@ -160,6 +170,8 @@ pub enum Gone {
     OutOfService,
     /// Its speaker left gracefully.
     Left,
+    /// Its speaker says through the API that its node's link is down.
+    LinkDown,
     /// Gossip declared it failed and its lease stopped.
     Failed,
     /// NotReady, and its speaker stopped renewing its lease.
@@ -175,6 +187,7 @@ impl std::fmt::Display for Gone {
         f.write_str(match self {
             Gone::OutOfService => "node tainted node.kubernetes.io/out-of-service",
             Gone::Left => "its speaker left",
+            Gone::LinkDown => "its node's link is down (it said so through the API)",
             Gone::Failed => "its speaker failed (gossip) and stopped renewing its lease",
             Gone::NotReadyWithoutSpeaker => {
                 "node NotReady and its speaker stopped renewing its lease"
@@ -224,6 +237,9 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
     }
     if e.lease.is_some_and(|l| !l.held) {
         return Err(Gone::Left);
+    }
+    if e.lease.is_some_and(|l| l.link_down) {
+        return Err(Gone::LinkDown);
     }
     let lease_fresh = e.lease.is_some_and(|l| !l.stopped_seen(ctx));
     match e.gossip {
@@ -279,11 +295,16 @@ pub fn awaits_evidence(e: &Evidence, ctx: &Context) -> bool {
 /// not yet seen renewed (a restarted speaker cannot tell a hung speaker
 /// from a slow renewer without everyone renewing fast). A member whose
 /// lease stopped by its own period is settled: a dead node does not keep
-/// the cluster renewing fast; one that renews once is no trouble.
+/// the cluster renewing fast; one that renews once is no trouble; one
+/// marked link-down is gone, not in doubt.
 pub fn troubled<'a>(evidence: impl IntoIterator<Item = &'a Evidence>, ctx: &Context) -> bool {
     evidence.into_iter().any(|e| match e.gossip {
         Some(Gossip::Suspect) => true,
-        Some(Gossip::Down { .. }) => e.lease.is_some_and(|l| l.held && !l.overdue(ctx.now)),
+        // A member whose lease says its link is down is settled: it is
+        // gone (rule 3), there is nothing to tell apart.
+        Some(Gossip::Down { .. }) => e
+            .lease
+            .is_some_and(|l| l.held && !l.link_down && !l.overdue(ctx.now)),
         None => {
             ctx.membership
                 && ctx.gossip_settled
@@ -318,8 +339,8 @@ pub fn alive<'a>(
 /// `gone` (this pass) with `prev` (the last pass's answer): while this
 /// speaker reaches the API server, every node judged gone (their leases
 /// were seen stopped or cleared, or the node is out of service); without
-/// it, only what was already known plus graceful leaves and
-/// out-of-service taints - a member gossip lost during our own outage
+/// it, only what was already known plus what was stated through the API
+/// (graceful leaves, link-down marks, out-of-service taints) - a member gossip lost during our own outage
 /// may be the majority that cut us off. A node that counts again is no
 /// longer departed.
 pub fn departed(
@@ -329,7 +350,9 @@ pub fn departed(
 ) -> BTreeSet<String> {
     gone.iter()
         .filter(|(node, why)| {
-            api_ok || prev.contains(*node) || matches!(why, Gone::Left | Gone::OutOfService)
+            api_ok
+                || prev.contains(*node)
+                || matches!(why, Gone::Left | Gone::LinkDown | Gone::OutOfService)
         })
         .map(|(node, _)| node.clone())
         .collect()

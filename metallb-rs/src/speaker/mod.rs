@@ -16,3 +16,4 @@ pub mod presence;
 pub mod renewal;
 pub mod run;
 pub mod status;
+pub mod uplink;

@@ -37,6 +37,10 @@ pub const COMPONENT_LABEL: &str = "metallb.io/component";
 /// On the lease of a speaker that sees trouble in gossip: every speaker
 /// renews fast while a fresh lease carries it.
 pub const TROUBLE_ANNOTATION: &str = "metallb.io/gossip-trouble";
+/// On the lease of a speaker whose node's data-plane link is down while
+/// its API path works (value: the interface): every speaker counts it
+/// gone (`liveness` rule 3), itself included.
+pub const LINK_DOWN_ANNOTATION: &str = "metallb.io/link-down";
 /// Renewal period while gossip agrees: 0.067 writes/s per node, below the
 /// kubelet's node lease (every 10 s).
 pub const SLOW_RENEW: Duration = Duration::from_secs(15);
@@ -120,6 +124,11 @@ pub fn states<'a>(
                 .annotations
                 .as_ref()
                 .is_some_and(|a| a.contains_key(TROUBLE_ANNOTATION));
+            let link_down = l
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(LINK_DOWN_ANNOTATION));
             let o = observed::observe(seen.get(node), Version::of(l), now);
             let (changed, renewed) = (o.since, o.renewed);
             next.insert(node.to_owned(), o);
@@ -131,6 +140,7 @@ pub fn states<'a>(
                     renewed,
                     period,
                     trouble,
+                    link_down,
                 },
             ))
         })
@@ -153,14 +163,25 @@ fn period_of(duration_seconds: Option<i32>) -> Duration {
 }
 
 /// Marks `node`'s speaker present (creates or takes its lease), renewing
-/// as `mode` says.
+/// as `mode` says, its link not marked down.
 pub async fn join(api: &Api<Lease>, node: &str, mode: Mode) -> Result<(), kube::Error> {
-    set(api, node, Some(node), mode).await
+    set(api, node, Some(node), mode, None).await
+}
+
+/// [`join`], with the link marked down when `link_down` names the
+/// interface ([`LINK_DOWN_ANNOTATION`]).
+pub async fn renew(
+    api: &Api<Lease>,
+    node: &str,
+    mode: Mode,
+    link_down: Option<&str>,
+) -> Result<(), kube::Error> {
+    set(api, node, Some(node), mode, link_down).await
 }
 
 /// Marks `node`'s speaker gone.
 pub async fn leave(api: &Api<Lease>, node: &str) -> Result<(), kube::Error> {
-    set(api, node, None, Mode::Slow).await
+    set(api, node, None, Mode::Slow, None).await
 }
 
 /// One write per renewal: a merge patch of the spec and the mark (the
@@ -171,6 +192,7 @@ async fn set(
     node: &str,
     holder: Option<&str>,
     mode: Mode,
+    link_down: Option<&str>,
 ) -> Result<(), kube::Error> {
     let name = lease_name(node);
     let periods = i32::try_from(mode.period().as_secs()).unwrap_or(i32::MAX);
@@ -183,7 +205,10 @@ async fn set(
     let trouble = (mode == Mode::Trouble).then_some("true");
     // A null (cleared holder, no mark) is deleted by a merge patch.
     let patch = serde_json::json!({
-        "metadata": { "annotations": { TROUBLE_ANNOTATION: trouble } },
+        "metadata": { "annotations": {
+            TROUBLE_ANNOTATION: trouble,
+            LINK_DOWN_ANNOTATION: link_down,
+        } },
         "spec": {
             "holderIdentity": spec.holder_identity,
             "leaseDurationSeconds": spec.lease_duration_seconds,
@@ -199,8 +224,8 @@ async fn set(
                 metadata: ObjectMeta {
                     name: Some(name),
                     labels: Some([(COMPONENT_LABEL.to_owned(), "speaker".to_owned())].into()),
-                    annotations: trouble
-                        .map(|t| [(TROUBLE_ANNOTATION.to_owned(), t.to_owned())].into()),
+                    annotations: Some(annotations(trouble, link_down))
+                        .filter(|a: &BTreeMap<String, String>| !a.is_empty()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(spec),
@@ -212,6 +237,17 @@ async fn set(
         }
     }
     Ok(())
+}
+
+/// The marks a created lease carries.
+fn annotations(trouble: Option<&str>, link_down: Option<&str>) -> BTreeMap<String, String> {
+    [
+        (TROUBLE_ANNOTATION, trouble),
+        (LINK_DOWN_ANNOTATION, link_down),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+    .collect()
 }
 
 #[cfg(test)]
@@ -253,6 +289,7 @@ mod tests {
                 renewed: false,
                 period: DEFAULT_PERIOD,
                 trouble: false,
+                link_down: false,
             })
         );
         assert!(!first["b"].held && !first["c"].held);
@@ -302,6 +339,7 @@ mod tests {
             renewed: true,
             period: FAST_RENEW,
             trouble,
+            link_down: false,
         }
     }
 
@@ -345,9 +383,21 @@ mod tests {
         if let Some(s) = marked.spec.as_mut() {
             s.lease_duration_seconds = Some(3);
         }
-        let got = states([&l, &marked], &mut BTreeMap::new(), Instant::now());
+        let mut cut = lease("c", Some("c"));
+        cut.metadata.annotations =
+            Some([(LINK_DOWN_ANNOTATION.to_owned(), "eth0".to_owned())].into());
+        let got = states([&l, &marked, &cut], &mut BTreeMap::new(), Instant::now());
         assert_eq!((got["a"].period, got["a"].trouble), (SLOW_RENEW, false));
         assert_eq!((got["b"].period, got["b"].trouble), (FAST_RENEW, true));
+        assert!(!got["a"].link_down && !got["b"].link_down && got["c"].link_down);
+        assert_eq!(
+            annotations(Some("true"), Some("eth0")),
+            BTreeMap::from([
+                (TROUBLE_ANNOTATION.to_owned(), "true".to_owned()),
+                (LINK_DOWN_ANNOTATION.to_owned(), "eth0".to_owned()),
+            ])
+        );
+        assert!(annotations(None, None).is_empty());
         assert_eq!(Mode::Slow.period(), SLOW_RENEW);
         assert_eq!(Mode::Trouble.period(), FAST_RENEW);
     }

@@ -4,7 +4,9 @@
 //! while this speaker sees trouble (the loop tells it, [`Renewal::set_trouble`])
 //! or another lease carries a fresh trouble mark (it reads the lease
 //! cache itself, so following a mark never waits on the loop) - and at
-//! once when the mode changes or the loop asks ([`Renewal::renew_now`]).
+//! once when the mode changes, the loop asks ([`Renewal::renew_now`]) or
+//! this node's link goes down or comes back ([`Renewal::set_link_down`]:
+//! the lease says so, `presence::LINK_DOWN_ANNOTATION`).
 //!
 //! Its outcome is how the speaker knows it still reaches the API server
 //! ([`Record::api_ok`]). A failed renewal is retried with exponential
@@ -108,6 +110,13 @@ pub struct Renewer {
     retrying: bool,
     /// The loop asked for a renewal now ([`Renewer::ask`]).
     asked: bool,
+    /// This node's link counts as down ([`Renewer::set_link_down`]).
+    link_down: bool,
+    /// The link state the last renewal written said, `None` after a
+    /// failure.
+    written_link: Option<bool>,
+    /// The link state of the write [`Renewer::poll`] last asked for.
+    polled_link: bool,
     /// What the renewals achieved.
     record: Record,
 }
@@ -120,6 +129,9 @@ impl Renewer {
             due: now,
             retrying: false,
             asked: false,
+            link_down: false,
+            written_link: None,
+            polled_link: false,
             record: Record::new(now),
         }
     }
@@ -129,9 +141,23 @@ impl Renewer {
         self.asked = true;
     }
 
+    /// This node's link counts as down (or no longer does): the next poll
+    /// writes it at once, whatever the mode (unless retrying a failure).
+    pub fn set_link_down(&mut self, down: bool) {
+        self.link_down = down;
+    }
+
+    /// Whether the renewal [`Renewer::poll`] last asked for says the link
+    /// is down.
+    pub fn write_says_link_down(&self) -> bool {
+        self.polled_link
+    }
+
     /// The mode to write the lease in now, if a renewal is due at `now`
-    /// ([`renew_due`], with the mode [`presence::mode`] picks). Consumes
-    /// a pending [`Renewer::ask`].
+    /// ([`renew_due`], with the mode [`presence::mode`] picks; a change of
+    /// the link state since the last renewal written counts as an ask).
+    /// Consumes a pending [`Renewer::ask`]; the write says the link state
+    /// [`Renewer::write_says_link_down`] returns.
     pub fn poll(
         &mut self,
         now: Instant,
@@ -140,7 +166,9 @@ impl Renewer {
         me: &str,
     ) -> Option<Mode> {
         let mode = presence::mode(own_trouble, leases, me, now);
-        let asked = std::mem::take(&mut self.asked);
+        let asked = std::mem::take(&mut self.asked)
+            || self.written_link.is_some_and(|w| w != self.link_down);
+        self.polled_link = self.link_down;
         renew_due(self.written, mode, self.due, now, asked, self.retrying).then_some(mode)
     }
 
@@ -154,11 +182,13 @@ impl Renewer {
                 failed_since: false,
             };
             self.written = Some(mode);
+            self.written_link = Some(self.polled_link);
             self.retrying = false;
             self.due = now + mode.period();
         } else {
             self.record.failed_since = true;
             self.written = None;
+            self.written_link = None;
             self.retrying = true;
             self.due = now + retry_delay;
         }
@@ -192,6 +222,7 @@ pub fn retries() -> impl Iterator<Item = Duration> + Send {
 pub struct Renewal {
     record: Arc<Mutex<Record>>,
     trouble: watch::Sender<bool>,
+    link_down: watch::Sender<Option<String>>,
     asked: Arc<Notify>,
     _task: AbortOnDropHandle<()>,
 }
@@ -206,18 +237,23 @@ impl Renewal {
         record: Arc<Mutex<Record>>,
     ) -> Self {
         let (trouble, trouble_rx) = watch::channel(false);
+        let (link_down, link_rx) = watch::channel(None);
         let asked = Arc::new(Notify::new());
         let task = tokio::spawn(run(
             api,
             node,
             leases,
             record.clone(),
-            trouble_rx,
-            asked.clone(),
+            Signals {
+                trouble: trouble_rx,
+                link_down: link_rx,
+                asked: asked.clone(),
+            },
         ));
         Self {
             record,
             trouble,
+            link_down,
             asked,
             _task: AbortOnDropHandle::new(task),
         }
@@ -227,6 +263,13 @@ impl Renewal {
     pub fn set_trouble(&self, on: bool) {
         self.trouble
             .send_if_modified(|t| std::mem::replace(t, on) != on);
+    }
+
+    /// This node's link counts as down (`Some(interface)`) or no longer
+    /// does: the lease says so at once.
+    pub fn set_link_down(&self, down: Option<String>) {
+        self.link_down
+            .send_if_modified(|d| std::mem::replace(d, down.clone()) != down);
     }
 
     /// Renew at once (a renewal seen back through the watch settles a
@@ -241,14 +284,25 @@ impl Renewal {
     }
 }
 
+/// What the loop tells the renewal task.
+struct Signals {
+    trouble: watch::Receiver<bool>,
+    link_down: watch::Receiver<Option<String>>,
+    asked: Arc<Notify>,
+}
+
 async fn run(
     api: Api<Lease>,
     node: String,
     leases: Store<Lease>,
     record: Arc<Mutex<Record>>,
-    mut trouble: watch::Receiver<bool>,
-    asked: Arc<Notify>,
+    signals: Signals,
 ) {
+    let Signals {
+        mut trouble,
+        link_down: mut link,
+        asked,
+    } = signals;
     let mut seen = BTreeMap::new();
     let mut renewer = Renewer::new(Instant::now());
     // The delays of the retries since the last success.
@@ -257,9 +311,12 @@ async fn run(
         let now = Instant::now();
         let states = presence::states(leases.state().iter().map(|l| &**l), &mut seen, now);
         let own_trouble = *trouble.borrow_and_update();
+        let iface = link.borrow_and_update().clone();
+        renewer.set_link_down(iface.is_some());
         if let Some(mode) = renewer.poll(now, own_trouble, &states, &node) {
+            let down = iface.as_deref().filter(|_| renewer.write_says_link_down());
             let outcome =
-                tokio::time::timeout(RENEW_TIMEOUT, presence::join(&api, &node, mode)).await;
+                tokio::time::timeout(RENEW_TIMEOUT, presence::renew(&api, &node, mode, down)).await;
             let ok = matches!(outcome, Ok(Ok(())));
             match outcome {
                 Ok(Ok(())) => delays = retries(),
@@ -280,6 +337,7 @@ async fn run(
         tokio::select! {
             () = tokio::time::sleep_until(wake.into()) => {}
             Ok(()) = trouble.changed() => {}
+            Ok(()) = link.changed() => {}
             () = asked.notified() => renewer.ask(),
         }
     }
@@ -387,6 +445,36 @@ mod tests {
         assert!(r.record().api_ok(at(t0, 4.0)));
         assert_eq!(r.poll(at(t0, 4.0), true, &none, "me"), None);
         assert_eq!(r.poll(at(t0, 4.5), true, &none, "me"), Some(Mode::Trouble));
+    }
+
+    /// A change of the link state is written at once, whatever the mode
+    /// and however far the next renewal is; while a failure is retried
+    /// the backoff still rules. Without a change nothing more is written.
+    #[test]
+    fn a_link_change_is_written_at_once() {
+        let t0 = Instant::now();
+        let none = BTreeMap::new();
+        let mut r = Renewer::new(t0);
+        assert_eq!(r.poll(t0, false, &none, "me"), Some(Mode::Slow));
+        assert!(!r.write_says_link_down());
+        r.done(t0, Mode::Slow, true, Duration::ZERO);
+        assert_eq!(r.poll(at(t0, 1.0), false, &none, "me"), None);
+        r.set_link_down(true);
+        assert_eq!(r.poll(at(t0, 1.1), false, &none, "me"), Some(Mode::Slow));
+        assert!(r.write_says_link_down(), "the write says the link is down");
+        r.done(at(t0, 1.2), Mode::Slow, true, Duration::ZERO);
+        assert_eq!(r.poll(at(t0, 2.0), false, &none, "me"), None, "written");
+        // Back up, but the write fails: the backoff decides the retry.
+        r.set_link_down(false);
+        assert_eq!(r.poll(at(t0, 3.0), false, &none, "me"), Some(Mode::Slow));
+        assert!(!r.write_says_link_down());
+        r.done(at(t0, 3.0), Mode::Slow, false, Duration::from_secs(1));
+        r.set_link_down(true);
+        assert_eq!(r.poll(at(t0, 3.5), false, &none, "me"), None, "backing off");
+        assert_eq!(r.poll(at(t0, 4.0), false, &none, "me"), Some(Mode::Slow));
+        assert!(r.write_says_link_down());
+        r.done(at(t0, 4.0), Mode::Slow, true, Duration::ZERO);
+        assert_eq!(r.poll(at(t0, 5.0), false, &none, "me"), None);
     }
 
     /// Retries of failed renewals back off from a second to two, each

@@ -1,6 +1,7 @@
 //! The speaker process: watches, the per-service loop (elect, announce or
 //! withdraw, ServiceL2Status, events, metrics), interface rescans every
-//! 10 s, unsolicited announcements, graceful leave on SIGTERM.
+//! 10 s and at once when the uplink's link state changes (`uplink`),
+//! unsolicited announcements, graceful leave on SIGTERM.
 //!
 //! It keeps announcing what it last decided when the API server goes
 //! away (watches retry with backoff; the caches stay), and resyncs when
@@ -53,6 +54,7 @@ mod alive;
 mod announce;
 mod config;
 mod guard;
+mod uplink;
 mod watches;
 mod writes;
 
@@ -207,6 +209,7 @@ pub async fn run(
         guard: None,
         health: health.clone(),
         elected: election::memo::Memo::new(),
+        uplink: uplink::Tracker::default(),
     };
     let work = async {
         watches.wait_until_listed().await?;
@@ -294,7 +297,12 @@ pub async fn run(
                     }
                 }
                 _ = liveness_tick.tick() => {
-                    if runner.refresh_liveness() {
+                    // The uplink's flags changed: its responders go (or
+                    // come back) now, not at the next rescan.
+                    if runner.look_at_uplink() {
+                        runner.rescan_interfaces().await;
+                        runner.full_pass().await;
+                    } else if runner.refresh_liveness() {
                         runner.full_pass().await;
                     }
                 }
@@ -398,6 +406,8 @@ struct Runner {
     health: Arc<Health>,
     /// Layer 2 winners remembered between passes.
     elected: election::memo::Memo,
+    /// The uplink's link state (see `uplink`).
+    uplink: uplink::Tracker,
 }
 
 impl Runner {

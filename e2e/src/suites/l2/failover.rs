@@ -1,6 +1,6 @@
 //! `L2` failover specs: the announcement leaves a node that cannot
-//! serve (condition, label, taint, stopped or killed speaker, link down)
-//! and comes back; partitions between speakers never make two nodes
+//! serve (condition, label, taint, stopped or killed speaker, link down,
+//! data-plane link down with the API path up) and comes back; partitions between speakers never make two nodes
 //! answer for longer than the README's bound; an API outage alone
 //! changes nothing.
 //!
@@ -25,7 +25,7 @@ use metallb_rs::speaker::liveness::API_TIMEOUT;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const EXCLUDE_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
@@ -80,6 +80,12 @@ pub(super) fn specs() -> Vec<Spec> {
             "should move L2 advertisement when the announcing node's link goes down, and back",
             &["IPV4"],
             link_down,
+        ),
+        Spec::new(
+            "L2",
+            "should move L2 advertisement of six services off a node whose data-plane link goes down while its API path stays up, and answer again within 3 s of the link's return",
+            &["IPV4"],
+            data_link_down,
         ),
         Spec::new(
             "L2",
@@ -515,4 +521,116 @@ fn api_outage(ctx: &Ctx) -> Result<()> {
     ctx.cluster().set_api_reachable(&node, true)?;
     result?;
     watch.wait_only(&node)
+}
+
+/// How long the data-plane link stays down: past [`FAILOVER_BOUND`], and
+/// shorter than the 10 s between interface rescans (a link back before
+/// the next rescan once left its addresses silent until it).
+const DATA_LINK_DOWN: Duration = Duration::from_secs(8);
+/// After the link returns, every address is answered again within this
+/// (the speaker rescans at once and clears its mark after 2 s up).
+const LINK_RETURN_BOUND: Duration = Duration::from_secs(3);
+/// How long the addresses are watched after the link returns: the
+/// mark's clear hold, the handover back, and more.
+const AFTER_LINK: Duration = Duration::from_secs(10);
+/// The longest silence past [`LINK_RETURN_BOUND`] after the link
+/// returns: the handover back to the node (both sides act on the same
+/// lease change) and answers late for their round.
+const HANDOVER_NOISE: Duration = Duration::from_millis(750);
+
+/// The node announcing the most of six services loses its data-plane
+/// link (eth0) for [`DATA_LINK_DOWN`] while its API path stays up: it
+/// keeps renewing its lease - gossip's "down" and a fresh lease once
+/// meant "cut off, not dead", and its addresses stayed with it,
+/// unanswered - so it says on its lease that its link is down, and the
+/// others take its addresses over within [`FAILOVER_BOUND`]. After the
+/// link returns every address is answered within [`LINK_RETURN_BOUND`]
+/// and none is silent longer than [`FAILOVER_BOUND`].
+fn data_link_down(ctx: &Ctx) -> Result<()> {
+    let (_config, services) = failover_services(ctx, ISOLATION_SERVICES)?;
+    let ips: Vec<IpAddr> = services.concat();
+    let watch = Watch::new(ctx, &ips, "eth0")?;
+    let before = watch.owners()?;
+    let (node, held) = busiest(&before).context("no address announced")?;
+    eprintln!(
+        "e2e: taking {node}'s eth0 down for {DATA_LINK_DOWN:?} (its API path stays up); it announces {held} of {} addresses",
+        ips.len()
+    );
+    let start = Instant::now();
+    if let Err(e) = ctx.cluster().link_down(&node) {
+        return Err(crate::skip(format!("{e:#}")));
+    }
+    let (down, control) = std::thread::scope(|s| {
+        let watching = s.spawn(|| watch.windows(DATA_LINK_DOWN));
+        // Positive control, near the end of the cut: the speaker still
+        // reaches the API server and renews its lease.
+        std::thread::sleep(DATA_LINK_DOWN.saturating_sub(Duration::from_secs(1) + start.elapsed()));
+        let control = metallb::presence_age(ctx, &node).and_then(|age| {
+            ensure!(
+                age.is_some_and(|a| a < API_TIMEOUT),
+                "{node}'s presence lease was not renewed while only its data-plane link was down (age {age:?}): the spec needs its API path up"
+            );
+            Ok(())
+        });
+        let windows = watching
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (windows, control)
+    });
+    let restored = ctx.cluster().link_up(&node);
+    let back_at = start.elapsed();
+    let after = restored.and_then(|()| watch.windows(AFTER_LINK));
+    let result = (|| -> Result<()> {
+        control?;
+        for w in &down? {
+            let seen = w.describe(&|m| watch.name(m));
+            eprintln!("e2e: {} while {node}'s eth0 is down: {seen}", w.target);
+            let silence = w.longest_silence();
+            ensure!(
+                silence.length <= FAILOVER_BOUND,
+                "{} went unanswered for {:?} from {:?} into {node}'s link cut, longer than {FAILOVER_BOUND:?}: {seen}",
+                w.target,
+                silence.length,
+                silence.from
+            );
+            let owner = &before[&w.target];
+            if *owner == node {
+                expect_taken_over(&watch, w, &node)
+                    .with_context(|| format!("{node}'s data-plane link down, its API path up"))?;
+            } else {
+                w.expect_only(watch.mac_of(owner)?, &|m| watch.name(m))
+                    .with_context(|| format!("while {node}'s eth0 is down"))?;
+            }
+        }
+        for w in &after? {
+            let seen = w.describe(&|m| watch.name(m));
+            eprintln!(
+                "e2e: {} after {node}'s eth0 came back ({back_at:?} after it went down): {seen}",
+                w.target
+            );
+            let silence = w.longest_silence();
+            ensure!(
+                silence.length <= LINK_RETURN_BOUND,
+                "{} went unanswered for {:?} from {:?} after {node}'s link came back, longer than {LINK_RETURN_BOUND:?}: {seen}",
+                w.target,
+                silence.length,
+                silence.from
+            );
+            let late = w.since(LINK_RETURN_BOUND).longest_silence();
+            ensure!(
+                late.length <= HANDOVER_NOISE,
+                "{} went unanswered for {:?} from {:?} past {LINK_RETURN_BOUND:?} after {node}'s link came back: {seen}",
+                w.target,
+                late.length,
+                late.from
+            );
+        }
+        Ok(())
+    })();
+    result?;
+    eventually(
+        WAIT,
+        &format!("every address back on its node after {node}'s link came back"),
+        || Ok((watch.owners()? == before).then_some(())),
+    )
 }

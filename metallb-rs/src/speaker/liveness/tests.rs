@@ -22,6 +22,15 @@ fn lease(held: bool, changed: f64) -> Option<LeaseState> {
         renewed: true,
         period: PERIOD,
         trouble: false,
+        link_down: false,
+    })
+}
+
+/// A held lease seen changing at `changed`, marked link-down.
+fn link_down(changed: f64) -> Option<LeaseState> {
+    lease(true, changed).map(|l| LeaseState {
+        link_down: true,
+        ..l
     })
 }
 
@@ -130,6 +139,39 @@ fn ev(ready: bool, oos: bool, lease: Option<LeaseState>, gossip: Option<Gossip>)
 )]
 #[case::not_ready_but_speaker_renewing(ev(false, false, lease(true, 9.0), None), true, false, Ok(()))]
 #[case::ready_with_overdue_lease_is_kept(ev(true, false, lease(true, 3.0), None), true, false, Ok(()))]
+// A node whose data-plane link failed while its API path works: gossip
+// lost it, its lease renews (rule 4 alone would keep its addresses,
+// unanswered), but the lease says the link is down.
+#[case::link_down_while_renewing_and_down_in_gossip(
+    ev(true, false, link_down(9.5), down(9.0, false)),
+    true,
+    true,
+    Err(Gone::LinkDown)
+)]
+#[case::link_down_while_still_alive_in_gossip(
+    ev(true, false, link_down(9.5), Some(Gossip::Alive)),
+    true,
+    true,
+    Err(Gone::LinkDown)
+)]
+#[case::link_down_seen_without_the_api(
+    ev(true, false, link_down(9.5), down(9.0, false)),
+    false,
+    true,
+    Err(Gone::LinkDown)
+)]
+#[case::link_down_membership_off(
+    ev(true, false, link_down(9.5), None),
+    true,
+    false,
+    Err(Gone::LinkDown)
+)]
+#[case::cleared_lease_with_a_link_down_mark_left(
+    ev(true, false, lease(false, 9.5).map(|l| LeaseState { link_down: true, ..l }), None),
+    true,
+    false,
+    Err(Gone::Left)
+)]
 #[case::not_ready_alive_in_gossip(ev(false, false, lease(true, 3.0), Some(Gossip::Alive)), true, true, Ok(()))]
 fn judging(
     #[case] e: Evidence,
@@ -185,6 +227,7 @@ fn overdue_uses_the_renewal_period_and_margin() {
         renewed: true,
         period: PERIOD,
         trouble: false,
+        link_down: false,
     };
     let period = PERIOD.as_secs_f64();
     assert!(!l.overdue(at(1.0 + period)));
@@ -255,6 +298,7 @@ fn a_trouble_mark_shortens_the_wait_to_a_fast_period(
         },
         period: presence::SLOW_RENEW,
         trouble: false,
+        link_down: false,
     });
     let ctx = Context {
         now: at(10.0),
@@ -280,6 +324,10 @@ fn a_trouble_mark_shortens_the_wait_to_a_fast_period(
 #[case::down_and_left(ev(true, false, lease(false, 9.0), down(9.5, true)), false)]
 #[case::down_without_lease(ev(true, false, None, down(9.5, false)), false)]
 #[case::no_gossip(ev(true, false, lease(true, 9.0), None), false)]
+#[case::down_with_a_live_lease_marked_link_down_is_settled(
+    ev(true, false, link_down(9.0), down(9.5, false)),
+    false
+)]
 fn trouble(#[case] e: Evidence, #[case] want: bool) {
     assert_eq!(troubled([&e], &settled(true, Some(10.0))), want);
 }
@@ -364,6 +412,7 @@ fn a_restarted_speaker_drops_a_hung_member_within_a_fast_period() {
         renewed: false,
         period: presence::SLOW_RENEW,
         trouble: false,
+        link_down: false,
     });
     let live = Some(LeaseState {
         held: true,
@@ -371,6 +420,7 @@ fn a_restarted_speaker_drops_a_hung_member_within_a_fast_period() {
         renewed: true,
         period: presence::FAST_RENEW,
         trouble: false,
+        link_down: false,
     });
     let ctx = |now: f64| Context {
         now: at(now),
@@ -403,6 +453,7 @@ fn a_restarted_speaker_drops_a_hung_member_within_a_fast_period() {
 #[case::no_api_failed_members_may_be_the_majority(&[], &[("a", Gone::Failed), ("b", Gone::Unknown)], false, &[])]
 #[case::no_api_keeps_what_was_known(&["a", "b"], &[("a", Gone::Failed)], false, &["a"])]
 #[case::no_api_graceful_leaves_count(&[], &[("a", Gone::Left), ("b", Gone::OutOfService)], false, &["a", "b"])]
+#[case::no_api_a_link_down_mark_counts(&[], &[("a", Gone::LinkDown)], false, &["a"])]
 #[case::back_again(&["a"], &[], true, &[])]
 fn departed_speakers(
     #[case] prev: &[&str],
@@ -476,6 +527,10 @@ fn alive_splits_nodes_and_says_why() {
     assert_eq!(gone.get("b"), Some(&Gone::OutOfService));
     assert_eq!(gone.get("c"), Some(&Gone::Failed));
     assert!(Gone::Failed.to_string().contains("gossip"));
+    assert_eq!(
+        Gone::LinkDown.to_string(),
+        "its node's link is down (it said so through the API)"
+    );
 }
 
 #[rstest]
@@ -486,4 +541,40 @@ fn alive_splits_nodes_and_says_why() {
 #[case::alone_is_not_isolated(false, 1, 1, false)]
 fn isolation(#[case] api_ok: bool, #[case] alive: usize, #[case] known: usize, #[case] want: bool) {
     assert_eq!(isolated(api_ok, alive, known), want);
+}
+
+/// A speaker whose own lease says its link is down does not count
+/// itself: it stops electing itself, while the others count as before.
+#[test]
+fn a_speaker_whose_link_is_down_does_not_count_itself() {
+    let node = |name: &str| NodeInfo {
+        name: name.to_owned(),
+        labels: BTreeMap::new(),
+        network_unavailable: false,
+        ready: true,
+        out_of_service: false,
+    };
+    let nodes = [node("b"), node("me")];
+    let assess_with = |mine: Option<LeaseState>| {
+        let leases: BTreeMap<String, LeaseState> = [("b", lease(true, 9.5)), ("me", mine)]
+            .into_iter()
+            .filter_map(|(n, l)| Some((n.to_owned(), l?)))
+            .collect();
+        assess(
+            &mut Judging::default(),
+            &Inputs {
+                now: at(10.0),
+                me: "me",
+                api_ok: true,
+                view: None,
+                nodes: &nodes,
+                leases: &leases,
+            },
+        )
+    };
+    let up = assess_with(lease(true, 9.5));
+    assert_eq!(up.alive, BTreeSet::from(["b".to_owned(), "me".to_owned()]));
+    let down = assess_with(link_down(9.5));
+    assert_eq!(down.alive, BTreeSet::from(["b".to_owned()]));
+    assert_eq!(down.gone.get("me"), Some(&Gone::LinkDown));
 }

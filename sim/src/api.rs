@@ -1,0 +1,244 @@
+//! The simulated API server, as far as presence leases go: one lease per
+//! node (`metallb-speaker-<node>`) whose every committed write gets the
+//! next resourceVersion; writes that take a latency drawn from the run's
+//! class, fail with 429/5xx at some probability, time out, and never get
+//! through for a node whose API path is cut; and a watch per node that
+//! shows each commit after that node's watch delay, and stalls while its
+//! API path is cut (a relist when it comes back shows the latest of each).
+
+use crate::clock::NodeId;
+use metallb_rs::speaker::presence::Mode;
+use rand::RngExt;
+use rand::rngs::StdRng;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// How long API writes take (the scenario's latency class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Latency {
+    /// 1-5 ms.
+    Fast,
+    /// 50-150 ms.
+    Ms100,
+    /// 0.5-1.5 s.
+    S1,
+}
+
+impl Latency {
+    /// Every class, in order.
+    pub const ALL: [Latency; 3] = [Latency::Fast, Latency::Ms100, Latency::S1];
+
+    /// A write's latency in this class.
+    pub fn draw(self, rng: &mut StdRng) -> Duration {
+        let ms = match self {
+            Latency::Fast => rng.random_range(1.0..5.0),
+            Latency::Ms100 => rng.random_range(50.0..150.0),
+            Latency::S1 => rng.random_range(500.0..1500.0),
+        };
+        Duration::from_secs_f64(ms / 1000.0)
+    }
+}
+
+impl fmt::Display for Latency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Latency::Fast => "0",
+            Latency::Ms100 => "100ms",
+            Latency::S1 => "1s",
+        })
+    }
+}
+
+impl std::str::FromStr for Latency {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "0" | "0ms" => Ok(Latency::Fast),
+            "100ms" => Ok(Latency::Ms100),
+            "1s" => Ok(Latency::S1),
+            other => Err(format!(
+                "unknown latency class {other:?}: use 0, 100ms or 1s"
+            )),
+        }
+    }
+}
+
+/// What a write sets on the lease (a merge patch of the whole spec and
+/// the trouble mark, as `presence::join`/`leave` write it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseValue {
+    /// A holder is set (cleared on graceful leave).
+    pub held: bool,
+    /// The renewal mode written: its period and whether it marks trouble.
+    pub mode: Mode,
+}
+
+/// One committed write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Commit {
+    /// When the API server committed it.
+    pub at: Instant,
+    /// Whose lease.
+    pub node: NodeId,
+    /// The lease after it.
+    pub value: LeaseValue,
+    /// Its resourceVersion.
+    pub version: u64,
+}
+
+/// What became of a write when it was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fate {
+    /// After how long the API server commits it (it may commit after the
+    /// caller timed out), if ever.
+    pub commit_in: Option<Duration>,
+    /// After how long the caller learns the outcome.
+    pub done_in: Duration,
+    /// The outcome the caller sees.
+    pub ok: bool,
+}
+
+/// The API server.
+pub struct Api {
+    /// The run's latency class.
+    pub class: Latency,
+    /// Probability a write is answered 429/5xx.
+    pub error_rate: f64,
+    /// While set, every write takes this long (a latency spike).
+    pub spike: Option<Duration>,
+    cut: Vec<u32>,
+    watch_delay: Vec<Duration>,
+    log: Vec<Commit>,
+    version: u64,
+}
+
+impl Api {
+    /// An API server for `n` nodes, each watch delay drawn from `rng`.
+    pub fn new(n: usize, class: Latency, error_rate: f64, rng: &mut StdRng) -> Self {
+        Self {
+            class,
+            error_rate,
+            spike: None,
+            cut: vec![0; n],
+            watch_delay: (0..n)
+                .map(|_| Duration::from_millis(rng.random_range(5..=50)))
+                .collect(),
+            log: Vec::new(),
+            version: 0,
+        }
+    }
+
+    /// Cuts (or restores) `node`'s path to the API server. Cuts nest.
+    pub fn cut(&mut self, node: NodeId, on: bool) {
+        if on {
+            self.cut[node] += 1;
+        } else {
+            self.cut[node] = self.cut[node].saturating_sub(1);
+        }
+    }
+
+    /// Whether `node`'s path to the API server is cut.
+    pub fn is_cut(&self, node: NodeId) -> bool {
+        self.cut[node] > 0
+    }
+
+    /// The fate of a write `node` sends now, which it waits `timeout` for.
+    pub fn send(&self, node: NodeId, timeout: Duration, rng: &mut StdRng) -> Fate {
+        // Every draw is made whatever the outcome (see `net::fate`).
+        let failed = rng.random_bool(self.error_rate);
+        let latency = self.spike.unwrap_or_else(|| self.class.draw(rng));
+        if self.cut[node] > 0 {
+            return Fate {
+                commit_in: None,
+                done_in: timeout,
+                ok: false,
+            };
+        }
+        if failed {
+            return Fate {
+                commit_in: None,
+                done_in: latency.min(timeout),
+                ok: false,
+            };
+        }
+        // The request reaches the server halfway through the round trip,
+        // whether or not the caller still waits for the answer.
+        Fate {
+            commit_in: Some(latency / 2),
+            done_in: latency.min(timeout),
+            ok: latency <= timeout,
+        }
+    }
+
+    /// Commits `value` to `node`'s lease now.
+    pub fn commit(&mut self, node: NodeId, value: LeaseValue, now: Instant) -> Commit {
+        self.version += 1;
+        let c = Commit {
+            at: now,
+            node,
+            value,
+            version: self.version,
+        };
+        self.log.push(c);
+        c
+    }
+
+    /// The commits `node`'s watch shows by `now`, from `cursor` on
+    /// (advanced past them): none while its API path is cut.
+    pub fn watch(&self, node: NodeId, cursor: &mut usize, now: Instant) -> &[Commit] {
+        if self.cut[node] > 0 {
+            return &[];
+        }
+        let from = (*cursor).min(self.log.len());
+        let delay = self.watch_delay[node];
+        let n = self.log[from..]
+            .iter()
+            .take_while(|c| c.at + delay <= now)
+            .count();
+        *cursor = from + n;
+        &self.log[from..from + n]
+    }
+
+    /// Every committed write so far.
+    pub fn log(&self) -> &[Commit] {
+        &self.log
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn cut_writes_time_out_and_watches_stall() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut api = Api::new(2, Latency::Fast, 0.0, &mut rng);
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(2);
+        let f = api.send(0, timeout, &mut rng);
+        assert!(f.ok && f.commit_in.is_some() && f.done_in < Duration::from_millis(5));
+        let v = LeaseValue {
+            held: true,
+            mode: Mode::Slow,
+        };
+        api.commit(0, v, t0);
+        api.cut(1, true);
+        let f = api.send(1, timeout, &mut rng);
+        assert_eq!((f.ok, f.commit_in, f.done_in), (false, None, timeout));
+        let mut cursor = 0;
+        let later = t0 + Duration::from_secs(1);
+        assert!(api.watch(1, &mut cursor, later).is_empty(), "stalled");
+        api.cut(1, false);
+        assert_eq!(api.watch(1, &mut cursor, later).len(), 1);
+        assert!(api.watch(1, &mut cursor, later).is_empty(), "seen once");
+        api.spike = Some(Duration::from_secs(3));
+        let f = api.send(0, timeout, &mut rng);
+        assert!(!f.ok, "timed out");
+        assert_eq!(
+            f.commit_in,
+            Some(Duration::from_millis(1500)),
+            "yet commits"
+        );
+    }
+}

@@ -1,0 +1,298 @@
+//! The fault schedule of a run, drawn from its seed: what happens to
+//! which node when, and for how long. The baseline mix is one fault at a
+//! time with settle time between; two scenarios replay what the lab
+//! found. Printed with every violation.
+
+use crate::clock::NodeId;
+use rand::RngExt;
+use rand::rngs::StdRng;
+use std::fmt;
+use std::time::Duration;
+
+/// The cluster forms for this long before the first fault.
+pub const WARMUP: Duration = Duration::from_secs(30);
+/// After a fault ends, at least this long passes before the next.
+pub const SETTLE: Duration = Duration::from_secs(35);
+
+/// What happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// SIGKILL the speaker; start it again after `restart_after` (never
+    /// when None).
+    Kill {
+        /// Downtime.
+        restart_after: Option<Duration>,
+    },
+    /// SIGTERM the speaker (it clears its lease, leaves gossip, exits);
+    /// start it again `restart_after` after it exited.
+    Term {
+        /// Downtime.
+        restart_after: Option<Duration>,
+    },
+    /// SIGSTOP the speaker for `for_`, then SIGCONT.
+    Stop {
+        /// How long.
+        for_: Duration,
+    },
+    /// Cut the node's gossip, both ways or only what it sends.
+    GossipCut {
+        /// How long.
+        for_: Duration,
+        /// Only its outgoing datagrams are lost.
+        one_way: bool,
+    },
+    /// Cut the node's path to the API server.
+    ApiCut {
+        /// How long.
+        for_: Duration,
+    },
+    /// Cut both its gossip and its API path (its clients still reach it).
+    GossipAndApiCut {
+        /// How long.
+        for_: Duration,
+    },
+    /// The node's link goes down: no gossip, no API, no clients.
+    Unplug {
+        /// How long.
+        for_: Duration,
+    },
+    /// Every API write takes `latency` (all nodes).
+    ApiSlow {
+        /// How long.
+        for_: Duration,
+        /// Every write's latency meanwhile.
+        latency: Duration,
+    },
+}
+
+impl Kind {
+    /// How long the fault lasts, when that is known in advance.
+    pub fn duration(&self) -> Option<Duration> {
+        match *self {
+            Kind::Kill { restart_after } => restart_after,
+            Kind::Term { restart_after } => restart_after.map(|d| d + Duration::from_secs(2)),
+            Kind::Stop { for_ }
+            | Kind::GossipCut { for_, .. }
+            | Kind::ApiCut { for_ }
+            | Kind::GossipAndApiCut { for_ }
+            | Kind::Unplug { for_ }
+            | Kind::ApiSlow { for_, .. } => Some(for_),
+        }
+    }
+}
+
+/// One fault of the schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// When it starts (since the run's start).
+    pub at: Duration,
+    /// Its node (None: the whole cluster).
+    pub node: Option<NodeId>,
+    /// What.
+    pub kind: Kind,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = |d: Duration| format!("{:.1}s", d.as_secs_f64());
+        let who = self.node.map_or("cluster".to_owned(), crate::node::name_of);
+        write!(f, "{} {who}: ", s(self.at))?;
+        match self.kind {
+            Kind::Kill { restart_after } => match restart_after {
+                Some(d) => write!(f, "SIGKILL, restart after {}", s(d)),
+                None => write!(f, "SIGKILL"),
+            },
+            Kind::Term { restart_after } => match restart_after {
+                Some(d) => write!(f, "SIGTERM, restart {} after exit", s(d)),
+                None => write!(f, "SIGTERM"),
+            },
+            Kind::Stop { for_ } => write!(f, "SIGSTOP for {}", s(for_)),
+            Kind::GossipCut { for_, one_way } => write!(
+                f,
+                "gossip cut{} for {}",
+                if one_way { " (outgoing only)" } else { "" },
+                s(for_)
+            ),
+            Kind::ApiCut { for_ } => write!(f, "API cut for {}", s(for_)),
+            Kind::GossipAndApiCut { for_ } => write!(f, "gossip and API cut for {}", s(for_)),
+            Kind::Unplug { for_ } => write!(f, "link down for {}", s(for_)),
+            Kind::ApiSlow { for_, latency } => {
+                write!(f, "API writes take {} for {}", s(latency), s(for_))
+            }
+        }
+    }
+}
+
+/// Which schedule a run gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// One random fault at a time, settle time between.
+    Mix,
+    /// SIGTERM every speaker but one, then cut the last one's API path
+    /// for 20 s: it must keep answering.
+    ScaleDown,
+    /// SIGSTOP A (for 40 s); 12 s later B restarts beside it.
+    HungBesideRestart,
+}
+
+impl Scenario {
+    /// The scenario a seed gets when none is asked for: mostly the mix.
+    pub fn of_seed(seed: u64) -> Self {
+        match crate::world::mix(seed, 0x5ce0) % 10 {
+            0 => Scenario::ScaleDown,
+            1 => Scenario::HungBesideRestart,
+            _ => Scenario::Mix,
+        }
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Scenario::Mix => "mix",
+            Scenario::ScaleDown => "scale-down",
+            Scenario::HungBesideRestart => "hung-beside-restart",
+        })
+    }
+}
+
+impl std::str::FromStr for Scenario {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mix" => Ok(Scenario::Mix),
+            "scale-down" => Ok(Scenario::ScaleDown),
+            "hung-beside-restart" => Ok(Scenario::HungBesideRestart),
+            other => Err(format!(
+                "unknown scenario {other:?}: mix, scale-down or hung-beside-restart"
+            )),
+        }
+    }
+}
+
+fn secs(rng: &mut StdRng, lo: f64, hi: f64) -> Duration {
+    Duration::from_secs_f64((rng.random_range(lo..hi) * 10.0).round() / 10.0)
+}
+
+/// The schedule of `scenario` for `n` nodes with `faults` faults (mix),
+/// and when the run ends.
+pub fn schedule(
+    scenario: Scenario,
+    n: usize,
+    faults: usize,
+    rng: &mut StdRng,
+) -> (Vec<Fault>, Duration) {
+    let mut out = Vec::new();
+    let mut t = WARMUP;
+    match scenario {
+        Scenario::Mix => {
+            for _ in 0..faults {
+                let node = rng.random_range(0..n);
+                let kind = match rng.random_range(0..9) {
+                    0 => Kind::Kill {
+                        restart_after: Some(secs(rng, 1.0, 10.0)),
+                    },
+                    1 => Kind::Term {
+                        restart_after: Some(secs(rng, 1.0, 10.0)),
+                    },
+                    2 => Kind::Stop {
+                        for_: secs(rng, 2.0, 20.0),
+                    },
+                    3 => Kind::GossipCut {
+                        for_: secs(rng, 2.0, 20.0),
+                        one_way: false,
+                    },
+                    4 => Kind::GossipCut {
+                        for_: secs(rng, 2.0, 20.0),
+                        one_way: true,
+                    },
+                    5 => Kind::ApiCut {
+                        for_: secs(rng, 2.0, 20.0),
+                    },
+                    6 => Kind::GossipAndApiCut {
+                        for_: secs(rng, 2.0, 20.0),
+                    },
+                    7 => Kind::Unplug {
+                        for_: secs(rng, 2.0, 20.0),
+                    },
+                    _ => Kind::ApiSlow {
+                        for_: secs(rng, 5.0, 20.0),
+                        latency: secs(rng, 1.5, 3.0),
+                    },
+                };
+                let cluster_wide = matches!(kind, Kind::ApiSlow { .. });
+                out.push(Fault {
+                    at: t,
+                    node: (!cluster_wide).then_some(node),
+                    kind,
+                });
+                t += kind.duration().unwrap_or_default() + SETTLE + secs(rng, 0.0, 10.0);
+            }
+        }
+        Scenario::ScaleDown => {
+            let last = rng.random_range(0..n);
+            for node in (0..n).filter(|i| *i != last) {
+                out.push(Fault {
+                    at: t,
+                    node: Some(node),
+                    kind: Kind::Term {
+                        restart_after: None,
+                    },
+                });
+                t += secs(rng, 0.5, 3.0);
+            }
+            t += Duration::from_secs(10);
+            let for_ = Duration::from_secs(20);
+            out.push(Fault {
+                at: t,
+                node: Some(last),
+                kind: Kind::ApiCut { for_ },
+            });
+            t += for_ + SETTLE;
+        }
+        Scenario::HungBesideRestart => {
+            let a = rng.random_range(0..n);
+            let b = (a + rng.random_range(1..n.max(2))) % n;
+            let for_ = Duration::from_secs(40);
+            out.push(Fault {
+                at: t,
+                node: Some(a),
+                kind: Kind::Stop { for_ },
+            });
+            let restart_after = Some(secs(rng, 0.5, 2.0));
+            let kind = if rng.random_bool(0.5) {
+                Kind::Kill { restart_after }
+            } else {
+                Kind::Term { restart_after }
+            };
+            out.push(Fault {
+                at: t + Duration::from_secs(12),
+                node: Some(b),
+                kind,
+            });
+            t += for_ + SETTLE;
+        }
+    }
+    (out, t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn schedules_are_seeded_and_one_fault_at_a_time() {
+        let draw = |seed| schedule(Scenario::Mix, 3, 4, &mut StdRng::seed_from_u64(seed));
+        assert_eq!(draw(3), draw(3));
+        let (faults, end) = draw(3);
+        assert_eq!(faults.len(), 4);
+        for w in faults.windows(2) {
+            let ends = w[0].at + w[0].kind.duration().unwrap_or_default();
+            assert!(w[1].at >= ends + SETTLE, "{} then {}", w[0], w[1]);
+        }
+        assert!(end > faults[3].at);
+        let (scale, _) = schedule(Scenario::ScaleDown, 3, 0, &mut StdRng::seed_from_u64(1));
+        assert_eq!(scale.len(), 3, "two SIGTERMs and the API cut");
+    }
+}

@@ -1,0 +1,434 @@
+//! What must hold at every step, each named with the README sentence it
+//! checks: every address answered (but right after a fault of the node
+//! that answered it or of one that ranks before it), never by two nodes
+//! for long, owners kept in a settled cluster, slow renewals in a
+//! settled cluster, failed renewals backing off. Also gathers what the
+//! report shows (failover times, dual-answer windows, writes per node).
+
+use crate::clock::NodeId;
+use crate::node::name_of;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+/// Longest an address may go unanswered after a fault of its owner.
+pub const FAILOVER_BOUND: Duration = Duration::from_secs(3);
+/// Longest two nodes may answer one address after a fault.
+pub const DUAL_WINDOW: Duration = Duration::from_secs(2);
+/// A gap or a dual answer must start within this long of a fault
+/// transition (start or end), or while a node involved is faulty:
+/// what a fault sets off shows within gossip's rejoin period (5 s: a
+/// restored node is readmitted by then) and a failure detection.
+pub const AFTERMATH: Duration = Duration::from_secs(8);
+/// A cluster with no fault transition for this long is settled.
+pub const STEADY_AFTER: Duration = Duration::from_secs(30);
+/// Most renewals per node per second in a settled cluster.
+pub const STEADY_WRITES_PER_S: f64 = 0.1;
+/// Shortest time from a failed renewal to the next write of that speaker.
+pub const MIN_RETRY: Duration = Duration::from_secs(1);
+/// The cluster forms (gossip joins, first leases) before checks start.
+pub const START_GRACE: Duration = Duration::from_secs(10);
+
+/// The invariants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Invariant {
+    /// (a) Every address is answered.
+    Answered,
+    /// (b) At most one node answers an address.
+    OneAnswer,
+    /// (c) A settled cluster keeps its owners.
+    SteadyOwners,
+    /// (d) Renewals are slow in a settled cluster.
+    SteadyWrites,
+    /// (e) Failed renewals back off.
+    Backoff,
+}
+
+impl Invariant {
+    /// The README's promise it checks.
+    pub fn sentence(self) -> &'static str {
+        match self {
+            Invariant::Answered => {
+                "(a) every address is answered: a SIGKILLed speaker or a node whose link went down fails over in about 2-2.5 s; SIGTERM moves them at once"
+            }
+            Invariant::OneAnswer => {
+                "(b) two nodes never answer for one address because speakers lost sight of each other; the window in which both may answer is bounded by those 4 s minus the others' takeover time (about 2 s)"
+            }
+            Invariant::SteadyOwners => {
+                "(c) in a settled cluster no address changes owner: election is a pure function every speaker evaluates alone on the same inputs"
+            }
+            Invariant::SteadyWrites => {
+                "(d) leases are renewed every 15 s while gossip agrees (0.067 writes/s per node, below the kubelet's node lease at 0.1)"
+            }
+            Invariant::Backoff => {
+                "(e) a failed renewal is retried with exponential backoff and jitter: a failing API server sees at most one write per speaker per second"
+            }
+        }
+    }
+}
+
+/// A broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Which.
+    pub invariant: Invariant,
+    /// When (since the start).
+    pub at: Duration,
+    /// The address, if it is about one.
+    pub address: Option<IpAddr>,
+    /// The node, if it is about one.
+    pub node: Option<NodeId>,
+    /// What happened, with the times.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "at {:.3}s: {}",
+            self.at.as_secs_f64(),
+            self.invariant.sentence()
+        )?;
+        if let Some(a) = self.address {
+            write!(f, "\n  address {a}")?;
+        }
+        if let Some(n) = self.node {
+            write!(f, "\n  node {}", name_of(n))?;
+        }
+        write!(f, "\n  {}", self.detail)
+    }
+}
+
+/// What the report shows of a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Failovers: time from the owner's loss of the address to the first
+    /// answer by another node.
+    pub failovers: Vec<Duration>,
+    /// How long two nodes answered one address, each time.
+    pub duals: Vec<Duration>,
+    /// Renewals started in settled stretches, and the node-seconds of them.
+    pub steady: (u64, f64),
+    /// Renewals started otherwise, and the node-seconds of that.
+    pub trouble: (u64, f64),
+}
+
+struct Stretch {
+    since: Instant,
+    /// Already reported as too long.
+    reported: bool,
+    /// The node that answered before (gap) or the answerers (dual).
+    cause: Vec<NodeId>,
+}
+
+/// The checker.
+pub struct Checker {
+    base: Instant,
+    addrs: Vec<IpAddr>,
+    order: Vec<Vec<NodeId>>,
+    answerers: Vec<BTreeSet<NodeId>>,
+    last_answerer: Vec<Option<NodeId>>,
+    gaps: Vec<Option<Stretch>>,
+    duals: Vec<Option<Stretch>>,
+    faulty: Vec<u32>,
+    transition: Vec<Instant>,
+    last_any: Instant,
+    segment_running: usize,
+    segment_writes: Vec<Vec<Instant>>,
+    last_failed: Vec<Option<Instant>>,
+    started: bool,
+    /// What broke, in order.
+    pub violations: Vec<Violation>,
+    /// The figures.
+    pub stats: Stats,
+}
+
+impl Checker {
+    /// A checker for `addrs`, each with `order` (every node, in
+    /// election order), over `n` nodes, all running from `base`.
+    pub fn new(base: Instant, addrs: Vec<IpAddr>, order: Vec<Vec<NodeId>>, n: usize) -> Self {
+        let a = addrs.len();
+        let grace = base + START_GRACE;
+        Self {
+            base,
+            addrs,
+            order,
+            answerers: vec![BTreeSet::new(); a],
+            last_answerer: vec![None; a],
+            gaps: (0..a).map(|_| None).collect(),
+            duals: (0..a).map(|_| None).collect(),
+            faulty: vec![0; n],
+            transition: vec![grace; n],
+            last_any: grace,
+            segment_running: n,
+            segment_writes: vec![Vec::new(); n],
+            last_failed: vec![None; n],
+            started: false,
+            violations: Vec::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    fn t(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.base)
+    }
+
+    fn violate(
+        &mut self,
+        invariant: Invariant,
+        at: Instant,
+        address: Option<usize>,
+        node: Option<NodeId>,
+        detail: String,
+    ) {
+        let v = Violation {
+            invariant,
+            at: self.t(at),
+            address: address.map(|a| self.addrs[a]),
+            node,
+            detail,
+        };
+        self.violations.push(v);
+    }
+
+    /// Whether `node` is faulty now or had a transition within `window`.
+    fn recently_faulted(&self, node: NodeId, now: Instant, window: Duration) -> bool {
+        self.faulty[node] > 0 || now.saturating_duration_since(self.transition[node]) <= window
+    }
+
+    /// Whether any fault transition happened within [`AFTERMATH`]: a
+    /// healed partition spreads its side's verdicts through gossip, so
+    /// what a fault sets off is not confined to its own node.
+    fn anything_recent(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.last_any) <= AFTERMATH
+    }
+
+    /// A fault transition: `node`'s fault starts (`start`) or ends, or the
+    /// whole cluster's (`node` None). `running` speakers live from now on.
+    pub fn transition(&mut self, node: Option<NodeId>, start: bool, now: Instant, running: usize) {
+        self.close_segment(now);
+        if let Some(n) = node {
+            self.transition[n] = now;
+            if start {
+                self.faulty[n] += 1;
+            } else {
+                self.faulty[n] = self.faulty[n].saturating_sub(1);
+            }
+        }
+        self.last_any = now;
+        self.segment_running = running;
+    }
+
+    /// A transition of `node` is under way (its effects come before
+    /// [`Checker::transition`] says how many speakers run after it).
+    pub fn mark(&mut self, node: NodeId, now: Instant) {
+        self.transition[node] = now;
+    }
+
+    /// `node`'s speaker (re)started: its earlier failures are not its own.
+    pub fn restarted(&mut self, node: NodeId) {
+        self.last_failed[node] = None;
+    }
+
+    /// Accounts the writes of the stretch since the last transition: the
+    /// part past [`STEADY_AFTER`] is settled.
+    fn close_segment(&mut self, now: Instant) {
+        let settled_from = self.last_any + STEADY_AFTER;
+        let running = self.segment_running as f64;
+        let total = now.saturating_duration_since(self.last_any).as_secs_f64();
+        let steady = now.saturating_duration_since(settled_from).as_secs_f64();
+        self.stats.steady.1 += running * steady;
+        self.stats.trouble.1 += running * (total - steady);
+        let allowed = 1 + (STEADY_WRITES_PER_S * steady).floor() as usize;
+        let mut worst = None;
+        for (node, writes) in self.segment_writes.iter_mut().enumerate() {
+            let settled = writes.iter().filter(|w| **w >= settled_from).count();
+            self.stats.steady.0 += settled as u64;
+            self.stats.trouble.0 += (writes.len() - settled) as u64;
+            if steady > 0.0 && settled > allowed && worst.is_none() {
+                worst = Some((node, settled));
+            }
+            writes.clear();
+        }
+        if let Some((node, count)) = worst {
+            let detail = format!(
+                "{count} renewals between {:.3}s and {:.3}s ({steady:.1} s settled: at most {allowed})",
+                self.t(settled_from).as_secs_f64(),
+                self.t(now).as_secs_f64()
+            );
+            self.violate(Invariant::SteadyWrites, now, None, Some(node), detail);
+        }
+    }
+
+    /// `node` starts a write (`renewal`: of the renewal task; the lease
+    /// clear at shutdown is not one).
+    pub fn write_started(&mut self, node: NodeId, now: Instant, renewal: bool) {
+        self.segment_writes[node].push(now);
+        if !renewal {
+            return;
+        }
+        if let Some(failed) = self.last_failed[node]
+            && now.saturating_duration_since(failed) < MIN_RETRY
+        {
+            let detail = format!(
+                "a renewal failed at {:.3}s and the next was sent at {:.3}s",
+                self.t(failed).as_secs_f64(),
+                self.t(now).as_secs_f64()
+            );
+            self.violate(Invariant::Backoff, now, None, Some(node), detail);
+        }
+    }
+
+    /// `node`'s renewal ended.
+    pub fn write_done(&mut self, node: NodeId, now: Instant, ok: bool) {
+        self.last_failed[node] = (!ok).then_some(now);
+    }
+
+    /// Whether a gap at `a` after `last` answered it may start now: that
+    /// node, or one ranking before it, was faulty lately.
+    fn gap_excused(&self, a: usize, last: Option<NodeId>, now: Instant) -> bool {
+        self.order[a]
+            .iter()
+            .take_while(|n| Some(**n) != last)
+            .chain(last.iter())
+            .any(|n| self.recently_faulted(*n, now, AFTERMATH))
+            || self.anything_recent(now)
+    }
+
+    /// `node` starts (`on`) or stops answering address `a`.
+    pub fn answer(&mut self, a: usize, node: NodeId, on: bool, now: Instant) {
+        let before = self.answerers[a].len();
+        if on {
+            self.answerers[a].insert(node);
+        } else {
+            self.answerers[a].remove(&node);
+        }
+        let after = self.answerers[a].len();
+        if before == after {
+            return;
+        }
+        if self.started && now >= self.last_any + STEADY_AFTER {
+            let detail = format!(
+                "{} {} answering at {:.3}s; the last fault transition was at {:.3}s",
+                name_of(node),
+                if on { "started" } else { "stopped" },
+                self.t(now).as_secs_f64(),
+                self.t(self.last_any).as_secs_f64()
+            );
+            self.violate(Invariant::SteadyOwners, now, Some(a), Some(node), detail);
+        }
+        if after == 1 {
+            self.last_answerer[a] = self.answerers[a].first().copied();
+        }
+        if self.started {
+            self.stretches(a, now);
+        }
+    }
+
+    /// Opens or closes the gap and dual stretches of `a` after a change.
+    fn stretches(&mut self, a: usize, now: Instant) {
+        let count = self.answerers[a].len();
+        if count == 0 && self.gaps[a].is_none() {
+            let last = self.last_answerer[a];
+            if !self.gap_excused(a, last, now) {
+                let detail = format!(
+                    "{} stopped answering at {:.3}s and no node it ranks behind, nor itself, had a fault",
+                    last.map_or("nobody".into(), name_of),
+                    self.t(now).as_secs_f64()
+                );
+                self.violate(Invariant::Answered, now, Some(a), last, detail);
+            }
+            self.gaps[a] = Some(Stretch {
+                since: now,
+                reported: false,
+                cause: last.into_iter().collect(),
+            });
+        } else if count > 0
+            && let Some(gap) = self.gaps[a].take()
+            && !gap.cause.is_empty()
+            && !self.answerers[a].contains(&gap.cause[0])
+        {
+            self.stats
+                .failovers
+                .push(now.saturating_duration_since(gap.since));
+        }
+        if count > 1 && self.duals[a].is_none() {
+            let cause: Vec<NodeId> = self.answerers[a].iter().copied().collect();
+            if !self.anything_recent(now)
+                && !cause
+                    .iter()
+                    .any(|n| self.recently_faulted(*n, now, AFTERMATH))
+            {
+                let names: Vec<String> = cause.iter().map(|n| name_of(*n)).collect();
+                let detail = format!(
+                    "{} answer at {:.3}s and none of them had a fault",
+                    names.join(" and "),
+                    self.t(now).as_secs_f64()
+                );
+                self.violate(Invariant::OneAnswer, now, Some(a), None, detail);
+            }
+            self.duals[a] = Some(Stretch {
+                since: now,
+                reported: false,
+                cause,
+            });
+        } else if count <= 1
+            && let Some(dual) = self.duals[a].take()
+        {
+            self.stats
+                .duals
+                .push(now.saturating_duration_since(dual.since));
+        }
+    }
+
+    /// The periodic check: gaps and dual answers that outlast their bound.
+    pub fn tick(&mut self, now: Instant) {
+        if !self.started {
+            if now < self.base + START_GRACE {
+                return;
+            }
+            self.started = true;
+            for a in 0..self.addrs.len() {
+                self.stretches(a, now);
+            }
+        }
+        for a in 0..self.addrs.len() {
+            if let Some(gap) = &mut self.gaps[a]
+                && !gap.reported
+                && now.saturating_duration_since(gap.since) > FAILOVER_BOUND
+            {
+                gap.reported = true;
+                let (since, node) = (gap.since, gap.cause.first().copied());
+                let detail = format!(
+                    "nobody answers since {:.3}s (last answered by {}); now {:.3}s",
+                    self.t(since).as_secs_f64(),
+                    node.map_or("nobody".into(), name_of),
+                    self.t(now).as_secs_f64()
+                );
+                self.violate(Invariant::Answered, now, Some(a), node, detail);
+            }
+            if let Some(dual) = &mut self.duals[a]
+                && !dual.reported
+                && now.saturating_duration_since(dual.since) > DUAL_WINDOW
+            {
+                dual.reported = true;
+                let since = dual.since;
+                let names: Vec<String> = self.answerers[a].iter().map(|n| name_of(*n)).collect();
+                let detail = format!(
+                    "{} answer since {:.3}s; now {:.3}s",
+                    names.join(" and "),
+                    self.t(since).as_secs_f64(),
+                    self.t(now).as_secs_f64()
+                );
+                self.violate(Invariant::OneAnswer, now, Some(a), None, detail);
+            }
+        }
+    }
+
+    /// The run ends now.
+    pub fn finish(&mut self, now: Instant) {
+        self.close_segment(now);
+    }
+}

@@ -1,0 +1,298 @@
+//! One simulated speaker: its process state, and the speaker's own pure
+//! parts - the sans-IO gossip member (real foca inside), the renewal
+//! scheduler, liveness judging - fed by what this node sees: its gossip
+//! view, its lease watch (when it first saw each version, on its clock),
+//! its own renewals. Decides which addresses it answers; the world
+//! carries out what it asks (datagrams, writes) and keeps time.
+
+use crate::api::Commit;
+use crate::clock::{NodeId, Run};
+use metallb_rs::speaker::election::NodeInfo;
+use metallb_rs::speaker::liveness::{self, Assessment, Judging, LeaseState};
+use metallb_rs::speaker::membership::{Gossip, Timing, View};
+use metallb_rs::speaker::presence::Mode;
+use metallb_rs::speaker::renewal::Renewer;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// The speaker process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Process {
+    /// Running.
+    Running,
+    /// SIGSTOP: no timers, no datagram handled (the kernel queues them).
+    Stopped,
+    /// SIGTERM received: withdrawn, clearing its lease and leaving gossip.
+    Terminating,
+    /// Gone (SIGKILL, or after its shutdown).
+    Dead,
+}
+
+/// A deliberately broken rule, to show the checker catches it. Lives
+/// here, never in metallb-rs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Variant {
+    /// The speaker as metallb-rs decides.
+    #[default]
+    Faithful,
+    /// Partition safety off: a cut-off speaker keeps answering.
+    NoIsolation,
+    /// Every member gossip holds down counts as failed at once, whatever
+    /// its lease says.
+    DownIsFailed,
+    /// Failed renewals are retried after 100 ms, without backoff.
+    NoBackoff,
+}
+
+impl std::str::FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "faithful" => Ok(Variant::Faithful),
+            "no-isolation" => Ok(Variant::NoIsolation),
+            "down-is-failed" => Ok(Variant::DownIsFailed),
+            "no-backoff" => Ok(Variant::NoBackoff),
+            other => Err(format!(
+                "unknown variant {other:?}: faithful, no-isolation, down-is-failed or no-backoff"
+            )),
+        }
+    }
+}
+
+/// A renewal waiting for its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlight {
+    /// The write's id.
+    pub write: u64,
+    /// The mode it writes.
+    pub mode: Mode,
+}
+
+/// What the speaker runs while its process lives.
+pub struct Speaker {
+    /// The gossip member.
+    pub gossip: Gossip,
+    /// The renewal scheduler.
+    pub renewer: Renewer,
+    /// What liveness judging remembers.
+    pub judging: Judging,
+    /// Each lease as this speaker's watch shows it.
+    pub leases: BTreeMap<String, LeaseState>,
+    /// How far into the API server's log its watch has read.
+    pub cursor: usize,
+    /// The last assessment.
+    pub assessment: Option<Assessment>,
+    /// The gossip view when last assessed.
+    pub view: View,
+    /// The renewal waiting for its answer.
+    pub in_flight: Option<InFlight>,
+    /// Failed renewals in a row (for the backoff).
+    pub failures: u32,
+    /// The loop asked the renewal task to renew now.
+    pub asked: bool,
+    /// When the gossip timer is set for.
+    pub gossip_wake: Option<Instant>,
+    /// When the renewal task looks next.
+    pub renew_wake: Option<Instant>,
+}
+
+/// One node: the Node object and its speaker.
+pub struct Node {
+    /// Its index.
+    pub id: NodeId,
+    /// Its name.
+    pub name: String,
+    /// The speaker's incarnation (a restart makes a new one).
+    pub run: Run,
+    /// The process.
+    pub process: Process,
+    /// The speaker, while its process lives.
+    pub speaker: Option<Speaker>,
+    /// The addresses (indices) it answers for, as its last decision says.
+    pub answers: BTreeSet<usize>,
+    /// Datagrams that arrived while it was stopped (kernel buffer).
+    pub queued: Vec<(NodeId, Vec<u8>)>,
+    /// Answers to writes that arrived while it was stopped.
+    pub deferred: Vec<(u64, bool)>,
+    /// Its link to the clients (and everything else) is up.
+    pub link_up: bool,
+}
+
+/// Most datagrams a stopped process's socket buffer holds.
+pub const QUEUE_LIMIT: usize = 1024;
+
+impl Node {
+    /// Node `id`, not started.
+    pub fn new(id: NodeId) -> Self {
+        Self {
+            id,
+            name: name_of(id),
+            run: 0,
+            process: Process::Dead,
+            speaker: None,
+            answers: BTreeSet::new(),
+            queued: Vec::new(),
+            deferred: Vec::new(),
+            link_up: true,
+        }
+    }
+
+    /// Starts a new run of the speaker: a new gossip member seeded with
+    /// `seed`, joining `seeds`; fresh judging and renewal; its watch lists
+    /// from the start.
+    pub fn start(
+        &mut self,
+        addr: SocketAddr,
+        timing: &Timing,
+        seed: u64,
+        seeds: Vec<(String, SocketAddr)>,
+        now: Instant,
+    ) -> anyhow::Result<()> {
+        // A restart's run must be a larger one: the run number does.
+        let bump = u64::from(self.run) + 1;
+        let mut gossip = Gossip::new(self.name.clone(), addr, timing, seed, bump, now)
+            .map_err(|e| anyhow::anyhow!("{}: starting gossip: {e}", self.name))?;
+        gossip.join(seeds, now);
+        let view = gossip.view().clone();
+        self.run += 1;
+        self.process = Process::Running;
+        self.queued.clear();
+        self.deferred.clear();
+        let mut judging = Judging::default();
+        judging.gossip_started(now);
+        self.speaker = Some(Speaker {
+            gossip,
+            renewer: Renewer::new(now),
+            judging,
+            leases: BTreeMap::new(),
+            cursor: 0,
+            assessment: None,
+            view,
+            in_flight: None,
+            failures: 0,
+            asked: false,
+            gossip_wake: None,
+            renew_wake: None,
+        });
+        Ok(())
+    }
+
+    /// The process ends (SIGKILL, or the end of its shutdown).
+    pub fn exit(&mut self) {
+        self.process = Process::Dead;
+        self.speaker = None;
+        self.answers.clear();
+        self.queued.clear();
+        self.deferred.clear();
+    }
+
+    /// Whether its answers reach the clients now.
+    pub fn answering(&self) -> bool {
+        self.process == Process::Running && self.link_up
+    }
+}
+
+/// Node `i`'s name.
+pub fn name_of(i: NodeId) -> String {
+    format!("node-{i}")
+}
+
+impl Speaker {
+    /// Takes in what the watch shows: a lease first seen now counts as
+    /// renewed now but not seen renewing; one seen before in another
+    /// version is seen renewing (`presence::states`). Only the latest
+    /// version of each lease counts, as a relist shows it.
+    pub fn observe(&mut self, commits: &[Commit], names: &[String], now: Instant) {
+        let mut latest: BTreeMap<NodeId, &Commit> = BTreeMap::new();
+        for c in commits {
+            latest.insert(c.node, c);
+        }
+        for (node, c) in latest {
+            let name = &names[node];
+            let renewed = self.leases.contains_key(name);
+            self.leases.insert(
+                name.clone(),
+                LeaseState {
+                    held: c.value.held,
+                    changed: now,
+                    renewed,
+                    period: c.value.mode.period(),
+                    trouble: c.value.mode == Mode::Trouble,
+                    link_down: false,
+                },
+            );
+        }
+    }
+
+    /// Judges liveness now (`liveness::assess`), with `variant`'s broken
+    /// rule if any.
+    pub fn assess(&mut self, me: &str, nodes: &[NodeInfo], now: Instant, variant: Variant) {
+        let api_ok = self.renewer.record().api_ok(now);
+        let view = self.gossip.view();
+        let input = liveness::Inputs {
+            now,
+            me,
+            api_ok,
+            view: Some(view),
+            nodes,
+            leases: &self.leases,
+        };
+        let mut a = liveness::assess(&mut self.judging, &input);
+        match variant {
+            Variant::NoIsolation => a.isolated = false,
+            Variant::DownIsFailed => a.alive.retain(|n| !view.down.contains_key(n)),
+            Variant::Faithful | Variant::NoBackoff => {}
+        }
+        if a.renew_now {
+            self.asked = true;
+        }
+        self.view = view.clone();
+        self.assessment = Some(a);
+    }
+
+    /// The renewal to write now, if any.
+    pub fn renew_due(&mut self, me: &str, now: Instant) -> Option<Mode> {
+        if self.in_flight.is_some() {
+            return None;
+        }
+        let trouble = self.assessment.as_ref().is_some_and(|a| a.trouble);
+        if std::mem::take(&mut self.asked) {
+            self.renewer.ask();
+        }
+        self.renewer.poll(now, trouble, &self.leases, me)
+    }
+
+    /// A renewal's answer: `retry` is the jittered delay before the next
+    /// attempt if it failed.
+    pub fn renewed(&mut self, now: Instant, ok: bool, retry: Duration) {
+        if let Some(f) = self.in_flight.take() {
+            self.renewer.done(now, f.mode, ok, retry);
+        }
+        self.failures = if ok { 0 } else { self.failures + 1 };
+    }
+}
+
+/// The addresses `me` answers for: those whose first node in `order`
+/// (upstream's hash order of every node) among the alive set is `me`,
+/// unless it is isolated.
+pub fn answers(
+    me: NodeId,
+    names: &[String],
+    order: &[Vec<NodeId>],
+    a: &Assessment,
+) -> BTreeSet<usize> {
+    if a.isolated {
+        return BTreeSet::new();
+    }
+    order
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| {
+            o.iter()
+                .find(|n| a.alive.contains(&names[**n]))
+                .is_some_and(|n| *n == me)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}

@@ -1,0 +1,830 @@
+//! One run: the nodes, the network, the API server and the fault
+//! schedule on one virtual clock, everything drawn from one seed. Handles
+//! each event, tells the checker what changed, and stops at the first
+//! violation.
+
+use crate::api::{Api, Latency, LeaseValue};
+use crate::clock::{CHECK_PERIOD, Clock, Event, NodeId, ShutdownStep};
+use crate::faults::{self, Fault, Kind, Scenario};
+use crate::invariants::{Checker, Stats, Violation};
+use crate::net::Net;
+use crate::node::{self, InFlight, Node, Process, Variant};
+use metallb_rs::config::L2Advertisement;
+use metallb_rs::speaker::election::{self, Endpoints, NodeInfo};
+use metallb_rs::speaker::membership::Timing;
+use metallb_rs::speaker::presence::Mode;
+use metallb_rs::speaker::renewal::{RENEW_TIMEOUT, RETRY};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+/// How often the speaker's loop judges liveness (besides on every gossip
+/// view change): the isolation guard's period.
+pub const ASSESS_PERIOD: Duration = Duration::from_millis(100);
+/// How often the renewal task looks at the leases (its `LOOK`).
+pub const LOOK: Duration = Duration::from_millis(200);
+/// How long shutdown waits to clear the lease (the speaker's
+/// `LEAVE_TIMEOUT`, private to `speaker::run`: a copy).
+pub const CLEAR_TIMEOUT: Duration = Duration::from_millis(800);
+/// The manifests' termination grace period: SIGKILL after it.
+pub const GRACE: Duration = Duration::from_secs(2);
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Nodes.
+    pub nodes: usize,
+    /// The seed everything is drawn from.
+    pub seed: u64,
+    /// The API write latency class.
+    pub latency: Latency,
+    /// The fault schedule's kind.
+    pub scenario: Scenario,
+    /// Faults in the mix.
+    pub faults: usize,
+    /// A deliberately broken rule, if any.
+    pub variant: Variant,
+    /// Gossip datagram loss probability.
+    pub loss: f64,
+    /// API write 429/5xx probability.
+    pub error_rate: f64,
+    /// Gossip timings.
+    pub timing: Timing,
+    /// Record every answer change in the trace.
+    pub trace: bool,
+    /// A schedule and run length of one's own instead of the scenario's.
+    pub schedule: Option<(Vec<Fault>, Duration)>,
+}
+
+impl Config {
+    /// The defaults for `nodes` and `seed`: the latency class and the
+    /// scenario come from the seed.
+    pub fn new(nodes: usize, seed: u64) -> Self {
+        Self {
+            nodes,
+            seed,
+            latency: Latency::ALL[(mix(seed, 0x1a7) % 3) as usize],
+            scenario: Scenario::of_seed(seed),
+            faults: 3,
+            variant: Variant::Faithful,
+            loss: 0.01,
+            error_rate: 0.01,
+            timing: Timing::default(),
+            trace: false,
+            schedule: None,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The schedule.
+    pub schedule: Vec<Fault>,
+    /// How long it ran (virtual).
+    pub ran: Duration,
+    /// The first violation, if any (it ended the run).
+    pub violation: Option<Violation>,
+    /// The figures.
+    pub stats: Stats,
+    /// Answer changes and fault transitions, in order (with `trace`).
+    pub trace: Vec<String>,
+    /// A digest of every event handled.
+    pub digest: u64,
+    /// Events handled.
+    pub events: u64,
+}
+
+/// splitmix64 of `seed` and `salt`: independent numbers from one seed.
+pub fn mix(seed: u64, salt: u64) -> u64 {
+    let mut z = seed ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The addresses: two per node, at least six.
+pub fn addresses(n: usize) -> Vec<IpAddr> {
+    (0..(2 * n).max(6))
+        .map(|i| {
+            let [_, _, x, y] = u32::try_from(i).unwrap_or(u32::MAX).to_be_bytes();
+            IpAddr::V4(Ipv4Addr::new(192, 168, x, y))
+        })
+        .collect()
+}
+
+/// Every node in upstream's election order for each address, from
+/// `election::ranking` (one L2Advertisement for all, every node serving).
+pub fn election_order(infos: &[NodeInfo], addrs: &[IpAddr]) -> anyhow::Result<Vec<Vec<NodeId>>> {
+    let ad = L2Advertisement {
+        name: "sim".into(),
+        pools: BTreeSet::from(["sim".to_owned()]),
+        node_selectors: Vec::new(),
+        interfaces: Vec::new(),
+        service_selectors: Vec::new(),
+        preferred_node_selectors: Vec::new(),
+    };
+    let ads = [ad];
+    let endpoints = Endpoints {
+        any_serving: true,
+        nodes: BTreeSet::new(),
+    };
+    let labels = BTreeMap::new();
+    let index: BTreeMap<&str, NodeId> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    addrs
+        .iter()
+        .map(|ip| {
+            let input = election::Input {
+                service_labels: &labels,
+                shared: false,
+                local: false,
+                first_ip: *ip,
+                pool: "sim",
+                advertisements: &ads,
+                nodes: infos,
+                alive: None,
+                endpoints: &endpoints,
+                ignore_exclude_lb: false,
+            };
+            let (ranked, _) =
+                election::ranking(&input).map_err(|e| anyhow::anyhow!("ranking {ip}: {e}"))?;
+            Ok(ranked.iter().map(|n| index[n.name.as_str()]).collect())
+        })
+        .collect()
+}
+
+/// The world of one run.
+pub struct World {
+    cfg: Config,
+    clock: Clock,
+    rng: StdRng,
+    net: Net,
+    api: Api,
+    nodes: Vec<Node>,
+    names: Vec<String>,
+    infos: Vec<NodeInfo>,
+    order: Vec<Vec<NodeId>>,
+    shown: Vec<BTreeSet<usize>>,
+    checker: Checker,
+    schedule: Vec<Fault>,
+    end: Instant,
+    writes: BTreeMap<u64, (NodeId, LeaseValue)>,
+    next_write: u64,
+    /// A node's SIGTERM restart, pending its exit: (fault, downtime).
+    restart_after_exit: Vec<Option<(usize, Option<Duration>)>>,
+    trace: Vec<String>,
+    digest: u64,
+}
+
+impl World {
+    /// Builds the run of `cfg`.
+    pub fn new(cfg: Config) -> anyhow::Result<Self> {
+        let n = cfg.nodes;
+        anyhow::ensure!(n >= 2, "the simulator needs at least 2 nodes, got {n}");
+        let mut rng = StdRng::seed_from_u64(cfg.seed);
+        let base = Instant::now();
+        let names: Vec<String> = (0..n).map(node::name_of).collect();
+        let infos: Vec<NodeInfo> = names
+            .iter()
+            .map(|name| NodeInfo {
+                name: name.clone(),
+                labels: BTreeMap::new(),
+                network_unavailable: false,
+                ready: true,
+                out_of_service: false,
+            })
+            .collect();
+        let addrs = addresses(n);
+        let order = election_order(&infos, &addrs)?;
+        let net = Net::new(n, cfg.loss, &mut rng);
+        let api = Api::new(n, cfg.latency, cfg.error_rate, &mut rng);
+        let (schedule, length) = match &cfg.schedule {
+            Some(own) => own.clone(),
+            None => faults::schedule(cfg.scenario, n, cfg.faults, &mut rng),
+        };
+        let checker = Checker::new(base, addrs, order.clone(), n);
+        Ok(Self {
+            clock: Clock::new(base),
+            rng,
+            net,
+            api,
+            nodes: (0..n).map(Node::new).collect(),
+            names,
+            infos,
+            order,
+            shown: vec![BTreeSet::new(); n],
+            checker,
+            schedule,
+            end: base + length,
+            writes: BTreeMap::new(),
+            next_write: 0,
+            restart_after_exit: vec![None; n],
+            trace: Vec::new(),
+            digest: 0xcbf2_9ce4_8422_2325,
+            cfg,
+        })
+    }
+
+    /// Runs to the end or the first violation.
+    pub fn run(mut self) -> anyhow::Result<Outcome> {
+        for i in 0..self.nodes.len() {
+            self.start(i)?;
+        }
+        for (i, f) in self.schedule.iter().enumerate() {
+            self.clock
+                .at(self.clock.base() + f.at, Event::FaultStart(i));
+        }
+        self.clock.after(CHECK_PERIOD, Event::Check);
+        while let Some(event) = self.clock.next(self.end) {
+            self.fold(&event);
+            self.handle(event)?;
+            if !self.checker.violations.is_empty() {
+                break;
+            }
+        }
+        let now = self.clock.now();
+        if self.checker.violations.is_empty() {
+            self.checker.finish(now);
+        }
+        Ok(Outcome {
+            schedule: self.schedule,
+            ran: self.clock.since_start(now),
+            violation: self.checker.violations.first().cloned(),
+            stats: self.checker.stats,
+            trace: self.trace,
+            digest: self.digest,
+            events: self.clock.handled,
+        })
+    }
+
+    fn fold(&mut self, event: &Event) {
+        let (tag, node) = match event {
+            Event::Deliver { to, from, frame } => (1, to * 65_536 + from + frame.len()),
+            Event::GossipWake { node, .. } => (2, *node),
+            Event::Assess { node, .. } => (3, *node),
+            Event::RenewLook { node, .. } => (4, *node),
+            Event::WriteDone { node, ok, .. } => (5, node * 2 + usize::from(*ok)),
+            Event::Commit { write } => (6, *write as usize),
+            Event::FaultStart(i) => (7, *i),
+            Event::FaultEnd(i) => (8, *i),
+            Event::Shutdown { node, .. } => (9, *node),
+            Event::Check => (10, 0),
+        };
+        let t = self.clock.since_start(self.clock.now()).as_nanos() as u64;
+        for v in [t, tag, node as u64] {
+            self.digest = (self.digest ^ v).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    fn note(&mut self, line: impl FnOnce() -> String) {
+        if self.cfg.trace {
+            let t = self.clock.since_start(self.now()).as_secs_f64();
+            self.trace.push(format!("{t:9.4} {}", line()));
+        }
+    }
+
+    fn running(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| matches!(n.process, Process::Running | Process::Terminating))
+            .count()
+    }
+
+    fn transition(&mut self, node: Option<NodeId>, start: bool) {
+        let running = self.running();
+        self.checker.transition(node, start, self.now(), running);
+    }
+
+    fn handle(&mut self, event: Event) -> anyhow::Result<()> {
+        match event {
+            Event::Deliver { to, from, frame } => self.deliver(to, from, frame),
+            Event::GossipWake { node, run } => {
+                let now = self.now();
+                let n = &mut self.nodes[node];
+                if n.run != run || !matches!(n.process, Process::Running | Process::Terminating) {
+                    return Ok(());
+                }
+                let Some(sp) = n.speaker.as_mut() else {
+                    return Ok(());
+                };
+                if sp.gossip_wake != Some(now) {
+                    return Ok(());
+                }
+                sp.gossip_wake = None;
+                sp.gossip.tick(now);
+                self.after_gossip(node);
+            }
+            Event::Assess {
+                node,
+                run,
+                periodic,
+            } => {
+                let n = &self.nodes[node];
+                if n.run != run || n.process != Process::Running {
+                    return Ok(());
+                }
+                self.assess(node);
+                if periodic {
+                    self.clock.after(
+                        ASSESS_PERIOD,
+                        Event::Assess {
+                            node,
+                            run,
+                            periodic,
+                        },
+                    );
+                }
+            }
+            Event::RenewLook { node, run, .. } => {
+                let now = self.now();
+                let n = &mut self.nodes[node];
+                if n.run != run || !matches!(n.process, Process::Running | Process::Terminating) {
+                    return Ok(());
+                }
+                let Some(sp) = n.speaker.as_mut() else {
+                    return Ok(());
+                };
+                if sp.renew_wake != Some(now) {
+                    return Ok(());
+                }
+                sp.renew_wake = None;
+                self.renew(node);
+            }
+            Event::WriteDone {
+                node,
+                run,
+                write,
+                ok,
+            } => self.write_done(node, run, write, ok),
+            Event::Commit { write } => {
+                if let Some((node, value)) = self.writes.remove(&write) {
+                    let now = self.now();
+                    self.api.commit(node, value, now);
+                }
+            }
+            Event::FaultStart(i) => self.fault_start(i),
+            Event::FaultEnd(i) => self.fault_end(i)?,
+            Event::Shutdown { node, run, step } => self.shutdown(node, run, step),
+            Event::Check => {
+                let now = self.now();
+                self.checker.tick(now);
+                self.clock.after(CHECK_PERIOD, Event::Check);
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts (or restarts) node `i`'s speaker.
+    fn start(&mut self, i: NodeId) -> anyhow::Result<()> {
+        let now = self.now();
+        let seed = self.rng.random::<u64>();
+        let seeds: Vec<_> = (0..self.nodes.len())
+            .filter(|j| *j != i)
+            .map(|j| (self.names[j].clone(), self.net.addr(j)))
+            .collect();
+        let addr = self.net.addr(i);
+        self.nodes[i].start(addr, &self.cfg.timing, seed, seeds, now)?;
+        self.checker.restarted(i);
+        let run = self.nodes[i].run;
+        let phase = Duration::from_micros(self.rng.random_range(0..100_000));
+        self.clock.after(
+            phase,
+            Event::Assess {
+                node: i,
+                run,
+                periodic: true,
+            },
+        );
+        self.note(|| format!("node-{i} speaker starts (run {run})"));
+        self.look_at(i, now + phase);
+        self.after_gossip(i);
+        Ok(())
+    }
+
+    /// Sets node `i`'s renewal task to look at `at` (if earlier than set).
+    fn look_at(&mut self, i: NodeId, at: Instant) {
+        let at = at.max(self.now());
+        let n = &mut self.nodes[i];
+        let run = n.run;
+        if let Some(sp) = n.speaker.as_mut()
+            && sp.renew_wake.is_none_or(|w| at < w)
+        {
+            sp.renew_wake = Some(at);
+            self.clock.at(
+                at,
+                Event::RenewLook {
+                    node: i,
+                    run,
+                    periodic: false,
+                },
+            );
+        }
+    }
+
+    fn deliver(&mut self, to: NodeId, from: NodeId, frame: Vec<u8>) {
+        let now = self.now();
+        let addr = self.net.addr(from);
+        let n = &mut self.nodes[to];
+        match n.process {
+            Process::Dead => {}
+            Process::Stopped => {
+                if n.queued.len() < node::QUEUE_LIMIT {
+                    n.queued.push((from, frame));
+                }
+            }
+            Process::Running | Process::Terminating => {
+                if let Some(sp) = n.speaker.as_mut() {
+                    // A frame the gossip refuses is dropped, as the task does.
+                    let _ = sp.gossip.receive(&self.names[from], &frame, addr, now);
+                    self.after_gossip(to);
+                }
+            }
+        }
+    }
+
+    /// Sends what node `i`'s gossip queued, sets its timer, and judges
+    /// again when its view changed.
+    fn after_gossip(&mut self, i: NodeId) {
+        let now = self.now();
+        let n = &mut self.nodes[i];
+        let run = n.run;
+        let running = n.process == Process::Running;
+        let Some(sp) = n.speaker.as_mut() else {
+            return;
+        };
+        for (addr, frame) in sp.gossip.take_outgoing() {
+            let Some(to) = self.net.node_at(addr) else {
+                continue;
+            };
+            if let Some(delay) = self.net.fate(i, to, &mut self.rng) {
+                self.clock
+                    .after(delay, Event::Deliver { to, from: i, frame });
+            }
+        }
+        // A timer the tick left due (it should not) fires a millisecond
+        // later, never in a loop.
+        let w = sp.gossip.next_wakeup().max(now + Duration::from_millis(1));
+        if sp.gossip_wake.is_none_or(|s| w < s) {
+            sp.gossip_wake = Some(w);
+            self.clock.at(w, Event::GossipWake { node: i, run });
+        }
+        if running && sp.gossip.view() != &sp.view {
+            self.assess(i);
+        }
+    }
+
+    /// Node `i`'s loop judges liveness and decides what it answers.
+    fn assess(&mut self, i: NodeId) {
+        let now = self.now();
+        let n = &mut self.nodes[i];
+        let Some(sp) = n.speaker.as_mut() else {
+            return;
+        };
+        let commits = self.api.watch(i, &mut sp.cursor, now);
+        sp.observe(commits, &self.names, now);
+        let before = sp
+            .assessment
+            .as_ref()
+            .map(|a| (a.trouble, a.isolated, a.gone.clone()));
+        let trouble_before = before.as_ref().is_some_and(|b| b.0);
+        sp.assess(&n.name, &self.infos, now, self.cfg.variant);
+        let Some(a) = sp.assessment.as_ref() else {
+            return;
+        };
+        if self.cfg.trace && before.as_ref() != Some(&(a.trouble, a.isolated, a.gone.clone())) {
+            let t = self.clock.since_start(now).as_secs_f64();
+            let v = &sp.view;
+            self.trace.push(format!(
+                "{t:9.4} node-{i} judges: gone {:?}, trouble {}, isolated {}, api_ok {}; gossip alive {:?} suspect {:?} down {:?}",
+                a.gone,
+                a.trouble,
+                a.isolated,
+                sp.renewer.record().api_ok(now),
+                v.alive,
+                v.suspect,
+                v.down.keys().collect::<Vec<_>>()
+            ));
+        }
+        let answers = node::answers(i, &self.names, &self.order, a);
+        let wake = a.trouble != trouble_before || sp.asked;
+        if answers != n.answers {
+            n.answers = answers;
+            self.sync_answers(i);
+        }
+        if wake {
+            self.look_at(i, now);
+        }
+    }
+
+    /// Tells the checker what node `i` answers now.
+    fn sync_answers(&mut self, i: NodeId) {
+        let now = self.now();
+        let n = &self.nodes[i];
+        let effective = if n.answering() {
+            n.answers.clone()
+        } else {
+            BTreeSet::new()
+        };
+        let old = std::mem::replace(&mut self.shown[i], effective.clone());
+        for a in old.difference(&effective) {
+            self.checker.answer(*a, i, false, now);
+        }
+        for a in effective.difference(&old) {
+            self.checker.answer(*a, i, true, now);
+        }
+        if self.cfg.trace && old != effective {
+            self.note(|| format!("node-{i} answers {effective:?}"));
+        }
+    }
+
+    /// Node `i`'s renewal task looks: writes if due, then sleeps until its
+    /// renewal is due or [`LOOK`].
+    fn renew(&mut self, i: NodeId) {
+        let now = self.now();
+        let n = &mut self.nodes[i];
+        let run = n.run;
+        let Some(sp) = n.speaker.as_mut() else {
+            return;
+        };
+        if sp.in_flight.is_some() {
+            return;
+        }
+        let commits = self.api.watch(i, &mut sp.cursor, now);
+        sp.observe(commits, &self.names, now);
+        if let Some(mode) = sp.renew_due(&n.name, now) {
+            let fate = self.api.send(i, RENEW_TIMEOUT, &mut self.rng);
+            let write = self.next_write;
+            self.next_write += 1;
+            let value = LeaseValue { held: true, mode };
+            self.writes.insert(write, (i, value));
+            if let Some(c) = fate.commit_in {
+                self.clock.after(c, Event::Commit { write });
+            }
+            self.clock.after(
+                fate.done_in,
+                Event::WriteDone {
+                    node: i,
+                    run,
+                    write,
+                    ok: fate.ok,
+                },
+            );
+            sp.in_flight = Some(InFlight { write, mode });
+            self.checker.write_started(i, now, true);
+            return;
+        }
+        let next = sp.renewer.next_wakeup().min(now + LOOK);
+        self.look_at(i, next);
+    }
+
+    fn write_done(&mut self, i: NodeId, run: u32, write: u64, ok: bool) {
+        let now = self.now();
+        let variant = self.cfg.variant;
+        let n = &mut self.nodes[i];
+        if n.run != run || n.speaker.is_none() {
+            return;
+        }
+        if n.process == Process::Stopped {
+            n.deferred.push((write, ok));
+            return;
+        }
+        let Some(sp) = n.speaker.as_mut() else {
+            return;
+        };
+        if sp.in_flight.is_none_or(|f| f.write != write) {
+            // The lease clear of a terminating speaker.
+            self.clock.after(
+                Duration::ZERO,
+                Event::Shutdown {
+                    node: i,
+                    run,
+                    step: ShutdownStep::Leave,
+                },
+            );
+            return;
+        }
+        let base = if sp.failures == 0 {
+            RETRY.first
+        } else {
+            RETRY.max
+        };
+        let retry = match variant {
+            Variant::NoBackoff => Duration::from_millis(100),
+            _ => base + base.mul_f64(self.rng.random_range(0.0..1.0)),
+        };
+        sp.renewed(now, ok, retry);
+        self.checker.write_done(i, now, ok);
+        self.renew(i);
+    }
+
+    fn fault_start(&mut self, i: usize) {
+        let f = self.schedule[i];
+        self.note(|| format!("fault: {f}"));
+        // The transition first: what the fault does at once is its doing.
+        self.transition(f.node, true);
+        let Some(node) = f.node else {
+            if let Kind::ApiSlow { for_, latency } = f.kind {
+                self.api.spike = Some(latency);
+                self.clock.after(for_, Event::FaultEnd(i));
+            }
+            return;
+        };
+        match f.kind {
+            Kind::Kill { restart_after } => {
+                self.nodes[node].exit();
+                self.sync_answers(node);
+                match restart_after {
+                    Some(d) => self.clock.after(d, Event::FaultEnd(i)),
+                    None => self.transition(Some(node), false),
+                }
+            }
+            Kind::Term { restart_after } => {
+                self.restart_after_exit[node] = Some((i, restart_after));
+                self.terminate(node);
+            }
+            Kind::Stop { for_ } => {
+                self.nodes[node].process = Process::Stopped;
+                self.sync_answers(node);
+                self.clock.after(for_, Event::FaultEnd(i));
+            }
+            Kind::GossipCut { for_, one_way } => {
+                self.net.cut_node(node, true, !one_way, true);
+                self.clock.after(for_, Event::FaultEnd(i));
+            }
+            Kind::ApiCut { for_ } => {
+                self.api.cut(node, true);
+                self.clock.after(for_, Event::FaultEnd(i));
+            }
+            Kind::GossipAndApiCut { for_ } | Kind::Unplug { for_ } => {
+                self.net.cut_node(node, true, true, true);
+                self.api.cut(node, true);
+                if matches!(f.kind, Kind::Unplug { .. }) {
+                    self.nodes[node].link_up = false;
+                    self.sync_answers(node);
+                }
+                self.clock.after(for_, Event::FaultEnd(i));
+            }
+            Kind::ApiSlow { .. } => {}
+        }
+    }
+
+    fn fault_end(&mut self, i: usize) -> anyhow::Result<()> {
+        let f = self.schedule[i];
+        self.note(|| format!("fault ends: {f}"));
+        let Some(node) = f.node else {
+            self.api.spike = None;
+            self.transition(None, false);
+            return Ok(());
+        };
+        // Marked before its effects, counted running after them.
+        self.checker.mark(node, self.now());
+        match f.kind {
+            Kind::Kill { .. } | Kind::Term { .. } => self.start(node)?,
+            Kind::Stop { .. } => self.resume(node),
+            Kind::GossipCut { one_way, .. } => self.net.cut_node(node, true, !one_way, false),
+            Kind::ApiCut { .. } => self.api.cut(node, false),
+            Kind::GossipAndApiCut { .. } | Kind::Unplug { .. } => {
+                self.net.cut_node(node, true, true, false);
+                self.api.cut(node, false);
+                self.nodes[node].link_up = true;
+                self.sync_answers(node);
+            }
+            Kind::ApiSlow { .. } => {}
+        }
+        self.transition(Some(node), false);
+        Ok(())
+    }
+
+    /// SIGCONT: queued datagrams and answers are handled, overdue timers
+    /// fire, and the stale answers are back until the loop judges again.
+    fn resume(&mut self, i: NodeId) {
+        let now = self.now();
+        let n = &mut self.nodes[i];
+        n.process = Process::Running;
+        let run = n.run;
+        let queued = std::mem::take(&mut n.queued);
+        let deferred = std::mem::take(&mut n.deferred);
+        self.sync_answers(i);
+        for (from, frame) in queued {
+            self.deliver(i, from, frame);
+        }
+        for (write, ok) in deferred {
+            self.clock.after(
+                Duration::ZERO,
+                Event::WriteDone {
+                    node: i,
+                    run,
+                    write,
+                    ok,
+                },
+            );
+        }
+        if let Some(sp) = self.nodes[i].speaker.as_mut() {
+            sp.gossip_wake = None;
+            sp.renew_wake = None;
+            sp.gossip.tick(now);
+        }
+        self.after_gossip(i);
+        self.clock.after(
+            Duration::ZERO,
+            Event::Assess {
+                node: i,
+                run,
+                periodic: true,
+            },
+        );
+        self.look_at(i, now);
+    }
+
+    /// SIGTERM: withdraw at once, clear the lease, then leave gossip and
+    /// exit (the renewal task runs until the process exits).
+    fn terminate(&mut self, i: NodeId) {
+        let now = self.now();
+        let n = &mut self.nodes[i];
+        if n.speaker.is_none() {
+            return;
+        }
+        n.process = Process::Terminating;
+        let run = n.run;
+        self.sync_answers(i);
+        let fate = self.api.send(i, CLEAR_TIMEOUT, &mut self.rng);
+        let write = self.next_write;
+        self.next_write += 1;
+        let value = LeaseValue {
+            held: false,
+            mode: Mode::Slow,
+        };
+        self.writes.insert(write, (i, value));
+        if let Some(c) = fate.commit_in {
+            self.clock.after(c, Event::Commit { write });
+        }
+        self.clock.after(
+            fate.done_in,
+            Event::WriteDone {
+                node: i,
+                run,
+                write,
+                ok: fate.ok,
+            },
+        );
+        self.checker.write_started(i, now, false);
+        self.clock.after(
+            GRACE,
+            Event::Shutdown {
+                node: i,
+                run,
+                step: ShutdownStep::Exit,
+            },
+        );
+    }
+
+    fn shutdown(&mut self, i: NodeId, run: u32, step: ShutdownStep) {
+        let now = self.now();
+        let leave_timeout = self.cfg.timing.leave_timeout;
+        let n = &mut self.nodes[i];
+        if n.run != run || n.process != Process::Terminating {
+            return;
+        }
+        match step {
+            ShutdownStep::Leave => {
+                if let Some(sp) = n.speaker.as_mut() {
+                    sp.gossip.leave(now);
+                }
+                self.after_gossip(i);
+                self.clock.after(
+                    leave_timeout,
+                    Event::Shutdown {
+                        node: i,
+                        run,
+                        step: ShutdownStep::Exit,
+                    },
+                );
+            }
+            ShutdownStep::Exit => {
+                n.exit();
+                self.checker.mark(i, now);
+                self.sync_answers(i);
+                self.note(|| format!("node-{i} exits"));
+                match self.restart_after_exit[i].take() {
+                    Some((fault, Some(d))) => {
+                        self.transition(Some(i), true);
+                        self.transition(Some(i), false);
+                        self.clock.after(d, Event::FaultEnd(fault));
+                    }
+                    _ => self.transition(Some(i), false),
+                }
+            }
+        }
+    }
+}
