@@ -28,6 +28,15 @@ impl Latency {
     /// Every class, in order.
     pub const ALL: [Latency; 3] = [Latency::Fast, Latency::Ms100, Latency::S1];
 
+    /// The longest write of this class.
+    pub fn max(self) -> Duration {
+        Duration::from_millis(match self {
+            Latency::Fast => 5,
+            Latency::Ms100 => 150,
+            Latency::S1 => 1500,
+        })
+    }
+
     /// A write's latency in this class.
     pub fn draw(self, rng: &mut StdRng) -> Duration {
         let ms = match self {

@@ -234,6 +234,7 @@ impl Speaker {
             now,
             me,
             api_ok,
+            api_latency: self.renewer.record().latency,
             view: Some(view),
             nodes,
             leases: &self.leases,

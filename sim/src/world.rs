@@ -209,7 +209,7 @@ impl World {
             Some(own) => own.clone(),
             None => faults::schedule(cfg.scenario, n, cfg.faults, &mut rng),
         };
-        let checker = Checker::new(base, addrs, order.clone(), n);
+        let checker = Checker::new(base, addrs, order.clone(), n, cfg.latency.max());
         Ok(Self {
             clock: Clock::new(base),
             rng,

@@ -31,13 +31,17 @@ fn the_same_seed_gives_the_same_run() {
     assert_ne!(run(other).digest, a.digest, "another seed, another run");
 }
 
-/// Seeds that pass today. FIXME: seeds 1 and 3 at 3 nodes and 2, 3, 7,
-/// 8 and 9 at 10 nodes break invariants (see `cargo xtask sim --report`):
-/// slow fast renewals at 1 s API latency, a restarted speaker deferring
-/// to a hung one until its gossip settles.
+/// Seeds that keep every invariant, among them 3-node seed 1 (a gossip
+/// cut behind 1 s API writes: the cut-off speaker's addresses flapped
+/// every second before renewals were timed from the write's start and
+/// the stop deadline widened by the API's latency). FIXME: seed 3 (a
+/// restart beside a hung speaker: the restarted owner's address is
+/// silent for its restart plus about 3 s) and, at 3 nodes, seeds 6, 9
+/// and 32 (two renewals within 10 s of a cluster settled for 30 s)
+/// still break invariants; `cargo xtask sim --report` lists them.
 #[test]
 fn a_few_seeds_keep_every_invariant() {
-    for (nodes, seeds) in [(3, &[0, 2, 4, 5][..]), (10, &[0, 1][..])] {
+    for (nodes, seeds) in [(3, &[0, 1, 2, 4, 5, 7][..]), (10, &[0, 1, 2, 7][..])] {
         for &seed in seeds {
             let mut cfg = Config::new(nodes, seed);
             cfg.faults = 2;

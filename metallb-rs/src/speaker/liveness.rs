@@ -102,10 +102,16 @@ impl LeaseState {
     /// speaker's trouble mark is out since `trouble_since`, a fast period
     /// and the margin after the later of the mark showing and its last
     /// renewal - whichever comes first.
-    pub fn stop_deadline(&self, trouble_since: Option<Instant>) -> Instant {
-        let own = self.deadline();
+    /// `slack` widens both by how long writes to the API server take
+    /// ([`Context::api_latency`]): renewals commit that much apart from
+    /// their period, and a live speaker behind a slow API server must not
+    /// look stopped between two of them.
+    pub fn stop_deadline(&self, trouble_since: Option<Instant>, slack: Duration) -> Instant {
+        let own = self.deadline() + slack;
         match trouble_since {
-            Some(since) => own.min(self.changed.max(since) + presence::FAST_RENEW + OVERDUE_MARGIN),
+            Some(since) => {
+                own.min(self.changed.max(since) + presence::FAST_RENEW + OVERDUE_MARGIN + slack)
+            }
             None => own,
         }
     }
@@ -128,7 +134,7 @@ impl LeaseState {
     /// Stopped ([`Self::stop_deadline`]), as a watch that is still
     /// delivering shows it (see [`Self::overdue_seen`]).
     pub fn stopped_seen(&self, ctx: &Context) -> bool {
-        let deadline = self.stop_deadline(ctx.trouble_since);
+        let deadline = self.stop_deadline(ctx.trouble_since, ctx.api_latency);
         ctx.now > deadline && ctx.leases_seen.is_some_and(|t| t > deadline)
     }
 }
@@ -218,6 +224,10 @@ pub struct Context {
     /// When this speaker first saw its own lease carry the trouble mark,
     /// while it still does: since then every live speaker renews fast.
     pub trouble_since: Option<Instant>,
+    /// How long this speaker's recent writes to the API server took
+    /// (`renewal::Record::latency`): the others' writes go to the same
+    /// server, so their renewals may commit that much later than due.
+    pub api_latency: Duration,
 }
 
 /// Without a successful renewal for this long while renewing fast (this
@@ -226,9 +236,12 @@ pub struct Context {
 pub const API_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// How long gossip runs before a member it does not know counts as
-/// evidence ([`Context::gossip_settled`]): the join round trip and a
-/// few gossip rounds, well under the rejoin period.
-pub const GOSSIP_SETTLE: Duration = Duration::from_secs(3);
+/// evidence ([`Context::gossip_settled`]): a join feed comes back within
+/// a round trip, and judging too early costs only a trouble episode (a
+/// live member unknown to gossip renews at once when marked), while
+/// every second here is a second a restarted speaker defers to a hung
+/// one.
+pub const GOSSIP_SETTLE: Duration = Duration::from_secs(1);
 
 /// Whether the speaker of a node with `e` counts, and if not, why.
 pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
@@ -283,16 +296,19 @@ pub fn awaits_evidence(e: &Evidence, ctx: &Context) -> bool {
     matches!(e.gossip, Some(Gossip::Down { .. }))
         && ctx.api_ok
         && e.lease.is_some_and(|l| {
-            l.held && ctx.now > l.stop_deadline(ctx.trouble_since) && !l.stopped_seen(ctx)
+            l.held
+                && ctx.now > l.stop_deadline(ctx.trouble_since, ctx.api_latency)
+                && !l.stopped_seen(ctx)
         })
 }
 
 /// Whether this speaker sees trouble in gossip and must mark its lease
 /// (see `presence`): a member suspect, or down while its held lease is
 /// still within its own renewal period - it may be alive and cut off
-/// from us, and judging it needs everyone renewing fast - or, once
-/// gossip settled, unknown to gossip with a held lease this speaker has
-/// not yet seen renewed (a restarted speaker cannot tell a hung speaker
+/// from us, and judging it needs everyone renewing fast - or unknown to
+/// gossip with a held lease this speaker has not yet seen renewed (from
+/// the start: judging it once gossip settles needs the fast renewals
+/// already under way) (a restarted speaker cannot tell a hung speaker
 /// from a slow renewer without everyone renewing fast). A member whose
 /// lease stopped by its own period is settled: a dead node does not keep
 /// the cluster renewing fast; one that renews once is no trouble; one
@@ -307,7 +323,6 @@ pub fn troubled<'a>(evidence: impl IntoIterator<Item = &'a Evidence>, ctx: &Cont
             .is_some_and(|l| l.held && !l.link_down && !l.overdue(ctx.now)),
         None => {
             ctx.membership
-                && ctx.gossip_settled
                 && e.lease
                     .is_some_and(|l| l.held && !l.renewed && !l.overdue(ctx.now))
         }
@@ -420,6 +435,8 @@ pub struct Inputs<'a> {
     pub me: &'a str,
     /// This speaker reached the API server recently (`renewal::Record::api_ok`).
     pub api_ok: bool,
+    /// How long its recent writes took (`renewal::Record::latency`).
+    pub api_latency: Duration,
     /// The gossip view, when membership runs.
     pub view: Option<&'a View>,
     /// The nodes, as election sees them.
@@ -471,6 +488,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
             .is_some_and(|t| now.saturating_duration_since(t) >= GOSSIP_SETTLE),
         leases_seen: input.leases.values().map(|l| l.changed).max(),
         trouble_since: judging.trouble_since,
+        api_latency: input.api_latency,
     };
     let gossip = |node: &str| -> Option<Gossip> {
         let view = view?;

@@ -447,6 +447,7 @@ mod tests {
             // Our own renewals keep the watch visibly current.
             leases_seen: Some(t0 + Duration::from_secs(at)),
             trouble_since: None,
+            api_latency: Duration::ZERO,
         };
         liveness::judge(&e, &ctx)
     }

@@ -51,6 +51,9 @@ pub struct Record {
     pub period: Duration,
     /// A renewal failed or timed out after it.
     pub failed_since: bool,
+    /// How long recent writes took: the longest, decaying by a fifth per
+    /// write, at most [`RENEW_TIMEOUT`].
+    pub latency: Duration,
 }
 
 impl Record {
@@ -61,6 +64,7 @@ impl Record {
             last_ok: now,
             period: FAST_RENEW,
             failed_since: false,
+            latency: Duration::ZERO,
         }
     }
 
@@ -119,6 +123,8 @@ pub struct Renewer {
     polled_link: bool,
     /// What the renewals achieved.
     record: Record,
+    /// When the write [`Renewer::poll`] last asked for started.
+    started: Instant,
 }
 
 impl Renewer {
@@ -133,6 +139,7 @@ impl Renewer {
             written_link: None,
             polled_link: false,
             record: Record::new(now),
+            started: now,
         }
     }
 
@@ -169,24 +176,36 @@ impl Renewer {
         let asked = std::mem::take(&mut self.asked)
             || self.written_link.is_some_and(|w| w != self.link_down);
         self.polled_link = self.link_down;
-        renew_due(self.written, mode, self.due, now, asked, self.retrying).then_some(mode)
+        let due = renew_due(self.written, mode, self.due, now, asked, self.retrying);
+        if due {
+            self.started = now;
+        }
+        due.then_some(mode)
     }
 
     /// A write in `mode` finished at `now`, `ok` or not; a failure is
     /// retried `retry_delay` later (the next of [`retries`]).
     pub fn done(&mut self, now: Instant, mode: Mode, ok: bool, retry_delay: Duration) {
+        let took = now.saturating_duration_since(self.started);
+        let latency = took
+            .max(self.record.latency.mul_f64(0.8))
+            .min(RENEW_TIMEOUT);
         if ok {
             self.record = Record {
                 last_ok: now,
                 period: mode.period(),
                 failed_since: false,
+                latency,
             };
             self.written = Some(mode);
             self.written_link = Some(self.polled_link);
             self.retrying = false;
-            self.due = now + mode.period();
+            // Timed from when the write started: renewals stay a period
+            // apart however long each takes (back to back past that).
+            self.due = (self.started + mode.period()).max(now);
         } else {
             self.record.failed_since = true;
+            self.record.latency = latency;
             self.written = None;
             self.written_link = None;
             self.retrying = true;
@@ -374,6 +393,7 @@ mod tests {
             last_ok: t0,
             period: mode.period(),
             failed_since,
+            latency: Duration::ZERO,
         };
         assert_eq!(r.api_ok(at(t0, secs)), want);
     }

@@ -332,6 +332,9 @@ pub async fn run(
     // sessions (routers drop our routes now rather than after the hold
     // time) and say goodbye in gossip side by side, best effort.
     runner.announcer.shutdown();
+    // No renewal may land after the lease is cleared (it would mark this
+    // speaker present again): the renewal task stops first.
+    runner.renewal = None;
     match tokio::time::timeout(LEAVE_TIMEOUT, presence::leave(&leases_api, &opts.node)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "could not record this speaker's departure"),

@@ -187,6 +187,7 @@ fn judging(
         // The watch is live: it just showed a renewal.
         leases_seen: Some(at(10.0)),
         trouble_since: None,
+        api_latency: Duration::ZERO,
     };
     assert_eq!(judge(&e, &ctx), want);
 }
@@ -214,6 +215,7 @@ fn overdue_leases_count_only_as_far_as_the_watch_is_current(
         gossip_settled: false,
         leases_seen: leases_seen.map(at),
         trouble_since: None,
+        api_latency: Duration::ZERO,
     };
     let e = ev(true, false, lease(true, 6.9), down(9.0, false));
     assert_eq!(judge(&e, &ctx), want);
@@ -265,6 +267,7 @@ fn renewing_at_once_when_it_settles_a_suspect(
         gossip_settled: false,
         leases_seen: leases_seen.map(at),
         trouble_since: None,
+        api_latency: Duration::ZERO,
     };
     assert_eq!(awaits_evidence(&ev(true, false, lease, gossip), &ctx), want);
 }
@@ -307,6 +310,7 @@ fn a_trouble_mark_shortens_the_wait_to_a_fast_period(
         gossip_settled: false,
         leases_seen: Some(at(10.0)),
         trouble_since: since.map(at),
+        api_latency: Duration::ZERO,
     };
     assert_eq!(judge(&ev(true, false, slow, down(9.0, false)), &ctx), want);
 }
@@ -342,6 +346,7 @@ fn settled(gossip_settled: bool, leases_seen: Option<f64>) -> Context {
         gossip_settled,
         leases_seen: leases_seen.map(at),
         trouble_since: None,
+        api_latency: Duration::ZERO,
     }
 }
 
@@ -384,7 +389,7 @@ fn a_member_gossip_does_not_know(
 /// stopped by its own period.
 #[rstest]
 #[case::unknown_and_not_yet_renewed(true, unrenewed(9.0), true)]
-#[case::not_settled_yet(false, unrenewed(9.0), false)]
+#[case::not_settled_yet_marks_at_once(false, unrenewed(9.0), true)]
 #[case::seen_renewing(true, lease(true, 9.0), false)]
 #[case::stopped_by_its_own_period(true, unrenewed(3.0), false)]
 #[case::cleared(true, lease(false, 9.0).map(|l| LeaseState { renewed: false, ..l }), false)]
@@ -429,6 +434,7 @@ fn a_restarted_speaker_drops_a_hung_member_within_a_fast_period() {
         gossip_settled: true,
         leases_seen: Some(at(now)),
         trouble_since: Some(at(10.2)),
+        api_latency: Duration::ZERO,
     };
     assert!(troubled([&ev(true, false, hung, None)], &ctx(10.1)));
     assert_eq!(judge(&ev(true, false, hung, None), &ctx(11.5)), Ok(()));
@@ -500,6 +506,7 @@ fn a_suspect_counts_alive() {
         gossip_settled: false,
         leases_seen: None,
         trouble_since: None,
+        api_latency: Duration::ZERO,
     };
     let e = ev(true, false, lease(true, 1.0), Some(Gossip::Suspect));
     assert_eq!(judge(&e, &ctx), Ok(()));
@@ -514,6 +521,7 @@ fn alive_splits_nodes_and_says_why() {
         gossip_settled: false,
         leases_seen: Some(at(10.0)),
         trouble_since: None,
+        api_latency: Duration::ZERO,
     };
     let (alive, gone) = alive(
         [
@@ -566,6 +574,7 @@ fn a_speaker_whose_link_is_down_does_not_count_itself() {
                 now: at(10.0),
                 me: "me",
                 api_ok: true,
+                api_latency: Duration::ZERO,
                 view: None,
                 nodes: &nodes,
                 leases: &leases,

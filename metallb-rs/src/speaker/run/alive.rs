@@ -94,6 +94,10 @@ impl Runner {
                 now,
                 me: &self.opts.node,
                 api_ok: super::guard::api_ok(&self.renewals),
+                api_latency: self
+                    .renewals
+                    .lock()
+                    .map_or(super::super::renewal::RENEW_TIMEOUT, |r| r.latency),
                 view: view.as_ref(),
                 nodes: &self.node_view,
                 leases: &leases,
