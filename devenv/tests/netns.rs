@@ -425,10 +425,22 @@ fn forwarder_carries_bytes_from_a_node_to_root_loopback_needs_root() {
     let out = stdout("ip", &["netns", "exec", &ns, "bash", "-c", &script]);
     assert_eq!(out, "abc");
 
-    // Nothing listens on the node's loopback once it is stopped.
+    // Nothing listens on the node's loopback once it is stopped. A child
+    // another test forks at that moment holds a copy of the listener
+    // until its exec closes it (close-on-exec), so the refusal may take a
+    // moment under a parallel test run; a listener left open stays open.
     fwd.stop();
-    let refused = in_netns(&ns, || TcpStream::connect(target)).expect("enter ns");
-    assert!(refused.is_err(), "listener still open after stop");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let refused = loop {
+        let refused = in_netns(&ns, || TcpStream::connect(target))
+            .expect("enter ns")
+            .is_err();
+        if refused || std::time::Instant::now() > deadline {
+            break refused;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(refused, "listener still open 2 s after stop");
 }
 
 #[test]
