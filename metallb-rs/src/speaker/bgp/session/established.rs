@@ -311,9 +311,27 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Out<'_, W> {
         self.status.send_modify(|s| s.announced = announced);
     }
 
-    /// Sends `n` if no batch is in flight (one would be cut mid-message)
-    /// and it fits in the socket's buffer now; says whether it went.
+    /// Finishes the batch in flight if the socket takes the rest of it
+    /// now (a keepalive nearly always does: it was put in flight but not
+    /// yet polled), so a NOTIFICATION can follow it.
+    fn try_land(&mut self) {
+        let Some(f) = self.flight.as_mut() else {
+            return;
+        };
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready((wr, r, batch)) = f.as_mut().poll(&mut cx) {
+            self.flight = None;
+            if r.is_ok() {
+                self.done(wr, &batch);
+            }
+        }
+    }
+
+    /// Sends `n` if no batch is left in flight (one would be cut
+    /// mid-message) and it fits in the socket's buffer now; says whether
+    /// it went.
     fn notify(&mut self, n: &Notification) -> &'static str {
+        self.try_land();
         let sent = self.wr.as_mut().is_some_and(|wr| super::notify(wr, n));
         if sent {
             "sent NOTIFICATION"
