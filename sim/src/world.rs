@@ -23,13 +23,12 @@ use std::time::{Duration, Instant};
 /// How often the speaker's loop judges liveness (besides on every gossip
 /// view change): the isolation guard's period.
 pub const ASSESS_PERIOD: Duration = Duration::from_millis(100);
-/// How often the renewal task looks at the leases (its `LOOK`).
-pub const LOOK: Duration = Duration::from_millis(200);
-/// How long shutdown waits to clear the lease (the speaker's
-/// `LEAVE_TIMEOUT`, private to `speaker::run`: a copy).
-pub const CLEAR_TIMEOUT: Duration = Duration::from_millis(800);
+// How often the renewal task looks at the leases, and how long shutdown
+// waits to clear the lease: the speaker's own.
+use metallb_rs::speaker::renewal::LOOK;
+use metallb_rs::speaker::run::LEAVE_TIMEOUT as CLEAR_TIMEOUT;
 /// The manifests' termination grace period: SIGKILL after it.
-pub const GRACE: Duration = Duration::from_secs(2);
+const GRACE: Duration = Duration::from_secs(metallb_rs::manifests::SPEAKER_GRACE_SECONDS as u64);
 
 /// What to run.
 #[derive(Debug, Clone)]

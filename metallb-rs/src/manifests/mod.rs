@@ -70,6 +70,11 @@ fn to_yaml(what: &str, value: &impl serde::Serialize) -> Result<String, RenderEr
     })
 }
 
+/// The speaker's termination grace period: on SIGTERM it withdraws at
+/// once so another node takes over; nothing to drain. Shutdown
+/// (`speaker::run`) fits its lease clearing and goodbyes inside it.
+pub const SPEAKER_GRACE_SECONDS: u8 = 2;
+
 /// `metallb.io_<plural>.yaml` file name -> contents, for every CRD.
 pub fn crd_files() -> Result<BTreeMap<String, String>, RenderError> {
     api::crds()
@@ -289,7 +294,7 @@ fn speaker(opts: &NativeOptions) -> Value {
                     "hostNetwork": true,
                     // Short grace: on SIGTERM the speaker withdraws at once so
                     // another node takes over; nothing to drain.
-                    "terminationGracePeriodSeconds": 2,
+                    "terminationGracePeriodSeconds": SPEAKER_GRACE_SECONDS,
                     "nodeSelector": { "kubernetes.io/os": "linux" },
                     "securityContext": { "seccompProfile": { "type": "RuntimeDefault" } },
                     "tolerations": [

@@ -31,7 +31,7 @@ pub const RENEW_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often the task looks at the leases for another speaker's mark: a
 /// follower's first fast renewal comes this much after the mark at worst
 /// (plus the write), well inside the fast period the marker allows.
-const LOOK: Duration = Duration::from_millis(200);
+pub const LOOK: Duration = Duration::from_millis(200);
 
 /// The delays between retries of a failed renewal (before jitter, which
 /// adds up to as much again to each): a failing API server sees at most

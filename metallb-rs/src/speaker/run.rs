@@ -362,7 +362,7 @@ pub async fn run(
 /// How long shutdown waits to clear this speaker's lease: under half the
 /// manifests' termination grace period, so the goodbyes after it still
 /// have time.
-const LEAVE_TIMEOUT: Duration = Duration::from_millis(800);
+pub const LEAVE_TIMEOUT: Duration = Duration::from_millis(800);
 
 struct Runner {
     /// Pending work, and retries of failed status writes.

@@ -11,7 +11,7 @@
 use super::crypto::{Cipher, OpenError};
 use super::gossip::Gossip;
 use super::replay::{Replay, Verdict};
-use super::wire::{Frame, Identity, Stamp};
+use super::wire::{Frame, Identity, Stamp, wall_millis};
 use super::{Command, Counters, DropReason, MAX_DATAGRAM, MembershipError, Timing, View};
 use rand::SeedableRng;
 use rand::rngs::{StdRng, SysRng};
@@ -117,13 +117,6 @@ const MAX_EPOCH_AHEAD_MS: u64 = 24 * 3600 * 1000;
 /// Whether a run starting at `epoch` (ms) is plausible at `now` (ms).
 fn plausible_epoch(epoch: u64, now: u64) -> bool {
     epoch <= now.saturating_add(MAX_EPOCH_AHEAD_MS)
-}
-
-fn wall_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
 }
 
 /// The gossip loop's state.

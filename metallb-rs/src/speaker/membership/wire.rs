@@ -23,17 +23,26 @@ pub(crate) struct Identity {
     pub(crate) bump: u64,
 }
 
+/// Milliseconds since 1970 on this node's clock: a run's number, and
+/// what a stamped run is checked against. A clock before 1970 only loses
+/// the restart tie-break.
+pub(crate) fn wall_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
 impl Identity {
     /// A new instance of `node` listening on `addr`: its bump is the
     /// current time, so it wins over every earlier run of the node (a
     /// restart is more than a millisecond apart).
     pub(crate) fn new(node: String, addr: SocketAddr) -> Self {
-        let bump = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            // A clock before 1970 only loses the restart tie-break.
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or_default();
-        Self { node, addr, bump }
+        Self {
+            node,
+            addr,
+            bump: wall_millis(),
+        }
     }
 
     /// The identity to announce to a seed: its real bump is unknown, and

@@ -88,16 +88,15 @@ impl Runner {
             now,
         );
         let view = self.membership.as_ref().map(|m| m.view());
+        // A poisoned lock means a renewal panicked: the API counts as gone.
+        let record = self.renewals.lock().map(|r| *r).ok();
         let a = liveness::assess(
             &mut j.memory,
             &liveness::Inputs {
                 now,
                 me: &self.opts.node,
-                api_ok: super::guard::api_ok(&self.renewals),
-                api_latency: self
-                    .renewals
-                    .lock()
-                    .map_or(super::super::renewal::RENEW_TIMEOUT, |r| r.latency),
+                api_ok: record.is_some_and(|r| r.api_ok(now)),
+                api_latency: record.map_or(super::super::renewal::RENEW_TIMEOUT, |r| r.latency),
                 view: view.as_ref(),
                 nodes: &self.node_view,
                 leases: &leases,
