@@ -5,8 +5,10 @@ use crate::frr::{self, AddressFamily, BgpRoutes, KernelRoute, NeighborStatus};
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::ops::Range;
 use std::path::Path;
 use std::process::Output;
+use std::time::Duration;
 
 /// Runs `argv` on this machine and returns what it printed and how it
 /// ended, unchecked: what the providers' `exec_on_*` run (directly, through
@@ -123,6 +125,20 @@ pub trait Cluster: Send + Sync {
     fn controller_takeover(&self) -> Result<()>;
     /// Cuts `node` off the API server (its link stays up) or reconnects it.
     fn set_api_reachable(&self, node: &str, reachable: bool) -> Result<()>;
+    /// Makes every request `node` sends the API server (its speaker's,
+    /// its agent's) wait a delay drawn uniformly from `latency` before it
+    /// reaches the server, as behind a slow API server; answers and watch
+    /// events are not delayed. `None` ends it. Takes effect for requests
+    /// sent after it returns, also on connections already open; other
+    /// nodes are not affected. Providers whose nodes reach the API server
+    /// directly cannot.
+    fn set_api_latency(&self, node: &str, latency: Option<Range<Duration>>) -> Result<()> {
+        let _ = (node, latency);
+        bail!(
+            "{}: a node's API latency is not available with this provider",
+            self.name()
+        )
+    }
     /// The controller's `/metrics` text.
     fn controller_metrics(&self) -> Result<String>;
     /// Ranges the suites' pools take addresses from.
@@ -262,6 +278,9 @@ impl Cluster for KubeconfigCluster {
     }
     fn set_api_reachable(&self, _: &str, _: bool) -> Result<()> {
         Err(unavailable("cutting a node off the API"))
+    }
+    fn set_api_latency(&self, _: &str, _: Option<Range<Duration>>) -> Result<()> {
+        Err(unavailable("a node's API latency"))
     }
     fn controller_metrics(&self) -> Result<String> {
         Err(unavailable("scraping the controller"))

@@ -1,13 +1,17 @@
 //! `lab-forward`: the API forwarders of lab node namespaces (one process
 //! per node, so a recreated namespace gets a fresh one without restarting
 //! the API server). Each node namespace reaches the API server on its own
-//! `127.0.0.1:PORT`.
+//! `127.0.0.1:PORT`. With `--latency-file`, what the namespaces send to
+//! the API server waits as that file says (see `devenv::lab::latency`).
 
 use anyhow::{Context, Result};
 use devenv::lab::forward::Forwarder;
+use devenv::lab::latency;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
-const USAGE: &str = "usage: lab-forward --listen 127.0.0.1:6443 --forward NETNS...";
+const USAGE: &str =
+    "usage: lab-forward --listen 127.0.0.1:6443 --forward NETNS... [--latency-file PATH]";
 
 fn main() -> Result<()> {
     metallb_rs::logging::init(
@@ -16,6 +20,7 @@ fn main() -> Result<()> {
     );
     let mut listen: Option<SocketAddr> = None;
     let mut namespaces: Vec<String> = Vec::new();
+    let mut latency_file: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -25,6 +30,7 @@ fn main() -> Result<()> {
         match arg.as_str() {
             "--listen" => listen = Some(value()?.parse()?),
             "--forward" => namespaces.push(value()?),
+            "--latency-file" => latency_file = Some(value()?.into()),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -37,6 +43,13 @@ fn main() -> Result<()> {
         .iter()
         .map(|ns| Forwarder::start(ns, listen.port(), listen))
         .collect::<Result<Vec<_>, _>>()?;
+    let _following = latency_file
+        .map(|path| {
+            let targets = forwarders.iter().map(Forwarder::latency).collect();
+            latency::follow(path.clone(), targets)
+                .with_context(|| format!("following {}", path.display()))
+        })
+        .transpose()?;
     println!(
         "forwarding 127.0.0.1:{} in {}",
         listen.port(),

@@ -842,6 +842,17 @@ impl Cluster for KindCluster {
     }
     /// Drops the node's traffic to the API server's port; the rest of its
     /// network keeps working.
+    /// Not supported on kind: its nodes reach the API server straight over
+    /// the kind network, with no forwarder of ours in the path to delay.
+    fn set_api_latency(
+        &self,
+        node: &str,
+        _: Option<std::ops::Range<std::time::Duration>>,
+    ) -> Result<()> {
+        bail!(
+            "setting {node}'s API latency is not supported on kind: its nodes reach the API server directly, with no lab forwarder in the path (use --provider lab)"
+        )
+    }
     fn set_api_reachable(&self, node: &str, reachable: bool) -> Result<()> {
         let api = self
             .api_address

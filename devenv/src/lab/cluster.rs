@@ -9,6 +9,7 @@ use super::process::Processes;
 use crate::cluster::{Cluster, NodeInfo, PoolRanges, Protocol, StopSignal};
 use anyhow::{Context, Result, bail};
 use std::net::IpAddr;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -155,6 +156,12 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
+/// The file `node`'s forwarder takes its API latency from
+/// ([`super::latency::follow`]).
+fn latency_file(dir: &Path, node: &str) -> PathBuf {
+    dir.join(format!("forward-{node}.latency"))
+}
+
 /// Creates lab `spec` or repairs and reuses it; returns once the API
 /// server answers and every node agent and component runs.
 pub fn up(spec: &LabSpec) -> Result<LabCluster> {
@@ -261,6 +268,11 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
     };
     for (i, node) in cluster.lab.nodes.iter().enumerate() {
         // Node namespaces reach the API server on their own 127.0.0.1:PORT.
+        // A new forwarder starts without latency, whatever an earlier run
+        // left in its file.
+        if procs.pid(&format!("forward-{}", node.name)).is_none() {
+            let _ = std::fs::remove_file(latency_file(&dir, &node.name));
+        }
         procs.ensure(
             &format!("forward-{}", node.name),
             &[
@@ -269,6 +281,8 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
                 format!("127.0.0.1:{}", spec.api_port),
                 "--forward".into(),
                 node.namespace.clone(),
+                "--latency-file".into(),
+                latency_file(&dir, &node.name).display().to_string(),
             ],
             &[],
         )?;
@@ -764,6 +778,18 @@ impl Cluster for LabCluster {
             bail!("no API forwarder runs for {node}");
         }
         Ok(())
+    }
+
+    /// Through the node's forwarder: its setting file, which the forwarder
+    /// follows and acknowledges (waited for up to 2 s).
+    fn set_api_latency(&self, node: &str, latency: Option<Range<Duration>>) -> Result<()> {
+        self.namespace_of(node)?;
+        super::latency::apply(
+            &latency_file(&self.dir, node),
+            latency.as_ref(),
+            Duration::from_secs(2),
+        )
+        .with_context(|| format!("setting {node}'s API latency"))
     }
 
     /// The leading replica's metrics: the standby's after a takeover.

@@ -9,7 +9,12 @@
 //! from the caller's thread, which never left the caller's namespace: every
 //! outbound connection is therefore made there. See [`in_netns`] for running
 //! any code (a client socket, a bind) inside a lab namespace.
+//!
+//! What a client sends passes through the delay line of
+//! [`super::latency`], so a node's API requests can be made to wait
+//! ([`Forwarder::latency`]); nothing waits while no latency is set.
 
+use crate::lab::latency::{ApiLatency, delayed_pipe};
 use crate::lab::netns::{self, NETNS_RUN_DIR};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sched::{CloneFlags, setns};
@@ -125,6 +130,7 @@ pub struct Forwarder {
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
     conns: Registry,
+    latency: Arc<ApiLatency>,
 }
 
 impl Forwarder {
@@ -160,11 +166,13 @@ impl Forwarder {
 
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Registry = Arc::default();
+        let latency = Arc::new(ApiLatency::default());
         let accept = {
             let (stop, conns, ns) = (stop.clone(), conns.clone(), netns.to_string());
+            let latency = latency.clone();
             std::thread::Builder::new()
                 .name(format!("fwd-{netns}"))
-                .spawn(move || accept_loop(&ns, listener, target, &stop, &conns))
+                .spawn(move || accept_loop(&ns, listener, target, &stop, &conns, &latency))
                 .map_err(ForwardError::Thread)?
         };
         tracing::debug!(netns, %listen, %target, "forwarder started");
@@ -175,7 +183,14 @@ impl Forwarder {
             stop,
             accept: Some(accept),
             conns,
+            latency,
         })
+    }
+
+    /// The delay what clients send waits before it goes on: a setting
+    /// shared with every connection, switched at run time.
+    pub fn latency(&self) -> Arc<ApiLatency> {
+        self.latency.clone()
     }
 
     /// The listening address inside the namespace.
@@ -242,6 +257,7 @@ fn accept_loop(
     target: SocketAddr,
     stop: &AtomicBool,
     conns: &Registry,
+    latency: &Arc<ApiLatency>,
 ) {
     let next_id = AtomicU64::new(0);
     while !stop.load(Ordering::SeqCst) {
@@ -258,13 +274,13 @@ fn accept_loop(
         match listener.accept() {
             Ok((client, peer)) => {
                 let id = next_id.fetch_add(1, Ordering::Relaxed);
-                let (conns, ns) = (conns.clone(), netns.to_string());
+                let (conns, ns, latency) = (conns.clone(), netns.to_string(), latency.clone());
                 // Spawned from this thread, so it is in the caller's
                 // namespace too: the connect happens there.
                 let spawned = std::thread::Builder::new()
                     .name(format!("fwd-{netns}-{id}"))
                     .spawn(move || {
-                        if let Err(e) = serve(id, client, target, &conns) {
+                        if let Err(e) = serve(id, client, target, &conns, &latency) {
                             tracing::debug!(netns = %ns, %peer, %target, error = %e, "forwarded connection failed");
                         }
                     });
@@ -281,7 +297,13 @@ fn accept_loop(
     }
 }
 
-fn serve(id: u64, client: TcpStream, target: SocketAddr, conns: &Registry) -> io::Result<()> {
+fn serve(
+    id: u64,
+    client: TcpStream,
+    target: SocketAddr,
+    conns: &Registry,
+    latency: &ApiLatency,
+) -> io::Result<()> {
     client.set_nonblocking(false)?;
     let upstream = TcpStream::connect_timeout(&target, CONNECT_TIMEOUT)?;
     let _ = client.set_nodelay(true);
@@ -291,7 +313,7 @@ fn serve(id: u64, client: TcpStream, target: SocketAddr, conns: &Registry) -> io
         .unwrap_or_else(PoisonError::into_inner)
         .insert(id, [client.try_clone()?, upstream.try_clone()?]);
     let result = std::thread::scope(|s| {
-        let up = s.spawn(|| pipe(&client, &upstream));
+        let up = s.spawn(|| delayed_pipe(&client, &upstream, latency));
         let down = pipe(&upstream, &client);
         let up = up
             .join()

@@ -8,6 +8,7 @@ pub mod endpoints;
 pub mod forward;
 pub mod frr;
 pub mod healthcheck;
+pub mod latency;
 pub mod netns;
 pub mod nodelifecycle;
 pub mod process;
