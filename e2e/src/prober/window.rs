@@ -22,6 +22,10 @@
 //!    next answered round's question (or the window's end); one answer
 //!    late for its round makes a silent stretch of one interval. Its
 //!    length is what the specs that keep every address answered bound.
+//! 7. The answering node *changes* when an exclusive round's MAC differs
+//!    from the previous exclusive round's; silent and split rounds in
+//!    between do not count (a handover through a split or a silence is
+//!    one change). A failover and a failback are two.
 
 use anyhow::{Result, bail};
 use metallb_rs::net::ethernet::Mac;
@@ -166,6 +170,38 @@ impl Window {
         longest
     }
 
+    /// How often the answering MAC changed (rule 7).
+    pub fn owner_changes(&self) -> usize {
+        let mut changes = 0;
+        let mut owner = None;
+        for round in &self.rounds {
+            let macs = round.macs();
+            let mut only = macs.iter();
+            if let (Some(&mac), None) = (only.next(), only.next()) {
+                if owner.is_some_and(|o| o != mac) {
+                    changes += 1;
+                }
+                owner = Some(mac);
+            }
+        }
+        changes
+    }
+
+    /// The window with only the rounds whose question went out at or
+    /// after `from` and before `to`.
+    pub fn between(&self, from: Duration, to: Duration) -> Window {
+        Window {
+            target: self.target,
+            interval: self.interval,
+            rounds: self
+                .rounds
+                .iter()
+                .filter(|r| r.sent >= from && r.sent < to)
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// The window with only the rounds whose question went out at or
     /// after `from`.
     pub fn since(&self, from: Duration) -> Window {
@@ -244,10 +280,11 @@ impl Window {
         }
         let _ = write!(
             out,
-            "; {} silent, {} split rounds, longest split stretch {:?}",
+            "; {} silent, {} split rounds, longest split stretch {:?}, {} changes of the answering node",
             self.silent_rounds(),
             self.split_rounds(),
             self.longest_split(),
+            self.owner_changes(),
         );
         let silence = self.longest_silence();
         if silence.length > Duration::ZERO {
@@ -386,6 +423,27 @@ mod tests {
         assert!(window("....").expect_silent(&name).is_ok());
         let err = window("..b.").expect_silent(&name).expect_err("b answered");
         assert!(err.to_string().contains("should not be answered"), "{err}");
+    }
+
+    #[rstest]
+    #[case::nobody("....", 0)]
+    #[case::steady("aaaa", 0)]
+    #[case::failover("aa..bb", 1)]
+    #[case::through_a_split("aaxbb", 1)]
+    #[case::failover_and_back("aa..bbb.aa", 2)]
+    #[case::splits_alone_change_nothing("axaxa", 0)]
+    #[case::flapping("ababab", 5)]
+    fn changes_of_the_answering_node(#[case] picture: &str, #[case] changes: usize) {
+        assert_eq!(window(picture).owner_changes(), changes);
+    }
+
+    #[test]
+    fn between_keeps_a_slice() {
+        let w = window("aa..bb");
+        let slice = w.between(Duration::from_millis(100), Duration::from_millis(400));
+        assert_eq!(slice.rounds.len(), 3);
+        assert_eq!(slice.rounds[0].sent, Duration::from_millis(100));
+        assert_eq!(slice.longest_silence().length, Duration::from_millis(200));
     }
 
     #[test]

@@ -34,7 +34,7 @@ const EXCLUDE_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancer
 /// "Differences from upstream", Partitions - the cut-off speaker stops
 /// after 4 s without the API, the others take over once gossip and its
 /// lease agree, and the overlap is under 2 s.
-const ISOLATION_BOUND: Duration = Duration::from_secs(2);
+pub(super) const ISOLATION_BOUND: Duration = Duration::from_secs(2);
 
 /// How long after a speaker fails (SIGKILL, SIGSTOP, link down) another
 /// node alone answers for its addresses: about 2-3 s (README, "Differences
