@@ -15,6 +15,7 @@ mod interfaces;
 mod presence;
 mod replay;
 mod skew;
+mod soak;
 pub(super) mod watch;
 
 use crate::external::{self, forget_neighbor, http_get};
@@ -104,6 +105,7 @@ pub fn specs() -> Vec<Spec> {
     ];
     specs.extend(failover::specs());
     specs.extend(compound::specs());
+    specs.extend(soak::specs());
     specs.extend(interfaces::specs());
     specs.extend(presence::specs());
     specs.extend(replay::specs());
