@@ -7,7 +7,7 @@
 //! API path is cut (a relist when it comes back shows the latest of each).
 
 use crate::clock::NodeId;
-use metallb_rs::speaker::presence::Mode;
+use metallb_rs::speaker::presence::{Mark, Mode};
 use rand::RngExt;
 use rand::rngs::StdRng;
 use std::fmt;
@@ -74,16 +74,18 @@ impl std::str::FromStr for Latency {
 
 /// What a write sets on the lease (a merge patch of the whole spec and
 /// the trouble mark, as `presence::join`/`leave` write it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseValue {
     /// A holder is set (cleared on graceful leave).
     pub held: bool,
     /// The renewal mode written: its period and whether it marks trouble.
     pub mode: Mode,
+    /// Whom the trouble mark names (in [`Mode::Trouble`]).
+    pub mark: Option<Mark>,
 }
 
 /// One committed write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Commit {
     /// When the API server committed it.
     pub at: Instant,
@@ -188,7 +190,7 @@ impl Api {
             value,
             version: self.version,
         };
-        self.log.push(c);
+        self.log.push(c.clone());
         c
     }
 
@@ -230,6 +232,7 @@ mod tests {
         let v = LeaseValue {
             held: true,
             mode: Mode::Slow,
+            mark: None,
         };
         api.commit(0, v, t0);
         api.cut(1, true);

@@ -10,7 +10,7 @@ use crate::clock::{NodeId, Run};
 use metallb_rs::speaker::election::NodeInfo;
 use metallb_rs::speaker::liveness::{self, Assessment, Judging, LeaseState};
 use metallb_rs::speaker::membership::{Gossip, Timing, View};
-use metallb_rs::speaker::presence::Mode;
+use metallb_rs::speaker::presence::{Mark, Mode};
 use metallb_rs::speaker::renewal::Renewer;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -79,6 +79,8 @@ pub struct Speaker {
     pub judging: Judging,
     /// Each lease as this speaker's watch shows it.
     pub leases: BTreeMap<String, LeaseState>,
+    /// The marks the leases carry, as its watch shows them.
+    pub marks: BTreeMap<String, Mark>,
     /// How far into the API server's log its watch has read.
     pub cursor: usize,
     /// The last assessment.
@@ -166,6 +168,7 @@ impl Node {
             renewer: Renewer::new(now),
             judging,
             leases: BTreeMap::new(),
+            marks: BTreeMap::new(),
             cursor: 0,
             assessment: None,
             view,
@@ -222,6 +225,19 @@ impl Speaker {
                     link_down: false,
                 },
             );
+            match c
+                .value
+                .mark
+                .as_ref()
+                .filter(|_| c.value.mode == Mode::Trouble)
+            {
+                Some(m) => {
+                    self.marks.insert(name.clone(), m.clone());
+                }
+                None => {
+                    self.marks.remove(name);
+                }
+            }
         }
     }
 
@@ -238,6 +254,7 @@ impl Speaker {
             view: Some(view),
             nodes,
             leases: &self.leases,
+            marks: &self.marks,
         };
         let mut a = liveness::assess(&mut self.judging, &input);
         match variant {
@@ -257,11 +274,12 @@ impl Speaker {
         if self.in_flight.is_some() {
             return None;
         }
-        let trouble = self.assessment.as_ref().is_some_and(|a| a.trouble);
+        let mark = self.assessment.as_ref().and_then(Assessment::mark);
         if std::mem::take(&mut self.asked) {
             self.renewer.ask();
         }
-        self.renewer.poll(now, trouble, &self.leases, me)
+        self.renewer
+            .poll(now, mark.as_ref(), &self.leases, &self.marks, me)
     }
 
     /// A renewal's answer: `retry` is the jittered delay before the next

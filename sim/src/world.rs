@@ -495,19 +495,19 @@ impl World {
         let before = sp
             .assessment
             .as_ref()
-            .map(|a| (a.trouble, a.isolated, a.gone.clone()));
+            .map(|a| (a.trouble(), a.isolated, a.gone.clone()));
         let trouble_before = before.as_ref().is_some_and(|b| b.0);
         sp.assess(&n.name, &self.infos, now, self.cfg.variant);
         let Some(a) = sp.assessment.as_ref() else {
             return;
         };
-        if self.cfg.trace && before.as_ref() != Some(&(a.trouble, a.isolated, a.gone.clone())) {
+        if self.cfg.trace && before.as_ref() != Some(&(a.trouble(), a.isolated, a.gone.clone())) {
             let t = self.clock.since_start(now).as_secs_f64();
             let v = &sp.view;
             self.trace.push(format!(
-                "{t:9.4} node-{i} judges: gone {:?}, trouble {}, isolated {}, api_ok {}; gossip alive {:?} suspect {:?} down {:?}",
+                "{t:9.4} node-{i} judges: gone {:?}, doubts {:?}, isolated {}, api_ok {}; gossip alive {:?} suspect {:?} down {:?}",
                 a.gone,
-                a.trouble,
+                a.doubts,
                 a.isolated,
                 sp.renewer.record().api_ok(now),
                 v.alive,
@@ -516,7 +516,7 @@ impl World {
             ));
         }
         let answers = node::answers(i, &self.names, &self.order, a);
-        let wake = a.trouble != trouble_before || sp.asked;
+        let wake = a.trouble() != trouble_before || sp.asked;
         if answers != n.answers {
             n.answers = answers;
             self.sync_answers(i);
@@ -565,7 +565,11 @@ impl World {
             let fate = self.api.send(i, RENEW_TIMEOUT, &mut self.rng);
             let write = self.next_write;
             self.next_write += 1;
-            let value = LeaseValue { held: true, mode };
+            let value = LeaseValue {
+                held: true,
+                mode,
+                mark: sp.renewer.write_says_mark().cloned(),
+            };
             self.writes.insert(write, (i, value));
             if let Some(c) = fate.commit_in {
                 self.clock.after(c, Event::Commit { write });
@@ -581,6 +585,9 @@ impl World {
             );
             sp.in_flight = Some(InFlight { write, mode });
             self.checker.write_started(i, now, true);
+            if self.cfg.trace {
+                self.note(|| format!("node-{i} renews ({mode:?})"));
+            }
             return;
         }
         let next = sp.renewer.next_wakeup().min(now + LOOK);
@@ -763,6 +770,7 @@ impl World {
         let value = LeaseValue {
             held: false,
             mode: Mode::Slow,
+            mark: None,
         };
         self.writes.insert(write, (i, value));
         if let Some(c) = fate.commit_in {

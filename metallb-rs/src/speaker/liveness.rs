@@ -20,10 +20,11 @@
 //! 4. Gossip says the member left or failed: gone once its lease has
 //!    stopped too - or at once when this speaker cannot reach the API
 //!    server (then gossip is all it knows). Stopped: overdue by its own
-//!    renewal period, or, while this speaker's trouble mark is out
-//!    ([`Context::trouble_since`]), not seen renewing for a fast period
-//!    since the mark showed or since its last renewal, whichever is
-//!    later (every live speaker renews fast while it sees the mark). A member that failed in
+//!    renewal period, or, while a fresh trouble mark names it
+//!    ([`Evidence::doubted_since`]: this speaker's own mark or another's),
+//!    not seen renewing for a fast period since such a mark showed or
+//!    since its last renewal, whichever is later (a live speaker renews
+//!    fast while it sees a mark naming it). A member that failed in
 //!    gossip but keeps renewing its lease is cut off from us, not dead:
 //!    it keeps its addresses, so a partition between speakers never makes
 //!    two nodes answer for one address. A gossip leave is honoured the
@@ -60,7 +61,7 @@
 
 use super::election::NodeInfo;
 use super::membership::View;
-use super::presence;
+use super::presence::{self, Mark};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -98,10 +99,10 @@ impl LeaseState {
         self.changed + self.period + OVERDUE_MARGIN
     }
 
-    /// When it counts as stopped: its own deadline or, while this
-    /// speaker's trouble mark is out since `trouble_since`, a fast period
-    /// and the margin after the later of the mark showing and its last
-    /// renewal - whichever comes first.
+    /// When it counts as stopped: its own deadline or, while a fresh mark
+    /// names it (seen since `trouble_since`), a fast period and the
+    /// margin after the later of the mark showing and its last renewal -
+    /// whichever comes first.
     /// `slack` widens both by how long writes to the API server take
     /// ([`Context::api_latency`]): renewals commit that much apart from
     /// their period, and a live speaker behind a slow API server must not
@@ -131,10 +132,11 @@ impl LeaseState {
         self.overdue(ctx.now) && ctx.leases_seen.is_some_and(|t| t > self.deadline())
     }
 
-    /// Stopped ([`Self::stop_deadline`]), as a watch that is still
-    /// delivering shows it (see [`Self::overdue_seen`]).
-    pub fn stopped_seen(&self, ctx: &Context) -> bool {
-        let deadline = self.stop_deadline(ctx.trouble_since, ctx.api_latency);
+    /// Stopped ([`Self::stop_deadline`], named by a fresh mark since
+    /// `doubted_since`), as a watch that is still delivering shows it
+    /// (see [`Self::overdue_seen`]).
+    pub fn stopped_seen(&self, ctx: &Context, doubted_since: Option<Instant>) -> bool {
+        let deadline = self.stop_deadline(doubted_since, ctx.api_latency);
         ctx.now > deadline && ctx.leases_seen.is_some_and(|t| t > deadline)
     }
 }
@@ -144,8 +146,12 @@ impl LeaseState {
 pub enum Gossip {
     /// Seen alive.
     Alive,
-    /// Alive, but a probe went unanswered: trouble, not yet failure.
+    /// Alive, but someone's probe went unanswered (we heard of the
+    /// suspicion): not yet failure.
     Suspect,
+    /// Alive, but this speaker's own probe went unanswered: doubt, not
+    /// yet failure ([`doubted`]).
+    Unanswered,
     /// Declared down at `since` (this speaker's clock); `left` when it said
     /// goodbye.
     Down {
@@ -167,6 +173,10 @@ pub struct Evidence {
     pub lease: Option<LeaseState>,
     /// Its gossip state, if membership is on and has heard of it.
     pub gossip: Option<Gossip>,
+    /// Since when (our clock) a fresh trouble mark - this speaker's or
+    /// another's - names it, while one does: from then on it renews fast
+    /// if it is alive and reaches the API server.
+    pub doubted_since: Option<Instant>,
 }
 
 /// Why a node's speaker is not counted.
@@ -221,9 +231,6 @@ pub struct Context {
     /// presence lease (its own renewals included): how far its view of
     /// the leases is known to be current.
     pub leases_seen: Option<Instant>,
-    /// When this speaker first saw its own lease carry the trouble mark,
-    /// while it still does: since then every live speaker renews fast.
-    pub trouble_since: Option<Instant>,
     /// How long this speaker's recent writes to the API server took
     /// (`renewal::Record::latency`): the others' writes go to the same
     /// server, so their renewals may commit that much later than due.
@@ -254,7 +261,9 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
     if e.lease.is_some_and(|l| l.link_down) {
         return Err(Gone::LinkDown);
     }
-    let lease_fresh = e.lease.is_some_and(|l| !l.stopped_seen(ctx));
+    let lease_fresh = e
+        .lease
+        .is_some_and(|l| !l.stopped_seen(ctx, e.doubted_since));
     match e.gossip {
         Some(Gossip::Down { left, .. }) => {
             if ctx.api_ok && lease_fresh {
@@ -265,7 +274,7 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
                 Err(Gone::Failed)
             }
         }
-        Some(Gossip::Alive | Gossip::Suspect) => Ok(()),
+        Some(Gossip::Alive | Gossip::Suspect | Gossip::Unanswered) => Ok(()),
         None => {
             let lease_gone = e.lease.is_none_or(|l| l.overdue(ctx.now));
             if !e.ready && lease_gone {
@@ -278,7 +287,9 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
                     // Stopped only as a current watch shows it: an API
                     // outage of ours freezes every lease and must not
                     // move addresses.
-                    Some(l) if ctx.gossip_settled && l.stopped_seen(ctx) => Err(Gone::Unknown),
+                    Some(l) if ctx.gossip_settled && l.stopped_seen(ctx, e.doubted_since) => {
+                        Err(Gone::Unknown)
+                    }
                     Some(_) => Ok(()),
                 }
             }
@@ -297,25 +308,26 @@ pub fn awaits_evidence(e: &Evidence, ctx: &Context) -> bool {
         && ctx.api_ok
         && e.lease.is_some_and(|l| {
             l.held
-                && ctx.now > l.stop_deadline(ctx.trouble_since, ctx.api_latency)
-                && !l.stopped_seen(ctx)
+                && ctx.now > l.stop_deadline(e.doubted_since, ctx.api_latency)
+                && !l.stopped_seen(ctx, e.doubted_since)
         })
 }
 
-/// Whether this speaker sees trouble in gossip and must mark its lease
-/// (see `presence`): a member suspect, or down while its held lease is
+/// Whether this speaker doubts the member of `e` and must have it renew
+/// fast (name it in its lease's mark, see `presence`): its own probe of
+/// the member went unanswered (a suspicion heard from others is the
+/// prober's to mark), or gossip has it down while its held lease is
 /// still within its own renewal period - it may be alive and cut off
-/// from us, and judging it needs everyone renewing fast - or unknown to
-/// gossip with a held lease this speaker has not yet seen renewed (from
-/// the start: judging it once gossip settles needs the fast renewals
-/// already under way) (a restarted speaker cannot tell a hung speaker
-/// from a slow renewer without everyone renewing fast). A member whose
-/// lease stopped by its own period is settled: a dead node does not keep
-/// the cluster renewing fast; one that renews once is no trouble; one
+/// from us - or gossip does not know it and its held lease has not been
+/// seen renewed (from the start: judging it once gossip settles needs
+/// the fast renewals already under way; a restarted speaker cannot tell
+/// a hung speaker from a slow renewer without them). A member whose
+/// lease stopped by its own period is settled: a dead node does not
+/// keep anyone renewing fast; one that renews once is no doubt; one
 /// marked link-down is gone, not in doubt.
-pub fn troubled<'a>(evidence: impl IntoIterator<Item = &'a Evidence>, ctx: &Context) -> bool {
-    evidence.into_iter().any(|e| match e.gossip {
-        Some(Gossip::Suspect) => true,
+pub fn doubted(e: &Evidence, ctx: &Context) -> bool {
+    match e.gossip {
+        Some(Gossip::Unanswered) => true,
         // A member whose lease says its link is down is settled: it is
         // gone (rule 3), there is nothing to tell apart.
         Some(Gossip::Down { .. }) => e
@@ -326,8 +338,14 @@ pub fn troubled<'a>(evidence: impl IntoIterator<Item = &'a Evidence>, ctx: &Cont
                 && e.lease
                     .is_some_and(|l| l.held && !l.renewed && !l.overdue(ctx.now))
         }
-        Some(Gossip::Alive) => false,
-    })
+        Some(Gossip::Alive | Gossip::Suspect) => false,
+    }
+}
+
+/// Whether this speaker doubts any of the members of `evidence`
+/// ([`doubted`]).
+pub fn troubled<'a>(evidence: impl IntoIterator<Item = &'a Evidence>, ctx: &Context) -> bool {
+    evidence.into_iter().any(|e| doubted(e, ctx))
 }
 
 /// The nodes whose speaker counts, and why the others do not.
@@ -410,9 +428,11 @@ pub fn isolated(api_ok: bool, alive_in_gossip: usize, known: usize) -> bool {
 /// speaker's memory at start is [`Judging::default`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Judging {
-    /// When this speaker first saw its own lease carry the trouble mark,
-    /// while it does ([`Context::trouble_since`]).
-    trouble_since: Option<Instant>,
+    /// Since when each member has been named by a fresh mark, while it
+    /// is ([`Evidence::doubted_since`]).
+    doubted_since: BTreeMap<String, Instant>,
+    /// The members this speaker's mark names ([`Assessment::doubts`]).
+    marked: BTreeSet<String>,
     /// When gossip membership started ([`GOSSIP_SETTLE`]).
     gossip_since: Option<Instant>,
     /// Speakers known to have departed ([`departed`]).
@@ -443,6 +463,8 @@ pub struct Inputs<'a> {
     pub nodes: &'a [NodeInfo],
     /// Each node's presence lease (`presence::states`).
     pub leases: &'a BTreeMap<String, LeaseState>,
+    /// The marks the leases carry (`presence::marks`).
+    pub marks: &'a BTreeMap<String, Mark>,
 }
 
 /// What one assessment decided.
@@ -457,11 +479,26 @@ pub struct Assessment {
     /// The speakers partition safety weighed ([`voters`]), for the guard;
     /// `None` without membership.
     pub voters: Option<BTreeSet<String>>,
-    /// This speaker sees trouble and must mark its lease ([`troubled`]).
-    pub trouble: bool,
+    /// The members this speaker names in its lease's mark: those it
+    /// doubts ([`doubted`]) that no other speaker's fresh mark names
+    /// already (one mark serves every judge), keeping those it named
+    /// before while it doubts them, at most `presence::MARK_NAMES_MAX`.
+    pub doubts: BTreeSet<String>,
     /// A renewal of our own lease now would settle a member gossip
     /// declared down ([`awaits_evidence`]).
     pub renew_now: bool,
+}
+
+impl Assessment {
+    /// This speaker doubts members and marks its lease.
+    pub fn trouble(&self) -> bool {
+        !self.doubts.is_empty()
+    }
+
+    /// The mark its lease carries, if any.
+    pub fn mark(&self) -> Option<Mark> {
+        Mark::naming(&self.doubts)
+    }
 }
 
 /// One assessment of who counts as alive and whether this speaker is cut
@@ -470,14 +507,22 @@ pub struct Assessment {
 /// the simulator both run.
 pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     let now = input.now;
-    // Our own mark, as the watch shows it back: from then on every live
-    // speaker renews fast.
-    let own = input.leases.get(input.me);
-    judging.trouble_since = match (own.is_some_and(|l| l.trouble), judging.trouble_since) {
-        (true, Some(since)) => Some(since),
-        (true, None) => own.map(|l| l.changed),
-        (false, _) => None,
-    };
+    let fresh: Vec<(&str, &Mark)> = presence::fresh_marks(input.leases, input.marks, now).collect();
+    // Since when each member is named, as the watch shows the marks: from
+    // then on it renews fast if it lives.
+    let mut doubted_since = BTreeMap::new();
+    for n in input.nodes {
+        let first = fresh
+            .iter()
+            .filter(|(_, m)| m.names(&n.name))
+            .filter_map(|(marker, _)| input.leases.get(*marker).map(|l| l.changed))
+            .min();
+        if let Some(t) = first {
+            let since = judging.doubted_since.get(&n.name).copied().unwrap_or(t);
+            doubted_since.insert(n.name.clone(), since);
+        }
+    }
+    judging.doubted_since = doubted_since;
     let view = input.view;
     let ctx = Context {
         now,
@@ -487,11 +532,13 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
             .gossip_since
             .is_some_and(|t| now.saturating_duration_since(t) >= GOSSIP_SETTLE),
         leases_seen: input.leases.values().map(|l| l.changed).max(),
-        trouble_since: judging.trouble_since,
         api_latency: input.api_latency,
     };
     let gossip = |node: &str| -> Option<Gossip> {
         let view = view?;
+        if view.unanswered.contains(node) {
+            return Some(Gossip::Unanswered);
+        }
         if view.suspect.contains(node) {
             return Some(Gossip::Suspect);
         }
@@ -514,17 +561,25 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
                     out_of_service: n.out_of_service,
                     lease: input.leases.get(&n.name).copied(),
                     gossip: gossip(&n.name),
+                    doubted_since: judging.doubted_since.get(&n.name).copied(),
                 },
             )
         })
         .collect();
-    let trouble = troubled(
-        evidence
+    let named_by_others = |node: &str| {
+        fresh
             .iter()
-            .filter(|(node, _)| *node != input.me)
-            .map(|(_, e)| e),
-        &ctx,
-    );
+            .any(|(marker, m)| *marker != input.me && m.names(node))
+    };
+    let doubts: BTreeSet<String> = evidence
+        .iter()
+        .filter(|(node, e)| *node != input.me && doubted(e, &ctx))
+        .map(|(node, _)| *node)
+        .filter(|node| judging.marked.contains(*node) || !named_by_others(node))
+        .take(presence::MARK_NAMES_MAX)
+        .map(str::to_owned)
+        .collect();
+    judging.marked = doubts.clone();
     let renew_now = evidence.iter().any(|(_, e)| awaits_evidence(e, &ctx));
     let (alive, gone) = alive(evidence, &ctx);
     judging.departed = departed(&judging.departed, &gone, input.api_ok);
@@ -551,7 +606,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
         gone,
         isolated,
         voters,
-        trouble,
+        doubts,
         renew_now,
     }
 }

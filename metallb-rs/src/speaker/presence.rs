@@ -7,15 +7,18 @@
 //! the others; `liveness` weighs them with gossip.
 //!
 //! Renewals are slow ([`SLOW_RENEW`], below the kubelet's node-lease
-//! rate) while gossip agrees, and fast ([`FAST_RENEW`]) while any speaker
-//! sees trouble in gossip - a member suspect, or down while its lease
-//! still says otherwise. A speaker in trouble marks its lease
-//! ([`TROUBLE_ANNOTATION`]); every speaker that sees a fresh mark renews
-//! fast too ([`mode`]). So whoever judges a member that gossip lost has
-//! every live speaker renewing fast from the moment its own mark showed,
-//! and a member that missed one fast renewal since then has stopped
-//! (`liveness`). Only renewals are written; nobody reads a lease but
-//! through the watch.
+//! rate) while gossip agrees, and fast ([`FAST_RENEW`]) while in doubt.
+//! A speaker that doubts members - its own probe of one went unanswered,
+//! or one is down while its lease still says otherwise - marks its lease
+//! with their names ([`TROUBLE_ANNOTATION`], a [`Mark`]); a speaker named
+//! by a fresh mark renews fast ([`mode`]). So whoever judges a member
+//! that gossip lost has it renewing fast from the moment a mark naming it
+//! showed, and a member that missed one fast renewal since then has
+//! stopped (`liveness`). Only the doubted renew fast: a suspicion in a
+//! cluster of 1,000 nodes costs a few writes, not a few thousand, and
+//! one speaker's mark serves every judge (a member already named by
+//! someone else's mark is not named again). Only renewals are written;
+//! nobody reads a lease but through the watch.
 //!
 //! A renewal counts when we see the lease change, on our monotonic clock
 //! ([`crate::k8s::observed`]): another node's renewTime is never compared
@@ -27,7 +30,7 @@ use crate::k8s::observed::{self, Observation, Version};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Lease name prefix.
@@ -73,22 +76,110 @@ impl Mode {
     }
 }
 
-/// How to renew: marked while this speaker sees trouble itself, fast while
-/// some other node's lease carries a mark that is still renewed (a mark
-/// left by a speaker that died goes stale within a fast period and is
-/// not followed), slow otherwise.
+/// Most names a mark carries: past it a speaker names the first of its
+/// doubts (by name) and judges the rest by their own renewal periods. A
+/// node cut off from everyone's gossip doubts every member; it must not
+/// make a cluster of 1,000 renew fast.
+pub const MARK_NAMES_MAX: usize = 32;
+
+/// Whom a trouble mark asks to renew fast.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// Every speaker: what a mark of an older release (value `true`), or
+    /// one that names no node, asks.
+    Everyone,
+    /// These members (at most [`MARK_NAMES_MAX`]).
+    Names(BTreeSet<String>),
+}
+
+impl Mark {
+    /// The mark naming `doubted` (the first [`MARK_NAMES_MAX`] of them),
+    /// `None` when it is empty.
+    pub fn naming(doubted: &BTreeSet<String>) -> Option<Mark> {
+        (!doubted.is_empty())
+            .then(|| Mark::Names(doubted.iter().take(MARK_NAMES_MAX).cloned().collect()))
+    }
+
+    /// The annotation's value: the names, comma-separated.
+    pub fn value(&self) -> String {
+        match self {
+            Mark::Everyone => "true".to_owned(),
+            Mark::Names(names) => names
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+
+    /// Reads an annotation's value: node names, comma-separated (a node
+    /// name never holds a comma); anything else - an older release's
+    /// `true`, nothing, a value with no name in it - asks everyone.
+    pub fn parse(value: &str) -> Mark {
+        let names: BTreeSet<String> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty() && *n != "true")
+            .take(MARK_NAMES_MAX)
+            .map(str::to_owned)
+            .collect();
+        if names.is_empty() {
+            Mark::Everyone
+        } else {
+            Mark::Names(names)
+        }
+    }
+
+    /// Whether it asks `node`'s speaker to renew fast.
+    pub fn names(&self, node: &str) -> bool {
+        match self {
+            Mark::Everyone => true,
+            Mark::Names(names) => names.contains(node),
+        }
+    }
+}
+
+/// The marks the presence leases carry, by node.
+pub fn marks<'a>(leases: impl IntoIterator<Item = &'a Lease>) -> BTreeMap<String, Mark> {
+    leases
+        .into_iter()
+        .filter_map(|l| {
+            let node = l.metadata.name.as_deref()?.strip_prefix(LEASE_PREFIX)?;
+            let value = l.metadata.annotations.as_ref()?.get(TROUBLE_ANNOTATION)?;
+            Some((node.to_owned(), Mark::parse(value)))
+        })
+        .collect()
+}
+
+/// The marks that count at `now`: on a held lease still renewed (a mark
+/// left by a speaker that died goes stale within its period and stops
+/// counting), with the node each belongs to.
+pub fn fresh_marks<'a>(
+    leases: &'a BTreeMap<String, LeaseState>,
+    marks: &'a BTreeMap<String, Mark>,
+    now: Instant,
+) -> impl Iterator<Item = (&'a str, &'a Mark)> {
+    marks.iter().filter_map(move |(node, mark)| {
+        leases
+            .get(node)
+            .is_some_and(|l| l.held && l.trouble && !l.overdue(now))
+            .then_some((node.as_str(), mark))
+    })
+}
+
+/// How to renew: marked while this speaker doubts members itself
+/// (`own_trouble`), fast while another node's fresh mark names this
+/// one, slow otherwise.
 pub fn mode(
     own_trouble: bool,
     leases: &BTreeMap<String, LeaseState>,
+    marks: &BTreeMap<String, Mark>,
     me: &str,
     now: Instant,
 ) -> Mode {
     if own_trouble {
         Mode::Trouble
-    } else if leases
-        .iter()
-        .any(|(node, l)| node != me && l.held && l.trouble && !l.overdue(now))
-    {
+    } else if fresh_marks(leases, marks, now).any(|(node, m)| node != me && m.names(me)) {
         Mode::Follow
     } else {
         Mode::Slow
@@ -163,25 +254,46 @@ fn period_of(duration_seconds: Option<i32>) -> Duration {
 }
 
 /// Marks `node`'s speaker present (creates or takes its lease), renewing
-/// as `mode` says, its link not marked down.
+/// as `mode` says, unmarked, its link not marked down.
 pub async fn join(api: &Api<Lease>, node: &str, mode: Mode) -> Result<(), kube::Error> {
-    set(api, node, Some(node), mode, None).await
+    set(api, node, Some(node), mode, None, None).await
 }
 
-/// [`join`], with the link marked down when `link_down` names the
-/// interface ([`LINK_DOWN_ANNOTATION`]).
+/// What one renewal writes besides the holder and the period.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Marks<'a> {
+    /// The trouble mark ([`TROUBLE_ANNOTATION`]); only in
+    /// [`Mode::Trouble`].
+    pub trouble: Option<&'a Mark>,
+    /// The interface whose link is down ([`LINK_DOWN_ANNOTATION`]).
+    pub link_down: Option<&'a str>,
+}
+
+/// [`join`], with `marks`.
 pub async fn renew(
     api: &Api<Lease>,
     node: &str,
     mode: Mode,
-    link_down: Option<&str>,
+    marks: Marks<'_>,
 ) -> Result<(), kube::Error> {
-    set(api, node, Some(node), mode, link_down).await
+    let trouble = marks
+        .trouble
+        .filter(|_| mode == Mode::Trouble)
+        .map(Mark::value);
+    set(
+        api,
+        node,
+        Some(node),
+        mode,
+        trouble.as_deref(),
+        marks.link_down,
+    )
+    .await
 }
 
 /// Marks `node`'s speaker gone.
 pub async fn leave(api: &Api<Lease>, node: &str) -> Result<(), kube::Error> {
-    set(api, node, None, Mode::Slow, None).await
+    set(api, node, None, Mode::Slow, None, None).await
 }
 
 /// One write per renewal: a merge patch of the spec and the mark (the
@@ -192,6 +304,7 @@ async fn set(
     node: &str,
     holder: Option<&str>,
     mode: Mode,
+    trouble: Option<&str>,
     link_down: Option<&str>,
 ) -> Result<(), kube::Error> {
     let name = lease_name(node);
@@ -202,7 +315,6 @@ async fn set(
         renew_time: Some(MicroTime(crate::clock::wall_now())),
         ..LeaseSpec::default()
     };
-    let trouble = (mode == Mode::Trouble).then_some("true");
     // A null (cleared holder, no mark) is deleted by a merge patch.
     let patch = serde_json::json!({
         "metadata": { "annotations": {
@@ -359,6 +471,11 @@ mod tests {
         #[case] want: Mode,
     ) {
         let t0 = Instant::now();
+        let marks = leases
+            .iter()
+            .filter(|(_, _, trouble, _)| *trouble)
+            .map(|(n, ..)| ((*n).to_owned(), Mark::parse("me,x")))
+            .collect();
         let leases = leases
             .iter()
             .map(|(n, held, trouble, changed)| {
@@ -368,7 +485,46 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(mode(own, &leases, "me", t0 + Duration::from_secs(10)), want);
+        let now = t0 + Duration::from_secs(10);
+        assert_eq!(mode(own, &leases, &marks, "me", now), want);
+    }
+
+    /// A mark's value names nodes, comma-separated; an older release's
+    /// `true` (or a value naming nobody) asks everyone; a speaker names
+    /// at most `MARK_NAMES_MAX` and a reader takes no more.
+    #[rstest]
+    #[case::names("b,a", Some(&["a", "b"][..]))]
+    #[case::spaces(" a , b ", Some(&["a", "b"][..]))]
+    #[case::an_older_release("true", None)]
+    #[case::empty("", None)]
+    #[case::commas_only(",,", None)]
+    fn mark_values(#[case] value: &str, #[case] want: Option<&[&str]>) {
+        let got = Mark::parse(value);
+        match want {
+            Some(names) => {
+                let names: BTreeSet<String> = names.iter().map(|n| (*n).to_owned()).collect();
+                assert_eq!(got, Mark::Names(names.clone()));
+                assert_eq!(Mark::parse(&got.value()), got, "round trip");
+                assert!(got.names("a") && !got.names("c"));
+            }
+            None => assert_eq!(got, Mark::Everyone),
+        }
+    }
+
+    #[test]
+    fn marks_are_capped() {
+        let many: BTreeSet<String> = (0..100).map(|i| format!("node-{i:03}")).collect();
+        let Some(Mark::Names(named)) = Mark::naming(&many) else {
+            panic!("a mark");
+        };
+        assert_eq!(named.len(), MARK_NAMES_MAX);
+        assert_eq!(named.first().map(String::as_str), Some("node-000"));
+        let value = many.iter().cloned().collect::<Vec<_>>().join(",");
+        let Mark::Names(read) = Mark::parse(&value) else {
+            panic!("names");
+        };
+        assert_eq!(read.len(), MARK_NAMES_MAX);
+        assert_eq!(Mark::naming(&BTreeSet::new()), None);
     }
 
     #[test]
@@ -438,6 +594,7 @@ mod tests {
                 since: SystemTime::UNIX_EPOCH,
                 left: false,
             }),
+            doubted_since: None,
         };
         let ctx = Context {
             now: t0 + Duration::from_secs(at),
@@ -446,7 +603,6 @@ mod tests {
             gossip_settled: false,
             // Our own renewals keep the watch visibly current.
             leases_seen: Some(t0 + Duration::from_secs(at)),
-            trouble_since: None,
             api_latency: Duration::ZERO,
         };
         liveness::judge(&e, &ctx)

@@ -15,7 +15,7 @@
 //! writing five times a second.
 
 use super::liveness::{API_TIMEOUT, LeaseState};
-use super::presence::{self, FAST_RENEW, Mode};
+use super::presence::{self, FAST_RENEW, Mark, Marks, Mode};
 use crate::k8s::queue::Backoff;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -121,6 +121,10 @@ pub struct Renewer {
     written_link: Option<bool>,
     /// The link state of the write [`Renewer::poll`] last asked for.
     polled_link: bool,
+    /// The mark the last renewal written carried, `None` after a failure.
+    written_mark: Option<Option<Mark>>,
+    /// The mark of the write [`Renewer::poll`] last asked for.
+    polled_mark: Option<Mark>,
     /// What the renewals achieved.
     record: Record,
     /// When the write [`Renewer::poll`] last asked for started.
@@ -138,6 +142,8 @@ impl Renewer {
             link_down: false,
             written_link: None,
             polled_link: false,
+            written_mark: None,
+            polled_mark: None,
             record: Record::new(now),
             started: now,
         }
@@ -160,22 +166,36 @@ impl Renewer {
         self.polled_link
     }
 
+    /// The mark the renewal [`Renewer::poll`] last asked for carries.
+    pub fn write_says_mark(&self) -> Option<&Mark> {
+        self.polled_mark.as_ref()
+    }
+
     /// The mode to write the lease in now, if a renewal is due at `now`
-    /// ([`renew_due`], with the mode [`presence::mode`] picks; a change of
-    /// the link state since the last renewal written counts as an ask).
-    /// Consumes a pending [`Renewer::ask`]; the write says the link state
-    /// [`Renewer::write_says_link_down`] returns.
+    /// ([`renew_due`], with the mode [`presence::mode`] picks: marked
+    /// while this speaker doubts members (`mark`), following the others'
+    /// `marks` that name it; a change of the link state or of the names
+    /// marked since the last renewal written counts as an ask). Consumes
+    /// a pending [`Renewer::ask`]; the write says the link state
+    /// [`Renewer::write_says_link_down`] and the mark
+    /// [`Renewer::write_says_mark`] return.
     pub fn poll(
         &mut self,
         now: Instant,
-        own_trouble: bool,
+        mark: Option<&Mark>,
         leases: &BTreeMap<String, LeaseState>,
+        marks: &BTreeMap<String, Mark>,
         me: &str,
     ) -> Option<Mode> {
-        let mode = presence::mode(own_trouble, leases, me, now);
+        let mode = presence::mode(mark.is_some(), leases, marks, me, now);
         let asked = std::mem::take(&mut self.asked)
-            || self.written_link.is_some_and(|w| w != self.link_down);
+            || self.written_link.is_some_and(|w| w != self.link_down)
+            || self
+                .written_mark
+                .as_ref()
+                .is_some_and(|w| w.as_ref() != mark);
         self.polled_link = self.link_down;
+        self.polled_mark = mark.cloned();
         let due = renew_due(self.written, mode, self.due, now, asked, self.retrying);
         if due {
             self.started = now;
@@ -199,6 +219,7 @@ impl Renewer {
             };
             self.written = Some(mode);
             self.written_link = Some(self.polled_link);
+            self.written_mark = Some(self.polled_mark.clone());
             self.retrying = false;
             // Timed from when the write started: renewals stay a period
             // apart however long each takes (back to back past that).
@@ -208,6 +229,7 @@ impl Renewer {
             self.record.latency = latency;
             self.written = None;
             self.written_link = None;
+            self.written_mark = None;
             self.retrying = true;
             self.due = now + retry_delay;
         }
@@ -240,7 +262,7 @@ pub fn retries() -> impl Iterator<Item = Duration> + Send {
 /// The running renewal task and what it shares with the loop.
 pub struct Renewal {
     record: Arc<Mutex<Record>>,
-    trouble: watch::Sender<bool>,
+    trouble: watch::Sender<Option<Mark>>,
     link_down: watch::Sender<Option<String>>,
     asked: Arc<Notify>,
     _task: AbortOnDropHandle<()>,
@@ -255,7 +277,7 @@ impl Renewal {
         leases: Store<Lease>,
         record: Arc<Mutex<Record>>,
     ) -> Self {
-        let (trouble, trouble_rx) = watch::channel(false);
+        let (trouble, trouble_rx) = watch::channel(None);
         let (link_down, link_rx) = watch::channel(None);
         let asked = Arc::new(Notify::new());
         let task = tokio::spawn(run(
@@ -278,10 +300,11 @@ impl Renewal {
         }
     }
 
-    /// This speaker sees trouble in gossip (or no longer does).
-    pub fn set_trouble(&self, on: bool) {
+    /// The members this speaker doubts, as its lease's mark names them
+    /// (`None`: it doubts nobody).
+    pub fn set_mark(&self, mark: Option<Mark>) {
         self.trouble
-            .send_if_modified(|t| std::mem::replace(t, on) != on);
+            .send_if_modified(|t| std::mem::replace(t, mark.clone()) != mark);
     }
 
     /// This node's link counts as down (`Some(interface)`) or no longer
@@ -305,7 +328,7 @@ impl Renewal {
 
 /// What the loop tells the renewal task.
 struct Signals {
-    trouble: watch::Receiver<bool>,
+    trouble: watch::Receiver<Option<Mark>>,
     link_down: watch::Receiver<Option<String>>,
     asked: Arc<Notify>,
 }
@@ -328,14 +351,20 @@ async fn run(
     let mut delays = retries();
     loop {
         let now = Instant::now();
-        let states = presence::states(leases.state().iter().map(|l| &**l), &mut seen, now);
-        let own_trouble = *trouble.borrow_and_update();
+        let cached = leases.state();
+        let states = presence::states(cached.iter().map(|l| &**l), &mut seen, now);
+        let marks = presence::marks(cached.iter().map(|l| &**l));
+        let mark = trouble.borrow_and_update().clone();
         let iface = link.borrow_and_update().clone();
         renewer.set_link_down(iface.is_some());
-        if let Some(mode) = renewer.poll(now, own_trouble, &states, &node) {
-            let down = iface.as_deref().filter(|_| renewer.write_says_link_down());
+        if let Some(mode) = renewer.poll(now, mark.as_ref(), &states, &marks, &node) {
+            let write = Marks {
+                trouble: renewer.write_says_mark(),
+                link_down: iface.as_deref().filter(|_| renewer.write_says_link_down()),
+            };
             let outcome =
-                tokio::time::timeout(RENEW_TIMEOUT, presence::renew(&api, &node, mode, down)).await;
+                tokio::time::timeout(RENEW_TIMEOUT, presence::renew(&api, &node, mode, write))
+                    .await;
             let ok = matches!(outcome, Ok(Ok(())));
             match outcome {
                 Ok(Ok(())) => delays = retries(),
@@ -435,13 +464,18 @@ mod tests {
     fn a_renewer_backs_off_through_failures() {
         let t0 = Instant::now();
         let none = BTreeMap::new();
+        let no_marks = BTreeMap::new();
+        let doubt = Mark::Names(["a".to_owned()].into());
         let mut r = Renewer::new(t0);
-        assert_eq!(r.poll(t0, false, &none, "me"), Some(Mode::Slow));
+        assert_eq!(r.poll(t0, None, &none, &no_marks, "me"), Some(Mode::Slow));
         r.done(t0, Mode::Slow, true, Duration::ZERO);
-        assert_eq!(r.poll(at(t0, 1.0), false, &none, "me"), None);
+        assert_eq!(r.poll(at(t0, 1.0), None, &none, &no_marks, "me"), None);
         assert_eq!(r.next_wakeup(), at(t0, 15.0));
         // Trouble starts: at once; the write fails.
-        assert_eq!(r.poll(at(t0, 2.0), true, &none, "me"), Some(Mode::Trouble));
+        assert_eq!(
+            r.poll(at(t0, 2.0), Some(&doubt), &none, &no_marks, "me"),
+            Some(Mode::Trouble)
+        );
         r.done(
             at(t0, 2.0),
             Mode::Trouble,
@@ -451,20 +485,29 @@ mod tests {
         assert!(r.record().failed_since);
         r.ask();
         assert_eq!(
-            r.poll(at(t0, 2.2), true, &none, "me"),
+            r.poll(at(t0, 2.2), Some(&doubt), &none, &no_marks, "me"),
             None,
             "asked, but backing off"
         );
         assert_eq!(
-            r.poll(at(t0, 3.4), false, &none, "me"),
+            r.poll(at(t0, 3.4), None, &none, &no_marks, "me"),
             None,
             "mode changed, but backing off"
         );
-        assert_eq!(r.poll(at(t0, 3.5), true, &none, "me"), Some(Mode::Trouble));
+        assert_eq!(
+            r.poll(at(t0, 3.5), Some(&doubt), &none, &no_marks, "me"),
+            Some(Mode::Trouble)
+        );
         r.done(at(t0, 3.5), Mode::Trouble, true, Duration::ZERO);
         assert!(r.record().api_ok(at(t0, 4.0)));
-        assert_eq!(r.poll(at(t0, 4.0), true, &none, "me"), None);
-        assert_eq!(r.poll(at(t0, 4.5), true, &none, "me"), Some(Mode::Trouble));
+        assert_eq!(
+            r.poll(at(t0, 4.0), Some(&doubt), &none, &no_marks, "me"),
+            None
+        );
+        assert_eq!(
+            r.poll(at(t0, 4.5), Some(&doubt), &none, &no_marks, "me"),
+            Some(Mode::Trouble)
+        );
     }
 
     /// A change of the link state is written at once, whatever the mode
@@ -474,27 +517,104 @@ mod tests {
     fn a_link_change_is_written_at_once() {
         let t0 = Instant::now();
         let none = BTreeMap::new();
+        let no_marks = BTreeMap::new();
         let mut r = Renewer::new(t0);
-        assert_eq!(r.poll(t0, false, &none, "me"), Some(Mode::Slow));
+        assert_eq!(r.poll(t0, None, &none, &no_marks, "me"), Some(Mode::Slow));
         assert!(!r.write_says_link_down());
         r.done(t0, Mode::Slow, true, Duration::ZERO);
-        assert_eq!(r.poll(at(t0, 1.0), false, &none, "me"), None);
+        assert_eq!(r.poll(at(t0, 1.0), None, &none, &no_marks, "me"), None);
         r.set_link_down(true);
-        assert_eq!(r.poll(at(t0, 1.1), false, &none, "me"), Some(Mode::Slow));
+        assert_eq!(
+            r.poll(at(t0, 1.1), None, &none, &no_marks, "me"),
+            Some(Mode::Slow)
+        );
         assert!(r.write_says_link_down(), "the write says the link is down");
         r.done(at(t0, 1.2), Mode::Slow, true, Duration::ZERO);
-        assert_eq!(r.poll(at(t0, 2.0), false, &none, "me"), None, "written");
+        assert_eq!(
+            r.poll(at(t0, 2.0), None, &none, &no_marks, "me"),
+            None,
+            "written"
+        );
         // Back up, but the write fails: the backoff decides the retry.
         r.set_link_down(false);
-        assert_eq!(r.poll(at(t0, 3.0), false, &none, "me"), Some(Mode::Slow));
+        assert_eq!(
+            r.poll(at(t0, 3.0), None, &none, &no_marks, "me"),
+            Some(Mode::Slow)
+        );
         assert!(!r.write_says_link_down());
         r.done(at(t0, 3.0), Mode::Slow, false, Duration::from_secs(1));
         r.set_link_down(true);
-        assert_eq!(r.poll(at(t0, 3.5), false, &none, "me"), None, "backing off");
-        assert_eq!(r.poll(at(t0, 4.0), false, &none, "me"), Some(Mode::Slow));
+        assert_eq!(
+            r.poll(at(t0, 3.5), None, &none, &no_marks, "me"),
+            None,
+            "backing off"
+        );
+        assert_eq!(
+            r.poll(at(t0, 4.0), None, &none, &no_marks, "me"),
+            Some(Mode::Slow)
+        );
         assert!(r.write_says_link_down());
         r.done(at(t0, 4.0), Mode::Slow, true, Duration::ZERO);
-        assert_eq!(r.poll(at(t0, 5.0), false, &none, "me"), None);
+        assert_eq!(r.poll(at(t0, 5.0), None, &none, &no_marks, "me"), None);
+    }
+
+    /// A change of the names marked is written at once; the same names
+    /// again are not.
+    #[test]
+    fn a_change_of_the_names_marked_is_written_at_once() {
+        let t0 = Instant::now();
+        let none = BTreeMap::new();
+        let no_marks = BTreeMap::new();
+        let a = Mark::Names(["a".to_owned()].into());
+        let ab = Mark::Names(["a".to_owned(), "b".to_owned()].into());
+        let mut r = Renewer::new(t0);
+        assert_eq!(
+            r.poll(t0, Some(&a), &none, &no_marks, "me"),
+            Some(Mode::Trouble)
+        );
+        assert_eq!(r.write_says_mark(), Some(&a));
+        r.done(t0, Mode::Trouble, true, Duration::ZERO);
+        let later = at(t0, 0.5);
+        assert_eq!(r.poll(later, Some(&a), &none, &no_marks, "me"), None);
+        assert_eq!(
+            r.poll(later, Some(&ab), &none, &no_marks, "me"),
+            Some(Mode::Trouble)
+        );
+        assert_eq!(r.write_says_mark(), Some(&ab));
+        r.done(later, Mode::Trouble, true, Duration::ZERO);
+        assert_eq!(r.poll(at(t0, 0.6), Some(&ab), &none, &no_marks, "me"), None);
+        assert_eq!(
+            r.poll(at(t0, 0.7), None, &none, &no_marks, "me"),
+            Some(Mode::Slow)
+        );
+        assert_eq!(
+            r.write_says_mark(),
+            None,
+            "doubts over: the mark is cleared"
+        );
+    }
+
+    /// Only a fresh mark that names this speaker (or an older release's
+    /// mark, which names nobody) makes it renew fast.
+    #[rstest]
+    #[case::named("me,b", true, Mode::Follow)]
+    #[case::not_named("b,c", true, Mode::Slow)]
+    #[case::an_older_release_asks_everyone("true", true, Mode::Follow)]
+    #[case::stale("me", false, Mode::Slow)]
+    fn following_a_mark(#[case] value: &str, #[case] fresh: bool, #[case] want: Mode) {
+        let t0 = Instant::now();
+        let marker = LeaseState {
+            held: true,
+            changed: t0,
+            renewed: true,
+            period: FAST_RENEW,
+            trouble: true,
+            link_down: false,
+        };
+        let leases = BTreeMap::from([("marker".to_owned(), marker)]);
+        let marks = BTreeMap::from([("marker".to_owned(), Mark::parse(value))]);
+        let now = if fresh { at(t0, 0.5) } else { at(t0, 2.0) };
+        assert_eq!(presence::mode(false, &leases, &marks, "me", now), want);
     }
 
     /// Retries of failed renewals back off from a second to two, each

@@ -3,6 +3,8 @@
 use super::*;
 use rstest::rstest;
 
+mod marks;
+
 /// Our monotonic clock's origin in these tests.
 static T0: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
 
@@ -47,6 +49,7 @@ fn ev(ready: bool, oos: bool, lease: Option<LeaseState>, gossip: Option<Gossip>)
         out_of_service: oos,
         lease,
         gossip,
+        doubted_since: None,
     }
 }
 
@@ -186,7 +189,6 @@ fn judging(
         gossip_settled: false,
         // The watch is live: it just showed a renewal.
         leases_seen: Some(at(10.0)),
-        trouble_since: None,
         api_latency: Duration::ZERO,
     };
     assert_eq!(judge(&e, &ctx), want);
@@ -214,7 +216,6 @@ fn overdue_leases_count_only_as_far_as_the_watch_is_current(
         membership: true,
         gossip_settled: false,
         leases_seen: leases_seen.map(at),
-        trouble_since: None,
         api_latency: Duration::ZERO,
     };
     let e = ev(true, false, lease(true, 6.9), down(9.0, false));
@@ -266,7 +267,6 @@ fn renewing_at_once_when_it_settles_a_suspect(
         membership: true,
         gossip_settled: false,
         leases_seen: leases_seen.map(at),
-        trouble_since: None,
         api_latency: Duration::ZERO,
     };
     assert_eq!(awaits_evidence(&ev(true, false, lease, gossip), &ctx), want);
@@ -309,17 +309,27 @@ fn a_trouble_mark_shortens_the_wait_to_a_fast_period(
         membership: true,
         gossip_settled: false,
         leases_seen: Some(at(10.0)),
-        trouble_since: since.map(at),
         api_latency: Duration::ZERO,
     };
-    assert_eq!(judge(&ev(true, false, slow, down(9.0, false)), &ctx), want);
+    let e = Evidence {
+        doubted_since: since.map(at),
+        ..ev(true, false, slow, down(9.0, false))
+    };
+    assert_eq!(judge(&e, &ctx), want);
 }
 
 /// Trouble: what makes a speaker mark its lease, judged at 10 with a
 /// 2 s period (a lease changed at 9 is within it, one at 3 is not).
 #[rstest]
 #[case::all_alive(ev(true, false, lease(true, 3.0), Some(Gossip::Alive)), false)]
-#[case::a_suspect(ev(true, false, lease(true, 9.0), Some(Gossip::Suspect)), true)]
+#[case::a_suspect_we_heard_of_is_the_probers_to_mark(
+    ev(true, false, lease(true, 9.0), Some(Gossip::Suspect)),
+    false
+)]
+#[case::our_probe_went_unanswered(
+    ev(true, false, lease(true, 9.0), Some(Gossip::Unanswered)),
+    true
+)]
 #[case::down_with_a_live_lease(ev(true, false, lease(true, 9.0), down(9.5, false)), true)]
 #[case::down_and_its_lease_stopped_is_settled(
     ev(true, false, lease(true, 3.0), down(9.5, false)),
@@ -345,7 +355,6 @@ fn settled(gossip_settled: bool, leases_seen: Option<f64>) -> Context {
         membership: true,
         gossip_settled,
         leases_seen: leases_seen.map(at),
-        trouble_since: None,
         api_latency: Duration::ZERO,
     }
 }
@@ -405,8 +414,8 @@ fn trouble_for_members_gossip_does_not_know(
 
 /// The whole story of a restarted speaker beside a hung one: gossip
 /// does not know the hung member; its lease, first seen at 10, never
-/// renews. Everyone renews fast once this speaker marks (its mark
-/// seen back at 10.2), and the hung member is gone a fast period and
+/// renews. The members named renew fast once this speaker marks (its
+/// mark seen back at 10.2), and the hung member is gone a fast period and
 /// the margin later - not after its own slow period - while a live
 /// member unknown to gossip that renews at 10.6 stays.
 #[test]
@@ -433,16 +442,18 @@ fn a_restarted_speaker_drops_a_hung_member_within_a_fast_period() {
         membership: true,
         gossip_settled: true,
         leases_seen: Some(at(now)),
-        trouble_since: Some(at(10.2)),
         api_latency: Duration::ZERO,
     };
+    let named = |lease| Evidence {
+        doubted_since: Some(at(10.2)),
+        ..ev(true, false, lease, None)
+    };
     assert!(troubled([&ev(true, false, hung, None)], &ctx(10.1)));
-    assert_eq!(judge(&ev(true, false, hung, None), &ctx(11.5)), Ok(()));
-    assert_eq!(
-        judge(&ev(true, false, hung, None), &ctx(11.8)),
-        Err(Gone::Unknown)
-    );
-    assert_eq!(judge(&ev(true, false, live, None), &ctx(11.8)), Ok(()));
+    assert_eq!(judge(&named(hung), &ctx(11.5)), Ok(()));
+    assert_eq!(judge(&named(hung), &ctx(11.8)), Err(Gone::Unknown));
+    assert_eq!(judge(&named(live), &ctx(11.8)), Ok(()));
+    // Not named by any mark: its own slow period rules.
+    assert_eq!(judge(&ev(true, false, hung, None), &ctx(11.8)), Ok(()));
 }
 
 /// Departed speakers, from what this pass judged gone: with the API
@@ -505,7 +516,6 @@ fn a_suspect_counts_alive() {
         membership: true,
         gossip_settled: false,
         leases_seen: None,
-        trouble_since: None,
         api_latency: Duration::ZERO,
     };
     let e = ev(true, false, lease(true, 1.0), Some(Gossip::Suspect));
@@ -520,7 +530,6 @@ fn alive_splits_nodes_and_says_why() {
         membership: true,
         gossip_settled: false,
         leases_seen: Some(at(10.0)),
-        trouble_since: None,
         api_latency: Duration::ZERO,
     };
     let (alive, gone) = alive(
@@ -578,6 +587,7 @@ fn a_speaker_whose_link_is_down_does_not_count_itself() {
                 view: None,
                 nodes: &nodes,
                 leases: &leases,
+                marks: &BTreeMap::new(),
             },
         )
     };

@@ -100,6 +100,7 @@ impl Gossip {
                 alive: BTreeSet::from([node]),
                 down: BTreeMap::new(),
                 suspect: BTreeSet::new(),
+                unanswered: BTreeSet::new(),
             },
             seeds: BTreeMap::new(),
             known: HashMap::new(),
@@ -188,7 +189,7 @@ impl Gossip {
             if let Some(id) = forgets {
                 self.forget_if_removed(&id);
             }
-            self.drain(now);
+            self.drain_probed(now, true);
         }
         if now >= self.next_rejoin {
             self.next_rejoin = now + self.timing.rejoin_period;
@@ -399,6 +400,15 @@ impl Gossip {
     /// Moves what foca produced into the outbox, the timer heap and the
     /// view.
     fn drain(&mut self, now: Instant) {
+        self.drain_probed(now, false);
+    }
+
+    /// [`Self::drain`] after foca handled a timer (`timer`) or anything
+    /// else: a member that turns suspect while a timer is handled was
+    /// suspected by this speaker's own probe (foca suspects a member when
+    /// the probe period ends unanswered); one that turns suspect on a
+    /// received datagram is hearsay.
+    fn drain_probed(&mut self, now: Instant, timer: bool) {
         while let Some((to, packet)) = self.runtime.to_send() {
             self.queue(to.addr, &Frame::Foca(&packet));
         }
@@ -408,12 +418,20 @@ impl Gossip {
         while let Some(notification) = self.runtime.to_notify() {
             self.on_notification(notification);
         }
-        self.view.suspect = self
+        let suspect: BTreeSet<String> = self
             .foca
             .iter_membership_state()
             .filter(|m| m.state() == foca::State::Suspect)
             .map(|m| m.id().node.clone())
             .collect();
+        let raised: Vec<String> = if timer {
+            suspect.difference(&self.view.suspect).cloned().collect()
+        } else {
+            Vec::new()
+        };
+        self.view.unanswered.retain(|n| suspect.contains(n));
+        self.view.unanswered.extend(raised);
+        self.view.suspect = suspect;
     }
 
     fn queue(&mut self, to: SocketAddr, frame: &Frame<'_>) {
@@ -480,6 +498,17 @@ mod tests {
     /// unless its sender or receiver is `cut`; returns each member's view
     /// after `secs`.
     fn run(members: &mut [Gossip], start: Instant, secs: f64, cut: Option<usize>) -> Instant {
+        run_observed(members, start, secs, cut, &mut |_| {})
+    }
+
+    /// [`run`], calling `observe` after every step.
+    fn run_observed(
+        members: &mut [Gossip],
+        start: Instant,
+        secs: f64,
+        cut: Option<usize>,
+        observe: &mut dyn FnMut(&[Gossip]),
+    ) -> Instant {
         let addrs: Vec<SocketAddr> = members.iter().map(|g| g.identity().addr).collect();
         let names: Vec<String> = members.iter().map(|g| g.node.clone()).collect();
         let mut now = start;
@@ -507,8 +536,48 @@ mod tests {
                     }
                 }
             }
+            observe(members);
         }
         now
+    }
+
+    /// A member one of our own probes found silent is `unanswered`; one
+    /// we only heard is suspect is not: the first to suspect a member
+    /// that stopped answering did so by its own probe, and another
+    /// heard of it before its own probe failed.
+    #[test]
+    fn unanswered_is_our_own_probe_and_suspect_may_be_hearsay() {
+        let start = Instant::now();
+        let timing = Timing::default();
+        let mut members: Vec<Gossip> = (0..6u8)
+            .map(|i| {
+                let addr = SocketAddr::from(([10, 0, 0, i + 1], 7946));
+                Gossip::new(format!("n{i}"), addr, &timing, u64::from(i), 1, start)
+                    .expect("timing is valid")
+            })
+            .collect();
+        let seeds: Vec<(String, SocketAddr)> = members
+            .iter()
+            .map(|g| (g.node.clone(), g.identity().addr))
+            .collect();
+        for g in &mut members {
+            g.join(seeds.clone(), start);
+        }
+        let joined = run(&mut members, start, 2.0, None);
+        let (mut first, mut hearsay) = (None, false);
+        run_observed(&mut members, joined, 2.0, Some(5), &mut |members| {
+            for g in &members[..5] {
+                let v = g.view();
+                assert!(v.unanswered.is_subset(&v.suspect), "{}: {v:?}", g.node);
+                if v.suspect.contains("n5") {
+                    first.get_or_insert((g.node.clone(), v.unanswered.contains("n5")));
+                    hearsay |= !v.unanswered.contains("n5");
+                }
+            }
+        });
+        let (who, own) = first.expect("n5 was suspected");
+        assert!(own, "{who} suspected n5 first, by its own probe");
+        assert!(hearsay, "the other member heard of the suspicion");
     }
 
     /// The sans-IO member on virtual time: three join and see each other

@@ -270,9 +270,15 @@ pub struct View {
     /// are forgotten ([`Timing::remove_down_after`]).
     pub down: BTreeMap<String, Down>,
     /// Members of `alive` that are suspect: a probe went unanswered and
-    /// they have [`Timing::suspect_to_down_after`] to refute it. Trouble
-    /// starts here, before anyone is declared down (see `liveness`).
+    /// they have [`Timing::suspect_to_down_after`] to refute it.
     pub suspect: BTreeSet<String>,
+    /// Members of `suspect` this speaker suspected itself: its own probe
+    /// (and the indirect probes it asked for) went unanswered, rather
+    /// than it hearing of the suspicion. Trouble starts here, before
+    /// anyone is declared down (see `liveness`): one speaker's evidence
+    /// is enough to have the member renew fast, and a suspicion every
+    /// member hears of must not make every member write its lease.
+    pub unanswered: BTreeSet<String>,
 }
 
 /// A member declared down.
@@ -545,6 +551,7 @@ impl Membership {
             alive: BTreeSet::from([node.clone()]),
             down: BTreeMap::new(),
             suspect: BTreeSet::new(),
+            unanswered: BTreeSet::new(),
         };
         let (view_tx, view_rx) = watch::channel(view);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();

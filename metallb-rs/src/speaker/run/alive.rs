@@ -82,11 +82,9 @@ impl Runner {
     pub(super) fn refresh_liveness(&mut self) -> bool {
         let now = std::time::Instant::now();
         let j = &mut self.judging;
-        let leases = presence::states(
-            self.stores.leases.state().iter().map(|l| &**l),
-            &mut j.lease_seen,
-            now,
-        );
+        let cached = self.stores.leases.state();
+        let leases = presence::states(cached.iter().map(|l| &**l), &mut j.lease_seen, now);
+        let marks = presence::marks(cached.iter().map(|l| &**l));
         let view = self.membership.as_ref().map(|m| m.view());
         // A poisoned lock means a renewal panicked: the API counts as gone.
         let record = self.renewals.lock().map(|r| *r).ok();
@@ -100,10 +98,11 @@ impl Runner {
                 view: view.as_ref(),
                 nodes: &self.node_view,
                 leases: &leases,
+                marks: &marks,
             },
         );
         if let Some(renewal) = &self.renewal {
-            renewal.set_trouble(a.trouble);
+            renewal.set_mark(a.mark());
             if a.renew_now {
                 renewal.renew_now();
             }

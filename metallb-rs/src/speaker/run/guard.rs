@@ -119,6 +119,7 @@ mod tests {
                 })
                 .collect(),
             suspect: Default::default(),
+            unanswered: Default::default(),
         }
     }
 

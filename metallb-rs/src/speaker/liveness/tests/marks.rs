@@ -1,0 +1,113 @@
+//! Trouble marks in the assessment: who names whom, and judging from
+//! another speaker's mark.
+
+use super::*;
+
+/// One mark serves every judge: a member gossip has down, already named
+/// by another speaker's fresh mark, is not named again, and is judged
+/// from that mark (a fast period and the margin after it showed, then
+/// gone); without that mark this speaker names it itself. A suspicion
+/// heard from others is named by nobody here; one of our own probes is.
+#[test]
+fn a_mark_serves_every_judge() {
+    let node = |name: &str| NodeInfo {
+        name: name.to_owned(),
+        labels: BTreeMap::new(),
+        network_unavailable: false,
+        ready: true,
+        out_of_service: false,
+    };
+    let nodes = [node("m"), node("me"), node("z")];
+    let slow = |changed: f64| {
+        lease(true, changed).map(|l| LeaseState {
+            period: presence::SLOW_RENEW,
+            ..l
+        })
+    };
+    let marker = |changed: f64| {
+        lease(true, changed).map(|l| LeaseState {
+            period: presence::FAST_RENEW,
+            trouble: true,
+            ..l
+        })
+    };
+    let view = |z: &str| {
+        let mut v = View {
+            alive: ["m", "me"].map(str::to_owned).into(),
+            ..View::default()
+        };
+        match z {
+            "down" => {
+                v.down.insert(
+                    "z".to_owned(),
+                    crate::speaker::membership::Down {
+                        since: SystemTime::UNIX_EPOCH,
+                        left: false,
+                    },
+                );
+            }
+            "heard" => {
+                v.alive.insert("z".to_owned());
+                v.suspect.insert("z".to_owned());
+            }
+            _ => {
+                v.alive.insert("z".to_owned());
+                v.suspect.insert("z".to_owned());
+                v.unanswered.insert("z".to_owned());
+            }
+        }
+        v
+    };
+    let names_z = BTreeMap::from([("m".to_owned(), Mark::parse("z"))]);
+    let pass = |judging: &mut Judging,
+                now: f64,
+                m_changed: f64,
+                z: &str,
+                marks: &BTreeMap<String, Mark>| {
+        let leases: BTreeMap<String, LeaseState> = [
+            ("m", marker(m_changed)),
+            ("me", slow(now)),
+            ("z", slow(9.5)),
+        ]
+        .into_iter()
+        .filter_map(|(n, l)| Some((n.to_owned(), l?)))
+        .collect();
+        let v = view(z);
+        assess(
+            judging,
+            &Inputs {
+                now: at(now),
+                me: "me",
+                api_ok: true,
+                api_latency: Duration::ZERO,
+                view: Some(&v),
+                nodes: &nodes,
+                leases: &leases,
+                marks,
+            },
+        )
+    };
+    let mut judging = Judging::default();
+    let first = pass(&mut judging, 9.6, 9.0, "down", &names_z);
+    assert!(first.doubts.is_empty(), "named already: {first:?}");
+    assert!(
+        first.alive.contains("z"),
+        "within a fast period of the mark"
+    );
+    // The marker renewed since (its version first seen at 10.5): the
+    // member was named from 9.0 on, so it is gone at 11.0 and the margin.
+    let later = pass(&mut judging, 11.2, 10.5, "down", &names_z);
+    assert_eq!(later.gone.get("z"), Some(&Gone::Failed), "{later:?}");
+    let alone = pass(&mut Judging::default(), 9.6, 9.0, "down", &BTreeMap::new());
+    assert_eq!(alone.doubts, BTreeSet::from(["z".to_owned()]));
+    let heard = pass(&mut Judging::default(), 9.6, 9.0, "heard", &BTreeMap::new());
+    assert!(heard.doubts.is_empty(), "{heard:?}");
+    let probed = pass(
+        &mut Judging::default(),
+        9.6,
+        9.0,
+        "unanswered",
+        &BTreeMap::new(),
+    );
+    assert_eq!(probed.doubts, BTreeSet::from(["z".to_owned()]));
+}
