@@ -416,6 +416,24 @@ pub fn isolated_among(
     isolated(api_ok, alive, voters.len())
 }
 
+/// Partition safety as gossip shows it: [`isolated_among`] `voters` when
+/// known, else among every member gossip knows - or this speaker cannot
+/// reach the API server and at most half of its recent probes were
+/// answered (`View::reach`): the estimate that does not wait for members
+/// to be declared down one probe period at a time (a speaker cut off from
+/// a cluster of 100 would see half of it down only after some 15 s,
+/// long after the others took its addresses over).
+pub fn isolated_in(api_ok: bool, view: &View, voters: Option<&BTreeSet<String>>) -> bool {
+    let (by_count, known) = match voters {
+        Some(voters) => (isolated_among(api_ok, &view.alive, voters), voters.len()),
+        None => {
+            let known = view.alive.len() + view.down.len();
+            (isolated(api_ok, view.alive.len(), known), known)
+        }
+    };
+    by_count || (!api_ok && known > 1 && view.reach.at_most_half())
+}
+
 /// Partition safety: this speaker cannot reach the API server and sees at
 /// most half of the `known` speakers (itself included) alive in gossip, so
 /// the majority is taking its addresses over: it must stop answering.
@@ -597,10 +615,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
             &judging.departed,
         )
     });
-    let isolated = match (view, &voters) {
-        (Some(v), Some(voters)) => isolated_among(input.api_ok, &v.alive, voters),
-        _ => false,
-    };
+    let isolated = view.is_some_and(|v| isolated_in(input.api_ok, v, voters.as_ref()));
     Assessment {
         alive,
         gone,

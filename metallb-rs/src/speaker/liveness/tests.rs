@@ -597,3 +597,29 @@ fn a_speaker_whose_link_is_down_does_not_count_itself() {
     assert_eq!(down.alive, BTreeSet::from(["b".to_owned()]));
     assert_eq!(down.gone.get("me"), Some(&Gone::LinkDown));
 }
+
+/// A speaker that cannot reach the API server and whose recent probes
+/// mostly went unanswered is cut off, however many members its view
+/// still lists alive (a cut-off speaker declares them down one probe
+/// period at a time: half of 100 nodes takes some 15 s).
+#[rstest]
+#[case::most_probes_unanswered(false, 8, 2, true)]
+#[case::half_unanswered(false, 8, 4, true)]
+#[case::most_answered(false, 8, 6, false)]
+#[case::too_few_probes_to_tell(false, 3, 0, false)]
+#[case::the_api_still_answers(true, 8, 0, false)]
+fn isolation_by_reach(
+    #[case] api_ok: bool,
+    #[case] probed: u8,
+    #[case] answered: u8,
+    #[case] want: bool,
+) {
+    let names: BTreeSet<String> = (0..100).map(|i| format!("n{i}")).collect();
+    let view = View {
+        alive: names.clone(),
+        reach: crate::speaker::membership::Reach { probed, answered },
+        ..View::default()
+    };
+    assert_eq!(isolated_in(api_ok, &view, Some(&names)), want);
+    assert_eq!(isolated_in(api_ok, &view, None), want);
+}

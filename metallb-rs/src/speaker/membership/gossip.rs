@@ -6,7 +6,7 @@
 //! drives it with virtual time and a simulated network.
 
 use super::wire::{Frame, Identity};
-use super::{Down, DropReason, MembershipError, Timing, View};
+use super::{Down, DropReason, MembershipError, Reach, Timing, View};
 use foca::{
     AccumulatingRuntime, Codec as _, Foca, Member, Message, NoCustomBroadcast, OwnedNotification,
     PostcardCodec, Timer,
@@ -14,7 +14,7 @@ use foca::{
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Instant, SystemTime};
 
@@ -50,6 +50,11 @@ pub struct Gossip {
     announces: HashMap<String, (f64, Instant)>,
     /// Probes sent (for the metrics).
     probes: u64,
+    /// The probe the last probe timer started had a member to go to.
+    probing: bool,
+    /// The outcomes (answered or not) of the last [`Reach::WINDOW`]
+    /// probes.
+    outcomes: VecDeque<bool>,
     /// Members forgotten since the last [`Gossip::take_forgotten`].
     forgotten: Vec<String>,
 }
@@ -101,12 +106,15 @@ impl Gossip {
                 down: BTreeMap::new(),
                 suspect: BTreeSet::new(),
                 unanswered: BTreeSet::new(),
+                reach: Reach::default(),
             },
             seeds: BTreeMap::new(),
             known: HashMap::new(),
             left: HashMap::new(),
             announces: HashMap::new(),
             probes: 0,
+            probing: false,
+            outcomes: VecDeque::new(),
             forgotten: Vec::new(),
         })
     }
@@ -176,7 +184,8 @@ impl Gossip {
             let Some(Reverse((_, timer))) = self.timers.pop() else {
                 break;
             };
-            if matches!(timer, Timer::ProbeRandomMember(_)) {
+            let probe = matches!(timer, Timer::ProbeRandomMember(_));
+            if probe {
                 self.probes += 1;
             }
             let forgets = match &timer {
@@ -189,7 +198,16 @@ impl Gossip {
             if let Some(id) = forgets {
                 self.forget_if_removed(&id);
             }
-            self.drain_probed(now, true);
+            let raised = self.drain_probed(now, true);
+            if probe {
+                // This timer ends the last probe (a member foca found
+                // silent turns suspect now) and starts the next, if any
+                // member is left to probe.
+                if self.probing {
+                    self.record_probe(raised == 0);
+                }
+                self.probing = self.view.alive.len() > 1;
+            }
         }
         if now >= self.next_rejoin {
             self.next_rejoin = now + self.timing.rejoin_period;
@@ -408,7 +426,8 @@ impl Gossip {
     /// suspected by this speaker's own probe (foca suspects a member when
     /// the probe period ends unanswered); one that turns suspect on a
     /// received datagram is hearsay.
-    fn drain_probed(&mut self, now: Instant, timer: bool) {
+    /// Returns how many members turned suspect by our own probe.
+    fn drain_probed(&mut self, now: Instant, timer: bool) -> usize {
         while let Some((to, packet)) = self.runtime.to_send() {
             self.queue(to.addr, &Frame::Foca(&packet));
         }
@@ -429,9 +448,27 @@ impl Gossip {
         } else {
             Vec::new()
         };
+        let count = raised.len();
         self.view.unanswered.retain(|n| suspect.contains(n));
         self.view.unanswered.extend(raised);
         self.view.suspect = suspect;
+        count
+    }
+
+    /// One probe's outcome into [`View::reach`], the last
+    /// [`Reach::WINDOW`] kept.
+    fn record_probe(&mut self, answered: bool) {
+        if self.outcomes.len() >= usize::from(Reach::WINDOW) {
+            self.outcomes.pop_front();
+        }
+        self.outcomes.push_back(answered);
+        let count = |f: &dyn Fn(&bool) -> bool| {
+            u8::try_from(self.outcomes.iter().filter(|a| f(a)).count()).unwrap_or(u8::MAX)
+        };
+        self.view.reach = Reach {
+            probed: count(&|_| true),
+            answered: count(&|a| *a),
+        };
     }
 
     fn queue(&mut self, to: SocketAddr, frame: &Frame<'_>) {
@@ -494,9 +531,9 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// Three members on virtual time, every frame delivered 1 ms later
-    /// unless its sender or receiver is `cut`; returns each member's view
-    /// after `secs`.
+    /// Members on virtual time, every frame delivered 1 ms later unless
+    /// its sender or receiver is `cut` (which still runs); returns when it
+    /// stopped.
     fn run(members: &mut [Gossip], start: Instant, secs: f64, cut: Option<usize>) -> Instant {
         run_observed(members, start, secs, cut, &mut |_| {})
     }
@@ -517,10 +554,8 @@ mod tests {
         let mut in_flight: Vec<(Instant, usize, usize, Vec<u8>)> = Vec::new();
         while now < end {
             now += step;
-            for (i, g) in members.iter_mut().enumerate() {
-                if Some(i) != cut {
-                    g.tick(now);
-                }
+            for g in members.iter_mut() {
+                g.tick(now);
             }
             let (due, later): (Vec<_>, Vec<_>) = in_flight.into_iter().partition(|f| f.0 <= now);
             in_flight = later;
@@ -544,7 +579,9 @@ mod tests {
     /// A member one of our own probes found silent is `unanswered`; one
     /// we only heard is suspect is not: the first to suspect a member
     /// that stopped answering did so by its own probe, and another
-    /// heard of it before its own probe failed.
+    /// heard of it before its own probe failed. The member cut off sees
+    /// its probes unanswered (its reach is at most half) within two
+    /// seconds; the others still reach most of the cluster.
     #[test]
     fn unanswered_is_our_own_probe_and_suspect_may_be_hearsay() {
         let start = Instant::now();
@@ -575,6 +612,13 @@ mod tests {
                 }
             }
         });
+        let cut_off = members[5].view().reach;
+        assert!(cut_off.at_most_half(), "n5 hears no answer: {cut_off:?}");
+        for g in &members[..5] {
+            let reach = g.view().reach;
+            assert!(!reach.at_most_half(), "{} reaches most: {reach:?}", g.node);
+            assert!(reach.probed >= Reach::ENOUGH, "{}: {reach:?}", g.node);
+        }
         let (who, own) = first.expect("n5 was suspected");
         assert!(own, "{who} suspected n5 first, by its own probe");
         assert!(hearsay, "the other member heard of the suspicion");

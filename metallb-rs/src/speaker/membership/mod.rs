@@ -279,6 +279,36 @@ pub struct View {
     /// is enough to have the member renew fast, and a suspicion every
     /// member hears of must not make every member write its lease.
     pub unanswered: BTreeSet<String>,
+    /// How many of this speaker's recent probes were answered.
+    pub reach: Reach,
+}
+
+/// How many of this speaker's last [`Reach::WINDOW`] probes were
+/// answered (directly or through the members asked to probe
+/// indirectly). Probes go to random members, so the share answered
+/// estimates the share of the cluster this speaker reaches - at once,
+/// whatever the cluster's size, where counting members declared down
+/// takes a probe period per member (15 s to lose sight of half of 100
+/// nodes alone).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// Probes whose outcome is known, at most [`Reach::WINDOW`].
+    pub probed: u8,
+    /// Of those, answered.
+    pub answered: u8,
+}
+
+impl Reach {
+    /// The probes the estimate covers.
+    pub const WINDOW: u8 = 8;
+    /// Fewest probes the estimate needs.
+    pub const ENOUGH: u8 = 4;
+
+    /// At most half of enough recent probes were answered: this speaker
+    /// reaches at most about half of the cluster.
+    pub fn at_most_half(&self) -> bool {
+        self.probed >= Self::ENOUGH && u16::from(self.answered) * 2 <= u16::from(self.probed)
+    }
 }
 
 /// A member declared down.
@@ -552,6 +582,7 @@ impl Membership {
             down: BTreeMap::new(),
             suspect: BTreeSet::new(),
             unanswered: BTreeSet::new(),
+            reach: Reach::default(),
         };
         let (view_tx, view_rx) = watch::channel(view);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();

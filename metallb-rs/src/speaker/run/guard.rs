@@ -42,13 +42,7 @@ pub(super) fn api_ok(renewals: &Mutex<Record>) -> bool {
 /// or not (`api_ok`), must answer nothing, weighing `voters` (the loop's)
 /// or, before the loop has any, every member gossip knows.
 pub(super) fn cut_off(api_ok: bool, view: &View, voters: Option<&BTreeSet<String>>) -> bool {
-    match voters {
-        Some(voters) => liveness::isolated_among(api_ok, &view.alive, voters),
-        None => {
-            let known = view.alive.len() + view.down.len();
-            liveness::isolated(api_ok, view.alive.len(), known)
-        }
-    }
+    liveness::isolated_in(api_ok, view, voters)
 }
 
 /// Every [`PERIOD`], silences or lets go the announcer behind `silencer`
@@ -120,6 +114,7 @@ mod tests {
                 .collect(),
             suspect: Default::default(),
             unanswered: Default::default(),
+            reach: Default::default(),
         }
     }
 
