@@ -153,6 +153,16 @@ impl Api {
         self.cut[node] > 0
     }
 
+    /// Whether `node`'s lease is held, as the last committed write left
+    /// it (not held before any).
+    pub fn held(&self, node: NodeId) -> bool {
+        self.log
+            .iter()
+            .rev()
+            .find(|c| c.node == node)
+            .is_some_and(|c| c.value.held)
+    }
+
     /// The fate of a write `node` sends now, which it waits `timeout` for.
     pub fn send(&self, node: NodeId, timeout: Duration, rng: &mut StdRng) -> Fate {
         // Every draw is made whatever the outcome (see `net::fate`).

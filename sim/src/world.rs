@@ -4,7 +4,7 @@
 //! violation.
 
 use crate::api::{Api, Latency, LeaseValue};
-use crate::clock::{CHECK_PERIOD, Clock, Event, NodeId, ShutdownStep};
+use crate::clock::{CHECK_PERIOD, Clock, Event, NodeId, Run, ShutdownStep};
 use crate::faults::{self, Fault, Kind, Scenario};
 use crate::invariants::{Checker, Stats, Violation};
 use crate::net::Net;
@@ -174,7 +174,7 @@ pub struct World {
     checker: Checker,
     schedule: Vec<Fault>,
     end: Instant,
-    writes: BTreeMap<u64, (NodeId, LeaseValue)>,
+    writes: BTreeMap<u64, (NodeId, Run, LeaseValue)>,
     next_write: u64,
     /// A node's SIGTERM restart, pending its exit: (fault, downtime).
     restart_after_exit: Vec<Option<(usize, Option<Duration>)>>,
@@ -367,9 +367,18 @@ impl World {
                 ok,
             } => self.write_done(node, run, write, ok),
             Event::Commit { write } => {
-                if let Some((node, value)) = self.writes.remove(&write) {
-                    let now = self.now();
-                    self.api.commit(node, value, now);
+                if let Some((node, run, value)) = self.writes.remove(&write) {
+                    // A renewal tests that its speaker still holds the
+                    // lease (`presence::renew_if_held`) and, failing, takes
+                    // it only if that speaker still runs to see the answer:
+                    // one that reaches the API server after the lease was
+                    // cleared on SIGTERM writes nothing.
+                    let n = &self.nodes[node];
+                    let gone = n.run != run || n.process != Process::Running;
+                    if !(value.held && gone && !self.api.held(node)) {
+                        let now = self.now();
+                        self.api.commit(node, value, now);
+                    }
                 }
             }
             Event::FaultStart(i) => self.fault_start(i),
@@ -570,7 +579,7 @@ impl World {
                 mode,
                 mark: sp.renewer.write_says_mark().cloned(),
             };
-            self.writes.insert(write, (i, value));
+            self.writes.insert(write, (i, run, value));
             if let Some(c) = fate.commit_in {
                 self.clock.after(c, Event::Commit { write });
             }
@@ -772,7 +781,7 @@ impl World {
             mode: Mode::Slow,
             mark: None,
         };
-        self.writes.insert(write, (i, value));
+        self.writes.insert(write, (i, run, value));
         if let Some(c) = fate.commit_in {
             self.clock.after(c, Event::Commit { write });
         }

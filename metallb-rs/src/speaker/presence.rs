@@ -269,17 +269,20 @@ pub struct Marks<'a> {
     pub link_down: Option<&'a str>,
 }
 
-/// [`join`], with `marks`.
+/// Renews `node`'s lease with `marks`: [`renew_if_held`], or, should the
+/// lease be gone or its holder cleared or someone else's while this
+/// speaker runs (its previous run's leave landing after its join), takes
+/// it as [`join`] does.
 pub async fn renew(
     api: &Api<Lease>,
     node: &str,
     mode: Mode,
     marks: Marks<'_>,
 ) -> Result<(), kube::Error> {
-    let trouble = marks
-        .trouble
-        .filter(|_| mode == Mode::Trouble)
-        .map(Mark::value);
+    if renew_if_held(api, node, mode, marks).await? {
+        return Ok(());
+    }
+    let trouble = trouble_value(mode, marks);
     set(
         api,
         node,
@@ -289,6 +292,62 @@ pub async fn renew(
         marks.link_down,
     )
     .await
+}
+
+/// Renews `node`'s lease only while this speaker holds it: a JSON patch
+/// that tests the holder first (false, nothing written, when it is not
+/// held by `node` or gone). A renewal sent just before SIGTERM that
+/// reaches a slow API server after the lease was cleared must not take
+/// it back: the others would count a speaker that has left as running,
+/// and nobody would answer its addresses.
+pub async fn renew_if_held(
+    api: &Api<Lease>,
+    node: &str,
+    mode: Mode,
+    marks: Marks<'_>,
+) -> Result<bool, kube::Error> {
+    let trouble = trouble_value(mode, marks);
+    let periods = i32::try_from(mode.period().as_secs()).unwrap_or(i32::MAX);
+    let ops = serde_json::json!([
+        { "op": "test", "path": "/spec/holderIdentity", "value": node },
+        {
+            "op": "add",
+            "path": "/spec/leaseDurationSeconds",
+            "value": DURATION_PERIODS.saturating_mul(periods),
+        },
+        {
+            "op": "add",
+            "path": "/spec/renewTime",
+            "value": MicroTime(crate::clock::wall_now()),
+        },
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": annotations(trouble.as_deref(), marks.link_down),
+        },
+    ]);
+    let ops: json_patch::Patch = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+    match api
+        .patch(
+            &lease_name(node),
+            &PatchParams::default(),
+            &Patch::Json::<()>(ops),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        // Gone (404), or the test failed (422): not ours.
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 422 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The trouble mark's value a renewal in `mode` writes.
+fn trouble_value(mode: Mode, marks: Marks<'_>) -> Option<String> {
+    marks
+        .trouble
+        .filter(|_| mode == Mode::Trouble)
+        .map(Mark::value)
 }
 
 /// Marks `node`'s speaker gone.

@@ -1,0 +1,113 @@
+//! Presence leases against the lab API server (the `lab-apiserver`
+//! crate), in process: what a renewal writes, and that a renewal never
+//! takes back a lease its speaker cleared on leaving.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ObjectMeta, PostParams};
+use kube::config::Kubeconfig;
+use kube::{Api, Client};
+use lab_apiserver::ApiServer;
+use metallb_rs::speaker::presence::{self, LEASE_PREFIX, Mark, Marks, Mode, TROUBLE_ANNOTATION};
+
+const NS: &str = "metallb-system";
+
+async fn start() -> (ApiServer, Client) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let server = ApiServer::start(listener).await.expect("starts");
+    let kc = Kubeconfig::from_yaml(&server.kubeconfig("lab")).expect("kubeconfig parses");
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .expect("client config");
+    let client = Client::try_from(config).expect("client");
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NS.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    (server, client)
+}
+
+async fn lease(api: &Api<Lease>, node: &str) -> Lease {
+    api.get(&format!("{LEASE_PREFIX}{node}"))
+        .await
+        .expect("lease")
+}
+
+fn holder(l: &Lease) -> Option<&str> {
+    l.spec.as_ref()?.holder_identity.as_deref()
+}
+
+fn mark(l: &Lease) -> Option<&str> {
+    l.metadata
+        .annotations
+        .as_ref()?
+        .get(TROUBLE_ANNOTATION)
+        .map(String::as_str)
+}
+
+#[tokio::test]
+async fn renewals_write_the_mark_and_never_take_back_a_cleared_lease() {
+    let (_server, client) = start().await;
+    let api: Api<Lease> = Api::namespaced(client, NS);
+    presence::join(&api, "n1", Mode::Slow).await.expect("join");
+    let doubts = Mark::parse("n2,n3");
+    let marked = Marks {
+        trouble: Some(&doubts),
+        link_down: None,
+    };
+    assert!(
+        presence::renew_if_held(&api, "n1", Mode::Trouble, marked)
+            .await
+            .expect("renew")
+    );
+    let l = lease(&api, "n1").await;
+    assert_eq!(mark(&l), Some("n2,n3"));
+    assert_eq!(
+        l.spec.as_ref().and_then(|s| s.lease_duration_seconds),
+        Some(3)
+    );
+    // Doubts over: the mark goes, the period is slow again.
+    presence::renew(&api, "n1", Mode::Slow, Marks::default())
+        .await
+        .expect("renew");
+    let l = lease(&api, "n1").await;
+    assert_eq!((mark(&l), holder(&l)), (None, Some("n1")));
+    assert_eq!(
+        l.spec.as_ref().and_then(|s| s.lease_duration_seconds),
+        Some(45)
+    );
+    // SIGTERM: cleared. A renewal that lands afterwards writes nothing.
+    presence::leave(&api, "n1").await.expect("leave");
+    assert!(
+        !presence::renew_if_held(&api, "n1", Mode::Slow, Marks::default())
+            .await
+            .expect("answered")
+    );
+    assert_eq!(holder(&lease(&api, "n1").await), None, "still cleared");
+    // A running speaker whose lease was cleared under it (its previous
+    // run's leave landing late) takes it back; one that never had a
+    // lease creates it.
+    presence::renew(&api, "n1", Mode::Slow, Marks::default())
+        .await
+        .expect("renew");
+    assert_eq!(holder(&lease(&api, "n1").await), Some("n1"));
+    assert!(
+        !presence::renew_if_held(&api, "n9", Mode::Slow, Marks::default())
+            .await
+            .expect("answered")
+    );
+    presence::renew(&api, "n9", Mode::Slow, Marks::default())
+        .await
+        .expect("created");
+    assert_eq!(holder(&lease(&api, "n9").await), Some("n9"));
+}
