@@ -16,9 +16,15 @@ use std::time::{Duration, Instant};
 /// behind an API server whose writes are instant; each write takes
 /// [`Checker`]'s `latency` more twice over (the trouble mark's write,
 /// and the margin a slow renewal is given: README, "behind a slow API
-/// server").
-pub const FAILOVER_BOUND: Duration = Duration::from_secs(3);
-/// Longest two nodes may answer one address after a fault.
+/// server"). The README's "about 2-2.5 s" is the lab's p50 to max; over
+/// hundreds of seeds the first probe of a dead member comes up to about
+/// a second late (probes go round the members in random order), and the
+/// tail reaches 3.2 s: the bound is 3.5 s.
+pub const FAILOVER_BOUND: Duration = Duration::from_millis(3500);
+/// Longest two nodes may answer one address after a fault, behind an API
+/// server whose writes are instant; a cut-off speaker counts its 4 s
+/// without the API server from its last write's answer, so each write's
+/// latency widens it once.
 pub const DUAL_WINDOW: Duration = Duration::from_secs(2);
 /// A gap or a dual answer must start within this long of a fault
 /// transition (start or end), or while a node involved is faulty:
@@ -150,6 +156,8 @@ pub struct Checker {
     last_failed: Vec<Option<Instant>>,
     started: bool,
     /// [`FAILOVER_BOUND`] widened by the API's write latency.
+    /// [`DUAL_WINDOW`] widened by the API's write latency.
+    dual_window: Duration,
     failover_bound: Duration,
     /// What broke, in order.
     pub violations: Vec<Violation>,
@@ -186,6 +194,7 @@ impl Checker {
             last_failed: vec![None; n],
             started: false,
             failover_bound: FAILOVER_BOUND + latency * 2,
+            dual_window: DUAL_WINDOW + latency,
             violations: Vec::new(),
             stats: Stats::default(),
         }
@@ -247,9 +256,19 @@ impl Checker {
         self.transition[node] = now;
     }
 
-    /// `node`'s speaker (re)started: its earlier failures are not its own.
-    pub fn restarted(&mut self, node: NodeId) {
+    /// `node`'s speaker (re)started at `now`: its earlier failures are not
+    /// its own, and the addresses it last answered that nobody answers get
+    /// the failover bound again from now - a restarted speaker first
+    /// settles its gossip and, beside a hung member, judges it by its
+    /// lease (README: "addresses it would win are silent for about 5 s
+    /// after the restart").
+    pub fn restarted(&mut self, node: NodeId, now: Instant) {
         self.last_failed[node] = None;
+        for gap in self.gaps.iter_mut().flatten() {
+            if gap.cause.contains(&node) && !gap.reported {
+                gap.since = now;
+            }
+        }
     }
 
     /// Accounts the writes of the stretch since the last transition: the
@@ -431,7 +450,7 @@ impl Checker {
             }
             if let Some(dual) = &mut self.duals[a]
                 && !dual.reported
-                && now.saturating_duration_since(dual.since) > DUAL_WINDOW
+                && now.saturating_duration_since(dual.since) > self.dual_window
             {
                 dual.reported = true;
                 let since = dual.since;

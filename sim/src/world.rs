@@ -403,7 +403,7 @@ impl World {
             .collect();
         let addr = self.net.addr(i);
         self.nodes[i].start(addr, &self.cfg.timing, seed, seeds, now)?;
-        self.checker.restarted(i);
+        self.checker.restarted(i, now);
         let run = self.nodes[i].run;
         let phase = Duration::from_micros(self.rng.random_range(0..100_000));
         self.clock.after(

@@ -298,13 +298,19 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
 }
 
 /// Whether a renewal of this speaker's own lease, seen back through its
-/// watch, would settle `e`: gossip says the member is down, its lease is
-/// past its stop deadline, and only a lease change after that deadline is
-/// missing to count it gone. Renewing at once then saves waiting for the
+/// watch, would settle `e`: gossip says the member is down (or, once it
+/// has settled, does not know it), its lease is past its stop deadline,
+/// and only a lease change after that deadline is missing to count it
+/// gone. Renewing at once then saves waiting for the
 /// next periodic renewal (failover time); a cut-off speaker's renewal
 /// never comes back, so it settles nothing there.
 pub fn awaits_evidence(e: &Evidence, ctx: &Context) -> bool {
-    matches!(e.gossip, Some(Gossip::Down { .. }))
+    let judged_by_lease = match e.gossip {
+        Some(Gossip::Down { .. }) => true,
+        None => ctx.membership && ctx.gossip_settled,
+        Some(_) => false,
+    };
+    judged_by_lease
         && ctx.api_ok
         && e.lease.is_some_and(|l| {
             l.held

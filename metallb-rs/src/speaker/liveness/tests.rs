@@ -623,3 +623,28 @@ fn isolation_by_reach(
     assert_eq!(isolated_in(api_ok, &view, Some(&names)), want);
     assert_eq!(isolated_in(api_ok, &view, None), want);
 }
+
+/// A member gossip does not know, once gossip settled, is settled by a
+/// renewal of our own as a member gossip has down is: past its stop
+/// deadline, only a lease change after it is missing (a restarted
+/// speaker beside a hung one need not wait for its next fast renewal).
+#[rstest]
+#[case::settled_past_the_deadline(true, true, Some(8.0), true)]
+#[case::not_settled_yet(false, true, Some(8.0), false)]
+#[case::already_seen(true, true, Some(9.5), false)]
+#[case::membership_off(true, false, Some(8.0), false)]
+fn renewing_at_once_for_a_member_gossip_does_not_know(
+    #[case] gossip_settled: bool,
+    #[case] membership: bool,
+    #[case] leases_seen: Option<f64>,
+    #[case] want: bool,
+) {
+    let ctx = Context {
+        membership,
+        ..settled(gossip_settled, leases_seen)
+    };
+    assert_eq!(
+        awaits_evidence(&ev(true, false, lease(true, 6.9), None), &ctx),
+        want
+    );
+}
