@@ -8,7 +8,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::config::Kubeconfig;
 use kube::{Api, Client, ResourceExt};
 use lab_apiserver::ApiServer;
 use metallb_rs::api::v1beta1::{ConfigurationResult, ConfigurationState, IPAddressPool};
@@ -30,14 +29,8 @@ struct Lab {
     controller: Client,
 }
 
-async fn client_from(kubeconfig: &str) -> Client {
-    let kc = Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig parses");
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .expect("client config");
-    Client::try_from(config).expect("client")
-}
+mod common;
+use common::client_from;
 
 /// The manifests' RBAC for the controller (ClusterRole, Role, bindings),
 /// applied as `kubectl apply -f manifests/` would.
@@ -95,16 +88,7 @@ async fn start_admin() -> (ApiServer, Client) {
         metallb_rs::logging::LogFormat::Text,
         metallb_rs::logging::LogLevel::Warn,
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let server = ApiServer::start(listener).await.expect("starts");
-    let kc = Kubeconfig::from_yaml(&server.kubeconfig("lab")).expect("kubeconfig parses");
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .expect("client config");
-    let client = Client::try_from(config).expect("client");
+    let (server, client) = common::server_and_admin().await;
     install_metallb_api(&client).await;
     (server, client)
 }

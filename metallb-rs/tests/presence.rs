@@ -5,24 +5,16 @@
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ObjectMeta, PostParams};
-use kube::config::Kubeconfig;
 use kube::{Api, Client};
 use lab_apiserver::ApiServer;
+
+mod common;
 use metallb_rs::speaker::presence::{self, LEASE_PREFIX, Mark, Marks, Mode, TROUBLE_ANNOTATION};
 
 const NS: &str = "metallb-system";
 
 async fn start() -> (ApiServer, Client) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let server = ApiServer::start(listener).await.expect("starts");
-    let kc = Kubeconfig::from_yaml(&server.kubeconfig("lab")).expect("kubeconfig parses");
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .expect("client config");
-    let client = Client::try_from(config).expect("client");
+    let (server, client) = common::server_and_admin().await;
     let ns = Namespace {
         metadata: ObjectMeta {
             name: Some(NS.to_owned()),
