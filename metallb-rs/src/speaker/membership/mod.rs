@@ -283,13 +283,10 @@ pub struct View {
     pub reach: Reach,
 }
 
-/// How many of this speaker's last [`Reach::WINDOW`] probes were
-/// answered (directly or through the members asked to probe
-/// indirectly). Probes go to random members, so the share answered
-/// estimates the share of the cluster this speaker reaches - at once,
-/// whatever the cluster's size, where counting members declared down
-/// takes a probe period per member (15 s to lose sight of half of 100
-/// nodes alone).
+/// How many of this speaker's last [`Reach::WINDOW`] probes (of random
+/// members, directly or indirectly) were answered: the share of the
+/// cluster it reaches, known at once at any size, where counting members
+/// declared down takes a probe period each.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reach {
     /// Probes whose outcome is known, at most [`Reach::WINDOW`].
