@@ -18,8 +18,9 @@ use super::liveness::{API_TIMEOUT, LeaseState};
 use super::presence::{self, FAST_RENEW, Mark, Marks, Mode};
 use crate::k8s::queue::Backoff;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -270,11 +271,12 @@ pub struct Renewal {
 
 impl Renewal {
     /// Starts renewing `node`'s lease through `api`, reading the others'
-    /// leases from `leases`.
+    /// leases from `leases` (the marks of those whose node is in `nodes`).
     pub fn start(
         api: Api<Lease>,
         node: String,
         leases: Store<Lease>,
+        nodes: Store<Node>,
         record: Arc<Mutex<Record>>,
     ) -> Self {
         let (trouble, trouble_rx) = watch::channel(None);
@@ -284,6 +286,7 @@ impl Renewal {
             api,
             node,
             leases,
+            nodes,
             record.clone(),
             Signals {
                 trouble: trouble_rx,
@@ -337,6 +340,7 @@ async fn run(
     api: Api<Lease>,
     node: String,
     leases: Store<Lease>,
+    nodes: Store<Node>,
     record: Arc<Mutex<Record>>,
     signals: Signals,
 ) {
@@ -353,7 +357,9 @@ async fn run(
         let now = Instant::now();
         let cached = leases.state();
         let states = presence::states(cached.iter().map(|l| &**l), &mut seen, now);
-        let marks = presence::marks(cached.iter().map(|l| &**l));
+        let marks = presence::marks(cached.iter().map(|l| &**l), |n| {
+            nodes.get(&ObjectRef::new(n)).is_some()
+        });
         let mark = trouble.borrow_and_update().clone();
         let iface = link.borrow_and_update().clone();
         renewer.set_link_down(iface.is_some());

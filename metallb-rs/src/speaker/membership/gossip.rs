@@ -57,6 +57,12 @@ pub struct Gossip {
     outcomes: VecDeque<bool>,
     /// Members forgotten since the last [`Gossip::take_forgotten`].
     forgotten: Vec<String>,
+    /// Bumped whenever the view may have changed ([`Gossip::view_changes`]).
+    changes: u64,
+    /// Seeds the random choices of a foca started afresh.
+    reseed: StdRng,
+    /// Foca went idle: this member declared every other one down.
+    idle: bool,
 }
 
 impl Gossip {
@@ -93,6 +99,11 @@ impl Gossip {
         now: Instant,
     ) -> Result<Self, MembershipError> {
         let node = identity.node.clone();
+        // Another stream than foca's own, as reproducible.
+        let reseed = node.bytes().fold(identity.bump ^ 0x5eed, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let reseed = StdRng::seed_from_u64(reseed);
         Ok(Self {
             node: node.clone(),
             foca: Foca::new(identity, foca_config, rng, PostcardCodec),
@@ -116,12 +127,21 @@ impl Gossip {
             probing: false,
             outcomes: VecDeque::new(),
             forgotten: Vec::new(),
+            changes: 0,
+            reseed,
+            idle: false,
         })
     }
 
     /// What this member believes.
     pub fn view(&self) -> &View {
         &self.view
+    }
+
+    /// A count that moves whenever [`Self::view`] may have changed: a
+    /// caller that looks again only on a move need not compare views.
+    pub fn view_changes(&self) -> u64 {
+        self.changes
     }
 
     /// This member's identity.
@@ -363,6 +383,7 @@ impl Gossip {
         self.left.insert(leaver.node.clone(), leaver.bump);
         if let Some(down) = self.view.down.get_mut(&leaver.node) {
             down.left = true;
+            self.changes += 1;
         }
         let down = std::iter::once(Member::down(leaver.clone()));
         if let Err(e) = self.foca.apply_many(down, true, &mut self.runtime) {
@@ -412,6 +433,7 @@ impl Gossip {
         self.left.remove(&id.node);
         self.announces.remove(&id.node);
         self.view.down.remove(&id.node);
+        self.changes += 1;
         self.forgotten.push(id.node.clone());
     }
 
@@ -437,6 +459,9 @@ impl Gossip {
         while let Some(notification) = self.runtime.to_notify() {
             self.on_notification(notification);
         }
+        if std::mem::take(&mut self.idle) {
+            self.start_afresh();
+        }
         let suspect: BTreeSet<String> = self
             .foca
             .iter_membership_state()
@@ -449,9 +474,13 @@ impl Gossip {
             Vec::new()
         };
         let count = raised.len();
+        let before = self.view.unanswered.len();
         self.view.unanswered.retain(|n| suspect.contains(n));
         self.view.unanswered.extend(raised);
-        self.view.suspect = suspect;
+        if count > 0 || before != self.view.unanswered.len() || suspect != self.view.suspect {
+            self.changes += 1;
+            self.view.suspect = suspect;
+        }
         count
     }
 
@@ -465,10 +494,12 @@ impl Gossip {
         let count = |f: &dyn Fn(&bool) -> bool| {
             u8::try_from(self.outcomes.iter().filter(|a| f(a)).count()).unwrap_or(u8::MAX)
         };
-        self.view.reach = Reach {
+        let reach = Reach {
             probed: count(&|_| true),
             answered: count(&|a| *a),
         };
+        self.changes += u64::from(reach != self.view.reach);
+        self.view.reach = reach;
     }
 
     fn queue(&mut self, to: SocketAddr, frame: &Frame<'_>) {
@@ -476,6 +507,35 @@ impl Gossip {
             Ok(bytes) => self.outbox.push((to, bytes)),
             Err(e) => tracing::warn!(%to, error = %e, "could not encode a gossip frame"),
         }
+    }
+
+    /// Every other member is down by this member's own verdicts: it is
+    /// the one cut off (or the last one left). Foca keeps a down identity
+    /// down and answers it with "you are down", so on reconnecting every
+    /// healthy member it talks to would have to take a new identity (a
+    /// reset each: its probes stop, pings to its old identity go
+    /// unanswered, more members are suspected), while the verdicts still
+    /// queued for gossip declare live members down: gossip falls apart
+    /// for seconds. A fresh foca as the next identity holds neither; it
+    /// rejoins through the seeds as a restarted speaker does. The view
+    /// keeps its down members (liveness judges by them) until they show
+    /// up alive, and the timers that forget them.
+    fn start_afresh(&mut self) {
+        let Some(next) = foca::Identity::renew(self.foca.identity()) else {
+            return;
+        };
+        let Ok(config) = self.timing.foca_config() else {
+            return;
+        };
+        let rng = StdRng::seed_from_u64(rand::Rng::next_u64(&mut self.reseed));
+        self.foca = Foca::new(next, config, rng, PostcardCodec);
+        self.runtime = AccumulatingRuntime::new();
+        self.timers
+            .retain(|Reverse((_, t))| matches!(t, Timer::RemoveDown(_)));
+        self.probing = false;
+        self.view.suspect.clear();
+        self.view.unanswered.clear();
+        self.changes += 1;
     }
 
     fn on_notification(&mut self, notification: OwnedNotification<Identity>) {
@@ -487,6 +547,7 @@ impl Gossip {
                 }
                 self.view.alive.insert(id.node.clone());
                 self.view.down.remove(&id.node);
+                self.changes += 1;
                 self.known.insert(id.node.clone(), id);
             }
             OwnedNotification::MemberDown(id) => {
@@ -497,6 +558,7 @@ impl Gossip {
                     tracing::warn!(member = %id.node, addr = %id.addr, "member failed: declared down");
                 }
                 self.view.alive.remove(&id.node);
+                self.changes += 1;
                 self.view.down.insert(
                     id.node.clone(),
                     Down {
@@ -512,7 +574,8 @@ impl Gossip {
             }
             OwnedNotification::Active => tracing::info!("joined the gossip cluster"),
             OwnedNotification::Idle => {
-                tracing::warn!("no other gossip member is alive");
+                tracing::warn!("no other gossip member is alive: gossip starts afresh");
+                self.idle = true;
             }
             OwnedNotification::Rejoin(id) => tracing::warn!(
                 identity = ?id,
@@ -527,162 +590,4 @@ impl Gossip {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    /// Members on virtual time, every frame delivered 1 ms later unless
-    /// its sender or receiver is `cut` (which still runs); returns when it
-    /// stopped.
-    fn run(members: &mut [Gossip], start: Instant, secs: f64, cut: Option<usize>) -> Instant {
-        run_observed(members, start, secs, cut, &mut |_| {})
-    }
-
-    /// [`run`], calling `observe` after every step.
-    fn run_observed(
-        members: &mut [Gossip],
-        start: Instant,
-        secs: f64,
-        cut: Option<usize>,
-        observe: &mut dyn FnMut(&[Gossip]),
-    ) -> Instant {
-        let addrs: Vec<SocketAddr> = members.iter().map(|g| g.identity().addr).collect();
-        let names: Vec<String> = members.iter().map(|g| g.node.clone()).collect();
-        let mut now = start;
-        let end = start + Duration::from_secs_f64(secs);
-        let step = Duration::from_millis(1);
-        let mut in_flight: Vec<(Instant, usize, usize, Vec<u8>)> = Vec::new();
-        while now < end {
-            now += step;
-            for g in members.iter_mut() {
-                g.tick(now);
-            }
-            let (due, later): (Vec<_>, Vec<_>) = in_flight.into_iter().partition(|f| f.0 <= now);
-            in_flight = later;
-            for (_, from, to, frame) in due {
-                if Some(to) != cut && Some(from) != cut {
-                    let _ = members[to].receive(&names[from], &frame, addrs[from], now);
-                }
-            }
-            for (i, g) in members.iter_mut().enumerate() {
-                for (to, frame) in g.take_outgoing() {
-                    if let Some(j) = addrs.iter().position(|a| *a == to) {
-                        in_flight.push((now + step, i, j, frame));
-                    }
-                }
-            }
-            observe(members);
-        }
-        now
-    }
-
-    /// A member one of our own probes found silent is `unanswered`; one
-    /// we only heard is suspect is not: the first to suspect a member
-    /// that stopped answering did so by its own probe, and another
-    /// heard of it before its own probe failed. The member cut off sees
-    /// its probes unanswered (its reach is at most half) within two
-    /// seconds; the others still reach most of the cluster.
-    #[test]
-    fn unanswered_is_our_own_probe_and_suspect_may_be_hearsay() {
-        let start = Instant::now();
-        let timing = Timing::default();
-        let mut members: Vec<Gossip> = (0..6u8)
-            .map(|i| {
-                let addr = SocketAddr::from(([10, 0, 0, i + 1], 7946));
-                Gossip::new(format!("n{i}"), addr, &timing, u64::from(i), 1, start)
-                    .expect("timing is valid")
-            })
-            .collect();
-        let seeds: Vec<(String, SocketAddr)> = members
-            .iter()
-            .map(|g| (g.node.clone(), g.identity().addr))
-            .collect();
-        for g in &mut members {
-            g.join(seeds.clone(), start);
-        }
-        let joined = run(&mut members, start, 2.0, None);
-        let (mut first, mut hearsay) = (None, false);
-        run_observed(&mut members, joined, 2.0, Some(5), &mut |members| {
-            for g in &members[..5] {
-                let v = g.view();
-                assert!(v.unanswered.is_subset(&v.suspect), "{}: {v:?}", g.node);
-                if v.suspect.contains("n5") {
-                    first.get_or_insert((g.node.clone(), v.unanswered.contains("n5")));
-                    hearsay |= !v.unanswered.contains("n5");
-                }
-            }
-        });
-        let cut_off = members[5].view().reach;
-        assert!(cut_off.at_most_half(), "n5 hears no answer: {cut_off:?}");
-        for g in &members[..5] {
-            let reach = g.view().reach;
-            assert!(!reach.at_most_half(), "{} reaches most: {reach:?}", g.node);
-            assert!(reach.probed >= Reach::ENOUGH, "{}: {reach:?}", g.node);
-        }
-        let (who, own) = first.expect("n5 was suspected");
-        assert!(own, "{who} suspected n5 first, by its own probe");
-        assert!(hearsay, "the other member heard of the suspicion");
-    }
-
-    /// The sans-IO member on virtual time: three join and see each other
-    /// alive; one stops answering and the others declare it down within
-    /// the documented detection spread; the same seeds give the same
-    /// views.
-    #[test]
-    fn members_on_virtual_time_join_and_detect_a_failure() {
-        let start = Instant::now();
-        let timing = Timing::default();
-        let make = || -> Vec<Gossip> {
-            (0..3u8)
-                .map(|i| {
-                    let addr = SocketAddr::from(([10, 0, 0, i + 1], 7946));
-                    Gossip::new(format!("n{i}"), addr, &timing, u64::from(i), 1, start)
-                        .expect("timing is valid")
-                })
-                .collect()
-        };
-        let mut members = make();
-        let seeds: Vec<(String, SocketAddr)> = members
-            .iter()
-            .map(|g| (g.node.clone(), g.identity().addr))
-            .collect();
-        for g in &mut members {
-            g.join(seeds.clone(), start);
-        }
-        let joined = run(&mut members, start, 2.0, None);
-        for g in &members {
-            assert_eq!(g.view().alive.len(), 3, "{} sees {:?}", g.node, g.view());
-        }
-        let worst = timing.probe_period * 4 + timing.suspect_to_down_after + timing.gossip_period;
-        run(&mut members, joined, worst.as_secs_f64(), Some(2));
-        for g in &members[..2] {
-            assert!(
-                g.view().down.contains_key("n2"),
-                "{} still counts n2 after {worst:?}: {:?}",
-                g.node,
-                g.view()
-            );
-        }
-        let twice: Vec<Vec<(View, u64)>> = (0..2)
-            .map(|_| {
-                let mut again = make();
-                for g in &mut again {
-                    g.join(seeds.clone(), start);
-                }
-                run(&mut again, start, 2.0, None);
-                again
-                    .iter()
-                    .map(|g| (g.view().clone(), g.probes()))
-                    .collect()
-            })
-            .collect();
-        assert_eq!(twice[0], twice[1], "same seeds, same run");
-        // A sender is bound to its Node's address (the port may differ);
-        // a name that is no seed or member speaks from nowhere.
-        let n0 = &members[0];
-        assert!(n0.speaks_from("n1", IpAddr::from([10, 0, 0, 2])));
-        assert!(!n0.speaks_from("n1", IpAddr::from([10, 0, 0, 3])));
-        assert!(!n0.speaks_from("ghost", IpAddr::from([10, 0, 0, 2])));
-        assert!(n0.knows("n2") && !n0.knows("ghost"));
-    }
-}
+mod tests;

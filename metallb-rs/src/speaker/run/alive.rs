@@ -84,7 +84,10 @@ impl Runner {
         let j = &mut self.judging;
         let cached = self.stores.leases.state();
         let leases = presence::states(cached.iter().map(|l| &**l), &mut j.lease_seen, now);
-        let marks = presence::marks(cached.iter().map(|l| &**l));
+        let nodes = &self.stores.nodes;
+        let marks = presence::marks(cached.iter().map(|l| &**l), |n| {
+            nodes.get(&ObjectRef::new(n)).is_some()
+        });
         let view = self.membership.as_ref().map(|m| m.view());
         // A poisoned lock means a renewal panicked: the API counts as gone.
         let record = self.renewals.lock().map(|r| *r).ok();
@@ -212,6 +215,7 @@ impl Runner {
                 api.clone(),
                 self.opts.node.clone(),
                 self.stores.leases.clone(),
+                self.stores.nodes.clone(),
                 self.renewals.clone(),
             ));
         }

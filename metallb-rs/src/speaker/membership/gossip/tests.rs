@@ -1,0 +1,198 @@
+//! The gossip member on virtual time: joins, failures, leaves, reach.
+
+use super::*;
+use std::time::Duration;
+
+/// Members on virtual time, every frame delivered 1 ms later unless
+/// its sender or receiver is `cut` (which still runs); returns when it
+/// stopped.
+fn run(members: &mut [Gossip], start: Instant, secs: f64, cut: Option<usize>) -> Instant {
+    run_observed(members, start, secs, cut, &mut |_| {})
+}
+
+/// [`run`], calling `observe` after every step.
+fn run_observed(
+    members: &mut [Gossip],
+    start: Instant,
+    secs: f64,
+    cut: Option<usize>,
+    observe: &mut dyn FnMut(&[Gossip]),
+) -> Instant {
+    let addrs: Vec<SocketAddr> = members.iter().map(|g| g.identity().addr).collect();
+    let names: Vec<String> = members.iter().map(|g| g.node.clone()).collect();
+    let mut now = start;
+    let end = start + Duration::from_secs_f64(secs);
+    let step = Duration::from_millis(1);
+    let mut in_flight: Vec<(Instant, usize, usize, Vec<u8>)> = Vec::new();
+    while now < end {
+        now += step;
+        for g in members.iter_mut() {
+            g.tick(now);
+        }
+        let (due, later): (Vec<_>, Vec<_>) = in_flight.into_iter().partition(|f| f.0 <= now);
+        in_flight = later;
+        for (_, from, to, frame) in due {
+            if Some(to) != cut && Some(from) != cut {
+                let _ = members[to].receive(&names[from], &frame, addrs[from], now);
+            }
+        }
+        for (i, g) in members.iter_mut().enumerate() {
+            for (to, frame) in g.take_outgoing() {
+                if let Some(j) = addrs.iter().position(|a| *a == to) {
+                    in_flight.push((now + step, i, j, frame));
+                }
+            }
+        }
+        observe(members);
+    }
+    now
+}
+
+/// `n` members n0, n1, ... at 10.0.0.1, 10.0.0.2, ..., each given
+/// every other as a seed at `start`.
+fn joined(n: u8, start: Instant) -> Vec<Gossip> {
+    let timing = Timing::default();
+    let mut members: Vec<Gossip> = (0..n)
+        .map(|i| {
+            let addr = SocketAddr::from(([10, 0, 0, i + 1], 7946));
+            Gossip::new(format!("n{i}"), addr, &timing, u64::from(i), 1, start)
+                .expect("timing is valid")
+        })
+        .collect();
+    let seeds: Vec<(String, SocketAddr)> = members
+        .iter()
+        .map(|g| (g.node.clone(), g.identity().addr))
+        .collect();
+    for g in &mut members {
+        g.join(seeds.clone(), start);
+    }
+    members
+}
+
+/// A member cut off until it declared every other member down comes
+/// back as a fresh member: no healthy member has to take a new identity
+/// (foca answers a member it holds down with "you are down", and the
+/// answer resets the healthy one), none is ever declared down by
+/// another, and all see each other alive again within a rejoin period.
+#[test]
+fn a_member_that_declared_everyone_down_comes_back_afresh() {
+    let start = Instant::now();
+    let mut members = joined(6, start);
+    let settled = run(&mut members, start, 2.0, None);
+    let healthy: Vec<String> = (0..5).map(|i| format!("n{i}")).collect();
+    let cut = run(&mut members, settled, 10.0, Some(5));
+    let alone = members[5].view();
+    assert_eq!(alone.alive.len(), 1, "n5 saw everyone go: {alone:?}");
+    assert!(members[5].identity().bump > 1, "n5 started afresh");
+    let back = run_observed(&mut members, cut, 8.0, None, &mut |members| {
+        for g in &members[..5] {
+            assert_eq!(g.identity().bump, 1, "{} kept its identity", g.node);
+            let down: Vec<&String> = g.view().down.keys().collect();
+            assert!(
+                healthy.iter().all(|h| !g.view().down.contains_key(h)),
+                "{} holds a healthy member down: {down:?}",
+                g.node
+            );
+        }
+    });
+    assert!(back > cut);
+    for g in &members {
+        assert_eq!(g.view().alive.len(), 6, "{}: {:?}", g.node, g.view());
+    }
+}
+
+/// A member one of our own probes found silent is `unanswered`; one
+/// we only heard is suspect is not: the first to suspect a member
+/// that stopped answering did so by its own probe, and another
+/// heard of it before its own probe failed. The member cut off sees
+/// its probes unanswered (its reach is at most half) within two
+/// seconds; the others still reach most of the cluster.
+#[test]
+fn unanswered_is_our_own_probe_and_suspect_may_be_hearsay() {
+    let start = Instant::now();
+    let mut members = joined(6, start);
+    let settled = run(&mut members, start, 2.0, None);
+    let (mut first, mut hearsay) = (None, false);
+    run_observed(&mut members, settled, 2.0, Some(5), &mut |members| {
+        for g in &members[..5] {
+            let v = g.view();
+            assert!(v.unanswered.is_subset(&v.suspect), "{}: {v:?}", g.node);
+            if v.suspect.contains("n5") {
+                first.get_or_insert((g.node.clone(), v.unanswered.contains("n5")));
+                hearsay |= !v.unanswered.contains("n5");
+            }
+        }
+    });
+    let cut_off = members[5].view().reach;
+    assert!(cut_off.at_most_half(), "n5 hears no answer: {cut_off:?}");
+    for g in &members[..5] {
+        let reach = g.view().reach;
+        assert!(!reach.at_most_half(), "{} reaches most: {reach:?}", g.node);
+        assert!(reach.probed >= Reach::ENOUGH, "{}: {reach:?}", g.node);
+    }
+    let (who, own) = first.expect("n5 was suspected");
+    assert!(own, "{who} suspected n5 first, by its own probe");
+    assert!(hearsay, "the other member heard of the suspicion");
+}
+
+/// The sans-IO member on virtual time: three join and see each other
+/// alive; one stops answering and the others declare it down within
+/// the documented detection spread; the same seeds give the same
+/// views.
+#[test]
+fn members_on_virtual_time_join_and_detect_a_failure() {
+    let start = Instant::now();
+    let timing = Timing::default();
+    let make = || -> Vec<Gossip> {
+        (0..3u8)
+            .map(|i| {
+                let addr = SocketAddr::from(([10, 0, 0, i + 1], 7946));
+                Gossip::new(format!("n{i}"), addr, &timing, u64::from(i), 1, start)
+                    .expect("timing is valid")
+            })
+            .collect()
+    };
+    let mut members = make();
+    let seeds: Vec<(String, SocketAddr)> = members
+        .iter()
+        .map(|g| (g.node.clone(), g.identity().addr))
+        .collect();
+    for g in &mut members {
+        g.join(seeds.clone(), start);
+    }
+    let joined = run(&mut members, start, 2.0, None);
+    for g in &members {
+        assert_eq!(g.view().alive.len(), 3, "{} sees {:?}", g.node, g.view());
+    }
+    let worst = timing.probe_period * 4 + timing.suspect_to_down_after + timing.gossip_period;
+    run(&mut members, joined, worst.as_secs_f64(), Some(2));
+    for g in &members[..2] {
+        assert!(
+            g.view().down.contains_key("n2"),
+            "{} still counts n2 after {worst:?}: {:?}",
+            g.node,
+            g.view()
+        );
+    }
+    let twice: Vec<Vec<(View, u64)>> = (0..2)
+        .map(|_| {
+            let mut again = make();
+            for g in &mut again {
+                g.join(seeds.clone(), start);
+            }
+            run(&mut again, start, 2.0, None);
+            again
+                .iter()
+                .map(|g| (g.view().clone(), g.probes()))
+                .collect()
+        })
+        .collect();
+    assert_eq!(twice[0], twice[1], "same seeds, same run");
+    // A sender is bound to its Node's address (the port may differ);
+    // a name that is no seed or member speaks from nowhere.
+    let n0 = &members[0];
+    assert!(n0.speaks_from("n1", IpAddr::from([10, 0, 0, 2])));
+    assert!(!n0.speaks_from("n1", IpAddr::from([10, 0, 0, 3])));
+    assert!(!n0.speaks_from("ghost", IpAddr::from([10, 0, 0, 2])));
+    assert!(n0.knows("n2") && !n0.knows("ghost"));
+}
