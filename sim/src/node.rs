@@ -9,7 +9,7 @@ use crate::api::Commit;
 use crate::clock::{NodeId, Run};
 use metallb_rs::speaker::election::NodeInfo;
 use metallb_rs::speaker::liveness::{self, Assessment, Judging, LeaseState};
-use metallb_rs::speaker::membership::{Gossip, Timing, View};
+use metallb_rs::speaker::membership::{Gossip, Timing};
 use metallb_rs::speaker::presence::{Mark, Mode};
 use metallb_rs::speaker::renewal::Renewer;
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,8 +85,12 @@ pub struct Speaker {
     pub cursor: usize,
     /// The last assessment.
     pub assessment: Option<Assessment>,
-    /// The gossip view when last assessed.
-    pub view: View,
+    /// [`Gossip::view_changes`] when last assessed.
+    pub seen: u64,
+    /// The gossip view when last assessed: debug builds check that the
+    /// view never changes without [`Gossip::view_changes`] moving.
+    #[cfg(debug_assertions)]
+    pub view: metallb_rs::speaker::membership::View,
     /// The renewal waiting for its answer.
     pub in_flight: Option<InFlight>,
     /// Failed renewals in a row (for the backoff).
@@ -156,7 +160,9 @@ impl Node {
         let mut gossip = Gossip::new(self.name.clone(), addr, timing, seed, bump, now)
             .map_err(|e| anyhow::anyhow!("{}: starting gossip: {e}", self.name))?;
         gossip.join(seeds, now);
+        #[cfg(debug_assertions)]
         let view = gossip.view().clone();
+        let seen = gossip.view_changes();
         self.run += 1;
         self.process = Process::Running;
         self.queued.clear();
@@ -171,6 +177,8 @@ impl Node {
             marks: BTreeMap::new(),
             cursor: 0,
             assessment: None,
+            seen,
+            #[cfg(debug_assertions)]
             view,
             in_flight: None,
             failures: 0,
@@ -201,7 +209,23 @@ pub fn name_of(i: NodeId) -> String {
     format!("node-{i}")
 }
 
+/// The node named `name` ([`name_of`]), if it is one.
+pub fn id_of(name: &str) -> Option<NodeId> {
+    name.strip_prefix("node-")?.parse().ok()
+}
+
 impl Speaker {
+    /// The gossip view changed since the last assessment.
+    pub fn view_moved(&self) -> bool {
+        let moved = self.gossip.view_changes() != self.seen;
+        #[cfg(debug_assertions)]
+        assert!(
+            moved || self.gossip.view() == &self.view,
+            "the gossip view changed without view_changes moving"
+        );
+        moved
+    }
+
     /// Takes in what the watch shows: a lease first seen now counts as
     /// renewed now but not seen renewing; one seen before in another
     /// version is seen renewing (`presence::states`). Only the latest
@@ -265,7 +289,11 @@ impl Speaker {
         if a.renew_now {
             self.asked = true;
         }
-        self.view = view.clone();
+        self.seen = self.gossip.view_changes();
+        #[cfg(debug_assertions)]
+        {
+            self.view = view.clone();
+        }
         self.assessment = Some(a);
     }
 
@@ -304,14 +332,16 @@ pub fn answers(
     if a.isolated {
         return BTreeSet::new();
     }
+    let mut alive = vec![false; names.len()];
+    for id in a.alive.iter().filter_map(|n| id_of(n)) {
+        if let Some(x) = alive.get_mut(id) {
+            *x = true;
+        }
+    }
     order
         .iter()
         .enumerate()
-        .filter(|(_, o)| {
-            o.iter()
-                .find(|n| a.alive.contains(&names[**n]))
-                .is_some_and(|n| *n == me)
-        })
+        .filter(|(_, o)| o.iter().find(|n| alive[**n]).is_some_and(|n| *n == me))
         .map(|(i, _)| i)
         .collect()
 }

@@ -487,7 +487,7 @@ impl World {
             sp.gossip_wake = Some(w);
             self.clock.at(w, Event::GossipWake { node: i, run });
         }
-        if running && sp.gossip.view() != &sp.view {
+        if running && sp.view_moved() {
             self.assess(i);
         }
     }
@@ -512,7 +512,7 @@ impl World {
         };
         if self.cfg.trace && before.as_ref() != Some(&(a.trouble(), a.isolated, a.gone.clone())) {
             let t = self.clock.since_start(now).as_secs_f64();
-            let v = &sp.view;
+            let v = sp.gossip.view();
             self.trace.push(format!(
                 "{t:9.4} node-{i} judges: gone {:?}, doubts {:?}, isolated {}, api_ok {}; gossip alive {:?} suspect {:?} down {:?}",
                 a.gone,
@@ -593,7 +593,7 @@ impl World {
                 },
             );
             sp.in_flight = Some(InFlight { write, mode });
-            self.checker.write_started(i, now, true);
+            self.checker.write_started(i, now, Some(mode));
             if self.cfg.trace {
                 self.note(|| format!("node-{i} renews ({mode:?})"));
             }
@@ -794,7 +794,7 @@ impl World {
                 ok: fate.ok,
             },
         );
-        self.checker.write_started(i, now, false);
+        self.checker.write_started(i, now, None);
         self.clock.after(
             GRACE,
             Event::Shutdown {

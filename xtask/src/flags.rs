@@ -102,37 +102,15 @@ pub struct BenchArgs {
 
 /// Flags of `cargo xtask sim` (passed on to the `metallb-sim` binary).
 #[derive(Args, Debug, Clone)]
+#[command(disable_help_flag = true)]
 pub struct SimArgs {
-    /// Seeds to run (0..N), spread over the sizes
-    #[arg(long, default_value_t = 20)]
-    pub seeds: u64,
-    /// Cluster sizes, comma-separated
-    #[arg(long, default_value = "3,10")]
-    pub nodes: String,
-    /// API write latency classes (0, 100ms, 1s), comma-separated; each seed gets one
-    #[arg(long, default_value = "0,100ms,1s")]
-    pub latency: String,
-    /// Run only this seed (on every size given)
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Print failover, dual-answer and write figures per size and latency class
-    #[arg(long)]
-    pub report: bool,
-    /// Faults per run in the mix
-    #[arg(long, default_value_t = 3)]
-    pub faults: usize,
-    /// Force a scenario (mix, scale-down, hung-beside-restart) instead of the seed's
-    #[arg(long)]
-    pub scenario: Option<String>,
-    /// A deliberately broken rule (no-isolation, down-is-failed, no-backoff), to see it caught
-    #[arg(long)]
-    pub variant: Option<String>,
-    /// Print every answer change and fault (of every run with --seed, else of failing runs)
-    #[arg(long)]
-    pub trace: bool,
-    /// Build and run the simulator unoptimised (faster to build, about 10x slower to run)
+    /// Build and run the simulator unoptimised (faster to build, about 10x slower to run); first if given
     #[arg(long)]
     pub debug: bool,
+    /// The simulator's own flags, passed on as given (`cargo xtask sim --help` lists them):
+    /// --seeds, --nodes, --latency, --seed, --faults, --scenario, --variant, --report, --trace, --jobs
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<String>,
 }
 
 /// Where a dev cluster comes from.
