@@ -133,7 +133,16 @@ pub enum Scenario {
     ScaleDown,
     /// SIGSTOP A (for 40 s); 12 s later B restarts beside it.
     HungBesideRestart,
+    /// One speaker crash-loops as the kubelet restarts it: it crashes
+    /// (SIGKILL) a few seconds after each start, restarted after 10 s,
+    /// 20 s, then 40 s (CrashLoopBackOff doubling), and then stays up.
+    CrashLoop,
 }
+
+/// The kubelet's first CrashLoopBackOff delay; each next one doubles.
+pub const CRASH_BACKOFF: Duration = Duration::from_secs(10);
+/// Crashes of a crash loop.
+pub const CRASHES: u32 = 3;
 
 impl Scenario {
     /// The scenario a seed gets when none is asked for: mostly the mix.
@@ -141,6 +150,7 @@ impl Scenario {
         match crate::world::mix(seed, 0x5ce0) % 10 {
             0 => Scenario::ScaleDown,
             1 => Scenario::HungBesideRestart,
+            2 => Scenario::CrashLoop,
             _ => Scenario::Mix,
         }
     }
@@ -152,6 +162,7 @@ impl fmt::Display for Scenario {
             Scenario::Mix => "mix",
             Scenario::ScaleDown => "scale-down",
             Scenario::HungBesideRestart => "hung-beside-restart",
+            Scenario::CrashLoop => "crash-loop",
         })
     }
 }
@@ -163,8 +174,9 @@ impl std::str::FromStr for Scenario {
             "mix" => Ok(Scenario::Mix),
             "scale-down" => Ok(Scenario::ScaleDown),
             "hung-beside-restart" => Ok(Scenario::HungBesideRestart),
+            "crash-loop" => Ok(Scenario::CrashLoop),
             other => Err(format!(
-                "unknown scenario {other:?}: mix, scale-down or hung-beside-restart"
+                "unknown scenario {other:?}: mix, scale-down, hung-beside-restart or crash-loop"
             )),
         }
     }
@@ -272,6 +284,22 @@ pub fn schedule(
             });
             t += for_ + SETTLE;
         }
+        Scenario::CrashLoop => {
+            let node = Some(rng.random_range(0..n));
+            for k in 0..CRASHES {
+                let restart_after = CRASH_BACKOFF * 2u32.pow(k);
+                out.push(Fault {
+                    at: t,
+                    node,
+                    kind: Kind::Kill {
+                        restart_after: Some(restart_after),
+                    },
+                });
+                // Up for a moment: before or after it joined and renewed.
+                t += restart_after + secs(rng, 0.5, 5.0);
+            }
+            t += SETTLE;
+        }
     }
     (out, t)
 }
@@ -294,5 +322,21 @@ mod tests {
         assert!(end > faults[3].at);
         let (scale, _) = schedule(Scenario::ScaleDown, 3, 0, &mut StdRng::seed_from_u64(1));
         assert_eq!(scale.len(), 3, "two SIGTERMs and the API cut");
+        let (crashes, end) = schedule(Scenario::CrashLoop, 3, 0, &mut StdRng::seed_from_u64(1));
+        assert_eq!(crashes.len(), CRASHES as usize);
+        let backoffs: Vec<Option<Duration>> = crashes
+            .iter()
+            .map(|f| match f.kind {
+                Kind::Kill { restart_after } => restart_after,
+                _ => None,
+            })
+            .collect();
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(backoffs, [secs(10), secs(20), secs(40)]);
+        assert!(crashes.iter().all(|f| f.node == crashes[0].node));
+        for w in crashes.windows(2) {
+            assert!(w[1].at > w[0].at + w[0].kind.duration().unwrap_or_default());
+        }
+        assert!(end >= crashes[2].at + Duration::from_secs(40) + SETTLE);
     }
 }

@@ -100,16 +100,16 @@ impl LeaseState {
     }
 
     /// When it counts as stopped: its own deadline or, while a fresh mark
-    /// names it (seen since `trouble_since`), a fast period and the
+    /// names it (seen since `doubted_since`), a fast period and the
     /// margin after the later of the mark showing and its last renewal -
     /// whichever comes first.
     /// `slack` widens both by how long writes to the API server take
     /// ([`Context::api_latency`]): renewals commit that much apart from
     /// their period, and a live speaker behind a slow API server must not
     /// look stopped between two of them.
-    pub fn stop_deadline(&self, trouble_since: Option<Instant>, slack: Duration) -> Instant {
+    pub fn stop_deadline(&self, doubted_since: Option<Instant>, slack: Duration) -> Instant {
         let own = self.deadline() + slack;
-        match trouble_since {
+        match doubted_since {
             Some(since) => {
                 own.min(self.changed.max(since) + presence::FAST_RENEW + OVERDUE_MARGIN + slack)
             }
@@ -453,8 +453,8 @@ pub fn isolated(api_ok: bool, alive_in_gossip: usize, known: usize) -> bool {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Judging {
     /// Since when each member has been named by a fresh mark, while it
-    /// is ([`Evidence::doubted_since`]).
-    doubted_since: BTreeMap<String, Instant>,
+    /// is ([`Evidence::doubted_since`]), and its lease's version then.
+    doubted_since: BTreeMap<String, (Instant, Option<Instant>)>,
     /// The members this speaker's mark names ([`Assessment::doubts`]).
     marked: BTreeSet<String>,
     /// When gossip membership started ([`GOSSIP_SETTLE`]).
@@ -525,6 +525,11 @@ impl Assessment {
     }
 }
 
+/// Gossip sees `node` alive and nobody suspects it.
+fn answers_in(view: Option<&View>, node: &str) -> bool {
+    view.is_some_and(|v| v.alive.contains(node) && !v.suspect.contains(node))
+}
+
 /// One assessment of who counts as alive and whether this speaker is cut
 /// off, from `input`, remembering what later passes need in `judging`:
 /// the one composition of the rules above that the speaker's loop and
@@ -534,6 +539,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     let fresh: Vec<(&str, &Mark)> = presence::fresh_marks(input.leases, input.marks, now).collect();
     // Since when each member is named, as the watch shows the marks: from
     // then on it renews fast if it lives.
+    let view = input.view;
     let mut doubted_since = BTreeMap::new();
     for n in input.nodes {
         let first = fresh
@@ -541,13 +547,23 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
             .filter(|(_, m)| m.names(&n.name))
             .filter_map(|(marker, _)| input.leases.get(*marker).map(|l| l.changed))
             .min();
-        if let Some(t) = first {
-            let since = judging.doubted_since.get(&n.name).copied().unwrap_or(t);
-            doubted_since.insert(n.name.clone(), since);
+        let version = input.leases.get(&n.name).map(|l| l.changed);
+        let before = judging.doubted_since.get(&n.name).copied();
+        let named = match (first, before) {
+            (Some(t), before) => Some((before.map_or(t, |b| b.0), version)),
+            // No fresh mark names it now - its marker's write failed or is
+            // late, or the marker saw its lease run out and cleared the
+            // mark - yet it has not renewed since one did, nor has gossip
+            // seen it answer: its deadline must not move back without
+            // new evidence.
+            (None, Some(b)) if b.1 == version && !answers_in(view, &n.name) => Some(b),
+            (None, _) => None,
+        };
+        if let Some(named) = named {
+            doubted_since.insert(n.name.clone(), named);
         }
     }
     judging.doubted_since = doubted_since;
-    let view = input.view;
     let ctx = Context {
         now,
         api_ok: input.api_ok,
@@ -585,7 +601,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
                     out_of_service: n.out_of_service,
                     lease: input.leases.get(&n.name).copied(),
                     gossip: gossip(&n.name),
-                    doubted_since: judging.doubted_since.get(&n.name).copied(),
+                    doubted_since: judging.doubted_since.get(&n.name).map(|d| d.0),
                 },
             )
         })

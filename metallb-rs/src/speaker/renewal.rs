@@ -53,7 +53,7 @@ pub struct Record {
     /// A renewal failed or timed out after it.
     pub failed_since: bool,
     /// How long recent writes took: the longest, decaying by a fifth per
-    /// write, at most [`RENEW_TIMEOUT`].
+    /// second, at most [`RENEW_TIMEOUT`].
     pub latency: Duration,
 }
 
@@ -130,6 +130,8 @@ pub struct Renewer {
     record: Record,
     /// When the write [`Renewer::poll`] last asked for started.
     started: Instant,
+    /// When the last write ended (the latency estimate decays from then).
+    ended: Instant,
 }
 
 impl Renewer {
@@ -147,6 +149,7 @@ impl Renewer {
             polled_mark: None,
             record: Record::new(now),
             started: now,
+            ended: now,
         }
     }
 
@@ -208,9 +211,15 @@ impl Renewer {
     /// retried `retry_delay` later (the next of [`retries`]).
     pub fn done(&mut self, now: Instant, mode: Mode, ok: bool, retry_delay: Duration) {
         let took = now.saturating_duration_since(self.started);
+        // A fifth less per fast period since the last write: a slow spike
+        // long past no longer widens every deadline while renewals are
+        // 15 s apart, and a server that stays slow shows in each write.
+        let periods =
+            now.saturating_duration_since(self.ended).as_secs_f64() / FAST_RENEW.as_secs_f64();
         let latency = took
-            .max(self.record.latency.mul_f64(0.8))
+            .max(self.record.latency.mul_f64(0.8f64.powf(periods)))
             .min(RENEW_TIMEOUT);
+        self.ended = now;
         if ok {
             self.record = Record {
                 last_ok: now,
@@ -431,6 +440,30 @@ mod tests {
             latency: Duration::ZERO,
         };
         assert_eq!(r.api_ok(at(t0, secs)), want);
+    }
+
+    /// The write latency estimate: the longest recent write, fading by a
+    /// fifth per second - a 2 s spike no longer widens deadlines two slow
+    /// renewals later, while a server that stays slow keeps it up.
+    #[test]
+    fn write_latency_fades_with_time_not_with_writes() {
+        let t0 = Instant::now();
+        let (leases, marks) = (BTreeMap::new(), BTreeMap::new());
+        let latency_after = |writes: &[(f64, f64)]| {
+            let mut r = Renewer::new(t0);
+            for (start, took) in writes {
+                let mode = r.poll(at(t0, *start), None, &leases, &marks, "me");
+                let mode = mode.expect("a renewal is due");
+                r.done(at(t0, start + took), mode, true, Duration::ZERO);
+            }
+            r.record().latency
+        };
+        let spike = latency_after(&[(0.0, 2.0)]);
+        assert_eq!(spike, Duration::from_secs(2));
+        let faded = latency_after(&[(0.0, 2.0), (15.0, 0.005), (30.0, 0.005)]);
+        assert!(faded < Duration::from_millis(50), "{faded:?}");
+        let slow = latency_after(&[(0.0, 1.0), (15.0, 1.0), (30.0, 1.0)]);
+        assert!(slow >= Duration::from_secs(1), "{slow:?}");
     }
 
     #[rstest]

@@ -26,6 +26,9 @@ type Swim = Foca<Identity, PostcardCodec, StdRng, NoCustomBroadcast>;
 const ANNOUNCE_BURST: f64 = 5.0;
 /// Join requests per second one sender may make after its burst.
 const ANNOUNCES_PER_SECOND: f64 = 2.0;
+/// How often a member that knows no other one announces to the seeds
+/// (within what [`ANNOUNCES_PER_SECOND`] lets each receiver answer).
+const ALONE_REJOIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One gossip member's state.
 pub struct Gossip {
@@ -230,7 +233,16 @@ impl Gossip {
             }
         }
         if now >= self.next_rejoin {
-            self.next_rejoin = now + self.timing.rejoin_period;
+            // Alone (started afresh, or not joined yet): a member that
+            // announces to us teaches us only itself, so ask the seeds
+            // again soon rather than a rejoin period later.
+            let alone = self.view.alive.len() == 1;
+            self.next_rejoin = now
+                + if alone {
+                    ALONE_REJOIN
+                } else {
+                    self.timing.rejoin_period
+                };
             self.announce_to_missing_seeds();
             self.drain(now);
         }
@@ -509,18 +521,22 @@ impl Gossip {
         }
     }
 
-    /// Every other member is down by this member's own verdicts: it is
-    /// the one cut off (or the last one left). Foca keeps a down identity
+    /// Every other member is down, some by this member's own verdicts
+    /// (not all left): it is the one cut off, or the last one left. Foca keeps a down identity
     /// down and answers it with "you are down", so on reconnecting every
     /// healthy member it talks to would have to take a new identity (a
     /// reset each: its probes stop, pings to its old identity go
     /// unanswered, more members are suspected), while the verdicts still
     /// queued for gossip declare live members down: gossip falls apart
     /// for seconds. A fresh foca as the next identity holds neither; it
-    /// rejoins through the seeds as a restarted speaker does. The view
-    /// keeps its down members (liveness judges by them) until they show
-    /// up alive, and the timers that forget them.
+    /// rejoins through the seeds as a restarted speaker does, and its
+    /// view keeps no member down (nor does it judge by gossip's "down"
+    /// what it decided while cut off).
     fn start_afresh(&mut self) {
+        if self.view.down.values().all(|d| d.left) {
+            // Everyone else left: nothing was decided while cut off.
+            return;
+        }
         let Some(next) = foca::Identity::renew(self.foca.identity()) else {
             return;
         };
@@ -535,6 +551,10 @@ impl Gossip {
         self.probing = false;
         self.view.suspect.clear();
         self.view.unanswered.clear();
+        // The verdicts made while cut off go with the foca that made them
+        // (a member gossip does not know is judged by its lease); leaves
+        // were said first-hand and stay.
+        self.view.down.retain(|_, d| d.left);
         self.changes += 1;
     }
 

@@ -111,3 +111,86 @@ fn a_mark_serves_every_judge() {
     );
     assert_eq!(probed.doubts, BTreeSet::from(["z".to_owned()]));
 }
+
+/// A member named by a mark stays named while nothing new is known of
+/// it: when the mark lapses (its marker's write failed) or is cleared
+/// before the judge's deadline, a member whose lease has not changed and
+/// that gossip still has down is judged from the first mark, not from its
+/// own 15 s period; a renewal of its own, or gossip seeing it answer,
+/// ends that.
+#[test]
+fn a_lapsed_mark_does_not_move_the_deadline_back() {
+    let node = |name: &str| NodeInfo {
+        name: name.to_owned(),
+        labels: BTreeMap::new(),
+        network_unavailable: false,
+        ready: true,
+        out_of_service: false,
+    };
+    let nodes = [node("m"), node("me"), node("z")];
+    let with = |changed: f64, period: Duration, trouble: bool| {
+        lease(true, changed).map(|l| LeaseState {
+            period,
+            trouble,
+            ..l
+        })
+    };
+    let names_z = BTreeMap::from([("m".to_owned(), Mark::parse("z"))]);
+    // One pass at `now`: the marker last renewed at `m`, z at `z`, gossip
+    // has z down unless `z_alive`.
+    let pass = |judging: &mut Judging, now: f64, m: f64, z: f64, z_alive: bool| {
+        let leases: BTreeMap<String, LeaseState> = [
+            ("m", with(m, presence::FAST_RENEW, true)),
+            ("me", with(now, presence::SLOW_RENEW, false)),
+            ("z", with(z, presence::SLOW_RENEW, false)),
+        ]
+        .into_iter()
+        .filter_map(|(n, l)| Some((n.to_owned(), l?)))
+        .collect();
+        let mut v = View {
+            alive: ["m", "me"].map(str::to_owned).into(),
+            ..View::default()
+        };
+        if z_alive {
+            v.alive.insert("z".to_owned());
+        } else {
+            let down = crate::speaker::membership::Down {
+                since: SystemTime::UNIX_EPOCH,
+                left: false,
+            };
+            v.down.insert("z".to_owned(), down);
+        }
+        assess(
+            judging,
+            &Inputs {
+                now: at(now),
+                me: "me",
+                api_ok: true,
+                api_latency: Duration::ZERO,
+                view: Some(&v),
+                nodes: &nodes,
+                leases: &leases,
+                marks: &names_z,
+            },
+        )
+    };
+    let named = || {
+        let mut judging = Judging::default();
+        let first = pass(&mut judging, 9.6, 9.0, 8.0, false);
+        assert!(first.alive.contains("z"), "{first:?}");
+        judging
+    };
+    // The marker's next write failed: its mark is stale at 11.2 (fast
+    // period and margin after 9.0), z is still judged from 9.0.
+    let lapsed = pass(&mut named(), 11.2, 9.0, 8.0, false);
+    assert_eq!(lapsed.gone.get("z"), Some(&Gone::Failed), "{lapsed:?}");
+    // z renewed meanwhile: it is judged from that renewal again.
+    let renewed = pass(&mut named(), 11.2, 9.0, 10.9, false);
+    assert!(renewed.alive.contains("z"), "{renewed:?}");
+    // Gossip sees z answer: alive, and no longer named from 9.0.
+    let mut judging = named();
+    let answered = pass(&mut judging, 11.2, 9.0, 8.0, true);
+    assert!(answered.alive.contains("z"), "{answered:?}");
+    let down_again = pass(&mut judging, 11.4, 9.0, 8.0, false);
+    assert!(down_again.alive.contains("z"), "{down_again:?}");
+}
