@@ -2,6 +2,7 @@
 //! modules: the client, API calls with a timeout, the work queue, leader
 //! election, events, watches.
 
+pub mod admission_review;
 pub mod call;
 pub mod config_state;
 pub mod events;
