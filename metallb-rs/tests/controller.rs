@@ -132,6 +132,7 @@ impl Controller {
             metrics_addr: None,
             health_addr: None,
             memberlist_secret: Some("memberlist".into()),
+            webhooks: run::Webhooks::Disabled,
         };
         tweak(&mut opts);
         let (tx, rx) = oneshot::channel();

@@ -12,6 +12,8 @@ pub mod memberlist;
 pub mod observed;
 pub mod queue;
 pub mod watch;
+pub mod webhook;
+pub mod webhook_certs;
 
 use anyhow::Context;
 
