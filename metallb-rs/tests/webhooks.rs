@@ -5,7 +5,6 @@
 //! admitted at apply time. The controller runs as its ServiceAccount,
 //! bound only by the manifests' RBAC.
 
-use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
@@ -141,6 +140,12 @@ impl Controller {
 }
 
 fn start_controller(lab: &Lab, identity: &str) -> Controller {
+    start_replica(lab, identity, lab.webhook_addr)
+}
+
+/// A replica serving on `webhook_addr` (the API server reaches only the
+/// one at `lab.webhook_addr`).
+fn start_replica(lab: &Lab, identity: &str, webhook_addr: SocketAddr) -> Controller {
     let health = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let opts = Options {
         namespace: NS.into(),
@@ -151,7 +156,7 @@ fn start_controller(lab: &Lab, identity: &str) -> Controller {
         metrics_addr: None,
         health_addr: Some(health),
         memberlist_secret: None,
-        webhooks: Webhooks::Only(webhook::Options::new(lab.webhook_addr, NS)),
+        webhooks: Webhooks::Only(webhook::Options::new(webhook_addr, NS)),
     };
     let (tx, rx) = oneshot::channel();
     let client = lab.controller.clone();
@@ -215,36 +220,8 @@ async fn overlapping_pool_is_refused_at_apply_naming_both_pools() {
 
     // Ready means the API server can verify the controller: the
     // configuration carries the CA kept in the Secret.
-    let secret = Api::<Secret>::namespaced(lab.admin.clone(), NS)
-        .get(webhook::SECRET)
-        .await
-        .expect("secret");
-    let ca = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get("ca.crt"))
-        .expect("ca.crt")
-        .0
-        .clone();
-    let vwc = Api::<ValidatingWebhookConfiguration>::all(lab.admin.clone())
-        .get(webhook::CONFIGURATION)
-        .await
-        .expect("configuration");
-    for w in vwc.webhooks.iter().flatten() {
-        let bundle = w
-            .client_config
-            .ca_bundle
-            .as_ref()
-            .expect("caBundle")
-            .0
-            .clone();
-        assert_eq!(
-            base64::engine::general_purpose::STANDARD.encode(&bundle),
-            base64::engine::general_purpose::STANDARD.encode(&ca),
-            "{}",
-            w.name
-        );
-    }
+    let (_, in_place) = ca_in_place(&lab.admin).await;
+    assert!(in_place, "ready before the configuration carries the CA");
 
     let pools = Api::<IPAddressPool>::namespaced(lab.admin.clone(), NS);
     pools
@@ -296,4 +273,79 @@ async fn a_restarted_controller_reuses_the_certificate() {
         .create(&PostParams::default(), &pool("p", &["10.0.0.0/24"]))
         .await
         .expect("admitted by the restarted controller");
+}
+
+/// The CA in the Secret, and whether every webhook of the configuration
+/// carries it.
+async fn ca_in_place(admin: &Client) -> (Vec<u8>, bool) {
+    let secret = Api::<Secret>::namespaced(admin.clone(), NS)
+        .get(webhook::SECRET)
+        .await
+        .expect("secret");
+    let ca = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("ca.crt"))
+        .expect("ca.crt")
+        .0
+        .clone();
+    let vwc = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
+        .get(webhook::CONFIGURATION)
+        .await
+        .expect("configuration");
+    let all = vwc
+        .webhooks
+        .iter()
+        .flatten()
+        .all(|w| w.client_config.ca_bundle.as_ref().map(|b| &b.0) == Some(&ca));
+    (ca, all)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_starting_together_converge_on_one_certificate() {
+    let lab = lab().await;
+    let mut a = start_controller(&lab, "a");
+    let b_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut b = start_replica(&lab, "b", b_addr);
+    wait_ready(&mut a).await;
+    wait_ready(&mut b).await;
+    let (ca, in_place) = ca_in_place(&lab.admin).await;
+    assert!(
+        in_place,
+        "the configuration carries another CA than the Secret"
+    );
+    // The replica the API server does not reach serves a leaf of the same
+    // CA, as the API server would verify it.
+    verify_serving(b_addr, &ca).await;
+    Api::<IPAddressPool>::namespaced(lab.admin.clone(), NS)
+        .create(&PostParams::default(), &pool("p", &["10.0.0.0/24"]))
+        .await
+        .expect("admitted with the shared certificate");
+}
+
+/// A TLS handshake with the server at `addr` succeeds trusting only `ca`
+/// for the webhook Service's name.
+async fn verify_serving(addr: SocketAddr, ca: &[u8]) {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca) {
+        roots.add(cert.expect("CA PEM")).expect("CA");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = ServerName::try_from(metallb_rs::certs::dns_name(webhook::SERVICE, NS))
+        .expect("server name");
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("the replica's certificate verifies against the shared CA");
 }
