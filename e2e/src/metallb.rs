@@ -9,6 +9,7 @@
 use crate::Ctx;
 use anyhow::{Context, Result, bail};
 use devenv::wait::eventually;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -402,4 +403,52 @@ pub fn presence_age(ctx: &Ctx, node: &str) -> Result<Option<Duration>> {
     Ok(Some(Duration::from_millis(
         u64::try_from(now_ms.saturating_sub(renewed_ms)).unwrap_or(0),
     )))
+}
+
+/// The validating webhooks out of the way while held, for specs that make
+/// the configuration invalid on purpose (what a user who bypasses them, or
+/// objects from before they were installed, leave behind): the
+/// ValidatingWebhookConfiguration is deleted, and put back as it was,
+/// caBundle included, when dropped. Nothing to do where none is
+/// installed (the lab installs none).
+pub struct WithoutWebhooks<'a> {
+    ctx: &'a Ctx,
+    saved: Option<ValidatingWebhookConfiguration>,
+}
+
+/// Takes the webhooks out of the way until the guard drops.
+pub fn without_webhooks(ctx: &Ctx) -> Result<WithoutWebhooks<'_>> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(ctx.client()?);
+    let name = metallb_rs::k8s::webhook::CONFIGURATION;
+    let saved = ctx
+        .block_on(api.get_opt(name))
+        .with_context(|| format!("reading validatingwebhookconfiguration {name}"))?;
+    if saved.is_some() {
+        ctx.block_on(api.delete(name, &DeleteParams::default()))
+            .with_context(|| format!("deleting validatingwebhookconfiguration {name}"))?;
+    }
+    Ok(WithoutWebhooks { ctx, saved })
+}
+
+impl Drop for WithoutWebhooks<'_> {
+    fn drop(&mut self) {
+        let Some(mut vwc) = self.saved.take() else {
+            return;
+        };
+        let meta = &mut vwc.metadata;
+        meta.resource_version = None;
+        meta.uid = None;
+        meta.creation_timestamp = None;
+        meta.managed_fields = None;
+        let put_back = self.ctx.client().map(|client| {
+            let api: Api<ValidatingWebhookConfiguration> = Api::all(client);
+            self.ctx.block_on(api.create(&PostParams::default(), &vwc))
+        });
+        if !matches!(put_back, Ok(Ok(_))) {
+            eprintln!(
+                "could not put validatingwebhookconfiguration {} back: re-apply the manifests",
+                metallb_rs::k8s::webhook::CONFIGURATION
+            );
+        }
+    }
 }

@@ -6,6 +6,7 @@
 
 pub mod allocator;
 pub mod api;
+pub mod certs;
 pub mod clock;
 pub mod config;
 pub mod controller;

@@ -87,6 +87,26 @@ struct ControllerArgs {
     /// Create this Secret (the speakers' gossip key) when it is missing
     #[arg(long, env = "METALLB_ML_SECRET_NAME")]
     ml_secret_name: Option<String>,
+    /// Validating webhooks: served beside the controller (enabled), not at all (disabled), or alone (onlywebhook: no service or pool handling)
+    #[arg(long, value_enum, default_value_t = WebhookMode::Enabled)]
+    webhook_mode: WebhookMode,
+    /// Where to serve the validating webhooks (HTTPS)
+    #[arg(long, default_value_t = std::net::SocketAddr::from(([0, 0, 0, 0], metallb_rs::k8s::webhook::PORT)))]
+    webhook_bind_address: std::net::SocketAddr,
+    /// The Secret holding the webhooks' serving certificate (made and renewed by the controller)
+    #[arg(long, default_value = metallb_rs::k8s::webhook::SECRET)]
+    webhook_secret: String,
+    /// The webhooks' Service: the certificate is for <name>.<namespace>.svc
+    #[arg(long, default_value = metallb_rs::k8s::webhook::SERVICE)]
+    cert_service_name: String,
+}
+
+/// `--webhook-mode`, upstream's values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum WebhookMode {
+    Enabled,
+    Disabled,
+    Onlywebhook,
 }
 
 #[derive(Args, Debug)]
@@ -273,6 +293,20 @@ where
 }
 
 fn controller(args: ControllerArgs) -> Result<ExitCode> {
+    let webhooks = {
+        use metallb_rs::controller::run::Webhooks;
+        let mut w = metallb_rs::k8s::webhook::Options::new(
+            args.webhook_bind_address,
+            &args.common.namespace,
+        );
+        w.secret = args.webhook_secret;
+        w.service = args.cert_service_name;
+        match args.webhook_mode {
+            WebhookMode::Enabled => Webhooks::Enabled(w),
+            WebhookMode::Disabled => Webhooks::Disabled,
+            WebhookMode::Onlywebhook => Webhooks::Only(w),
+        }
+    };
     let opts = metallb_rs::controller::run::Options {
         namespace: args.common.namespace,
         lb_class: args.lb_class,
@@ -282,8 +316,15 @@ fn controller(args: ControllerArgs) -> Result<ExitCode> {
         metrics_addr: Some(args.metrics_bind_address),
         health_addr: Some(args.health_bind_address),
         memberlist_secret: args.ml_secret_name.filter(|n| !n.is_empty()),
+        webhooks,
     };
-    run_component("controller", Threads::One, |shutdown| async move {
+    // Webhook tasks run on a worker, so a long pass of the controller's
+    // loop (on the main thread) never delays an answer to the API server.
+    let threads = match opts.webhooks {
+        metallb_rs::controller::run::Webhooks::Disabled => Threads::One,
+        _ => Threads::Workers(1),
+    };
+    run_component("controller", threads, |shutdown| async move {
         tracing::info!(namespace = %opts.namespace, leader_elect = opts.leader_elect, lb_class = ?opts.lb_class, identity = %opts.identity, version = env!("CARGO_PKG_VERSION"), "controller starting");
         let client = metallb_rs::k8s::client().await?;
         metallb_rs::controller::run::run(client, opts, shutdown).await

@@ -324,6 +324,9 @@ pub struct Health {
     ready: AtomicBool,
     /// The loop's last heartbeat (none before its first).
     beat: std::sync::Mutex<Option<Instant>>,
+    /// Readiness gates still closed, with why (the webhook: no
+    /// certificate yet, or its CA not yet in the configuration).
+    held: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>>,
 }
 
 /// How long the loop has been stalled at `now`, when longer than
@@ -353,9 +356,44 @@ impl Health {
         self.ready.store(ready, Ordering::Relaxed);
     }
 
-    /// Whether the component is ready.
+    /// Whether the component is ready: its initial sync done and no gate
+    /// held.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        self.not_ready().is_none()
+    }
+
+    /// Why the component is not ready, when it is not.
+    pub fn not_ready(&self) -> Option<String> {
+        if !self.ready.load(Ordering::Relaxed) {
+            return Some("initial sync in progress".into());
+        }
+        let held = self.held.lock().ok()?;
+        let (gate, why) = held.iter().next()?;
+        Some(format!("{gate}: {why}"))
+    }
+
+    /// Holds readiness until [`Health::release`] of `gate`.
+    pub fn hold(&self, gate: &'static str, why: impl Into<String>) {
+        if let Ok(mut h) = self.held.lock() {
+            h.insert(gate, why.into());
+        }
+    }
+
+    /// Updates why `gate` is held, when it still is (once released, a
+    /// later failure does not take readiness back).
+    pub fn hold_if_held(&self, gate: &'static str, why: impl Into<String>) {
+        if let Ok(mut h) = self.held.lock()
+            && let Some(w) = h.get_mut(gate)
+        {
+            *w = why.into();
+        }
+    }
+
+    /// Releases `gate`.
+    pub fn release(&self, gate: &'static str) {
+        if let Ok(mut h) = self.held.lock() {
+            h.remove(gate);
+        }
     }
 }
 
@@ -410,13 +448,9 @@ pub async fn serve(
             get(move || {
                 let health = health.clone();
                 async move {
-                    if health.is_ready() {
-                        (StatusCode::OK, "ready")
-                    } else {
-                        (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "not ready: initial sync in progress",
-                        )
+                    match health.not_ready() {
+                        None => (StatusCode::OK, "ready".to_owned()),
+                        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
                     }
                 }
             }),

@@ -222,7 +222,11 @@ fn components_log_json_and_stop_on_sigterm() {
         "127.0.0.1:0",
     ];
     for (sub, extra) in [
-        ("controller", free_ports.to_vec()),
+        ("controller", {
+            let mut v = vec!["--webhook-bind-address", "127.0.0.1:0"];
+            v.extend(free_ports);
+            v
+        }),
         ("speaker", {
             let mut v = vec!["--node-name", "worker"];
             v.extend(free_ports);

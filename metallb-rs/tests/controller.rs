@@ -30,36 +30,7 @@ struct Lab {
 }
 
 mod common;
-use common::client_from;
-
-/// The manifests' RBAC for the controller (ClusterRole, Role, bindings),
-/// applied as `kubectl apply -f manifests/` would.
-async fn install_controller_rbac(client: &Client) {
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-    let objects = metallb_rs::manifests::native_objects(&Default::default());
-    for o in objects {
-        let kind = o["kind"].as_str().unwrap_or_default();
-        let name = o["metadata"]["name"].as_str().unwrap_or_default();
-        let ours = matches!(
-            kind,
-            "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
-        ) && name.contains("controller");
-        if !ours {
-            continue;
-        }
-        let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind);
-        let ar = ApiResource::from_gvk(&gvk);
-        let api: Api<DynamicObject> = if kind.starts_with("Cluster") {
-            Api::all_with(client.clone(), &ar)
-        } else {
-            Api::namespaced_with(client.clone(), NS, &ar)
-        };
-        let obj: DynamicObject = serde_json::from_value(o).expect("RBAC object");
-        api.create(&PostParams::default(), &obj)
-            .await
-            .expect("RBAC object created");
-    }
-}
+use common::{client_from, install_controller_rbac, install_metallb_api};
 
 async fn start() -> (Lab, Client) {
     let (server, client) = start_admin().await;
@@ -93,24 +64,6 @@ async fn start_admin() -> (ApiServer, Client) {
     (server, client)
 }
 
-/// The MetalLB CRDs and namespace, as `kubectl apply -f manifests/` would.
-async fn install_metallb_api(client: &Client) {
-    use k8s_openapi::api::core::v1::Namespace;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in metallb_rs::api::crds() {
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("CRD created");
-    }
-    let ns: Namespace =
-        serde_json::from_value(json!({ "metadata": { "name": NS } })).expect("namespace");
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("namespace created");
-}
-
 /// A controller running in this process until dropped or stopped.
 struct Controller {
     stop: Option<oneshot::Sender<()>>,
@@ -132,6 +85,7 @@ impl Controller {
             metrics_addr: None,
             health_addr: None,
             memberlist_secret: Some("memberlist".into()),
+            webhooks: run::Webhooks::Disabled,
         };
         tweak(&mut opts);
         let (tx, rx) = oneshot::channel();

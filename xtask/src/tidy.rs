@@ -132,6 +132,7 @@ const DECIDING: &[&str] = &[
     "metallb-rs/src/allocator/",
     "metallb-rs/src/config/",
     "metallb-rs/src/service.rs",
+    "metallb-rs/src/certs.rs",
     "metallb-rs/src/controller/converge",
     "metallb-rs/src/speaker/plan",
     "metallb-rs/src/speaker/election",

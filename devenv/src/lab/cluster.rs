@@ -609,6 +609,11 @@ impl LabCluster {
             metrics.clone(),
             "--health-bind-address".into(),
             metrics,
+            // The lab installs no ValidatingWebhookConfiguration yet, and
+            // both replicas share the root namespace: upstream's 0.0.0.0:9443
+            // would collide between them (and listen on the host).
+            "--webhook-mode".into(),
+            "disabled".into(),
             "--log-format".into(),
             "text".into(),
             "--log-level".into(),

@@ -65,7 +65,7 @@ impl fmt::Display for Community {
 }
 
 /// Whether `s` is written as a community value rather than an alias name.
-fn looks_like_value(s: &str) -> bool {
+pub(crate) fn looks_like_value(s: &str) -> bool {
     s.starts_with("large:") || s.contains(':')
 }
 

@@ -3,8 +3,11 @@
 //! and field. Pure: no I/O, no kube client; [`load`] reads files.
 //!
 //! Upstream runs most of these checks in a validating webhook; here they
-//! run in the controller, in the speaker and offline (`metallb-rs validate`).
+//! run in the controller, in the speaker, offline (`metallb-rs validate`)
+//! and, at apply time, in the controller's validating webhooks
+//! ([`admission`] decides).
 
+pub mod admission;
 mod bgp;
 mod duplicate;
 mod error;

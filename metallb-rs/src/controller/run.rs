@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::task::AbortOnDropHandle;
 
+mod webhooks;
 mod writes;
 use writes::{Planned, WRITES_IN_FLIGHT};
 
@@ -63,6 +64,20 @@ pub struct Options {
     pub health_addr: Option<SocketAddr>,
     /// The speakers' gossip Secret, created when missing (None: not managed).
     pub memberlist_secret: Option<String>,
+    /// Whether this replica serves the validating webhooks.
+    pub webhooks: Webhooks,
+}
+
+/// `--webhook-mode`, with what serving needs.
+#[derive(Debug, Clone)]
+pub enum Webhooks {
+    /// No webhook server (`disabled`).
+    Disabled,
+    /// Webhooks beside the controller's work (`enabled`).
+    Enabled(crate::k8s::webhook::Options),
+    /// Webhooks and their certificate only: no services, no pools
+    /// (`onlywebhook`).
+    Only(crate::k8s::webhook::Options),
 }
 
 /// The Lease replicas compete for.
@@ -107,7 +122,9 @@ pub async fn run(
         allocator: AllocatorMetrics::new(&registry),
     });
     let health = Arc::new(Health::default());
-    let lock = opts.leader_elect.then(|| {
+    // Serving only the webhooks, a replica never leads.
+    let elects = opts.leader_elect && !matches!(opts.webhooks, Webhooks::Only(_));
+    let lock = elects.then(|| {
         LeaseLock::new(
             client.clone(),
             &opts.namespace,
@@ -116,8 +133,20 @@ pub async fn run(
             opts.lease,
         )
     });
+    // Every replica serves (a standby too), before it competes for the
+    // lease: the webhook's availability never waits for an election.
+    let _webhooks = match &opts.webhooks {
+        Webhooks::Disabled => None,
+        Webhooks::Enabled(w) | Webhooks::Only(w) => {
+            Some(webhooks::start(&client, w, &health).await?)
+        }
+    };
     let work = async {
         match &lock {
+            _ if matches!(opts.webhooks, Webhooks::Only(_)) => {
+                health.set_ready(true);
+                std::future::pending().await
+            }
             None => {
                 let (_tx, rx) = tokio::sync::watch::channel(Acting::Always);
                 lead(&client, &opts, &metrics, &health, rx).await

@@ -2,6 +2,7 @@
 //! modules: the client, API calls with a timeout, the work queue, leader
 //! election, events, watches.
 
+pub mod admission_review;
 pub mod call;
 pub mod config_state;
 pub mod events;
@@ -11,6 +12,8 @@ pub mod memberlist;
 pub mod observed;
 pub mod queue;
 pub mod watch;
+pub mod webhook;
+pub mod webhook_certs;
 
 use anyhow::Context;
 

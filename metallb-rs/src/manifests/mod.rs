@@ -1,6 +1,7 @@
 //! The deployment manifests: the CRD files and `metallb-native.yaml`
-//! (namespace, CRDs, service accounts, least-privilege RBAC, the controller
-//! Deployment and the speaker DaemonSet).
+//! (namespace, CRDs, service accounts, least-privilege RBAC, the validating
+//! webhooks' configuration, Service and Secret, the controller Deployment
+//! and the speaker DaemonSet).
 //!
 //! They live in this crate because the RBAC rules must match what the
 //! controller and speaker code actually call. Rendering is pure: no I/O;
@@ -99,6 +100,11 @@ pub fn native_objects(opts: &NativeOptions) -> Vec<Value> {
         }));
     }
     objects.extend(rbac::objects(&opts.namespace));
+    // Before the Deployment: the configuration waits for its caBundle a
+    // shorter while.
+    objects.push(webhooks::secret(&opts.namespace));
+    objects.push(webhooks::service(&opts.namespace));
+    objects.push(webhooks::configuration(&opts.namespace));
     objects.push(controller(opts));
     objects.push(speaker(opts));
     objects
@@ -214,6 +220,17 @@ fn controller(opts: &NativeOptions) -> Value {
         // Creates the speakers' gossip key when missing.
         list.push(json!({ "name": "METALLB_ML_SECRET_NAME", "value": MEMBERLIST_SECRET }));
     }
+    let mut container = container(
+        "controller",
+        opts,
+        json!(["--leader-elect"]),
+        controller_env,
+        None,
+        json!({ "drop": ["ALL"] }),
+    );
+    if let Some(ports) = container["ports"].as_array_mut() {
+        ports.push(webhooks::container_port());
+    }
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -238,14 +255,7 @@ fn controller(opts: &NativeOptions) -> Value {
                         "fsGroup": 65534,
                         "seccompProfile": { "type": "RuntimeDefault" },
                     },
-                    "containers": [container(
-                        "controller",
-                        opts,
-                        json!(["--leader-elect"]),
-                        controller_env,
-                        None,
-                        json!({ "drop": ["ALL"] }),
-                    )],
+                    "containers": [container],
                 },
             },
         },
@@ -309,6 +319,7 @@ fn speaker(opts: &NativeOptions) -> Value {
 }
 
 mod rbac;
+pub mod webhooks;
 
 #[cfg(test)]
 mod tests;

@@ -70,6 +70,16 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             rule(&[""], &["services/status"], &["patch"]),
             // Pool serviceAllocation.namespaceSelectors.
             rule(&[""], &["namespaces"], READ),
+            // Webhook reviews: which nodes two peers or advertisements
+            // share (k8s::webhook::current lists their metadata).
+            rule(&[""], &["nodes"], &["list"]),
+            // The webhooks' caBundle (k8s::webhook_certs::inject).
+            named(
+                &["admissionregistration.k8s.io"],
+                &["validatingwebhookconfigurations"],
+                &[crate::k8s::webhook::CONFIGURATION],
+                &["get", "patch"],
+            ),
             rule(&[""], &["events"], &["create", "patch"]),
             rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
         ],
@@ -114,6 +124,14 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             ),
             // The memberlist key Secret, created when missing (k8s::memberlist).
             named(&[""], &["secrets"], &[super::MEMBERLIST_SECRET], &["get"]),
+            // The webhooks' certificate, made, read and renewed
+            // (k8s::webhook_certs::ensure_secret).
+            named(
+                &[""],
+                &["secrets"],
+                &[crate::k8s::webhook::SECRET],
+                &["get", "update"],
+            ),
             rule(&[""], &["secrets"], &["create"]),
             // Leader election (k8s::leader: get, create, replace).
             named(

@@ -2,8 +2,9 @@
 //! the RBAC each component needs, the pod specs.
 
 use super::*;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
@@ -27,6 +28,11 @@ fn every_object_uses_only_real_fields() {
             "RoleBinding" => round_trip::<RoleBinding>(&object),
             "Deployment" => round_trip::<Deployment>(&object),
             "DaemonSet" => round_trip::<DaemonSet>(&object),
+            "Secret" => round_trip::<Secret>(&object),
+            "Service" => round_trip::<Service>(&object),
+            "ValidatingWebhookConfiguration" => {
+                round_trip::<ValidatingWebhookConfiguration>(&object)
+            }
             other => panic!("unexpected kind {other}"),
         };
         assert_eq!(
@@ -204,5 +210,87 @@ fn both_pods_run_seccomp_runtime_default_with_requests_memory_limits_and_a_liven
         }
         assert!(c["resources"]["limits"]["memory"].is_string(), "{name}");
         assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz", "{name}");
+    }
+}
+
+#[test]
+fn webhook_configuration_matches_upstream_and_reaches_the_controller() {
+    let objects = native_objects(&NativeOptions::default());
+    let vwc = find(
+        &objects,
+        "ValidatingWebhookConfiguration",
+        "metallb-webhook-configuration",
+    );
+    let summary: Vec<String> = vwc["webhooks"]
+        .as_array()
+        .expect("webhooks")
+        .iter()
+        .map(|w| {
+            let rule = &w["rules"][0];
+            format!(
+                "{} {} {}/{} {} {} {} {}s {}",
+                w["name"].as_str().unwrap_or_default(),
+                w["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .unwrap_or_default(),
+                rule["apiVersions"][0].as_str().unwrap_or_default(),
+                rule["resources"][0].as_str().unwrap_or_default(),
+                rule["operations"],
+                w["failurePolicy"].as_str().unwrap_or_default(),
+                w["sideEffects"].as_str().unwrap_or_default(),
+                w["timeoutSeconds"],
+                w["clientConfig"]["service"]["name"]
+                    .as_str()
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            r#"ipaddresspoolvalidationwebhook.metallb.io /validate-metallb-io-v1beta1-ipaddresspool v1beta1/ipaddresspools ["CREATE","UPDATE"] Fail None 5s metallb-webhook-service"#,
+            r#"l2advertisementvalidationwebhook.metallb.io /validate-metallb-io-v1beta1-l2advertisement v1beta1/l2advertisements ["CREATE","UPDATE"] Fail None 5s metallb-webhook-service"#,
+            r#"bgpadvertisementvalidationwebhook.metallb.io /validate-metallb-io-v1beta1-bgpadvertisement v1beta1/bgpadvertisements ["CREATE","UPDATE"] Fail None 5s metallb-webhook-service"#,
+            r#"bgppeersvalidationwebhook.metallb.io /validate-metallb-io-v1beta2-bgppeer v1beta2/bgppeers ["CREATE","UPDATE"] Fail None 5s metallb-webhook-service"#,
+            r#"communityvalidationwebhook.metallb.io /validate-metallb-io-v1beta1-community v1beta1/communities ["CREATE","UPDATE"] Fail None 5s metallb-webhook-service"#,
+            r#"bfdprofilevalidationwebhook.metallb.io /validate-metallb-io-v1beta1-bfdprofile v1beta1/bfdprofiles ["CREATE","DELETE"] Fail None 5s metallb-webhook-service"#,
+        ]
+    );
+    let svc = find(&objects, "Service", "metallb-webhook-service");
+    assert_eq!(svc["spec"]["selector"], labels("controller"));
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "webhook-server");
+    let deployment = find(&objects, "Deployment", "controller");
+    let ports = &deployment["spec"]["template"]["spec"]["containers"][0]["ports"];
+    assert!(
+        ports
+            .as_array()
+            .expect("ports")
+            .contains(&json!({"name": "webhook-server", "containerPort": 9443}))
+    );
+    // The configuration comes before the controller that fills it.
+    let at = |kind: &str| objects.iter().position(|o| o["kind"] == kind);
+    assert!(at("ValidatingWebhookConfiguration") < at("Deployment"));
+}
+
+#[test]
+fn controller_may_touch_only_its_own_webhook_configuration_and_certificate() {
+    let objects = native_objects(&NativeOptions::default());
+    let rules: Vec<&Value> = ["ClusterRole", "Role"]
+        .iter()
+        .zip(["metallb-system:controller", "controller"])
+        .flat_map(|(k, n)| find(&objects, k, n)["rules"].as_array().expect("rules"))
+        .collect();
+    for rule in &rules {
+        let resources = rule["resources"].as_array().expect("resources");
+        if resources.contains(&json!("validatingwebhookconfigurations")) {
+            assert_eq!(
+                rule["resourceNames"],
+                json!(["metallb-webhook-configuration"])
+            );
+        }
+        let verbs = rule["verbs"].as_array().expect("verbs");
+        if resources.contains(&json!("secrets")) && verbs.contains(&json!("update")) {
+            assert_eq!(rule["resourceNames"], json!(["metallb-webhook-cert"]));
+        }
     }
 }

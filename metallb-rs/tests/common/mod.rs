@@ -1,8 +1,9 @@
 //! What the integration tests against the lab API server share: the
 //! server in process and clients of it.
 
-use kube::Client;
+use kube::api::PostParams;
 use kube::config::Kubeconfig;
+use kube::{Api, Client};
 use lab_apiserver::ApiServer;
 
 /// A client from a kubeconfig the lab API server wrote.
@@ -16,6 +17,7 @@ pub async fn client_from(kubeconfig: &str) -> Client {
 }
 
 /// The lab API server on a free loopback port, and an admin client.
+#[allow(dead_code)] // the webhook tests start theirs with options
 pub async fn server_and_admin() -> (ApiServer, Client) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -23,4 +25,55 @@ pub async fn server_and_admin() -> (ApiServer, Client) {
     let server = ApiServer::start(listener).await.expect("starts");
     let client = client_from(&server.kubeconfig("lab")).await;
     (server, client)
+}
+
+/// The manifests' RBAC for the controller (ClusterRole, Role, bindings),
+/// applied as `kubectl apply -f manifests/` would.
+#[allow(dead_code)] // not every test binary installs MetalLB
+pub async fn install_controller_rbac(client: &Client) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let objects = metallb_rs::manifests::native_objects(&Default::default());
+    for o in objects {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let ours = matches!(
+            kind,
+            "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
+        ) && name.contains("controller");
+        if !ours {
+            continue;
+        }
+        let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind);
+        let ar = ApiResource::from_gvk(&gvk);
+        let api: Api<DynamicObject> = if kind.starts_with("Cluster") {
+            Api::all_with(client.clone(), &ar)
+        } else {
+            Api::namespaced_with(client.clone(), metallb_rs::api::DEFAULT_NAMESPACE, &ar)
+        };
+        let obj: DynamicObject = serde_json::from_value(o).expect("RBAC object");
+        api.create(&PostParams::default(), &obj)
+            .await
+            .expect("RBAC object created");
+    }
+}
+
+/// The MetalLB CRDs and namespace, as `kubectl apply -f manifests/` would.
+#[allow(dead_code)] // not every test binary installs MetalLB
+pub async fn install_metallb_api(client: &Client) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in metallb_rs::api::crds() {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("CRD created");
+    }
+    let ns: Namespace = serde_json::from_value(
+        serde_json::json!({ "metadata": { "name": metallb_rs::api::DEFAULT_NAMESPACE } }),
+    )
+    .expect("namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
 }

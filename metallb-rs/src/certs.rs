@@ -1,0 +1,348 @@
+//! The webhook's serving certificate, without cert-manager: a CA and a
+//! leaf for `<service>.<namespace>.svc`, kept in a Secret that every
+//! replica shares, and the caBundle the API server verifies it with.
+//! Decides (is the stored pair still good? which caBundle fields are
+//! stale?) and generates; reading and writing the Secret and the
+//! ValidatingWebhookConfiguration is `k8s::webhook_certs`' job.
+//!
+//! Validity is checked the way a client checks it (rustls' WebPKI
+//! verifier: chain to the stored CA, DNS name, expiry), at now plus
+//! [`RENEW_BEFORE`], as upstream's cert-controller does.
+
+use base64::Engine as _;
+use k8s_openapi::ByteString;
+use rustls::client::danger::ServerCertVerifier as _;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How long the CA is valid (cert-controller's 10 years).
+pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// How long a serving certificate is valid (cert-controller's 1 year).
+pub const LEAF_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+/// A pair expiring sooner than this is replaced (cert-controller's 90 days).
+pub const RENEW_BEFORE: Duration = Duration::from_secs(90 * 24 * 3600);
+/// Keys in the Secret (cert-controller's, so a Secret it made is read).
+pub const CA_CERT: &str = "ca.crt";
+/// The serving certificate's key in the Secret.
+pub const TLS_CERT: &str = "tls.crt";
+/// The serving key's key in the Secret.
+pub const TLS_KEY: &str = "tls.key";
+
+/// Why a certificate could not be made or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    /// rcgen refused to generate.
+    #[error("generating the webhook certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// The PEM could not be read.
+    #[error("reading the webhook certificate: {0}")]
+    Pem(String),
+    /// rustls refused the key.
+    #[error("loading the webhook key: {0}")]
+    Key(#[from] rustls::Error),
+}
+
+/// A CA and a serving certificate signed by it, as PEM.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Bundle {
+    /// The CA certificate (the caBundle).
+    pub ca_pem: String,
+    /// The serving certificate.
+    pub cert_pem: String,
+    /// Its private key.
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for Bundle {
+    // Never print the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bundle").finish_non_exhaustive()
+    }
+}
+
+/// The name the API server dials a webhook Service by.
+pub fn dns_name(service: &str, namespace: &str) -> String {
+    format!("{service}.{namespace}.svc")
+}
+
+/// `t` as rcgen's date type (whole seconds; before 1970 reads as 1970).
+fn date(t: SystemTime) -> time::OffsetDateTime {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+}
+
+/// A fresh CA and a leaf for `dns`, valid from an hour before `now`
+/// (clock skew between nodes).
+pub fn generate(dns: &str, now: SystemTime) -> Result<Bundle, CertError> {
+    let start = date(now - Duration::from_secs(3600));
+    let ca_key = rcgen::KeyPair::generate()?;
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "metallb-webhook-ca");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    ca.not_before = start;
+    ca.not_after = date(now + CA_VALIDITY);
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let key = rcgen::KeyPair::generate()?;
+    let mut leaf = rcgen::CertificateParams::new(vec![dns.to_owned()])?;
+    leaf.distinguished_name.push(rcgen::DnType::CommonName, dns);
+    leaf.not_before = start;
+    leaf.not_after = date(now + LEAF_VALIDITY);
+    let cert = leaf.signed_by(&key, &rcgen::Issuer::new(ca, ca_key))?;
+    Ok(Bundle {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// What to do with the Secret's contents.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The stored pair is good until past the renewal margin.
+    Use(Bundle),
+    /// Generate a new pair and store it.
+    Renew {
+        /// Why, for the log.
+        reason: String,
+    },
+}
+
+/// Decides on the Secret's `data` (none: no Secret, or an empty one, as
+/// the manifests ship it).
+pub fn decide(data: Option<&BTreeMap<String, ByteString>>, dns: &str, now: SystemTime) -> Decision {
+    let text = |key: &str| -> Result<String, String> {
+        let bytes = data
+            .and_then(|d| d.get(key))
+            .filter(|b| !b.0.is_empty())
+            .ok_or_else(|| format!("no {key}"))?;
+        String::from_utf8(bytes.0.clone()).map_err(|_| format!("{key} is not PEM text"))
+    };
+    let bundle = match (text(CA_CERT), text(TLS_CERT), text(TLS_KEY)) {
+        (Ok(ca_pem), Ok(cert_pem), Ok(key_pem)) => Bundle {
+            ca_pem,
+            cert_pem,
+            key_pem,
+        },
+        (a, b, c) => {
+            let reason = [a, b, c]
+                .into_iter()
+                .filter_map(Result::err)
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Decision::Renew { reason };
+        }
+    };
+    if let Err(e) = certified_key(&bundle) {
+        return Decision::Renew {
+            reason: e.to_string(),
+        };
+    }
+    match valid_at(&bundle, dns, now + RENEW_BEFORE) {
+        Ok(()) => Decision::Use(bundle),
+        Err(e) => Decision::Renew {
+            reason: format!("not valid for {dns} {RENEW_BEFORE:?} from now: {e}"),
+        },
+    }
+}
+
+fn certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, CertError> {
+    let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CertError::Pem(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(CertError::Pem("no certificate".into()));
+    }
+    Ok(certs)
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Whether a client trusting only the bundle's CA accepts its leaf for
+/// `dns` at time `at`.
+pub fn valid_at(b: &Bundle, dns: &str, at: SystemTime) -> Result<(), String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in certs(&b.ca_pem).map_err(|e| e.to_string())? {
+        roots.add(ca).map_err(|e| format!("bad CA: {e}"))?;
+    }
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .map_err(|e| e.to_string())?;
+    let chain = certs(&b.cert_pem).map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(dns.to_owned()).map_err(|e| e.to_string())?;
+    let since = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?;
+    verifier
+        .verify_server_cert(
+            &chain[0],
+            &chain[1..],
+            &name,
+            &[],
+            UnixTime::since_unix_epoch(since),
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The Secret's data for `b`.
+pub fn secret_data(b: &Bundle) -> BTreeMap<String, ByteString> {
+    [
+        (CA_CERT, &b.ca_pem),
+        (TLS_CERT, &b.cert_pem),
+        (TLS_KEY, &b.key_pem),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), ByteString(v.clone().into_bytes())))
+    .collect()
+}
+
+/// The caBundle field's value for `b`.
+pub fn ca_bundle(b: &Bundle) -> String {
+    base64::engine::general_purpose::STANDARD.encode(&b.ca_pem)
+}
+
+/// The JSON patch setting every webhook's `clientConfig.caBundle` in the
+/// ValidatingWebhookConfiguration `vwc` to `bundle`, or none when all
+/// already carry it. Each replacement is guarded by a test of the
+/// webhook's name, so a concurrent edit reordering the list fails the
+/// patch instead of writing the wrong entry.
+pub fn ca_bundle_patch(vwc: &serde_json::Value, bundle: &str) -> Option<json_patch::Patch> {
+    let ops: Vec<serde_json::Value> = vwc["webhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, w)| w["clientConfig"]["caBundle"].as_str() != Some(bundle))
+        .flat_map(|(i, w)| {
+            [
+                serde_json::json!({"op": "test", "path": format!("/webhooks/{i}/name"), "value": w["name"]}),
+                serde_json::json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": bundle}),
+            ]
+        })
+        .collect();
+    if ops.is_empty() {
+        return None;
+    }
+    serde_json::from_value(serde_json::Value::Array(ops)).ok()
+}
+
+/// Whether every webhook of `vwc` carries `bundle` (and there is one).
+pub fn injected(vwc: &serde_json::Value, bundle: &str) -> bool {
+    let hooks = vwc["webhooks"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    !hooks.is_empty()
+        && hooks
+            .iter()
+            .all(|w| w["clientConfig"]["caBundle"].as_str() == Some(bundle))
+}
+
+/// The bundle's leaf and key, ready to serve.
+pub fn certified_key(b: &Bundle) -> Result<Arc<rustls::sign::CertifiedKey>, CertError> {
+    let chain = certs(&b.cert_pem)?;
+    let key = PrivateKeyDer::from_pem_slice(b.key_pem.as_bytes())
+        .map_err(|e| CertError::Pem(e.to_string()))?;
+    let signer = provider().key_provider.load_private_key(key)?;
+    Ok(Arc::new(rustls::sign::CertifiedKey::new(chain, signer)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DNS: &str = "metallb-webhook-service.metallb-system.svc";
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+
+    fn now() -> SystemTime {
+        SystemTime::now()
+    }
+
+    fn outcome(d: Decision) -> String {
+        match d {
+            Decision::Use(_) => "use".into(),
+            Decision::Renew { reason } => format!("renew: {reason}"),
+        }
+    }
+
+    #[test]
+    fn a_fresh_pair_verifies_for_its_name_only() {
+        let b = generate(DNS, now()).expect("generated");
+        assert_eq!(valid_at(&b, DNS, now()), Ok(()));
+        assert!(valid_at(&b, "other.metallb-system.svc", now()).is_err());
+        assert!(valid_at(&b, DNS, now() + LEAF_VALIDITY + DAY).is_err());
+        certified_key(&b).expect("loads");
+    }
+
+    #[test]
+    fn decisions() {
+        let t = now();
+        let good = generate(DNS, t).expect("generated");
+        let data = secret_data(&good);
+        assert_eq!(decide(Some(&data), DNS, t), Decision::Use(good.clone()));
+        assert_eq!(
+            outcome(decide(None, DNS, t)),
+            "renew: no ca.crt, no tls.crt, no tls.key"
+        );
+        assert_eq!(
+            outcome(decide(Some(&BTreeMap::new()), DNS, t)),
+            "renew: no ca.crt, no tls.crt, no tls.key"
+        );
+        let mut garbage = data.clone();
+        garbage.insert(TLS_CERT.into(), ByteString(b"nonsense".to_vec()));
+        assert_eq!(
+            outcome(decide(Some(&garbage), DNS, t)),
+            "renew: reading the webhook certificate: no certificate"
+        );
+        // Expires within the renewal margin.
+        let late = t + LEAF_VALIDITY - RENEW_BEFORE + DAY;
+        assert!(outcome(decide(Some(&data), DNS, late)).starts_with("renew: not valid for"));
+        // Another service name.
+        assert!(
+            outcome(decide(Some(&data), "x.metallb-system.svc", t))
+                .starts_with("renew: not valid for")
+        );
+        // A leaf of another CA.
+        let other = generate(DNS, t).expect("generated");
+        let mut mixed = data.clone();
+        mixed.insert(CA_CERT.into(), ByteString(other.ca_pem.into_bytes()));
+        assert!(outcome(decide(Some(&mixed), DNS, t)).starts_with("renew: not valid for"));
+    }
+
+    #[test]
+    fn ca_bundle_patch_touches_only_stale_webhooks() {
+        let vwc = serde_json::json!({"webhooks": [
+            {"name": "a", "clientConfig": {"caBundle": "NEW"}},
+            {"name": "b", "clientConfig": {}},
+        ]});
+        assert!(!injected(&vwc, "NEW"));
+        let patch = ca_bundle_patch(&vwc, "NEW").expect("b is stale");
+        assert_eq!(
+            serde_json::to_value(&patch).expect("json"),
+            serde_json::json!([
+                {"op": "test", "path": "/webhooks/1/name", "value": "b"},
+                {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": "NEW"},
+            ])
+        );
+        let mut patched = vwc.clone();
+        json_patch::patch(&mut patched, &patch).expect("applies");
+        assert!(injected(&patched, "NEW"));
+        assert!(ca_bundle_patch(&patched, "NEW").is_none());
+        assert!(!injected(&serde_json::json!({"webhooks": []}), "NEW"));
+    }
+}

@@ -1,0 +1,265 @@
+//! The validating webhook server every controller replica runs (not only
+//! the leader, as upstream): HTTPS on `--webhook-bind-address`, one route
+//! per [`WEBHOOKS`] entry. Each review lists the current objects (a
+//! consistent read, so an object created a moment ago by the same
+//! `kubectl apply` is seen), hands them with the write to
+//! [`config::admission::review`] and answers within [`REVIEW_BUDGET`] -
+//! with a refusal saying why when the API server is slow, never by making
+//! the API server time out. The certificate comes from `webhook_certs`
+//! through a [`Resolver`], swapped in place on renewal.
+
+use super::admission_review::{self, ReviewError};
+use super::call::{CallError, call};
+use crate::api::{v1beta1, v1beta2};
+use crate::config::admission::{self, Verdict, WEBHOOKS, Webhook};
+use crate::config::{self, Resources};
+use axum::body::Bytes;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// The webhooks' Service (upstream's name).
+pub const SERVICE: &str = "metallb-webhook-service";
+/// The ValidatingWebhookConfiguration (upstream's name).
+pub const CONFIGURATION: &str = "metallb-webhook-configuration";
+/// The Secret holding the serving certificate (upstream's name).
+pub const SECRET: &str = "metallb-webhook-cert";
+/// The port the controller serves webhooks on (upstream's).
+pub const PORT: u16 = 9443;
+/// The controller's answer to a review comes within this, a refusal
+/// when the current objects could not be read in time: under the
+/// configuration's `timeoutSeconds` (5 s), so the user reads our reason
+/// rather than the API server's "context deadline exceeded".
+pub const REVIEW_BUDGET: Duration = Duration::from_secs(3);
+/// A client that opened a connection and sends no handshake is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where and as what the webhooks are served.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Listening address.
+    pub addr: SocketAddr,
+    /// The MetalLB namespace (objects reviewed, Service, Secret).
+    pub namespace: String,
+    /// The Service the API server dials (the certificate's name).
+    pub service: String,
+    /// The Secret holding the certificate.
+    pub secret: String,
+    /// The ValidatingWebhookConfiguration whose caBundle is kept current.
+    pub configuration: String,
+}
+
+impl Options {
+    /// Upstream's names in `namespace`, served on `addr`.
+    pub fn new(addr: SocketAddr, namespace: &str) -> Self {
+        Self {
+            addr,
+            namespace: namespace.to_owned(),
+            service: SERVICE.to_owned(),
+            secret: SECRET.to_owned(),
+            configuration: CONFIGURATION.to_owned(),
+        }
+    }
+}
+
+/// The serving certificate, replaced in place when renewed; until the
+/// first is set, handshakes fail (and readiness holds).
+#[derive(Debug, Default)]
+pub struct Resolver(RwLock<Option<Arc<CertifiedKey>>>);
+
+impl Resolver {
+    /// Serves `key` from the next handshake on.
+    pub fn set(&self, key: Arc<CertifiedKey>) {
+        if let Ok(mut k) = self.0.write() {
+            *k = Some(key);
+        }
+    }
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.0.read().ok()?.clone()
+    }
+}
+
+/// TLS 1.3 only (upstream's default minimum) and HTTP/1.1 only (upstream
+/// turns HTTP/2 off: the rapid-reset CVEs).
+pub fn tls_config(resolver: Arc<Resolver>) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])?
+    .with_no_client_auth()
+    .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+struct Cx {
+    client: kube::Client,
+    namespace: String,
+    options: config::Options,
+}
+
+/// The router: one POST route per webhook.
+fn router(cx: Arc<Cx>) -> axum::Router {
+    let mut router = axum::Router::new();
+    for hook in &WEBHOOKS {
+        let cx = cx.clone();
+        router = router.route(
+            hook.path,
+            axum::routing::post(move |body: Bytes| {
+                let cx = cx.clone();
+                async move { answer(hook, &cx, &body).await }
+            }),
+        );
+    }
+    router
+}
+
+/// Serves the webhooks on `listener` until the task is dropped.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    client: kube::Client,
+    namespace: String,
+) -> anyhow::Result<()> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let app = router(Arc::new(Cx {
+        client,
+        options: config::Options {
+            namespace: namespace.clone(),
+        },
+        namespace,
+    }));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors and the like: pass, don't spin.
+                tracing::warn!(error = %e, "webhook server: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "webhook server: TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .http1_only()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+        });
+    }
+}
+
+async fn answer(hook: &'static Webhook, cx: &Cx, body: &[u8]) -> Response {
+    let request = match admission_review::parse(hook, body) {
+        Ok(r) => r,
+        Err(ReviewError::Malformed(m)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "not an {} AdmissionReview: {m}",
+                    admission_review::API_VERSION
+                ),
+            )
+                .into_response();
+        }
+        Err(ReviewError::Unreadable { uid, message }) => {
+            let verdict = Verdict::Denied {
+                message,
+                warnings: vec![],
+            };
+            return json(admission_review::response(&uid, &verdict));
+        }
+    };
+    let verdict = match tokio::time::timeout(REVIEW_BUDGET, current(&cx.client, &cx.namespace))
+        .await
+    {
+        Ok(Ok(res)) => admission::review(&request.proposal, &res, &cx.options),
+        Ok(Err(e)) => Verdict::Denied {
+            message: format!(
+                "could not read the current MetalLB configuration to check this change: {e}; retry"
+            ),
+            warnings: vec![],
+        },
+        Err(_) => Verdict::Denied {
+            message: format!(
+                "could not read the current MetalLB configuration to check this change within {REVIEW_BUDGET:?}; retry"
+            ),
+            warnings: vec![],
+        },
+    };
+    match &verdict {
+        Verdict::Allowed { .. } => {
+            tracing::debug!(webhook = hook.name, uid = %request.uid, "admitted")
+        }
+        Verdict::Denied { message, .. } => {
+            tracing::info!(webhook = hook.name, uid = %request.uid, %message, "refused")
+        }
+    }
+    json(admission_review::response(&request.uid, &verdict))
+}
+
+fn json(value: serde_json::Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+/// The objects of the MetalLB namespace the configuration is built from,
+/// and the nodes (labels only matter), read concurrently.
+async fn current(client: &kube::Client, ns: &str) -> Result<Resources, CallError> {
+    let lp = ListParams::default();
+    let pools = Api::<v1beta1::IPAddressPool>::namespaced(client.clone(), ns);
+    let l2 = Api::<v1beta1::L2Advertisement>::namespaced(client.clone(), ns);
+    let bgp = Api::<v1beta1::BGPAdvertisement>::namespaced(client.clone(), ns);
+    let peers = Api::<v1beta2::BGPPeer>::namespaced(client.clone(), ns);
+    let bfd = Api::<v1beta1::BFDProfile>::namespaced(client.clone(), ns);
+    let communities = Api::<v1beta1::Community>::namespaced(client.clone(), ns);
+    let nodes = Api::<Node>::all(client.clone());
+    let (pools, l2, bgp, peers, bfd, communities, nodes) = tokio::try_join!(
+        call(pools.list(&lp)),
+        call(l2.list(&lp)),
+        call(bgp.list(&lp)),
+        call(peers.list(&lp)),
+        call(bfd.list(&lp)),
+        call(communities.list(&lp)),
+        call(nodes.list_metadata(&lp)),
+    )?;
+    Ok(Resources {
+        pools: pools.items,
+        l2_advertisements: l2.items,
+        bgp_advertisements: bgp.items,
+        peers: peers.items,
+        bfd_profiles: bfd.items,
+        communities: communities.items,
+        nodes: nodes
+            .items
+            .into_iter()
+            .map(|n| Node {
+                metadata: n.metadata,
+                ..Node::default()
+            })
+            .collect(),
+        ..Resources::default()
+    })
+}
