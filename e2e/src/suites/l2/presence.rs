@@ -3,17 +3,20 @@
 //! speaker's lease carries a fresh trouble mark - which is what lets the
 //! others tell a speaker cut off from them from a dead one within the
 //! failover bound. The mark is planted by the spec on a lease of its own
-//! (a speaker of a node that does not exist, so nothing is elected
-//! there) and renewed like a speaker in trouble renews it, then left to
-//! go stale, as the mark of a speaker that died would.
+//! and renewed like a speaker in trouble renews it, then left to go
+//! stale, as the mark of a speaker that died would. While no Node of
+//! that name exists the mark is nobody's and nobody follows it; then the
+//! spec adds the Node, tainted out-of-service so nothing is elected there.
 
 use crate::metallb::NAMESPACE;
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
 use devenv::wait::eventually;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use metallb_rs::speaker::election::OUT_OF_SERVICE_TAINT;
 use metallb_rs::speaker::presence::{
     COMPONENT_LABEL, FAST_RENEW, LEASE_PREFIX, SLOW_RENEW, TROUBLE_ANNOTATION,
 };
@@ -95,11 +98,40 @@ fn plant(ctx: &Ctx, api: &Api<Lease>) -> Result<()> {
 }
 
 fn remove(ctx: &Ctx, api: &Api<Lease>) -> Result<()> {
-    match ctx.block_on(api.delete(&format!("{LEASE_PREFIX}{MARKER}"), &DeleteParams::default())) {
+    gone(ctx.block_on(api.delete(&format!("{LEASE_PREFIX}{MARKER}"), &DeleteParams::default())))
+}
+
+/// A delete's outcome: done, or nothing was there.
+fn gone<T>(deleted: kube::Result<T>) -> Result<()> {
+    match deleted {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Adds the Node the marked lease belongs to, out of service: its mark
+/// counts, and no address is elected there.
+fn add_marker_node(ctx: &Ctx, nodes: &Api<Node>) -> Result<()> {
+    gone(ctx.block_on(nodes.delete(MARKER, &DeleteParams::default())))?;
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(MARKER.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(vec![Taint {
+                key: OUT_OF_SERVICE_TAINT.to_owned(),
+                value: Some("nodeshutdown".to_owned()),
+                effect: "NoExecute".to_owned(),
+                ..Taint::default()
+            }]),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    };
+    ctx.block_on(nodes.create(&PostParams::default(), &node))?;
+    Ok(())
 }
 
 fn renew_mark(ctx: &Ctx, api: &Api<Lease>) -> Result<()> {
@@ -121,8 +153,22 @@ fn follows_the_mark(ctx: &Ctx) -> Result<()> {
         "every speaker renewing slowly (gossip agrees)",
         || all_at(ctx, &api, SLOW_RENEW),
     )?;
+    let nodes: Api<Node> = Api::all(ctx.client()?);
     plant(ctx, &api)?;
     let result = (|| -> Result<()> {
+        // A mark on the lease of a node that does not exist is anyone's
+        // who can write a Lease: nobody follows it.
+        let nobodys = Instant::now();
+        while nobodys.elapsed() < FOLLOW_BOUND + FAST_RENEW {
+            renew_mark(ctx, &api)?;
+            std::thread::sleep(FAST_RENEW / 2);
+        }
+        ensure!(
+            all_at(ctx, &api, SLOW_RENEW)?.is_some(),
+            "a mark on the lease of a node that does not exist was followed: {:?}",
+            periods(ctx, &api)?
+        );
+        add_marker_node(ctx, &nodes)?;
         let planted = Instant::now();
         let mut followed: Option<Duration> = None;
         let mut first_fast = None;
@@ -170,6 +216,8 @@ fn follows_the_mark(ctx: &Ctx) -> Result<()> {
         Ok(())
     })();
     let removed = remove(ctx, &api);
+    let node_removed = gone(ctx.block_on(nodes.delete(MARKER, &DeleteParams::default())));
     result?;
-    removed
+    removed?;
+    node_removed
 }
