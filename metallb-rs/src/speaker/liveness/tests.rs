@@ -28,6 +28,17 @@ fn lease(held: bool, changed: f64) -> Option<LeaseState> {
     })
 }
 
+/// A Ready node `name`, as election sees it.
+fn node(name: &str) -> NodeInfo {
+    NodeInfo {
+        name: name.to_owned(),
+        labels: BTreeMap::new(),
+        network_unavailable: false,
+        ready: true,
+        out_of_service: false,
+    }
+}
+
 /// A held lease seen changing at `changed`, marked link-down.
 fn link_down(changed: f64) -> Option<LeaseState> {
     lease(true, changed).map(|l| LeaseState {
@@ -564,13 +575,6 @@ fn isolation(#[case] api_ok: bool, #[case] alive: usize, #[case] known: usize, #
 /// itself: it stops electing itself, while the others count as before.
 #[test]
 fn a_speaker_whose_link_is_down_does_not_count_itself() {
-    let node = |name: &str| NodeInfo {
-        name: name.to_owned(),
-        labels: BTreeMap::new(),
-        network_unavailable: false,
-        ready: true,
-        out_of_service: false,
-    };
     let nodes = [node("b"), node("me")];
     let assess_with = |mine: Option<LeaseState>| {
         let leases: BTreeMap<String, LeaseState> = [("b", lease(true, 9.5)), ("me", mine)]

@@ -10,13 +10,6 @@ use super::*;
 /// heard from others is named by nobody here; one of our own probes is.
 #[test]
 fn a_mark_serves_every_judge() {
-    let node = |name: &str| NodeInfo {
-        name: name.to_owned(),
-        labels: BTreeMap::new(),
-        network_unavailable: false,
-        ready: true,
-        out_of_service: false,
-    };
     let nodes = [node("m"), node("me"), node("z")];
     let slow = |changed: f64| {
         lease(true, changed).map(|l| LeaseState {
@@ -120,13 +113,6 @@ fn a_mark_serves_every_judge() {
 /// ends that.
 #[test]
 fn a_lapsed_mark_does_not_move_the_deadline_back() {
-    let node = |name: &str| NodeInfo {
-        name: name.to_owned(),
-        labels: BTreeMap::new(),
-        network_unavailable: false,
-        ready: true,
-        out_of_service: false,
-    };
     let nodes = [node("m"), node("me"), node("z")];
     let with = |changed: f64, period: Duration, trouble: bool| {
         lease(true, changed).map(|l| LeaseState {

@@ -149,29 +149,13 @@ fn unanswered_is_our_own_probe_and_suspect_may_be_hearsay() {
 fn members_on_virtual_time_join_and_detect_a_failure() {
     let start = Instant::now();
     let timing = Timing::default();
-    let make = || -> Vec<Gossip> {
-        (0..3u8)
-            .map(|i| {
-                let addr = SocketAddr::from(([10, 0, 0, i + 1], 7946));
-                Gossip::new(format!("n{i}"), addr, &timing, u64::from(i), 1, start)
-                    .expect("timing is valid")
-            })
-            .collect()
-    };
-    let mut members = make();
-    let seeds: Vec<(String, SocketAddr)> = members
-        .iter()
-        .map(|g| (g.node.clone(), g.identity().addr))
-        .collect();
-    for g in &mut members {
-        g.join(seeds.clone(), start);
-    }
-    let joined = run(&mut members, start, 2.0, None);
+    let mut members = joined(3, start);
+    let settled = run(&mut members, start, 2.0, None);
     for g in &members {
         assert_eq!(g.view().alive.len(), 3, "{} sees {:?}", g.node, g.view());
     }
     let worst = timing.probe_period * 4 + timing.suspect_to_down_after + timing.gossip_period;
-    run(&mut members, joined, worst.as_secs_f64(), Some(2));
+    run(&mut members, settled, worst.as_secs_f64(), Some(2));
     for g in &members[..2] {
         assert!(
             g.view().down.contains_key("n2"),
@@ -182,10 +166,7 @@ fn members_on_virtual_time_join_and_detect_a_failure() {
     }
     let twice: Vec<Vec<(View, u64)>> = (0..2)
         .map(|_| {
-            let mut again = make();
-            for g in &mut again {
-                g.join(seeds.clone(), start);
-            }
+            let mut again = joined(3, start);
             run(&mut again, start, 2.0, None);
             again
                 .iter()
