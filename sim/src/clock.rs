@@ -88,6 +88,8 @@ pub enum Event {
 /// gossip, exit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShutdownStep {
+    /// A failed lease clear's retry is due.
+    Clear,
     /// The lease clear answered or timed out: gossip leave.
     Leave,
     /// The goodbyes are done (or the grace period is over): exit.

@@ -8,6 +8,7 @@
 use crate::clock::NodeId;
 use crate::node::name_of;
 use metallb_rs::speaker::presence::Mode;
+use metallb_rs::speaker::renewal::retry_base;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::net::IpAddr;
@@ -52,8 +53,6 @@ pub const EPISODE_WRITES: usize = 3;
 /// for every this long - loss-driven doubt is rare; a speaker whose
 /// doubt comes and goes all the time is the flapping this catches.
 pub const EPISODE_EVERY: Duration = Duration::from_secs(20);
-/// Shortest time from a failed renewal to the next write of that speaker.
-pub const MIN_RETRY: Duration = Duration::from_secs(1);
 /// The cluster forms (gossip joins, first leases) before checks start.
 pub const START_GRACE: Duration = Duration::from_secs(10);
 
@@ -101,7 +100,7 @@ impl Invariant {
                 "(d) leases are renewed every 15 s while gossip agrees (0.067 writes/s per node, below the kubelet's node lease at 0.1)"
             }
             Invariant::Backoff => {
-                "(e) a failed renewal is retried with exponential backoff and jitter: a failing API server sees at most one write per speaker per second"
+                "(e) a failed renewal is retried with exponential backoff and jitter: 100 ms, then doubling to 2 s, each plus up to as much again"
             }
         }
     }
@@ -176,7 +175,8 @@ pub struct Checker {
     last_any: Instant,
     segment_running: usize,
     segment_writes: Vec<Vec<(Instant, Option<Mode>)>>,
-    last_failed: Vec<Option<Instant>>,
+    /// The last renewal failure of each node, and how many in a row.
+    last_failed: Vec<Option<(Instant, u32)>>,
     started: bool,
     /// [`FAILOVER_BOUND`] widened by the API's write latency.
     /// [`DUAL_WINDOW`] widened by the API's write latency.
@@ -333,13 +333,14 @@ impl Checker {
         if mode.is_none() {
             return;
         }
-        if let Some(failed) = self.last_failed[node]
-            && now.saturating_duration_since(failed) < MIN_RETRY
+        if let Some((failed, nth)) = self.last_failed[node]
+            && now.saturating_duration_since(failed) < retry_base(nth)
         {
             let detail = format!(
-                "a renewal failed at {:.3}s and the next was sent at {:.3}s",
+                "renewal failure {nth} in a row at {:.3}s and the next write was sent at {:.3}s (at least {:?} later)",
                 self.t(failed).as_secs_f64(),
-                self.t(now).as_secs_f64()
+                self.t(now).as_secs_f64(),
+                retry_base(nth)
             );
             self.violate(Invariant::Backoff, now, None, Some(node), detail);
         }
@@ -347,7 +348,8 @@ impl Checker {
 
     /// `node`'s renewal ended.
     pub fn write_done(&mut self, node: NodeId, now: Instant, ok: bool) {
-        self.last_failed[node] = (!ok).then_some(now);
+        let before = self.last_failed[node].map_or(0, |(_, nth)| nth);
+        self.last_failed[node] = (!ok).then_some((now, before + 1));
     }
 
     /// Whether a gap at `a` after `last` answered it may start now: that

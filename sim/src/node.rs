@@ -95,6 +95,9 @@ pub struct Speaker {
     pub in_flight: Option<InFlight>,
     /// Failed renewals in a row (for the backoff).
     pub failures: u32,
+    /// While terminating: when its lease clear gives up, and its failed
+    /// attempts so far.
+    pub clearing: Option<(Instant, u32)>,
     /// The loop asked the renewal task to renew now.
     pub asked: bool,
     /// When the gossip timer is set for.
@@ -182,6 +185,7 @@ impl Node {
             view,
             in_flight: None,
             failures: 0,
+            clearing: None,
             asked: false,
             gossip_wake: None,
             renew_wake: None,

@@ -13,7 +13,7 @@ use metallb_rs::config::L2Advertisement;
 use metallb_rs::speaker::election::{self, Endpoints, NodeInfo};
 use metallb_rs::speaker::membership::Timing;
 use metallb_rs::speaker::presence::Mode;
-use metallb_rs::speaker::renewal::{RENEW_TIMEOUT, RETRY};
+use metallb_rs::speaker::renewal::{RENEW_TIMEOUT, retry_base};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -618,24 +618,31 @@ impl World {
             return;
         };
         if sp.in_flight.is_none_or(|f| f.write != write) {
-            // The lease clear of a terminating speaker.
-            self.clock.after(
-                Duration::ZERO,
-                Event::Shutdown {
-                    node: i,
-                    run,
-                    step: ShutdownStep::Leave,
-                },
-            );
+            // The lease clear of a terminating speaker: retried with the
+            // renewals' backoff while its time lasts, as `run` does.
+            let (until, failed) = sp.clearing.unwrap_or((now, 0));
+            let base = retry_base(failed + 1);
+            let retry = base + base.mul_f64(self.rng.random_range(0.0..1.0));
+            let again = !ok && now + retry < until;
+            if !ok {
+                sp.clearing = Some((until, failed + 1));
+            }
+            if self.cfg.trace {
+                let how = if ok { "cleared" } else { "failed to clear" };
+                self.note(|| format!("node-{i} {how} its lease"));
+            }
+            let (after, step) = if again {
+                (retry, ShutdownStep::Clear)
+            } else {
+                (Duration::ZERO, ShutdownStep::Leave)
+            };
+            self.clock
+                .after(after, Event::Shutdown { node: i, run, step });
             return;
         }
-        let base = if sp.failures == 0 {
-            RETRY.first
-        } else {
-            RETRY.max
-        };
+        let base = retry_base(sp.failures + 1);
         let retry = match variant {
-            Variant::NoBackoff => Duration::from_millis(100),
+            Variant::NoBackoff => Duration::from_millis(50),
             _ => base + base.mul_f64(self.rng.random_range(0.0..1.0)),
         };
         sp.renewed(now, ok, retry);
@@ -772,8 +779,31 @@ impl World {
         }
         n.process = Process::Terminating;
         let run = n.run;
+        if let Some(sp) = n.speaker.as_mut() {
+            sp.clearing = Some((now + CLEAR_TIMEOUT, 0));
+        }
         self.sync_answers(i);
-        let fate = self.api.send(i, CLEAR_TIMEOUT, &mut self.rng);
+        self.clear_lease(i, run);
+        self.clock.after(
+            GRACE,
+            Event::Shutdown {
+                node: i,
+                run,
+                step: ShutdownStep::Exit,
+            },
+        );
+    }
+
+    /// Sends (again) the lease clear of terminating node `i`, waiting for
+    /// it until the clear's time is up.
+    fn clear_lease(&mut self, i: NodeId, run: u32) {
+        let now = self.now();
+        let Some((until, _)) = self.nodes[i].speaker.as_ref().and_then(|sp| sp.clearing) else {
+            return;
+        };
+        let fate = self
+            .api
+            .send(i, until.saturating_duration_since(now), &mut self.rng);
         let write = self.next_write;
         self.next_write += 1;
         let value = LeaseValue {
@@ -795,14 +825,6 @@ impl World {
             },
         );
         self.checker.write_started(i, now, None);
-        self.clock.after(
-            GRACE,
-            Event::Shutdown {
-                node: i,
-                run,
-                step: ShutdownStep::Exit,
-            },
-        );
     }
 
     fn shutdown(&mut self, i: NodeId, run: u32, step: ShutdownStep) {
@@ -813,6 +835,7 @@ impl World {
             return;
         }
         match step {
+            ShutdownStep::Clear => self.clear_lease(i, run),
             ShutdownStep::Leave => {
                 if let Some(sp) = n.speaker.as_mut() {
                     sp.gossip.leave(now);

@@ -35,13 +35,31 @@ pub const RENEW_TIMEOUT: Duration = Duration::from_secs(2);
 pub const LOOK: Duration = Duration::from_millis(200);
 
 /// The delays between retries of a failed renewal (before jitter, which
-/// adds up to as much again to each): a failing API server sees at most
-/// one write per speaker per second, and a speaker notices the API is
-/// back within about [`API_TIMEOUT`].
+/// adds up to as much again to each), doubling from the first
+/// ([`retry_base`]). The first is short: a speaker others doubt must
+/// renew within a fast period and the margin of its last renewal, and a
+/// single 429 or 5xx answer must not make it look stopped (the kubelet's
+/// node lease retries after 200 ms, doubling to 7 s). Past the first few,
+/// a failing API server sees at most a write per speaker per two
+/// seconds, and a speaker notices the API is back within about
+/// [`API_TIMEOUT`].
 pub const RETRY: Backoff = Backoff {
-    first: FAST_RENEW,
+    first: Duration::from_millis(100),
     max: FAST_RENEW.saturating_mul(2),
 };
+
+/// The delay before jitter of the `nth` retry in a row (the first is 1).
+pub fn retry_base(nth: u32) -> Duration {
+    let doublings = nth.saturating_sub(1).min(16);
+    RETRY.first.saturating_mul(1 << doublings).min(RETRY.max)
+}
+
+/// Renewals failing for less than this (from when the first of them was
+/// sent) leave the API server reachable ([`Record::api_ok`]): a lone 429
+/// or 5xx answer, retried within a fraction of it, is not a cut, while a
+/// write that timed out has taken longer, so a cut still shows when its
+/// first write gives up.
+pub const FAILING_FOR: Duration = FAST_RENEW;
 
 /// What the renewals achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +68,9 @@ pub struct Record {
     pub last_ok: Instant,
     /// Its renewal period (the next one was due that much later).
     pub period: Duration,
-    /// A renewal failed or timed out after it.
-    pub failed_since: bool,
+    /// When the first renewal of those that failed (or timed out) since
+    /// it was sent, if one did.
+    pub failing_since: Option<Instant>,
     /// How long recent writes took: the longest, decaying by a fifth per
     /// second, at most [`RENEW_TIMEOUT`].
     pub latency: Duration,
@@ -64,7 +83,7 @@ impl Record {
         Self {
             last_ok: now,
             period: FAST_RENEW,
-            failed_since: false,
+            failing_since: None,
             latency: Duration::ZERO,
         }
     }
@@ -72,18 +91,18 @@ impl Record {
     /// Whether the API server counts as reachable at `now`: the last
     /// success is under [`API_TIMEOUT`] old - or, when it was a slow
     /// renewal and none has failed since, under that much past its slow
-    /// period (the next one was not due yet). One slow call does not cut
-    /// a speaker off; a failed one ends the slow period's grace, and a
-    /// speaker that loses sight of the others renews at once, so it knows
-    /// within [`API_TIMEOUT`] of its last success either way.
+    /// period (the next one was not due yet) - or renewals have been
+    /// failing for less than [`FAILING_FOR`]. One slow call does not cut
+    /// a speaker off, nor does one error answer retried at once; a
+    /// failure that lasts ends the slow period's grace, and a speaker
+    /// that loses sight of the others renews at once, so it knows within
+    /// [`API_TIMEOUT`] of its last success either way.
     pub fn api_ok(&self, now: Instant) -> bool {
         let age = now.saturating_duration_since(self.last_ok);
-        let slack = if self.failed_since {
-            Duration::ZERO
-        } else {
-            self.period.saturating_sub(FAST_RENEW)
-        };
-        age < API_TIMEOUT + slack
+        match self.failing_since {
+            None => age < API_TIMEOUT + self.period.saturating_sub(FAST_RENEW),
+            Some(first) => age < API_TIMEOUT || now.saturating_duration_since(first) < FAILING_FOR,
+        }
     }
 }
 
@@ -224,7 +243,7 @@ impl Renewer {
             self.record = Record {
                 last_ok: now,
                 period: mode.period(),
-                failed_since: false,
+                failing_since: None,
                 latency,
             };
             self.written = Some(mode);
@@ -235,7 +254,7 @@ impl Renewer {
             // apart however long each takes (back to back past that).
             self.due = (self.started + mode.period()).max(now);
         } else {
-            self.record.failed_since = true;
+            self.record.failing_since.get_or_insert(self.started);
             self.record.latency = latency;
             self.written = None;
             self.written_link = None;
@@ -407,279 +426,4 @@ async fn run(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rstest::rstest;
-
-    fn at(t0: Instant, secs: f64) -> Instant {
-        t0 + Duration::from_secs_f64(secs)
-    }
-
-    /// A success at 0 in `mode`, judged `secs` later.
-    #[rstest]
-    #[case::fast_just_renewed(Mode::Follow, false, 0.5, true)]
-    #[case::fast_within_the_timeout(Mode::Trouble, false, 3.9, true)]
-    #[case::fast_past_the_timeout(Mode::Trouble, false, 4.1, false)]
-    #[case::slow_next_not_due_yet(Mode::Slow, false, 14.0, true)]
-    #[case::slow_within_its_period_and_the_timeout(Mode::Slow, false, 17.9, true)]
-    #[case::slow_past_its_period_and_the_timeout(Mode::Slow, false, 18.1, false)]
-    #[case::a_failure_after_a_recent_success_is_not_yet_a_cut(Mode::Slow, true, 1.0, true)]
-    #[case::a_failure_ends_the_slow_grace(Mode::Slow, true, 4.1, false)]
-    #[case::a_failure_while_fast(Mode::Trouble, true, 4.1, false)]
-    fn the_api_counts_reachable(
-        #[case] mode: Mode,
-        #[case] failed_since: bool,
-        #[case] secs: f64,
-        #[case] want: bool,
-    ) {
-        let t0 = Instant::now();
-        let r = Record {
-            last_ok: t0,
-            period: mode.period(),
-            failed_since,
-            latency: Duration::ZERO,
-        };
-        assert_eq!(r.api_ok(at(t0, secs)), want);
-    }
-
-    /// The write latency estimate: the longest recent write, fading by a
-    /// fifth per second - a 2 s spike no longer widens deadlines two slow
-    /// renewals later, while a server that stays slow keeps it up.
-    #[test]
-    fn write_latency_fades_with_time_not_with_writes() {
-        let t0 = Instant::now();
-        let (leases, marks) = (BTreeMap::new(), BTreeMap::new());
-        let latency_after = |writes: &[(f64, f64)]| {
-            let mut r = Renewer::new(t0);
-            for (start, took) in writes {
-                let mode = r.poll(at(t0, *start), None, &leases, &marks, "me");
-                let mode = mode.expect("a renewal is due");
-                r.done(at(t0, start + took), mode, true, Duration::ZERO);
-            }
-            r.record().latency
-        };
-        let spike = latency_after(&[(0.0, 2.0)]);
-        assert_eq!(spike, Duration::from_secs(2));
-        let faded = latency_after(&[(0.0, 2.0), (15.0, 0.005), (30.0, 0.005)]);
-        assert!(faded < Duration::from_millis(50), "{faded:?}");
-        let slow = latency_after(&[(0.0, 1.0), (15.0, 1.0), (30.0, 1.0)]);
-        assert!(slow >= Duration::from_secs(1), "{slow:?}");
-    }
-
-    #[rstest]
-    #[case::first_renewal(None, Mode::Slow, 0.0, false, false, true)]
-    #[case::same_mode_not_due(Some(Mode::Slow), Mode::Slow, 10.0, false, false, false)]
-    #[case::same_mode_due(Some(Mode::Slow), Mode::Slow, 0.0, false, false, true)]
-    #[case::trouble_starts(Some(Mode::Slow), Mode::Trouble, 10.0, false, false, true)]
-    #[case::trouble_ends(Some(Mode::Trouble), Mode::Slow, 10.0, false, false, true)]
-    #[case::follow_starts(Some(Mode::Slow), Mode::Follow, 10.0, false, false, true)]
-    #[case::asked(Some(Mode::Trouble), Mode::Trouble, 10.0, true, false, true)]
-    // After a failure nothing was written: the backoff alone decides (the
-    // old rule retried at the next look, every 200 ms, forever).
-    #[case::failed_waits_for_the_backoff(None, Mode::Slow, 1.0, false, true, false)]
-    #[case::failed_and_trouble_starts(None, Mode::Trouble, 1.0, false, true, false)]
-    #[case::failed_and_asked(None, Mode::Trouble, 1.0, true, true, false)]
-    #[case::failed_backoff_over(None, Mode::Trouble, 0.0, false, true, true)]
-    fn renewing(
-        #[case] written: Option<Mode>,
-        #[case] mode: Mode,
-        #[case] due_in: f64,
-        #[case] asked: bool,
-        #[case] retrying: bool,
-        #[case] want: bool,
-    ) {
-        let t0 = Instant::now();
-        assert_eq!(
-            renew_due(written, mode, at(t0, due_in), t0, asked, retrying),
-            want
-        );
-    }
-
-    /// A speaker's renewals through failures: it writes at once, slowly
-    /// while all is well, retries a failure only when the backoff says
-    /// (a mode change or an ask meanwhile does not hurry it), and is back
-    /// to its period after a success.
-    #[test]
-    fn a_renewer_backs_off_through_failures() {
-        let t0 = Instant::now();
-        let none = BTreeMap::new();
-        let no_marks = BTreeMap::new();
-        let doubt = Mark::Names(["a".to_owned()].into());
-        let mut r = Renewer::new(t0);
-        assert_eq!(r.poll(t0, None, &none, &no_marks, "me"), Some(Mode::Slow));
-        r.done(t0, Mode::Slow, true, Duration::ZERO);
-        assert_eq!(r.poll(at(t0, 1.0), None, &none, &no_marks, "me"), None);
-        assert_eq!(r.next_wakeup(), at(t0, 15.0));
-        // Trouble starts: at once; the write fails.
-        assert_eq!(
-            r.poll(at(t0, 2.0), Some(&doubt), &none, &no_marks, "me"),
-            Some(Mode::Trouble)
-        );
-        r.done(
-            at(t0, 2.0),
-            Mode::Trouble,
-            false,
-            Duration::from_millis(1500),
-        );
-        assert!(r.record().failed_since);
-        r.ask();
-        assert_eq!(
-            r.poll(at(t0, 2.2), Some(&doubt), &none, &no_marks, "me"),
-            None,
-            "asked, but backing off"
-        );
-        assert_eq!(
-            r.poll(at(t0, 3.4), None, &none, &no_marks, "me"),
-            None,
-            "mode changed, but backing off"
-        );
-        assert_eq!(
-            r.poll(at(t0, 3.5), Some(&doubt), &none, &no_marks, "me"),
-            Some(Mode::Trouble)
-        );
-        r.done(at(t0, 3.5), Mode::Trouble, true, Duration::ZERO);
-        assert!(r.record().api_ok(at(t0, 4.0)));
-        assert_eq!(
-            r.poll(at(t0, 4.0), Some(&doubt), &none, &no_marks, "me"),
-            None
-        );
-        assert_eq!(
-            r.poll(at(t0, 4.5), Some(&doubt), &none, &no_marks, "me"),
-            Some(Mode::Trouble)
-        );
-    }
-
-    /// A change of the link state is written at once, whatever the mode
-    /// and however far the next renewal is; while a failure is retried
-    /// the backoff still rules. Without a change nothing more is written.
-    #[test]
-    fn a_link_change_is_written_at_once() {
-        let t0 = Instant::now();
-        let none = BTreeMap::new();
-        let no_marks = BTreeMap::new();
-        let mut r = Renewer::new(t0);
-        assert_eq!(r.poll(t0, None, &none, &no_marks, "me"), Some(Mode::Slow));
-        assert!(!r.write_says_link_down());
-        r.done(t0, Mode::Slow, true, Duration::ZERO);
-        assert_eq!(r.poll(at(t0, 1.0), None, &none, &no_marks, "me"), None);
-        r.set_link_down(true);
-        assert_eq!(
-            r.poll(at(t0, 1.1), None, &none, &no_marks, "me"),
-            Some(Mode::Slow)
-        );
-        assert!(r.write_says_link_down(), "the write says the link is down");
-        r.done(at(t0, 1.2), Mode::Slow, true, Duration::ZERO);
-        assert_eq!(
-            r.poll(at(t0, 2.0), None, &none, &no_marks, "me"),
-            None,
-            "written"
-        );
-        // Back up, but the write fails: the backoff decides the retry.
-        r.set_link_down(false);
-        assert_eq!(
-            r.poll(at(t0, 3.0), None, &none, &no_marks, "me"),
-            Some(Mode::Slow)
-        );
-        assert!(!r.write_says_link_down());
-        r.done(at(t0, 3.0), Mode::Slow, false, Duration::from_secs(1));
-        r.set_link_down(true);
-        assert_eq!(
-            r.poll(at(t0, 3.5), None, &none, &no_marks, "me"),
-            None,
-            "backing off"
-        );
-        assert_eq!(
-            r.poll(at(t0, 4.0), None, &none, &no_marks, "me"),
-            Some(Mode::Slow)
-        );
-        assert!(r.write_says_link_down());
-        r.done(at(t0, 4.0), Mode::Slow, true, Duration::ZERO);
-        assert_eq!(r.poll(at(t0, 5.0), None, &none, &no_marks, "me"), None);
-    }
-
-    /// A change of the names marked is written at once; the same names
-    /// again are not.
-    #[test]
-    fn a_change_of_the_names_marked_is_written_at_once() {
-        let t0 = Instant::now();
-        let none = BTreeMap::new();
-        let no_marks = BTreeMap::new();
-        let a = Mark::Names(["a".to_owned()].into());
-        let ab = Mark::Names(["a".to_owned(), "b".to_owned()].into());
-        let mut r = Renewer::new(t0);
-        assert_eq!(
-            r.poll(t0, Some(&a), &none, &no_marks, "me"),
-            Some(Mode::Trouble)
-        );
-        assert_eq!(r.write_says_mark(), Some(&a));
-        r.done(t0, Mode::Trouble, true, Duration::ZERO);
-        let later = at(t0, 0.5);
-        assert_eq!(r.poll(later, Some(&a), &none, &no_marks, "me"), None);
-        assert_eq!(
-            r.poll(later, Some(&ab), &none, &no_marks, "me"),
-            Some(Mode::Trouble)
-        );
-        assert_eq!(r.write_says_mark(), Some(&ab));
-        r.done(later, Mode::Trouble, true, Duration::ZERO);
-        assert_eq!(r.poll(at(t0, 0.6), Some(&ab), &none, &no_marks, "me"), None);
-        assert_eq!(
-            r.poll(at(t0, 0.7), None, &none, &no_marks, "me"),
-            Some(Mode::Slow)
-        );
-        assert_eq!(
-            r.write_says_mark(),
-            None,
-            "doubts over: the mark is cleared"
-        );
-    }
-
-    /// Only a fresh mark that names this speaker (or an older release's
-    /// mark, which names nobody) makes it renew fast.
-    #[rstest]
-    #[case::named("me,b", true, Mode::Follow)]
-    #[case::not_named("b,c", true, Mode::Slow)]
-    #[case::an_older_release_asks_everyone("true", true, Mode::Follow)]
-    #[case::stale("me", false, Mode::Slow)]
-    fn following_a_mark(#[case] value: &str, #[case] fresh: bool, #[case] want: Mode) {
-        let t0 = Instant::now();
-        let marker = LeaseState {
-            held: true,
-            changed: t0,
-            renewed: true,
-            period: FAST_RENEW,
-            trouble: true,
-            link_down: false,
-        };
-        let leases = BTreeMap::from([("marker".to_owned(), marker)]);
-        let marks = BTreeMap::from([("marker".to_owned(), Mark::parse(value))]);
-        let now = if fresh { at(t0, 0.5) } else { at(t0, 2.0) };
-        assert_eq!(presence::mode(false, &leases, &marks, "me", now), want);
-    }
-
-    /// Retries of failed renewals back off from a second to two, each
-    /// delayed by up to as much again at random: a thousand speakers that
-    /// failed together do not retry together, and none writes more than
-    /// once a second.
-    #[test]
-    fn retries_back_off_with_jitter() {
-        let a: Vec<Duration> = retries().take(6).collect();
-        let b: Vec<Duration> = retries().take(6).collect();
-        for (i, d) in a.iter().enumerate() {
-            let base = RETRY.first.saturating_mul(1 << i.min(1)).min(RETRY.max);
-            assert!(
-                *d >= base && *d <= base.saturating_mul(2),
-                "retry {i}: {d:?} outside {base:?} to twice that"
-            );
-        }
-        assert!(a[5] >= RETRY.max, "the delay grows to the longest");
-        assert!(
-            a.iter().all(|d| *d >= FAST_RENEW),
-            "at most one write a second"
-        );
-        assert!(
-            a.iter().all(|d| *d < API_TIMEOUT),
-            "the API's return is noticed in time"
-        );
-        assert_ne!(a, b, "two speakers' retries are jittered apart");
-    }
-}
+mod tests;

@@ -18,7 +18,7 @@ use super::bgp::{self, advertise};
 use super::election::{self, NodeInfo};
 use super::events::Protocol;
 use super::membership::Membership;
-use super::renewal::{Record, Renewal};
+use super::renewal::{self, Record, Renewal};
 use super::status::StatusObject;
 use super::{liveness, presence, status};
 use crate::api::v1beta1::{
@@ -31,7 +31,7 @@ use crate::k8s::call::{CallError, call, classify};
 use crate::k8s::events::Recorder;
 use crate::k8s::index::Index;
 use crate::k8s::memberlist::SECRET_KEY;
-use crate::k8s::queue::{Backoff, PendingWrites, Queue, Sender};
+use crate::k8s::queue::{Backoff, PendingWrites, Queue, Retry, Sender};
 use crate::k8s::watch::{self, Watches};
 use crate::metrics::{self, BgpMetrics, Health, K8sClientMetrics, Layer2Metrics, SpeakerMetrics};
 use crate::net::iface::{self, Exclusions};
@@ -335,10 +335,26 @@ pub async fn run(
     // No renewal may land after the lease is cleared (it would mark this
     // speaker present again): the renewal task stops first.
     runner.renewal = None;
-    match tokio::time::timeout(LEAVE_TIMEOUT, presence::leave(&leases_api, &opts.node)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "could not record this speaker's departure"),
-        Err(_) => tracing::warn!("recording this speaker's departure timed out"),
+    // A 429 or 5xx answer is retried as renewals are, while time lasts:
+    // an uncleared lease leaves our addresses to gossip and the lease's
+    // own period.
+    let clear = async {
+        let mut delays = renewal::retries();
+        loop {
+            let Err(e) = presence::leave(&leases_api, &opts.node).await else {
+                return;
+            };
+            let e = CallError::Api(e);
+            if classify(&e).retry() != Retry::Backoff {
+                tracing::warn!(error = %e, "could not record this speaker's departure");
+                return;
+            }
+            tracing::debug!(error = %e, "could not clear the presence lease; retrying");
+            tokio::time::sleep(delays.next().unwrap_or(renewal::RETRY.max)).await;
+        }
+    };
+    if tokio::time::timeout(LEAVE_TIMEOUT, clear).await.is_err() {
+        tracing::warn!("could not record this speaker's departure in time");
     }
     let membership = runner.membership.take();
     let goodbyes = async {

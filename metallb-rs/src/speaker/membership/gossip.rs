@@ -393,10 +393,16 @@ impl Gossip {
         }
         tracing::debug!(leaver = ?leaver, "member leaves");
         self.left.insert(leaver.node.clone(), leaver.bump);
-        if let Some(down) = self.view.down.get_mut(&leaver.node) {
-            down.left = true;
-            self.changes += 1;
-        }
+        // Foca's gossip of the leave may come first and make this the
+        // last member (idle: started afresh, its verdicts dropped); the
+        // leave, said first-hand, counts all the same.
+        let down = self.view.down.entry(leaver.node.clone()).or_insert(Down {
+            since: SystemTime::now(),
+            left: true,
+        });
+        down.left = true;
+        self.view.alive.remove(&leaver.node);
+        self.changes += 1;
         let down = std::iter::once(Member::down(leaver.clone()));
         if let Err(e) = self.foca.apply_many(down, true, &mut self.runtime) {
             tracing::debug!(error = %e, "could not apply a member's leave");

@@ -183,3 +183,24 @@ fn members_on_virtual_time_join_and_detect_a_failure() {
     assert!(!n0.speaks_from("ghost", IpAddr::from([10, 0, 0, 2])));
     assert!(n0.knows("n2") && !n0.knows("ghost"));
 }
+
+/// The last two members: one leaves, and foca's gossip of the leave
+/// reaches the other before the first-hand leave does (it is queued
+/// first). The gossip alone makes the other the last member, which
+/// starts afresh and drops verdicts it did not hear first-hand; the
+/// first-hand leave must still count, or the leaver is unknown to
+/// gossip and judged by its lease alone (15 s while it renews slowly).
+#[test]
+fn a_leave_counts_when_it_leaves_one_member_alone() {
+    let start = Instant::now();
+    let mut members = joined(2, start);
+    let settled = run(&mut members, start, 2.0, None);
+    assert_eq!(members[0].view().alive.len(), 2, "{:?}", members[0].view());
+    members[1].leave(settled);
+    run(&mut members, settled, 0.1, None);
+    let view = members[0].view();
+    assert!(
+        view.down.get("n1").is_some_and(|d| d.left) && !view.alive.contains("n1"),
+        "n1 left: {view:?}"
+    );
+}
