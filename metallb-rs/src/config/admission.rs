@@ -173,6 +173,17 @@ impl Object {
         }
     }
 
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Object::Pool(o) => &o.metadata,
+            Object::L2(o) => &o.metadata,
+            Object::BgpAd(o) => &o.metadata,
+            Object::Peer(o) => &o.metadata,
+            Object::Bfd(o) => &o.metadata,
+            Object::Community(o) => &o.metadata,
+        }
+    }
+
     /// Sets the namespace when the object carries none (the API server
     /// sends it beside the object on create).
     pub fn default_namespace(&mut self, namespace: &str) {
@@ -215,6 +226,24 @@ pub enum Verdict {
 pub fn review(proposal: &Proposal, current: &Resources, opts: &Options) -> Verdict {
     if proposal.operation == Operation::Delete {
         return review_delete(&proposal.object, current);
+    }
+    // An object MetalLB does not read (made before the webhooks were
+    // installed) may still be edited - to tidy it up, or move its
+    // contents - as upstream allows updates anywhere; creating one is
+    // refused, it would never take effect.
+    let ns = proposal
+        .object
+        .meta()
+        .namespace
+        .as_deref()
+        .unwrap_or_default();
+    if proposal.operation == Operation::Update && !ns.is_empty() && ns != opts.namespace {
+        return Verdict::Allowed {
+            warnings: vec![format!(
+                "MetalLB only reads objects in namespace {:?}: this one in {ns:?} has no effect",
+                opts.namespace
+            )],
+        };
     }
     // What was dropped from objects the write leaves alone was reported
     // when they were written: only the difference is news.
@@ -310,29 +339,19 @@ fn with_change(current: &Resources, object: &Object) -> Resources {
 
 /// Drops what may be missing only for a moment, or what the review cannot
 /// see (upstream's `resetTransientErrorsFields`), so the order of a
-/// `kubectl apply -f dir` never matters: peers' BFD profiles and password
-/// Secrets (the webhook reads no Secrets), advertisements' community
-/// aliases. What is dropped is checked by the controller, which reports it
-/// in ConfigurationState; the user hears of it now as a warning.
+/// `kubectl apply -f dir` never matters: peers' password Secrets (the
+/// webhook reads no Secrets), advertisements' community aliases. A peer's
+/// BFD profile is kept: the native speaker refuses BFD whether or not the
+/// profile exists yet, so it is refused now (as upstream's native mode,
+/// `DiscardFRROnly`). What is dropped is checked by the controller, which
+/// reports it in ConfigurationState; the user hears of it now as a warning.
 fn admissible(mut res: Resources, warnings: &mut Vec<String>) -> Resources {
-    let profiles: BTreeSet<String> = res.bfd_profiles.iter().map(|p| p.name_any()).collect();
     for p in &mut res.peers {
         let who = format!(
             "bgppeer \"{}/{}\"",
             p.namespace().unwrap_or_default(),
             p.name_any()
         );
-        if let Some(name) = p.spec.bfd_profile.take().filter(|n| !n.is_empty()) {
-            warnings.push(if profiles.contains(&name) {
-                format!(
-                    "{who}: spec.bfdProfile: BFD is not supported by the metallb-rs native BGP speaker: the controller will report this configuration as invalid until spec.bfdProfile is removed"
-                )
-            } else {
-                format!(
-                    "{who}: spec.bfdProfile: bfdprofile {name:?} does not exist yet: create it (BFD is not supported by the metallb-rs native BGP speaker)"
-                )
-            });
-        }
         if p.spec.password.is_none() {
             p.spec.password_secret = None;
         }

@@ -105,6 +105,8 @@ use Operation::{Create, Delete, Update};
     r#"denied: ipaddresspool "metallb-system/a": spec.addresses[0] "10.0.0.0/33": invalid CIDR: invalid prefix length (IPv4 allows 0-32)"#)]
 #[case::pool_other_namespace("", Create, "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a, namespace: default}\nspec: {addresses: [10.0.0.0/24]}",
     r#"denied: ipaddresspool "default/a": metadata.namespace: MetalLB only reads objects in namespace "metallb-system": move it there (or run with --namespace default)"#)]
+#[case::pool_other_namespace_update("", Update, "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: a, namespace: default}\nspec: {addresses: [10.0.0.0/24]}",
+    r#"allowed; warning: MetalLB only reads objects in namespace "metallb-system": this one in "default" has no effect"#)]
 #[case::pool_fix_of_a_preexisting_overlap(&format!("{}\n---\n{}", pool("a", "10.0.0.0/24"), pool("b", "10.0.0.0/25")),
     Update, &pool("b", "10.0.1.0/24"), "allowed")]
 #[case::pool_unrelated_write_beside_a_preexisting_overlap(&format!("{}\n---\n{}", pool("a", "10.0.0.0/24"), pool("b", "10.0.0.0/25")),
@@ -135,10 +137,11 @@ use Operation::{Create, Delete, Update};
 #[case::peer_duplicate_on_disjoint_nodes(
     &format!("{}\n---\n{}\n---\n{}", node("n1", "a"), node("n2", "b"), peer("p", "peerAddress: 10.1.0.1, nodeSelectors: [{matchLabels: {zone: a}}]")),
     Create, &peer("q", "peerAddress: 10.1.0.1, nodeSelectors: [{matchLabels: {zone: b}}]"), "allowed")]
-#[case::peer_bfd_profile_warns(&bfd("fast"), Create, &peer("p", "peerAddress: 10.1.0.1, bfdProfile: fast"),
-    r#"allowed; warning: bgppeer "metallb-system/p": spec.bfdProfile: BFD is not supported by the metallb-rs native BGP speaker: the controller will report this configuration as invalid until spec.bfdProfile is removed"#)]
+#[case::peer_bfd_profile_denied(&bfd("fast"), Create, &peer("p", "peerAddress: 10.1.0.1, bfdProfile: fast"),
+    r#"denied: bgppeer "metallb-system/p": spec.bfdProfile: BFD (profile "fast") is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile"#)]
 #[case::peer_bfd_profile_not_yet_created("", Create, &peer("p", "peerAddress: 10.1.0.1, bfdProfile: slow"),
-    r#"allowed; warning: bgppeer "metallb-system/p": spec.bfdProfile: bfdprofile "slow" does not exist yet: create it (BFD is not supported by the metallb-rs native BGP speaker)"#)]
+    r#"denied: bgppeer "metallb-system/p": spec.bfdProfile: bfdprofile "slow" does not exist (and BFD is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile)"#)]
+#[case::peer_bfd_profile_kept_on_an_unrelated_edit(&format!("{}\n---\n{}", bfd("fast"), peer("p", "peerAddress: 10.1.0.1, bfdProfile: fast")), Create, &pool("extra", "10.9.0.0/24"), "allowed")]
 #[case::peer_password_secret_unseen("", Create, &peer("p", "peerAddress: 10.1.0.1, passwordSecret: {name: s}"), "allowed")]
 #[case::peer_password_and_secret("", Create, &peer("p", "peerAddress: 10.1.0.1, password: x, passwordSecret: {name: s}"),
     r#"denied: bgppeer "metallb-system/p": spec.passwordSecret: password and passwordSecret are mutually exclusive: set one of them"#)]

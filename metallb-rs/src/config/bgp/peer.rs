@@ -185,7 +185,9 @@ pub(super) fn peer(
         } else {
             err(
                 "spec.bfdProfile",
-                format!("bfdprofile {name:?} does not exist"),
+                format!(
+                    "bfdprofile {name:?} does not exist (and BFD is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile)"
+                ),
             );
         }
     }
