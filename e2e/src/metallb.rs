@@ -163,13 +163,23 @@ impl<'a> Config<'a> {
             .map(|(ar, _)| ar.clone())
             .with_context(|| format!("{kind} {name} was not created by this spec"))?;
         let api: Api<DynamicObject> = Api::namespaced_with(self.ctx.client()?, NAMESPACE, &ar);
-        let patch = json!({ "spec": spec });
-        let mut obj = self.ctx.block_on(api.get(name))?;
-        obj.data["spec"] = patch["spec"].clone();
-        self.ctx
-            .block_on(api.replace(name, &PostParams::default(), &obj))
-            .with_context(|| format!("replacing {kind} {name}"))?;
-        Ok(())
+        // The controller writes the objects' status meanwhile: a conflict
+        // is read again and retried, as kubectl does.
+        for _ in 0..5 {
+            let mut obj = self.ctx.block_on(api.get(name))?;
+            obj.data["spec"] = spec.clone();
+            match self
+                .ctx
+                .block_on(api.replace(name, &PostParams::default(), &obj))
+            {
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                r => {
+                    r.with_context(|| format!("replacing {kind} {name}"))?;
+                    return Ok(());
+                }
+            }
+        }
+        bail!("replacing {kind} {name}: it kept changing (five conflicts)")
     }
 
     /// Deletes one object this configuration created.
@@ -403,6 +413,18 @@ pub fn presence_age(ctx: &Ctx, node: &str) -> Result<Option<Duration>> {
     Ok(Some(Duration::from_millis(
         u64::try_from(now_ms.saturating_sub(renewed_ms)).unwrap_or(0),
     )))
+}
+
+/// Restarts the lab's single controller when dropped, so a spec that
+/// leaves a standby leading does not change the next spec's cluster.
+pub struct OneController<'a>(pub &'a Ctx);
+
+impl Drop for OneController<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.cluster().restart_controller() {
+            eprintln!("e2e: restoring the controller after a takeover: {e:#}");
+        }
+    }
 }
 
 /// The validating webhooks out of the way while held, for specs that make

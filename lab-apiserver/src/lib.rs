@@ -51,7 +51,7 @@ pub const DEVIATIONS: &str = "\
 - server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here
 - list ignores limit/continue and returns everything in one page
 - validating admission webhooks (ValidatingWebhookConfiguration) are called as kube-apiserver calls them; not served: MutatingWebhookConfiguration, ValidatingAdmissionPolicy and the built-in admission plugins; matchConditions are ignored; only AdmissionReview and ConversionReview v1 are sent (admissionReviewVersions and conversionReviewVersions must list v1); sideEffects Some and Unknown are accepted (kube-apiserver's v1 API refuses them) and refuse dry runs
-- a webhook Service is reached at the address given for it (`--webhook-service NS/NAME=HOST:PORT`, `Options::webhook_services`), else at the first ready endpoint of its EndpointSlices, never through its cluster IP; an empty caBundle trusts nothing (no system roots); connection and TLS causes in errors are worded by the OS and rustls (an unknown or wrong CA reads as Go's `x509: certificate signed by unknown authority`)
+- a webhook Service is reached at the address given for it (`--webhook-service NS/NAME=HOST:PORT[,HOST:PORT...]`, `Options::webhook_services`: the first address that accepts a connection), else at the first ready endpoint of its EndpointSlices, never through its cluster IP; an empty caBundle trusts nothing (no system roots); connection and TLS causes in errors are worded by the OS and rustls (an unknown or wrong CA reads as Go's `x509: certificate signed by unknown authority`)
 - what the server deletes itself (namespace contents, garbage collection, a removed CRD's objects), reviews and TokenRequests are not sent to webhooks
 - CRD conversion strategy Webhook stores objects in the storage version and converts through the webhook (30s bound; a list or watch backlog in one ConversionReview); status.storedVersions is not updated
 - openAPIV3Schema is enforced with defaults and pruning, and CEL rules (x-kubernetes-validations, the `crd-cel` crate) are evaluated, transition rules on updates; messageExpression, fieldPath, reason and CEL cost limits are not, and list items are not correlated for transition rules
@@ -72,7 +72,9 @@ pub struct Options {
     /// The CA and serving certificate (fresh when `None`).
     pub tls: Option<Identity>,
     /// Where webhook Services are reached: `namespace/name` ->
-    /// `host:port`. The lab has no Service proxy, so a webhook's
+    /// `host:port[,host:port...]` (one per replica, tried in order: the
+    /// first that accepts a connection answers, as a Service sends to a
+    /// running endpoint). The lab has no Service proxy, so a webhook's
     /// `clientConfig.service` is reached here first, else at a ready
     /// endpoint of the Service's EndpointSlices.
     pub webhook_services: std::collections::BTreeMap<String, String>,

@@ -6,7 +6,7 @@ use lab_apiserver::ApiServer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab] [--token-key PATH] [--tls-dir DIR] [--webhook-service NS/NAME=HOST:PORT]...";
+const USAGE: &str = "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab] [--token-key PATH] [--tls-dir DIR] [--webhook-service NS/NAME=HOST:PORT[,HOST:PORT...]]...";
 
 fn main() -> Result<()> {
     // Text logs to stderr (the lab keeps them in a file); RUST_LOG refines.
@@ -36,14 +36,17 @@ fn main() -> Result<()> {
             "--token-key" => token_key = Some(value()?.into()),
             "--tls-dir" => tls_dir = Some(value()?.into()),
             // The lab has no Service proxy: a webhook Service is reached
-            // here (a loopback port of the root namespace).
+            // here (loopback ports of the root namespace, one per replica:
+            // the first that accepts a connection answers).
             "--webhook-service" => {
                 let v = value()?;
                 let (service, addr) = v
                     .split_once('=')
-                    .filter(|(s, a)| s.contains('/') && a.contains(':'))
+                    .filter(|(s, a)| s.contains('/') && a.split(',').all(|a| a.contains(':')))
                     .with_context(|| {
-                        format!("--webhook-service {v:?}: expected NAMESPACE/NAME=HOST:PORT")
+                        format!(
+                            "--webhook-service {v:?}: expected NAMESPACE/NAME=HOST:PORT[,HOST:PORT...]"
+                        )
                     })?;
                 webhook_services.insert(service.to_owned(), addr.to_owned());
             }

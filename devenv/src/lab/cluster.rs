@@ -80,6 +80,20 @@ fn standby_metrics_port(api_port: u16) -> u16 {
     api_port + 30000
 }
 
+/// The loopback port a controller replica serves its validating webhooks
+/// on, by its metrics port: 61000-62000 for the controller, 62001-63001
+/// for the standby (above Linux's ephemeral ports, so an outgoing
+/// connection never holds one). The lab API server reaches the webhook
+/// Service at both, the first that accepts.
+fn webhook_port(metrics_port: u16, api_port: u16) -> u16 {
+    let offset = api_port.saturating_sub(6443);
+    if metrics_port == standby_metrics_port(api_port) {
+        62001 + offset
+    } else {
+        61000 + offset
+    }
+}
+
 /// The IPv4 addresses of the layer2 dev-env's pool `dev-env-l2`: on the
 /// nodes' subnet, apart from the nodes (from .10), the e2e pools
 /// ([`LabCluster::pool_ranges`], .100-.119) and the external host (.2).
@@ -108,6 +122,11 @@ pub struct LabCluster {
 }
 
 fn healthy(port: u16) -> bool {
+    answers_200(port, "/healthz")
+}
+
+/// Whether 127.0.0.1:`port` answers GET `path` with 200.
+fn answers_200(port: u16, path: &str) -> bool {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect_timeout(
         &([127, 0, 0, 1], port).into(),
@@ -116,7 +135,7 @@ fn healthy(port: u16) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n")
+    if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
         .is_err()
     {
         return false;
@@ -225,6 +244,15 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             dir.join("token.key").display().to_string(),
             "--tls-dir".into(),
             dir.join("pki").display().to_string(),
+            // The controller replicas' webhooks (no Service proxy here).
+            "--webhook-service".into(),
+            format!(
+                "{}/{}=127.0.0.1:{},127.0.0.1:{}",
+                metallb_rs::api::DEFAULT_NAMESPACE,
+                metallb_rs::k8s::webhook::SERVICE,
+                webhook_port(controller_metrics_port(spec.api_port), spec.api_port),
+                webhook_port(standby_metrics_port(spec.api_port), spec.api_port),
+            ),
         ];
         procs.ensure("apiserver", &argv, &[])?;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -437,6 +465,45 @@ pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
         })
         .collect();
     crate::kind::apply::create_or_replace_all(client, &rbac, Duration::from_secs(10)).await?;
+    install_webhook_configuration(client).await
+}
+
+/// The manifests' ValidatingWebhookConfiguration: created when missing,
+/// replaced when its webhooks changed - keeping each webhook's caBundle,
+/// which the controller put there (without it every review would fail
+/// x509 until the controller's next certificate round).
+async fn install_webhook_configuration(client: &kube::Client) -> Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::api::{Api, PostParams};
+    let Some(wanted) = metallb_rs::manifests::native_objects(&Default::default())
+        .into_iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+    else {
+        return Ok(());
+    };
+    let mut wanted: ValidatingWebhookConfiguration = serde_json::from_value(wanted)?;
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let name = metallb_rs::k8s::webhook::CONFIGURATION;
+    match api.get_opt(name).await? {
+        None => {
+            api.create(&PostParams::default(), &wanted).await?;
+        }
+        Some(existing) => {
+            let bundles: std::collections::BTreeMap<String, _> = existing
+                .webhooks
+                .iter()
+                .flatten()
+                .map(|w| (w.name.clone(), w.client_config.ca_bundle.clone()))
+                .collect();
+            for w in wanted.webhooks.iter_mut().flatten() {
+                w.client_config.ca_bundle = bundles.get(&w.name).cloned().flatten();
+            }
+            if existing.webhooks != wanted.webhooks {
+                wanted.metadata.resource_version = existing.metadata.resource_version;
+                api.replace(name, &PostParams::default(), &wanted).await?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -588,9 +655,28 @@ impl LabCluster {
         self.procs().pid(name)
     }
 
-    /// Starts the metallb-rs controller (root namespace) unless it runs.
+    /// Starts the metallb-rs controller (root namespace) unless it runs,
+    /// and waits until it is ready: its webhooks answer, and an apply
+    /// right after (failurePolicy Fail) is reviewed, not refused.
     pub fn start_controller(&self) -> Result<()> {
-        self.start_controller_replica("controller", controller_metrics_port(self.api_port))
+        let port = controller_metrics_port(self.api_port);
+        self.start_controller_replica("controller", port)?;
+        self.wait_ready("controller", port)
+    }
+
+    /// Waits up to 30 s for replica `name`'s `/readyz` on `port`.
+    fn wait_ready(&self, name: &str, port: u16) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !answers_200(port, "/readyz") {
+            if Instant::now() > deadline {
+                bail!(
+                    "{name} was not ready within 30 s (its webhooks' certificate?): see {}",
+                    self.procs().log_file(name).display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
     }
 
     /// Starts controller replica `name` with its metrics and probes on
@@ -609,11 +695,13 @@ impl LabCluster {
             metrics.clone(),
             "--health-bind-address".into(),
             metrics,
-            // The lab installs no ValidatingWebhookConfiguration yet, and
-            // both replicas share the root namespace: upstream's 0.0.0.0:9443
-            // would collide between them (and listen on the host).
+            // Both replicas share the root namespace: upstream's
+            // 0.0.0.0:9443 would collide between them (and listen on the
+            // host).
             "--webhook-mode".into(),
-            "disabled".into(),
+            "enabled".into(),
+            "--webhook-bind-address".into(),
+            format!("127.0.0.1:{}", webhook_port(port, self.api_port)),
             "--log-format".into(),
             "text".into(),
             "--log-level".into(),
@@ -815,13 +903,8 @@ impl Cluster for LabCluster {
     fn controller_takeover(&self) -> Result<()> {
         let port = standby_metrics_port(self.api_port);
         self.start_controller_replica(STANDBY, port)?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !healthy(port) {
-            if Instant::now() > deadline {
-                bail!("the standby controller did not serve /healthz within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        // Ready: it serves the webhooks the leader's end leaves to it.
+        self.wait_ready(STANDBY, port)?;
         if !self
             .procs()
             .signal("controller", nix::sys::signal::Signal::SIGKILL)

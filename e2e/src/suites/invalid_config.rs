@@ -59,18 +59,6 @@ enum Handover {
     Takeover,
 }
 
-/// Restarts the lab's single controller when dropped, so a spec that
-/// leaves a standby leading does not change the next spec's cluster.
-struct OneController<'a>(&'a Ctx);
-
-impl Drop for OneController<'_> {
-    fn drop(&mut self) {
-        if let Err(e) = self.0.cluster().restart_controller() {
-            eprintln!("e2e: restoring the controller after a takeover: {e:#}");
-        }
-    }
-}
-
 fn controller_restart(ctx: &Ctx) -> Result<()> {
     moves_no_ip(ctx, Handover::Restart)
 }
@@ -122,7 +110,7 @@ fn moves_no_ip(ctx: &Ctx, how: Handover) -> Result<()> {
     l2::reachable(ctx, probe)?;
 
     add_overlap(ctx, &mut config, probe)?;
-    let _restore = matches!(how, Handover::Takeover).then(|| OneController(ctx));
+    let _restore = matches!(how, Handover::Takeover).then(|| metallb::OneController(ctx));
     match how {
         Handover::Restart => ctx.cluster().restart_controller()?,
         Handover::Takeover => ctx.cluster().controller_takeover()?,

@@ -11,6 +11,7 @@ pub mod ip_assignment;
 pub mod l2;
 pub mod pool_selection;
 pub mod proxy;
+pub mod webhooks;
 
 /// Every registered suite, in run order.
 pub const SUITES: &[Suite] = &[
@@ -22,6 +23,7 @@ pub const SUITES: &[Suite] = &[
     invalid_config::specs,
     configuration_state::specs,
     bgp::specs,
+    webhooks::specs,
 ];
 
 /// Every spec of every registered suite.

@@ -17,7 +17,8 @@ use std::time::Duration;
 pub struct Target {
     /// The URL as error messages show it (with `?timeout=`).
     pub url: String,
-    /// `host:port` to connect to, or why the service has no address.
+    /// `host:port[,host:port...]` to connect to (the first that accepts),
+    /// or why the service has no address.
     connect: Result<String, String>,
     /// The name the serving certificate must carry.
     server_name: String,
@@ -215,16 +216,24 @@ fn tls_cause(e: &std::io::Error) -> String {
     }
 }
 
-async fn exchange(target: &Target, body: &Value) -> Result<Value, String> {
-    let addr = target.connect.clone()?;
-    let tcp = tokio::net::TcpStream::connect(&addr)
-        .await
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => {
-                format!("dial tcp {addr}: connect: connection refused")
+/// A connection to the first of `addrs` (comma-separated) that accepts
+/// one; the last refusal otherwise.
+async fn dial(addrs: &str) -> Result<tokio::net::TcpStream, String> {
+    let mut last = String::from("no address");
+    for addr in addrs.split(',') {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(tcp) => return Ok(tcp),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                last = format!("dial tcp {addr}: connect: connection refused");
             }
-            _ => format!("dial tcp {addr}: {e}"),
-        })?;
+            Err(e) => last = format!("dial tcp {addr}: {e}"),
+        }
+    }
+    Err(last)
+}
+
+async fn exchange(target: &Target, body: &Value) -> Result<Value, String> {
+    let tcp = dial(&target.connect.clone()?).await?;
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -279,6 +288,29 @@ async fn exchange(target: &Target, body: &Value) -> Result<Value, String> {
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    /// A Service of two replicas, the first stopped: the second answers;
+    /// both stopped: the refusal names the last address tried.
+    #[tokio::test]
+    async fn the_first_replica_that_accepts_answers() {
+        let stopped = {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            l.local_addr().expect("addr")
+        };
+        let running = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let up = running.local_addr().expect("addr");
+        let tcp = dial(&format!("{stopped},{up}")).await.expect("dialled");
+        assert_eq!(tcp.peer_addr().expect("peer"), up);
+        drop(running);
+        assert_eq!(
+            dial(&format!("{up},{stopped}")).await.err(),
+            Some(format!("dial tcp {stopped}: connect: connection refused"))
+        );
+    }
 
     #[rstest]
     #[case("https://127.0.0.1:9443/validate", Ok(("127.0.0.1".into(), 9443, "/validate".into())))]
