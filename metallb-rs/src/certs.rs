@@ -8,6 +8,14 @@
 //! Validity is checked the way a client checks it (rustls' WebPKI
 //! verifier: chain to the stored CA, DNS name, expiry), at now plus
 //! [`RENEW_BEFORE`], as upstream's cert-controller does.
+//!
+//! A renewal keeps what other replicas and the API server already trust
+//! ([`renew`]): a new leaf is signed by the stored CA (its key is kept in
+//! the Secret), so the caBundle does not change; only when the CA itself
+//! must go is a new one made, and the previous CA stays in the caBundle
+//! beside it while the leaf it signed is valid - a replica still serving
+//! that leaf until its next round (up to a minute) is not refused as
+//! "x509: certificate signed by unknown authority".
 
 use base64::Engine as _;
 use k8s_openapi::ByteString;
@@ -30,6 +38,9 @@ pub const CA_CERT: &str = "ca.crt";
 pub const TLS_CERT: &str = "tls.crt";
 /// The serving key's key in the Secret.
 pub const TLS_KEY: &str = "tls.key";
+/// The CA's key in the Secret (as cert-controller keeps it): a leaf is
+/// renewed under the same CA.
+pub const CA_KEY: &str = "ca.key";
 
 /// Why a certificate could not be made or loaded.
 #[derive(Debug, thiserror::Error)]
@@ -48,8 +59,11 @@ pub enum CertError {
 /// A CA and a serving certificate signed by it, as PEM.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Bundle {
-    /// The CA certificate (the caBundle).
+    /// The CA certificates (the caBundle): the current CA first, then,
+    /// after a CA rotation, the previous one.
     pub ca_pem: String,
+    /// The current CA's key (none in a Secret made without it).
+    pub ca_key_pem: Option<String>,
     /// The serving certificate.
     pub cert_pem: String,
     /// Its private key.
@@ -78,11 +92,10 @@ fn date(t: SystemTime) -> time::OffsetDateTime {
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
-/// A fresh CA and a leaf for `dns`, valid from an hour before `now`
-/// (clock skew between nodes).
-pub fn generate(dns: &str, now: SystemTime) -> Result<Bundle, CertError> {
-    let start = date(now - Duration::from_secs(3600));
-    let ca_key = rcgen::KeyPair::generate()?;
+/// The CA's parameters: a leaf signed under them and the CA's key
+/// chains to every CA certificate made with that key (same subject, same
+/// key identifier).
+fn ca_params(now: SystemTime) -> Result<rcgen::CertificateParams, CertError> {
     let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
     ca.distinguished_name
         .push(rcgen::DnType::CommonName, "metallb-webhook-ca");
@@ -91,20 +104,91 @@ pub fn generate(dns: &str, now: SystemTime) -> Result<Bundle, CertError> {
         rcgen::KeyUsagePurpose::KeyCertSign,
         rcgen::KeyUsagePurpose::DigitalSignature,
     ];
-    ca.not_before = start;
+    ca.not_before = date(now - Duration::from_secs(3600));
     ca.not_after = date(now + CA_VALIDITY);
-    let ca_cert = ca.self_signed(&ca_key)?;
+    Ok(ca)
+}
+
+/// A leaf for `dns` signed by `issuer`: (certificate, key) as PEM.
+fn leaf(
+    dns: &str,
+    now: SystemTime,
+    issuer: &rcgen::Issuer<'_, rcgen::KeyPair>,
+) -> Result<(String, String), CertError> {
     let key = rcgen::KeyPair::generate()?;
     let mut leaf = rcgen::CertificateParams::new(vec![dns.to_owned()])?;
     leaf.distinguished_name.push(rcgen::DnType::CommonName, dns);
-    leaf.not_before = start;
+    leaf.not_before = date(now - Duration::from_secs(3600));
     leaf.not_after = date(now + LEAF_VALIDITY);
-    let cert = leaf.signed_by(&key, &rcgen::Issuer::new(ca, ca_key))?;
+    let cert = leaf.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// A fresh CA and a leaf for `dns`, valid from an hour before `now`
+/// (clock skew between nodes).
+pub fn generate(dns: &str, now: SystemTime) -> Result<Bundle, CertError> {
+    let ca_key = rcgen::KeyPair::generate()?;
+    let ca_key_pem = ca_key.serialize_pem();
+    let ca_cert = ca_params(now)?.self_signed(&ca_key)?;
+    let (cert_pem, key_pem) = leaf(dns, now, &rcgen::Issuer::new(ca_params(now)?, ca_key))?;
     Ok(Bundle {
         ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        ca_key_pem: Some(ca_key_pem),
+        cert_pem,
+        key_pem,
     })
+}
+
+/// The first certificate of a PEM text (the current CA of a caBundle).
+fn first_pem(pem: &str) -> Option<String> {
+    const END: &str = "-----END CERTIFICATE-----";
+    let end = pem.find(END)? + END.len();
+    Some(format!("{}\n", pem[..end].trim_start()))
+}
+
+/// A new pair to store in place of the Secret's `data`, keeping what is
+/// trusted (see the module docs): a leaf signed by the stored CA when
+/// that CA is still good past [`RENEW_BEFORE`]; else a new CA, with the
+/// stored one beside it in the caBundle while the stored leaf is valid.
+pub fn renew(
+    data: Option<&BTreeMap<String, ByteString>>,
+    dns: &str,
+    now: SystemTime,
+) -> Result<Bundle, CertError> {
+    let text = |key: &str| {
+        data.and_then(|d| d.get(key))
+            .and_then(|b| String::from_utf8(b.0.clone()).ok())
+            .filter(|s| !s.is_empty())
+    };
+    let current_ca = text(CA_CERT).and_then(|pem| first_pem(&pem));
+    if let (Some(ca_pem), Some(ca_key_pem)) = (&current_ca, text(CA_KEY))
+        && let Ok(ca_key) = rcgen::KeyPair::from_pem(&ca_key_pem)
+    {
+        let (cert_pem, key_pem) = leaf(dns, now, &rcgen::Issuer::new(ca_params(now)?, ca_key))?;
+        let same_ca = Bundle {
+            ca_pem: ca_pem.clone(),
+            ca_key_pem: Some(ca_key_pem),
+            cert_pem,
+            key_pem,
+        };
+        // Fails when the key is not the CA's, or the CA expires too soon.
+        if valid_at(&same_ca, dns, now + RENEW_BEFORE).is_ok() {
+            return Ok(same_ca);
+        }
+    }
+    let mut fresh = generate(dns, now)?;
+    if let (Some(ca_pem), Some(cert_pem)) = (current_ca, text(TLS_CERT)) {
+        let previous = Bundle {
+            ca_pem,
+            ca_key_pem: None,
+            cert_pem,
+            key_pem: String::new(),
+        };
+        if valid_at(&previous, dns, now).is_ok() {
+            fresh.ca_pem.push_str(&previous.ca_pem);
+        }
+    }
+    Ok(fresh)
 }
 
 /// What to do with the Secret's contents.
@@ -132,6 +216,7 @@ pub fn decide(data: Option<&BTreeMap<String, ByteString>>, dns: &str, now: Syste
     let bundle = match (text(CA_CERT), text(TLS_CERT), text(TLS_KEY)) {
         (Ok(ca_pem), Ok(cert_pem), Ok(key_pem)) => Bundle {
             ca_pem,
+            ca_key_pem: text(CA_KEY).ok(),
             cert_pem,
             key_pem,
         },
@@ -202,12 +287,13 @@ pub fn valid_at(b: &Bundle, dns: &str, at: SystemTime) -> Result<(), String> {
 /// The Secret's data for `b`.
 pub fn secret_data(b: &Bundle) -> BTreeMap<String, ByteString> {
     [
-        (CA_CERT, &b.ca_pem),
-        (TLS_CERT, &b.cert_pem),
-        (TLS_KEY, &b.key_pem),
+        (CA_CERT, Some(&b.ca_pem)),
+        (CA_KEY, b.ca_key_pem.as_ref()),
+        (TLS_CERT, Some(&b.cert_pem)),
+        (TLS_KEY, Some(&b.key_pem)),
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_owned(), ByteString(v.clone().into_bytes())))
+    .filter_map(|(k, v)| Some((k.to_owned(), ByteString(v?.clone().into_bytes()))))
     .collect()
 }
 
@@ -322,6 +408,86 @@ mod tests {
         let mut mixed = data.clone();
         mixed.insert(CA_CERT.into(), ByteString(other.ca_pem.into_bytes()));
         assert!(outcome(decide(Some(&mixed), DNS, t)).starts_with("renew: not valid for"));
+    }
+
+    /// How many CA certificates a caBundle holds.
+    fn cas(b: &Bundle) -> usize {
+        certs(&b.ca_pem).expect("PEM").len()
+    }
+
+    /// A leaf due for renewal is renewed under the same CA: the caBundle
+    /// does not change, so a replica still serving the old leaf and the
+    /// API server holding the old caBundle agree with the new pair.
+    #[test]
+    fn a_leaf_renewal_keeps_the_ca() {
+        let t = now();
+        let old = generate(DNS, t).expect("generated");
+        let due = t + LEAF_VALIDITY - RENEW_BEFORE + DAY;
+        assert!(matches!(
+            decide(Some(&secret_data(&old)), DNS, due),
+            Decision::Renew { .. }
+        ));
+        let new = renew(Some(&secret_data(&old)), DNS, due).expect("renewed");
+        assert_eq!(new.ca_pem, old.ca_pem, "the caBundle is unchanged");
+        assert_ne!(new.cert_pem, old.cert_pem);
+        assert_eq!(valid_at(&new, DNS, due + RENEW_BEFORE), Ok(()));
+        assert_eq!(
+            decide(Some(&secret_data(&new)), DNS, due),
+            Decision::Use(new)
+        );
+    }
+
+    /// A Secret without the CA's key (or whose CA expires too soon) gets
+    /// a new CA, and the caBundle carries the previous CA beside it while
+    /// the previous leaf is valid: both leaves verify against it. The
+    /// next rotation drops the oldest CA.
+    #[test]
+    fn a_ca_rotation_keeps_the_previous_ca_trusted() {
+        let t = now();
+        let old = generate(DNS, t).expect("generated");
+        let mut data = secret_data(&old);
+        data.remove(CA_KEY);
+        let new = renew(Some(&data), DNS, t).expect("renewed");
+        assert_ne!(first_pem(&new.ca_pem), first_pem(&old.ca_pem), "a new CA");
+        assert_eq!(cas(&new), 2);
+        let old_leaf = Bundle {
+            ca_pem: new.ca_pem.clone(),
+            ..old.clone()
+        };
+        assert_eq!(
+            valid_at(&old_leaf, DNS, t),
+            Ok(()),
+            "the old leaf is trusted"
+        );
+        assert_eq!(valid_at(&new, DNS, t), Ok(()));
+        // The CA itself near its end: rotated again; the oldest goes.
+        let late = t + CA_VALIDITY - RENEW_BEFORE + DAY;
+        let mut data = secret_data(&new);
+        data.remove(TLS_CERT);
+        let newest = renew(Some(&data), DNS, late).expect("renewed");
+        assert_eq!(
+            cas(&newest),
+            1,
+            "no leaf of the previous CA to keep trusting"
+        );
+        assert_eq!(valid_at(&newest, DNS, late), Ok(()));
+    }
+
+    /// A stored key that is not the CA's makes a new CA, not a leaf that
+    /// chains to nothing.
+    #[test]
+    fn a_foreign_ca_key_makes_a_new_ca() {
+        let t = now();
+        let a = generate(DNS, t).expect("generated");
+        let b = generate(DNS, t).expect("generated");
+        let mut data = secret_data(&a);
+        data.insert(
+            CA_KEY.into(),
+            ByteString(b.ca_key_pem.clone().expect("key").into_bytes()),
+        );
+        let new = renew(Some(&data), DNS, t).expect("renewed");
+        assert_eq!(valid_at(&new, DNS, t), Ok(()));
+        assert_ne!(first_pem(&new.ca_pem), first_pem(&a.ca_pem));
     }
 
     #[test]

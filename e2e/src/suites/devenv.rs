@@ -145,6 +145,10 @@ fn schema_enforced(ctx: &Ctx) -> Result<()> {
 }
 
 fn cel_enforced(ctx: &Ctx) -> Result<()> {
+    // The lab API server's own checks, on objects in the test's namespace:
+    // MetalLB's webhooks (which refuse objects outside its namespace) out
+    // of the way.
+    let _webhooks = crate::metallb::without_webhooks(ctx)?;
     let resource = kube::core::ApiResource::erase::<metallb_rs::api::v1beta2::BGPPeer>(&());
     let api: Api<kube::core::DynamicObject> =
         Api::namespaced_with(ctx.client()?, ctx.namespace(), &resource);
@@ -472,7 +476,9 @@ fn kubectl_tables(ctx: &Ctx) -> Result<()> {
             node.name
         );
     }
-    // A custom resource: the CRD's additionalPrinterColumns.
+    // A custom resource: the CRD's additionalPrinterColumns (in the test's
+    // namespace, so MetalLB's webhooks are out of the way).
+    let _webhooks = crate::metallb::without_webhooks(ctx)?;
     let pool = format!(
         "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {{name: columns, namespace: {}}}\nspec:\n  addresses: [192.0.2.0/28]\n  autoAssign: false\n",
         ctx.namespace()

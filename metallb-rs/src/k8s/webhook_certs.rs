@@ -61,7 +61,8 @@ pub async fn ensure_secret(
             Decision::Use(bundle) => return Ok(bundle),
             Decision::Renew { reason } => reason,
         };
-        let bundle = certs::generate(&dns, now)?;
+        // Keeps the CA others trust where it can (certs::renew).
+        let bundle = certs::renew(existing.as_ref().and_then(|s| s.data.as_ref()), &dns, now)?;
         let data = Some(certs::secret_data(&bundle));
         let written = match existing {
             None => {
