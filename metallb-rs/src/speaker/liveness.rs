@@ -19,7 +19,9 @@
 //!    addresses, unanswered.
 //! 4. Gossip says the member left or failed: gone once its lease has
 //!    stopped too - or at once when this speaker cannot reach the API
-//!    server (then gossip is all it knows). Stopped: overdue by its own
+//!    server (then gossip is all it knows) - unless gossip declared it
+//!    while this speaker was itself cut off: such a verdict is judged as
+//!    rule 6 (by the lease). Stopped: overdue by its own
 //!    renewal period, or, while a fresh trouble mark names it
 //!    ([`Evidence::doubted_since`]: this speaker's own mark or another's),
 //!    not seen renewing for a fast period since such a mark showed or
@@ -461,6 +463,15 @@ pub struct Judging {
     gossip_since: Option<Instant>,
     /// Speakers known to have departed ([`departed`]).
     departed: BTreeSet<String>,
+    /// The members gossip held failed (not left) at the last pass.
+    down: BTreeSet<String>,
+    /// Members gossip declared failed while this speaker was cut off: its
+    /// own probes went unanswered because it was the one cut off, so the
+    /// verdicts say nothing of them. Until gossip sees them again they
+    /// are judged as members gossip does not know (by their leases):
+    /// back in touch, but before its next renewal gets through, a speaker
+    /// must not take their addresses on those verdicts.
+    distrusted: BTreeSet<String>,
 }
 
 impl Judging {
@@ -525,6 +536,22 @@ impl Assessment {
     }
 }
 
+/// The nodes whose speaker gossip or a presence lease shows.
+fn known_speakers<'a>(
+    nodes: &'a [NodeInfo],
+    view: &'a View,
+    leases: &'a BTreeMap<String, LeaseState>,
+) -> impl Iterator<Item = &'a str> {
+    nodes
+        .iter()
+        .filter(|n| {
+            view.alive.contains(&n.name)
+                || view.down.contains_key(&n.name)
+                || leases.contains_key(&n.name)
+        })
+        .map(|n| n.name.as_str())
+}
+
 /// Gossip sees `node` alive and nobody suspects it.
 fn answers_in(view: Option<&View>, node: &str) -> bool {
     view.is_some_and(|v| v.alive.contains(node) && !v.suspect.contains(node))
@@ -564,6 +591,24 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
         }
     }
     judging.doubted_since = doubted_since;
+    if let Some(v) = view {
+        // Cut off as last known (the departed of the last pass): new
+        // verdicts are this speaker's isolation, not the members' death.
+        let known = known_speakers(input.nodes, v, input.leases);
+        let cut_off = isolated_in(input.api_ok, v, Some(&voters(known, &judging.departed)));
+        let failed: BTreeSet<String> = v
+            .down
+            .iter()
+            .filter(|(_, d)| !d.left)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if cut_off {
+            let new: Vec<String> = failed.difference(&judging.down).cloned().collect();
+            judging.distrusted.extend(new);
+        }
+        judging.distrusted.retain(|n| failed.contains(n));
+        judging.down = failed;
+    }
     let ctx = Context {
         now,
         api_ok: input.api_ok,
@@ -584,6 +629,9 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
         }
         if view.alive.contains(node) {
             return Some(Gossip::Alive);
+        }
+        if judging.distrusted.contains(node) {
+            return None;
         }
         view.down.get(node).map(|d| Gossip::Down {
             since: d.since,
@@ -625,15 +673,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     judging.departed = departed(&judging.departed, &gone, input.api_ok);
     let voters = view.map(|v| {
         voters(
-            input
-                .nodes
-                .iter()
-                .filter(|n| {
-                    v.alive.contains(&n.name)
-                        || v.down.contains_key(&n.name)
-                        || input.leases.contains_key(&n.name)
-                })
-                .map(|n| n.name.as_str()),
+            known_speakers(input.nodes, v, input.leases),
             &judging.departed,
         )
     });

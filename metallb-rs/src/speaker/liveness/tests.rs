@@ -3,6 +3,7 @@
 use super::*;
 use rstest::rstest;
 
+mod cut_off;
 mod marks;
 
 /// Our monotonic clock's origin in these tests.
