@@ -9,6 +9,7 @@ pub mod devenv;
 pub mod invalid_config;
 pub mod ip_assignment;
 pub mod l2;
+pub mod metrics;
 pub mod pool_selection;
 pub mod proxy;
 
@@ -22,6 +23,7 @@ pub const SUITES: &[Suite] = &[
     invalid_config::specs,
     configuration_state::specs,
     bgp::specs,
+    metrics::specs,
 ];
 
 /// Every spec of every registered suite.
