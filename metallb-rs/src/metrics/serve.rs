@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::task::AbortOnDropHandle;
 
 /// Reviews made at once at most; more scrapes wait.
 pub const REVIEWS_IN_FLIGHT: usize = 4;
@@ -298,7 +299,8 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let listeners = serving.listeners()?;
     let registry = Arc::new(registry);
-    let mut tasks = Vec::new();
+    // Stopped with this future: a component that returns frees its ports.
+    let mut tasks: Vec<AbortOnDropHandle<anyhow::Result<()>>> = Vec::new();
     for (addr, listener) in listeners {
         let socket = tokio::net::TcpListener::bind(addr)
             .await
@@ -309,6 +311,11 @@ pub async fn serve(
                 resolver.set(crate::tls::metrics_certificate(
                     serving.cert_dir.as_deref(),
                 )?);
+                if let Some(dir) = serving.cert_dir.clone() {
+                    tasks.push(AbortOnDropHandle::new(tokio::spawn(
+                        crate::tls::reload_metrics_certificate(dir, resolver.clone()),
+                    )));
+                }
                 let tls = crate::tls::policy::server_config(&serving.tls, resolver)?;
                 let guard = Arc::new(Guard {
                     reviewer: reviewer.clone(),
@@ -317,10 +324,10 @@ pub async fn serve(
                 });
                 let app = secure_route(registry.clone(), guard);
                 tracing::info!(%addr, "serving metrics over HTTPS (authenticated)");
-                tasks.push(tokio::spawn(async move {
+                tasks.push(AbortOnDropHandle::new(tokio::spawn(async move {
                     crate::tls::serve(socket, tls, app, "metrics server").await;
                     Ok(())
-                }));
+                })));
             }
             Listener::Plain { metrics, probes } => {
                 let mut app = axum::Router::new();
@@ -331,7 +338,9 @@ pub async fn serve(
                     app = app.merge(probes_route(health.clone()));
                 }
                 tracing::info!(%addr, metrics, probes, "serving plain HTTP");
-                tasks.push(tokio::spawn(async move { axum::serve(socket, app).await }));
+                tasks.push(AbortOnDropHandle::new(tokio::spawn(async move {
+                    Ok(axum::serve(socket, app).await?)
+                })));
             }
         }
     }

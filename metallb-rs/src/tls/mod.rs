@@ -68,6 +68,28 @@ pub fn metrics_certificate(dir: Option<&std::path::Path>) -> anyhow::Result<Arc<
     Ok(crate::certs::certified_key(&bundle)?)
 }
 
+/// How often `--metrics-cert-dir` is read again: a certificate renewed
+/// in its Secret (cert-manager's) is served without a restart.
+pub const CERT_RELOAD: Duration = Duration::from_secs(60);
+
+/// Reads the certificate in `dir` every [`CERT_RELOAD`] and serves it
+/// from the next handshake on; a read that fails keeps the one served.
+/// Never returns.
+pub async fn reload_metrics_certificate(
+    dir: std::path::PathBuf,
+    resolver: Arc<Resolver>,
+) -> anyhow::Result<()> {
+    loop {
+        tokio::time::sleep(CERT_RELOAD).await;
+        match metrics_certificate(Some(&dir)) {
+            Ok(key) => resolver.set(key),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "metrics certificate not reloaded")
+            }
+        }
+    }
+}
+
 /// Serves `app` over TLS on `listener` until the task is dropped; `what`
 /// names the server in logs.
 pub async fn serve(
@@ -104,5 +126,31 @@ pub async fn serve(
                     .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
                     .await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metrics_certificate_comes_from_the_directory_or_is_made() {
+        let dir = std::env::temp_dir().join(format!("metallb-rs-certdir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let missing = metrics_certificate(Some(&dir)).expect_err("no files yet");
+        assert!(
+            format!("{missing:#}").contains("--metrics-cert-dir: reading"),
+            "{missing:#}"
+        );
+        let bundle = crate::certs::self_signed("metrics.example", std::time::SystemTime::now())
+            .expect("pair");
+        std::fs::write(dir.join("tls.crt"), &bundle.cert_pem).expect("crt");
+        std::fs::write(dir.join("tls.key"), &bundle.key_pem).expect("key");
+        let served = metrics_certificate(Some(&dir)).expect("read");
+        let want = crate::certs::certified_key(&bundle).expect("key");
+        assert_eq!(served.cert, want.cert, "the directory's certificate");
+        let made = metrics_certificate(None).expect("self-signed");
+        assert_ne!(made.cert, want.cert);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
