@@ -141,6 +141,22 @@ pub trait Cluster: Send + Sync {
     }
     /// The controller's `/metrics` text.
     fn controller_metrics(&self) -> Result<String>;
+    /// The `/metrics` text of the speaker on `node`. By default its plain
+    /// metrics on the node's loopback (what the lab starts it with);
+    /// providers running the manifests (HTTPS only) scrape with a token.
+    fn speaker_metrics(&self, node: &str) -> Result<String> {
+        let out = self.exec_on_node(
+            node,
+            &["curl", "-sS", "-m", "5", "http://127.0.0.1:9120/metrics"],
+        )?;
+        if !out.status.success() {
+            bail!(
+                "scraping the speaker on {node}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
     /// Ranges the suites' pools take addresses from.
     fn pool_ranges(&self) -> PoolRanges;
     /// The external host's interface on the network of the nodes'

@@ -123,19 +123,10 @@ pub fn udp_request(ctx: &Ctx, ip: IpAddr, port: u16, payload: &str) -> Result<St
     Ok(stdout(&out).trim().to_owned())
 }
 
-/// Scrapes `http://127.0.0.1:9120/metrics` on `node` (the speaker).
+/// The `/metrics` text of the speaker on `node`, however the provider
+/// reaches it.
 pub fn speaker_metrics(ctx: &Ctx, node: &str) -> Result<String> {
-    let out = ctx.cluster().exec_on_node(
-        node,
-        &["curl", "-sS", "-m", "5", "http://127.0.0.1:9120/metrics"],
-    )?;
-    if !out.status.success() {
-        bail!(
-            "scraping the speaker on {node}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(stdout(&out))
+    ctx.cluster().speaker_metrics(node)
 }
 
 /// The value of the first sample of `metric` whose line contains every

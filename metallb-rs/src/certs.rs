@@ -191,6 +191,27 @@ pub fn renew(
     Ok(fresh)
 }
 
+/// A self-signed certificate for `host` (its CN and name), for a server
+/// whose clients do not verify it (the metrics without
+/// `--metrics-cert-dir`, as upstream); valid from an hour before `now`
+/// for [`LEAF_VALIDITY`].
+pub fn self_signed(host: &str, now: SystemTime) -> Result<Bundle, CertError> {
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::new(vec![host.to_owned()])?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, host);
+    params.not_before = date(now - Duration::from_secs(3600));
+    params.not_after = date(now + LEAF_VALIDITY);
+    let cert = params.self_signed(&key)?;
+    Ok(Bundle {
+        ca_pem: cert.pem(),
+        ca_key_pem: None,
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
 /// What to do with the Secret's contents.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decision {

@@ -19,3 +19,4 @@ pub mod net;
 pub mod report;
 pub mod service;
 pub mod speaker;
+pub mod tls;

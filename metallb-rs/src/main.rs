@@ -68,6 +68,51 @@ struct CommonArgs {
     namespace: String,
 }
 
+/// The metrics listeners and the TLS policy of every HTTPS server.
+#[derive(Args, Debug)]
+struct MetricsArgs {
+    /// Where to serve Prometheus metrics (/metrics) over HTTPS, to clients the API server authenticates and authorizes (get on the non-resource URL /metrics)
+    #[arg(long, default_value = "0.0.0.0:9120")]
+    metrics_bind_address: std::net::SocketAddr,
+    /// Also serve /metrics over plain HTTP without authentication, on this loopback address (off by default)
+    #[arg(long)]
+    insecure_metrics_bind_address: Option<std::net::SocketAddr>,
+    /// Directory holding tls.crt and tls.key for the metrics server (default: a self-signed certificate made at start)
+    #[arg(long)]
+    metrics_cert_dir: Option<PathBuf>,
+    /// Oldest TLS version served (metrics and webhooks): VersionTLS12 or VersionTLS13 (empty: VersionTLS13)
+    #[arg(long, default_value = "")]
+    tls_min_version: String,
+    /// TLS 1.2 cipher suites, comma-separated Go/IANA names (needs --tls-min-version VersionTLS12)
+    #[arg(long, value_delimiter = ',')]
+    tls_cipher_suites: Vec<String>,
+    /// Key exchange curves in preference order, comma-separated: X25519, CurveP256, CurveP384
+    #[arg(long, value_delimiter = ',')]
+    tls_curve_preferences: Vec<String>,
+}
+
+impl MetricsArgs {
+    /// The serving plan, checked: a bad flag is an error naming it,
+    /// before anything starts.
+    fn serving(self, health: std::net::SocketAddr) -> Result<metallb_rs::metrics::Serving> {
+        use metallb_rs::tls::policy::{TlsFlags, decide};
+        let tls = decide(&TlsFlags {
+            min_version: self.tls_min_version,
+            cipher_suites: self.tls_cipher_suites,
+            curve_preferences: self.tls_curve_preferences,
+        })?;
+        let serving = metallb_rs::metrics::Serving {
+            secure: Some(self.metrics_bind_address),
+            insecure: self.insecure_metrics_bind_address,
+            health: Some(health),
+            tls,
+            cert_dir: self.metrics_cert_dir.filter(|d| !d.as_os_str().is_empty()),
+        };
+        serving.listeners()?;
+        Ok(serving)
+    }
+}
+
 #[derive(Args, Debug)]
 struct ControllerArgs {
     #[command(flatten)]
@@ -78,10 +123,9 @@ struct ControllerArgs {
     /// Only handle services with this spec.loadBalancerClass (default: services without one)
     #[arg(long)]
     lb_class: Option<String>,
-    /// Where to serve Prometheus metrics (/metrics)
-    #[arg(long, default_value = "0.0.0.0:9120")]
-    metrics_bind_address: std::net::SocketAddr,
-    /// Where to serve the probes (/healthz, /readyz)
+    #[command(flatten)]
+    metrics: MetricsArgs,
+    /// Where to serve the probes (/healthz, /readyz), plain HTTP
     #[arg(long, default_value = "0.0.0.0:17472")]
     health_bind_address: std::net::SocketAddr,
     /// Create this Secret (the speakers' gossip key) when it is missing
@@ -122,10 +166,9 @@ struct SpeakerArgs {
     /// Announce from nodes labelled node.kubernetes.io/exclude-from-external-load-balancers too
     #[arg(long)]
     ignore_exclude_lb: bool,
-    /// Where to serve Prometheus metrics (/metrics)
-    #[arg(long, default_value = "0.0.0.0:9120")]
-    metrics_bind_address: std::net::SocketAddr,
-    /// Where to serve the probes (/healthz, /readyz); the node's loopback, as upstream
+    #[command(flatten)]
+    metrics: MetricsArgs,
+    /// Where to serve the probes (/healthz, /readyz), plain HTTP; the node's loopback, as upstream
     #[arg(long, default_value = "127.0.0.1:17472")]
     health_bind_address: std::net::SocketAddr,
     /// The speaker Pod's name (owner of its ServiceL2Status objects)
@@ -293,6 +336,7 @@ where
 }
 
 fn controller(args: ControllerArgs) -> Result<ExitCode> {
+    let serving = args.metrics.serving(args.health_bind_address)?;
     let webhooks = {
         use metallb_rs::controller::run::Webhooks;
         let mut w = metallb_rs::k8s::webhook::Options::new(
@@ -313,8 +357,7 @@ fn controller(args: ControllerArgs) -> Result<ExitCode> {
         leader_elect: args.leader_elect,
         identity: metallb_rs::k8s::identity(),
         lease: metallb_rs::k8s::leader::Timings::default(),
-        metrics_addr: Some(args.metrics_bind_address),
-        health_addr: Some(args.health_bind_address),
+        serving,
         memberlist_secret: args.ml_secret_name.filter(|n| !n.is_empty()),
         webhooks,
     };
@@ -332,6 +375,7 @@ fn controller(args: ControllerArgs) -> Result<ExitCode> {
 }
 
 fn speaker(args: SpeakerArgs) -> Result<ExitCode> {
+    let serving = args.metrics.serving(args.health_bind_address)?;
     if let Some(labels) = &args.ml_labels {
         eprintln!(
             "note: --ml-labels {labels:?} is accepted for upstream compatibility; gossip members are found from the Nodes' InternalIPs"
@@ -342,8 +386,7 @@ fn speaker(args: SpeakerArgs) -> Result<ExitCode> {
         node: args.node_name,
         lb_class: args.lb_class,
         ignore_exclude_lb: args.ignore_exclude_lb,
-        metrics_addr: Some(args.metrics_bind_address),
-        health_addr: Some(args.health_bind_address),
+        serving,
         pod_name: args.pod_name.filter(|p| !p.is_empty()),
         rescan: std::time::Duration::from_secs(10),
         membership: args.ml_bindaddr.map(|ip| {

@@ -303,3 +303,70 @@ fn pause_is_hidden_and_exits_zero_on_sigterm() {
     let status = child.wait().expect("exits");
     assert!(status.success(), "{status}");
 }
+
+/// A bad metrics or TLS flag stops the component before it starts
+/// (exit 2), naming the flag, the value and what to use.
+#[test]
+fn bad_metrics_and_tls_flags_are_refused_before_starting() {
+    for (args, want) in [
+        (
+            vec!["controller", "--tls-min-version", "VersionTLS10"],
+            "--tls-min-version \"VersionTLS10\": rustls offers TLS 1.2 and 1.3 only (use VersionTLS12 or VersionTLS13)",
+        ),
+        (
+            vec![
+                "speaker",
+                "--node-name",
+                "w",
+                "--tls-cipher-suites",
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            ],
+            "cipher suites cannot be configured with TLS 1.3 (add --tls-min-version VersionTLS12",
+        ),
+        (
+            vec![
+                "controller",
+                "--tls-min-version",
+                "VersionTLS12",
+                "--tls-cipher-suites",
+                "TLS_RSA_WITH_AES_128_CBC_SHA,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            ],
+            "--tls-cipher-suites \"TLS_RSA_WITH_AES_128_CBC_SHA\": not a TLS 1.2 suite rustls offers",
+        ),
+        (
+            vec!["controller", "--tls-curve-preferences", "CurveP521"],
+            "--tls-curve-preferences \"CurveP521\": not a curve rustls offers",
+        ),
+        (
+            vec![
+                "controller",
+                "--insecure-metrics-bind-address",
+                "0.0.0.0:9121",
+            ],
+            "--insecure-metrics-bind-address 0.0.0.0:9121: unauthenticated plain-HTTP metrics are served on loopback only",
+        ),
+        (
+            vec![
+                "speaker",
+                "--node-name",
+                "w",
+                "--metrics-bind-address",
+                "127.0.0.1:9555",
+                "--health-bind-address",
+                "127.0.0.1:9555",
+            ],
+            "--metrics-bind-address and --health-bind-address are both 127.0.0.1:9555: metrics are served over HTTPS and the probes over plain HTTP",
+        ),
+    ] {
+        let out = bin()
+            .args(&args)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+        assert!(!stderr.contains("starting"), "{args:?} started: {stderr}");
+    }
+}

@@ -82,8 +82,7 @@ impl Controller {
                 renew_deadline: Duration::from_secs(2),
                 retry_period: Duration::from_millis(300),
             },
-            metrics_addr: None,
-            health_addr: None,
+            serving: Default::default(),
             memberlist_secret: Some("memberlist".into()),
             webhooks: run::Webhooks::Disabled,
         };
@@ -594,8 +593,9 @@ async fn serves_upstream_metrics_and_probes() {
     .await;
     let addr = free_port();
     let c = Controller::start(&lab.controller, "c1", |o| {
-        o.metrics_addr = Some(addr);
-        o.health_addr = Some(addr);
+        // Plain metrics on loopback may share the probes' address.
+        o.serving.insecure = Some(addr);
+        o.serving.health = Some(addr);
     });
     service(&client, "s", json!({})).await;
     wait_ips(&client, "s").await;

@@ -153,8 +153,10 @@ fn start_replica(lab: &Lab, identity: &str, webhook_addr: SocketAddr) -> Control
         leader_elect: false,
         identity: identity.into(),
         lease: Default::default(),
-        metrics_addr: None,
-        health_addr: Some(health),
+        serving: metallb_rs::metrics::Serving {
+            health: Some(health),
+            ..Default::default()
+        },
         memberlist_secret: None,
         webhooks: Webhooks::Only(webhook::Options::new(webhook_addr, NS)),
     };

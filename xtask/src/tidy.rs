@@ -133,6 +133,8 @@ const DECIDING: &[&str] = &[
     "metallb-rs/src/config/",
     "metallb-rs/src/service.rs",
     "metallb-rs/src/certs.rs",
+    "metallb-rs/src/tls/policy.rs",
+    "metallb-rs/src/metrics/access.rs",
     "metallb-rs/src/controller/converge",
     "metallb-rs/src/speaker/plan",
     "metallb-rs/src/speaker/election",

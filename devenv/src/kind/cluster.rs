@@ -648,6 +648,39 @@ impl KindCluster {
         Ok(())
     }
 
+    /// `/metrics` at `ip` from inside `node`, with a token of the reader
+    /// ServiceAccount (created with its binding when missing).
+    fn scrape_metrics(&self, node: &str, ip: IpAddr) -> Result<String> {
+        use k8s_openapi::api::authentication::v1::TokenRequest;
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let token = self.kube(async |client| {
+            apply::apply_all(
+                &client,
+                &super::metrics::reader_objects(NAMESPACE),
+                Duration::from_secs(5),
+            )
+            .await?;
+            let request = TokenRequest::default();
+            let answer = Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE)
+                .create_token_request(super::metrics::READER, &Default::default(), &request)
+                .await?;
+            answer
+                .status
+                .map(|s| s.token)
+                .context("a TokenRequest without a token")
+        })?;
+        let argv = super::metrics::curl_argv(ip, &token);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let out = self.docker_exec(node, &argv)?;
+        if !out.status.success() {
+            bail!(
+                "scraping https://{ip}/metrics on {node}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     fn kube<T>(&self, f: impl AsyncFnOnce(kube::Client) -> Result<T>) -> Result<T> {
         crate::runtime()?.block_on(async {
             let client = client_for(&self.kubeconfig).await?;
@@ -871,8 +904,9 @@ impl Cluster for KindCluster {
             ],
         )
     }
+    /// On the controller pod's node, with the reader's token.
     fn controller_metrics(&self) -> Result<String> {
-        self.kube(async |client| {
+        let (node, ip) = self.kube(async |client| {
             let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
             let pod = pods
                 .list(&ListParams::default().labels("component=controller"))
@@ -880,15 +914,19 @@ impl Cluster for KindCluster {
                 .items
                 .into_iter()
                 .find(pod_ready)
-                .and_then(|p| p.metadata.name)
                 .context("no Ready controller pod")?;
-            let request = http::Request::get(format!(
-                "/api/v1/namespaces/{NAMESPACE}/pods/{pod}:{}/proxy/metrics",
-                metallb_rs::manifests::ports::METRICS
-            ))
-            .body(Vec::new())?;
-            Ok(client.request_text(request).await?)
-        })
+            let node = pod.spec.and_then(|s| s.node_name);
+            let ip = pod.status.and_then(|s| s.pod_ip);
+            match (node, ip) {
+                (Some(node), Some(ip)) => Ok((node, ip.parse::<IpAddr>()?)),
+                _ => bail!("the controller pod has no node or IP yet"),
+            }
+        })?;
+        self.scrape_metrics(&node, ip)
+    }
+    /// The speaker listens on every address of its node (host network).
+    fn speaker_metrics(&self, node: &str) -> Result<String> {
+        self.scrape_metrics(node, IpAddr::from([127, 0, 0, 1]))
     }
     fn pool_ranges(&self) -> PoolRanges {
         let pick = |list: &[String], v6: bool| list.iter().find(|r| r.contains(':') == v6).cloned();

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod frr;
+pub mod metrics;
 
 pub use cluster::{KindCluster, KindSpec, Protocol, down, up};
 

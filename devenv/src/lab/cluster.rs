@@ -94,6 +94,18 @@ fn webhook_port(metrics_port: u16, api_port: u16) -> u16 {
     }
 }
 
+/// The loopback port of a controller's HTTPS metrics, beside the plain
+/// ones on `plain_port` (28443-29443 and 38443-39443: clear of both
+/// ranges above).
+pub fn secure_metrics_port(plain_port: u16) -> u16 {
+    plain_port + 2000
+}
+
+/// The speaker's plain metrics inside its node's namespace, where the
+/// suites and benchmarks scrape them (`curl http://127.0.0.1:9120`); its
+/// HTTPS metrics listen on the node's address, the same port.
+pub const SPEAKER_PLAIN_METRICS: &str = "127.0.0.1:9120";
+
 /// The IPv4 addresses of the layer2 dev-env's pool `dev-env-l2`: on the
 /// nodes' subnet, apart from the nodes (from .10), the e2e pools
 /// ([`LabCluster::pool_ranges`], .100-.119) and the external host (.2).
@@ -679,8 +691,9 @@ impl LabCluster {
         Ok(())
     }
 
-    /// Starts controller replica `name` with its metrics and probes on
-    /// 127.0.0.1:`port`, unless it runs.
+    /// Starts controller replica `name` with its plain metrics and probes
+    /// on 127.0.0.1:`port` (what the lab scrapes) and its HTTPS metrics
+    /// on [`secure_metrics_port`], unless it runs.
     fn start_controller_replica(&self, name: &str, port: u16) -> Result<()> {
         let metrics = format!("127.0.0.1:{port}");
         let argv = vec![
@@ -692,6 +705,8 @@ impl LabCluster {
             "--ml-secret-name".into(),
             metallb_rs::k8s::memberlist::DEFAULT_SECRET_NAME.into(),
             "--metrics-bind-address".into(),
+            format!("127.0.0.1:{}", secure_metrics_port(port)),
+            "--insecure-metrics-bind-address".into(),
             metrics.clone(),
             "--health-bind-address".into(),
             metrics,
@@ -1029,6 +1044,13 @@ impl LabCluster {
             node.to_owned(),
             "--ml-bindaddr".into(),
             gossip_addr.to_string(),
+            // Upstream's 0.0.0.0:9120 would take the loopback port the
+            // plain metrics need.
+            "--metrics-bind-address".into(),
+            std::net::SocketAddr::new(gossip_addr, metallb_rs::manifests::ports::METRICS)
+                .to_string(),
+            "--insecure-metrics-bind-address".into(),
+            SPEAKER_PLAIN_METRICS.into(),
             "--log-format".into(),
             "text".into(),
             "--log-level".into(),

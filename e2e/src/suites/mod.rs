@@ -9,6 +9,7 @@ pub mod devenv;
 pub mod invalid_config;
 pub mod ip_assignment;
 pub mod l2;
+pub mod metrics;
 pub mod pool_selection;
 pub mod proxy;
 pub mod webhooks;
@@ -24,6 +25,7 @@ pub const SUITES: &[Suite] = &[
     configuration_state::specs,
     bgp::specs,
     webhooks::specs,
+    metrics::specs,
 ];
 
 /// Every spec of every registered suite.

@@ -36,7 +36,6 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::task::AbortOnDropHandle;
@@ -58,10 +57,9 @@ pub struct Options {
     pub identity: String,
     /// Lease timings.
     pub lease: Timings,
-    /// Where `/metrics` is served (None: not served).
-    pub metrics_addr: Option<SocketAddr>,
-    /// Where `/healthz` and `/readyz` are served.
-    pub health_addr: Option<SocketAddr>,
+    /// Where and how `/metrics`, `/healthz` and `/readyz` are served
+    /// (the TLS policy also governs every other HTTPS server).
+    pub serving: metrics::Serving,
     /// The speakers' gossip Secret, created when missing (None: not managed).
     pub memberlist_secret: Option<String>,
     /// Whether this replica serves the validating webhooks.
@@ -116,7 +114,7 @@ pub async fn run(
     opts: Options,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let registry = prometheus::Registry::new();
+    let registry = metrics::registry();
     let metrics = Arc::new(Metrics {
         k8s: K8sClientMetrics::new(&registry),
         allocator: AllocatorMetrics::new(&registry),
@@ -138,7 +136,7 @@ pub async fn run(
     let _webhooks = match &opts.webhooks {
         Webhooks::Disabled => None,
         Webhooks::Enabled(w) | Webhooks::Only(w) => {
-            Some(webhooks::start(&client, w, &health).await?)
+            Some(webhooks::start(&client, w, &opts.serving.tls, &health).await?)
         }
     };
     let work = async {
@@ -181,7 +179,12 @@ pub async fn run(
         r = work => r,
         () = shutdown => Ok(()),
         // Serves until the process stops; returns only on a server error.
-        r = metrics::serve(opts.metrics_addr, opts.health_addr, registry, health.clone()) => r,
+        r = metrics::serve(
+            opts.serving.clone(),
+            registry,
+            health.clone(),
+            Arc::new(crate::k8s::metrics_auth::Reviews::new(client.clone())),
+        ) => r,
     };
     if let Some(lock) = &lock {
         // Hand over at once instead of making the next leader wait out the lease.

@@ -9,6 +9,7 @@ pub mod events;
 pub mod index;
 pub mod leader;
 pub mod memberlist;
+pub mod metrics_auth;
 pub mod observed;
 pub mod queue;
 pub mod watch;

@@ -6,7 +6,8 @@
 //! [`config::admission::review`] and answers within [`REVIEW_BUDGET`] -
 //! with a refusal saying why when the API server is slow, never by making
 //! the API server time out. The certificate comes from `webhook_certs`
-//! through a [`Resolver`], swapped in place on renewal.
+//! through a [`crate::tls::Resolver`], swapped in place on renewal; TLS
+//! versions and suites follow the process' `--tls-*` flags.
 
 use super::admission_review::{self, ReviewError};
 use super::call::{CallError, call};
@@ -18,10 +19,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-use rustls::server::{ClientHello, ResolvesServerCert};
-use rustls::sign::CertifiedKey;
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The webhooks' Service (upstream's name).
@@ -37,8 +36,6 @@ pub const PORT: u16 = 9443;
 /// configuration's `timeoutSeconds` (5 s), so the user reads our reason
 /// rather than the API server's "context deadline exceeded".
 pub const REVIEW_BUDGET: Duration = Duration::from_secs(3);
-/// A client that opened a connection and sends no handshake is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where and as what the webhooks are served.
 #[derive(Debug, Clone)]
@@ -66,39 +63,6 @@ impl Options {
             configuration: CONFIGURATION.to_owned(),
         }
     }
-}
-
-/// The serving certificate, replaced in place when renewed; until the
-/// first is set, handshakes fail (and readiness holds).
-#[derive(Debug, Default)]
-pub struct Resolver(RwLock<Option<Arc<CertifiedKey>>>);
-
-impl Resolver {
-    /// Serves `key` from the next handshake on.
-    pub fn set(&self, key: Arc<CertifiedKey>) {
-        if let Ok(mut k) = self.0.write() {
-            *k = Some(key);
-        }
-    }
-}
-
-impl ResolvesServerCert for Resolver {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.0.read().ok()?.clone()
-    }
-}
-
-/// TLS 1.3 only (upstream's default minimum) and HTTP/1.1 only (upstream
-/// turns HTTP/2 off: the rapid-reset CVEs).
-pub fn tls_config(resolver: Arc<Resolver>) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])?
-    .with_no_client_auth()
-    .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
 }
 
 struct Cx {
@@ -130,7 +94,6 @@ pub async fn serve(
     client: kube::Client,
     namespace: String,
 ) -> anyhow::Result<()> {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let app = router(Arc::new(Cx {
         client,
         options: config::Options {
@@ -138,34 +101,8 @@ pub async fn serve(
         },
         namespace,
     }));
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // Out of file descriptors and the like: pass, don't spin.
-                tracing::warn!(error = %e, "webhook server: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let (acceptor, app) = (acceptor.clone(), app.clone());
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "webhook server: TLS handshake failed");
-                    return;
-                }
-                Err(_) => return,
-            };
-            let service = hyper_util::service::TowerToHyperService::new(app);
-            let _ =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .http1_only()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
-        });
-    }
+    crate::tls::serve(listener, tls, app, "webhook server").await;
+    Ok(())
 }
 
 async fn answer(hook: &'static Webhook, cx: &Cx, body: &[u8]) -> Response {

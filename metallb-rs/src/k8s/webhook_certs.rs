@@ -11,9 +11,10 @@
 //! Service routes to a replica only once the API server can verify it.
 
 use super::call::{CallError, ErrorClass, call, classify};
-use super::webhook::{Options, Resolver};
+use super::webhook::Options;
 use crate::certs::{self, Decision};
 use crate::metrics::Health;
+use crate::tls::Resolver;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

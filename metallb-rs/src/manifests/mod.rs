@@ -17,7 +17,7 @@ const HEADER: &str =
 
 /// The ports the binaries listen on (upstream's numbers).
 pub mod ports {
-    /// Prometheus metrics (`/metrics`) of controller and speaker.
+    /// Prometheus metrics (`/metrics`, HTTPS) of controller and speaker.
     pub const METRICS: u16 = 9120;
     /// Liveness and readiness (`/healthz`, `/readyz`).
     pub const HEALTH: u16 = 17472;
@@ -200,7 +200,7 @@ fn container(
         "args": args,
         "env": env,
         "ports": [
-            { "name": "monitoring", "containerPort": ports::METRICS },
+            { "name": "metricshttps", "containerPort": ports::METRICS },
             { "name": "health", "containerPort": ports::HEALTH },
         ],
         "livenessProbe": liveness,
@@ -211,6 +211,16 @@ fn container(
             "readOnlyRootFilesystem": true,
             "capabilities": capabilities,
         },
+    })
+}
+
+/// Where Prometheus finds the metrics: HTTPS, with a bearer token it
+/// must be allowed to `get` `/metrics` with.
+fn prometheus_annotations() -> Value {
+    json!({
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": ports::METRICS.to_string(),
+        "prometheus.io/scheme": "https",
     })
 }
 
@@ -241,7 +251,7 @@ fn controller(opts: &NativeOptions) -> Value {
             "template": {
                 "metadata": {
                     "labels": labels("controller"),
-                    "annotations": { "prometheus.io/scrape": "true", "prometheus.io/port": ports::METRICS.to_string() },
+                    "annotations": prometheus_annotations(),
                 },
                 "spec": {
                     "serviceAccountName": "controller",
@@ -295,7 +305,7 @@ fn speaker(opts: &NativeOptions) -> Value {
             "template": {
                 "metadata": {
                     "labels": labels("speaker"),
-                    "annotations": { "prometheus.io/scrape": "true", "prometheus.io/port": ports::METRICS.to_string() },
+                    "annotations": prometheus_annotations(),
                 },
                 "spec": {
                     "serviceAccountName": "speaker",

@@ -82,6 +82,13 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             ),
             rule(&[""], &["events"], &["create", "patch"]),
             rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
+            // Who reads /metrics, and may they (k8s::metrics_auth).
+            rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+            rule(
+                &["authorization.k8s.io"],
+                &["subjectaccessreviews"],
+                &["create"],
+            ),
         ],
     );
     let speaker_cluster = cluster_role(
@@ -92,6 +99,13 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             rule(&["discovery.k8s.io"], &["endpointslices"], READ),
             rule(&[""], &["events"], &["create", "patch"]),
             rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
+            // Who reads /metrics, and may they (k8s::metrics_auth).
+            rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+            rule(
+                &["authorization.k8s.io"],
+                &["subjectaccessreviews"],
+                &["create"],
+            ),
         ],
     );
     let controller_ns = role(

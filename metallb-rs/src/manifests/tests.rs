@@ -170,6 +170,9 @@ fn speaker_may_write_only_its_status_kinds_events_configuration_state_and_presen
         "metallb.io/configurationstates/status",
         // speaker::presence (graceful leave).
         "coordination.k8s.io/leases",
+        // Reviews of who scrapes /metrics: questions, nothing stored.
+        "authentication.k8s.io/tokenreviews",
+        "authorization.k8s.io/subjectaccessreviews",
     ];
     for w in &writable {
         assert!(allowed.contains(&w.as_str()), "speaker may write {w}");
@@ -292,5 +295,38 @@ fn controller_may_touch_only_its_own_webhook_configuration_and_certificate() {
         if resources.contains(&json!("secrets")) && verbs.contains(&json!("update")) {
             assert_eq!(rule["resourceNames"], json!(["metallb-webhook-cert"]));
         }
+    }
+}
+
+#[test]
+fn both_components_may_review_who_reads_their_metrics_served_over_https() {
+    let objects = native_objects(&NativeOptions::default());
+    for (kind, name) in [("Deployment", "controller"), ("DaemonSet", "speaker")] {
+        let role = grants(find(
+            &objects,
+            "ClusterRole",
+            &format!("metallb-system:{name}"),
+        ));
+        for (group, resource) in [
+            ("authentication.k8s.io", "tokenreviews"),
+            ("authorization.k8s.io", "subjectaccessreviews"),
+        ] {
+            assert!(
+                role.contains(&(group.into(), resource.into(), "create".into())),
+                "{name} may not create {group}/{resource}"
+            );
+        }
+        let template = &find(&objects, kind, name)["spec"]["template"];
+        assert_eq!(
+            template["metadata"]["annotations"]["prometheus.io/scheme"],
+            "https"
+        );
+        let declared = template["spec"]["containers"][0]["ports"]
+            .as_array()
+            .expect("ports");
+        assert!(
+            declared.contains(&json!({ "name": "metricshttps", "containerPort": ports::METRICS })),
+            "{declared:?}"
+        );
     }
 }

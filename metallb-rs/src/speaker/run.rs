@@ -72,10 +72,8 @@ pub struct Options {
     pub lb_class: Option<String>,
     /// `--ignore-exclude-lb`.
     pub ignore_exclude_lb: bool,
-    /// `/metrics` address.
-    pub metrics_addr: Option<SocketAddr>,
-    /// `/healthz`, `/readyz` address.
-    pub health_addr: Option<SocketAddr>,
+    /// Where and how `/metrics`, `/healthz` and `/readyz` are served.
+    pub serving: metrics::Serving,
     /// The speaker's Pod name, when it runs in one (owner of its status objects).
     pub pod_name: Option<String>,
     /// Time between interface rescans.
@@ -159,7 +157,7 @@ pub async fn run(
     opts: Options,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let registry = prometheus::Registry::new();
+    let registry = metrics::registry();
     let metrics = Metrics {
         k8s: K8sClientMetrics::new(&registry),
         speaker: SpeakerMetrics::new(&registry),
@@ -323,7 +321,12 @@ pub async fn run(
         r = work => r,
         () = shutdown => Ok(()),
         // Serves until the process stops; returns only on a server error.
-        r = metrics::serve(opts.metrics_addr, opts.health_addr, registry, health.clone()) => r,
+        r = metrics::serve(
+            opts.serving.clone(),
+            registry,
+            health.clone(),
+            Arc::new(crate::k8s::metrics_auth::Reviews::new(client.clone())),
+        ) => r,
     };
     // Withdraw at once (stop answering), then clear the lease before
     // anything else: it is what makes the others take our addresses over

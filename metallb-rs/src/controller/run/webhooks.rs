@@ -1,9 +1,11 @@
 //! Starts the validating webhook server and its certificate loop beside
 //! the controller's work; readiness holds until both are in place.
 
-use crate::k8s::webhook::{self, Options, Resolver};
+use crate::k8s::webhook::{self, Options};
 use crate::k8s::webhook_certs;
 use crate::metrics::Health;
+use crate::tls::Resolver;
+use crate::tls::policy::{TlsPolicy, server_config};
 use anyhow::Context as _;
 use std::sync::Arc;
 use tokio_util::task::AbortOnDropHandle;
@@ -19,6 +21,7 @@ pub struct Running {
 pub async fn start(
     client: &kube::Client,
     opts: &Options,
+    tls: &TlsPolicy,
     health: &Arc<Health>,
 ) -> anyhow::Result<Running> {
     health.hold(
@@ -38,7 +41,7 @@ pub async fn start(
         })?;
     tracing::info!(addr = %opts.addr, "serving validating webhooks");
     let resolver = Arc::new(Resolver::default());
-    let tls = webhook::tls_config(resolver.clone())?;
+    let tls = server_config(tls, resolver.clone())?;
     let server = {
         let (client, ns) = (client.clone(), opts.namespace.clone());
         tokio::spawn(async move {

@@ -1,0 +1,157 @@
+//! The HTTPS side every TLS server of the process shares (the validating
+//! webhooks, the secure metrics): the certificate [`Resolver`], swapped
+//! in place on renewal, and [`serve`], the accept loop with a handshake
+//! timeout. What is offered (versions, suites, curves) is `policy`'s
+//! decision, taken once from the flags.
+
+pub mod policy;
+
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// A client that opened a connection and sends no handshake is dropped.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The serving certificate, replaced in place when renewed; until the
+/// first is set, handshakes fail.
+#[derive(Debug, Default)]
+pub struct Resolver(RwLock<Option<Arc<CertifiedKey>>>);
+
+impl Resolver {
+    /// Serves `key` from the next handshake on.
+    pub fn set(&self, key: Arc<CertifiedKey>) {
+        if let Ok(mut k) = self.0.write() {
+            *k = Some(key);
+        }
+    }
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.0.read().ok()?.clone()
+    }
+}
+
+/// The certificate of `--metrics-cert-dir` (`tls.crt`, `tls.key`), or a
+/// self-signed one for this host, made in memory, when no directory is
+/// given (as upstream: scrapers of such an endpoint skip verification).
+pub fn metrics_certificate(dir: Option<&std::path::Path>) -> anyhow::Result<Arc<CertifiedKey>> {
+    use anyhow::Context as _;
+    let bundle = match dir {
+        Some(dir) => {
+            let read = |name: &str| {
+                let path = dir.join(name);
+                std::fs::read_to_string(&path).with_context(|| {
+                    format!(
+                        "--metrics-cert-dir: reading {} (the directory must hold tls.crt and tls.key)",
+                        path.display()
+                    )
+                })
+            };
+            crate::certs::Bundle {
+                ca_pem: String::new(),
+                ca_key_pem: None,
+                cert_pem: read(crate::certs::TLS_CERT)?,
+                key_pem: read(crate::certs::TLS_KEY)?,
+            }
+        }
+        None => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .ok()
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "localhost".to_owned());
+            crate::certs::self_signed(&host, std::time::SystemTime::now())?
+        }
+    };
+    Ok(crate::certs::certified_key(&bundle)?)
+}
+
+/// How often `--metrics-cert-dir` is read again: a certificate renewed
+/// in its Secret (cert-manager's) is served without a restart.
+pub const CERT_RELOAD: Duration = Duration::from_secs(60);
+
+/// Reads the certificate in `dir` every [`CERT_RELOAD`] and serves it
+/// from the next handshake on; a read that fails keeps the one served.
+/// Never returns.
+pub async fn reload_metrics_certificate(
+    dir: std::path::PathBuf,
+    resolver: Arc<Resolver>,
+) -> anyhow::Result<()> {
+    loop {
+        tokio::time::sleep(CERT_RELOAD).await;
+        match metrics_certificate(Some(&dir)) {
+            Ok(key) => resolver.set(key),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "metrics certificate not reloaded")
+            }
+        }
+    }
+}
+
+/// Serves `app` over TLS on `listener` until the task is dropped; `what`
+/// names the server in logs.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: axum::Router,
+    what: &'static str,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors and the like: pass, don't spin.
+                tracing::warn!(error = %e, "{what}: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "{what}: TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .http1_only()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metrics_certificate_comes_from_the_directory_or_is_made() {
+        let dir = std::env::temp_dir().join(format!("metallb-rs-certdir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let missing = metrics_certificate(Some(&dir)).expect_err("no files yet");
+        assert!(
+            format!("{missing:#}").contains("--metrics-cert-dir: reading"),
+            "{missing:#}"
+        );
+        let bundle = crate::certs::self_signed("metrics.example", std::time::SystemTime::now())
+            .expect("pair");
+        std::fs::write(dir.join("tls.crt"), &bundle.cert_pem).expect("crt");
+        std::fs::write(dir.join("tls.key"), &bundle.key_pem).expect("key");
+        let served = metrics_certificate(Some(&dir)).expect("read");
+        let want = crate::certs::certified_key(&bundle).expect("key");
+        assert_eq!(served.cert, want.cert, "the directory's certificate");
+        let made = metrics_certificate(None).expect("self-signed");
+        assert_ne!(made.cert, want.cert);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
