@@ -30,20 +30,12 @@ struct Lab {
 }
 
 mod common;
-use common::{client_from, install_controller_rbac, install_metallb_api};
+use common::{controller_client, install_controller_rbac, install_metallb_api};
 
 async fn start() -> (Lab, Client) {
     let (server, client) = start_admin().await;
     install_controller_rbac(&client).await;
-    let controller = client_from(&server.kubeconfig_as(
-        "lab",
-        &format!("system:serviceaccount:{NS}:controller"),
-        &[
-            "system:serviceaccounts",
-            &format!("system:serviceaccounts:{NS}"),
-        ],
-    ))
-    .await;
+    let controller = controller_client(&server, NS).await;
     (
         Lab {
             _server: server,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
-use common::{client_from, install_controller_rbac, install_metallb_api, server_and_admin};
+use common::{controller_client, install_controller_rbac, install_metallb_api, server_and_admin};
 
 const NS: &str = "metallb-system";
 
@@ -153,15 +153,7 @@ async fn only_a_token_bound_to_get_metrics_reads_them() {
     .await;
     let reader = account_token(&admin, "reader").await;
     let stranger = account_token(&admin, "stranger").await;
-    let controller = client_from(&server.kubeconfig_as(
-        "lab",
-        &format!("system:serviceaccount:{NS}:controller"),
-        &[
-            "system:serviceaccounts",
-            &format!("system:serviceaccounts:{NS}"),
-        ],
-    ))
-    .await;
+    let controller = controller_client(&server, NS).await;
     let addr = free_addr();
     let opts = Options {
         namespace: NS.into(),

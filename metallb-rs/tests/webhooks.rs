@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 mod common;
-use common::{client_from, install_controller_rbac, install_metallb_api};
+use common::{client_from, controller_client, install_controller_rbac, install_metallb_api};
 
 const NS: &str = "metallb-system";
 
@@ -71,15 +71,7 @@ async fn lab() -> Lab {
         .create(&PostParams::default(), &vwc)
         .await
         .expect("configuration created");
-    let controller = client_from(&server.kubeconfig_as(
-        "lab",
-        &format!("system:serviceaccount:{NS}:controller"),
-        &[
-            "system:serviceaccounts",
-            &format!("system:serviceaccounts:{NS}"),
-        ],
-    ))
-    .await;
+    let controller = controller_client(&server, NS).await;
     Lab {
         _server: server,
         admin,

@@ -26,6 +26,18 @@ impl Reviews {
     }
 }
 
+/// Serves a component's metrics and probes ([`crate::metrics::serve`]),
+/// each scrape reviewed through `client`; returns only on a server error.
+pub async fn serve(
+    serving: crate::metrics::Serving,
+    registry: prometheus::Registry,
+    health: std::sync::Arc<crate::metrics::Health>,
+    client: kube::Client,
+) -> anyhow::Result<()> {
+    let reviews = std::sync::Arc::new(Reviews::new(client));
+    crate::metrics::serve(serving, registry, health, reviews).await
+}
+
 impl Reviewer for Reviews {
     fn authenticate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Authn, ReviewFailed>> {
         Box::pin(async move {

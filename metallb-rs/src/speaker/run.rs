@@ -321,11 +321,11 @@ pub async fn run(
         r = work => r,
         () = shutdown => Ok(()),
         // Serves until the process stops; returns only on a server error.
-        r = metrics::serve(
+        r = crate::k8s::metrics_auth::serve(
             opts.serving.clone(),
             registry,
             health.clone(),
-            Arc::new(crate::k8s::metrics_auth::Reviews::new(client.clone())),
+            client.clone(),
         ) => r,
     };
     // Withdraw at once (stop answering), then clear the lease before

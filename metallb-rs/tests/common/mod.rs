@@ -16,6 +16,21 @@ pub async fn client_from(kubeconfig: &str) -> Client {
     Client::try_from(config).expect("client")
 }
 
+/// A client authenticated as the controller's ServiceAccount in
+/// `namespace` (its groups included), so the manifests' RBAC applies.
+#[allow(dead_code)] // not every test binary runs the controller
+pub async fn controller_client(server: &ApiServer, namespace: &str) -> Client {
+    client_from(&server.kubeconfig_as(
+        "lab",
+        &format!("system:serviceaccount:{namespace}:controller"),
+        &[
+            "system:serviceaccounts",
+            &format!("system:serviceaccounts:{namespace}"),
+        ],
+    ))
+    .await
+}
+
 /// The lab API server on a free loopback port, and an admin client.
 #[allow(dead_code)] // the webhook tests start theirs with options
 pub async fn server_and_admin() -> (ApiServer, Client) {
