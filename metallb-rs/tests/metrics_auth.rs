@@ -132,26 +132,29 @@ async fn only_a_token_bound_to_get_metrics_reads_them() {
     let (server, admin) = server_and_admin().await;
     install_metallb_api(&admin).await;
     install_controller_rbac(&admin).await;
+    // The ClusterRole and binding the Prometheus artefacts ship
+    // (manifests/metallb-native-prometheus.yaml), for a reader here.
+    let shipped = metallb_rs::manifests::prometheus::objects("default");
+    let find = |kind: &str| {
+        shipped
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .cloned()
+            .expect(kind)
+    };
     create(
         &admin,
         Api::<ClusterRole>::all(admin.clone()),
-        json!({
-            "metadata": { "name": "metallb-metrics-reader" },
-            "rules": [{ "nonResourceURLs": ["/metrics"], "verbs": ["get"] }],
-        }),
+        find("ClusterRole"),
     )
     .await;
     create(
         &admin,
         Api::<ClusterRoleBinding>::all(admin.clone()),
-        json!({
-            "metadata": { "name": "metallb-metrics-reader" },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "metallb-metrics-reader" },
-            "subjects": [{ "kind": "ServiceAccount", "name": "reader", "namespace": "default" }],
-        }),
+        find("ClusterRoleBinding"),
     )
     .await;
-    let reader = account_token(&admin, "reader").await;
+    let reader = account_token(&admin, metallb_rs::manifests::prometheus::READER).await;
     let stranger = account_token(&admin, "stranger").await;
     let controller = controller_client(&server, NS).await;
     let addr = free_addr();

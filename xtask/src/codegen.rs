@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 const CRD_DIR: &str = "manifests/crds";
 const NATIVE: &str = "manifests/metallb-native.yaml";
+const NATIVE_PROMETHEUS: &str = "manifests/metallb-native-prometheus.yaml";
 
 /// `cargo xtask gen-crds [--check]`.
 pub fn gen_crds(args: &CheckArgs) -> Result<()> {
@@ -21,9 +22,14 @@ pub fn gen_crds(args: &CheckArgs) -> Result<()> {
 
 /// `cargo xtask gen-manifests [--check]`.
 pub fn gen_manifests(args: &CheckArgs) -> Result<()> {
-    let text = manifests::native(&manifests::NativeOptions::default())?;
+    let opts = manifests::NativeOptions::default();
+    let text = manifests::native(&opts)?;
+    let prometheus = manifests::native_prometheus(&opts)?;
     sync(
-        BTreeMap::from([(PathBuf::from(NATIVE), text)]),
+        BTreeMap::from([
+            (PathBuf::from(NATIVE), text),
+            (PathBuf::from(NATIVE_PROMETHEUS), prometheus),
+        ]),
         None,
         args,
         "gen-manifests",

@@ -15,7 +15,8 @@ pub struct Flags {
 pub enum Command {
     /// Write manifests/crds/metallb.io_<plural>.yaml from the Rust API types
     GenCrds(CheckArgs),
-    /// Write manifests/metallb-native.yaml (namespace, CRDs, RBAC, controller, speaker)
+    /// Write manifests/metallb-native.yaml (namespace, CRDs, RBAC, controller, speaker) and
+    /// manifests/metallb-native-prometheus.yaml (PodMonitors, alerts, the metrics reader)
     GenManifests(CheckArgs),
     /// Run every check CI runs: fmt, clippy, unit and integration tests, drift checks, lab e2e
     Test(TestArgs),

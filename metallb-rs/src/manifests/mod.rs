@@ -19,6 +19,8 @@ const HEADER: &str =
 pub mod ports {
     /// Prometheus metrics (`/metrics`, HTTPS) of controller and speaker.
     pub const METRICS: u16 = 9120;
+    /// The name of that container port (what a PodMonitor scrapes).
+    pub const METRICS_NAME: &str = "metricshttps";
     /// Liveness and readiness (`/healthz`, `/readyz`).
     pub const HEALTH: u16 = 17472;
     /// Speaker gossip (UDP).
@@ -112,8 +114,19 @@ pub fn native_objects(opts: &NativeOptions) -> Vec<Value> {
 
 /// The multi-document `metallb-native.yaml`.
 pub fn native(opts: &NativeOptions) -> Result<String, RenderError> {
+    render(native_objects(opts))
+}
+
+/// The multi-document `metallb-native-prometheus.yaml`
+/// ([`prometheus::objects`]), applied after `metallb-native.yaml` where
+/// the Prometheus operator runs.
+pub fn native_prometheus(opts: &NativeOptions) -> Result<String, RenderError> {
+    render(prometheus::objects(&opts.namespace))
+}
+
+fn render(objects: Vec<Value>) -> Result<String, RenderError> {
     let mut out = String::from(HEADER);
-    for object in native_objects(opts) {
+    for object in objects {
         let what = format!(
             "{} {}",
             object["kind"].as_str().unwrap_or("object"),
@@ -200,7 +213,7 @@ fn container(
         "args": args,
         "env": env,
         "ports": [
-            { "name": "metricshttps", "containerPort": ports::METRICS },
+            { "name": ports::METRICS_NAME, "containerPort": ports::METRICS },
             { "name": "health", "containerPort": ports::HEALTH },
         ],
         "livenessProbe": liveness,
@@ -328,6 +341,7 @@ fn speaker(opts: &NativeOptions) -> Value {
     })
 }
 
+pub mod prometheus;
 mod rbac;
 pub mod webhooks;
 

@@ -330,3 +330,126 @@ fn both_components_may_review_who_reads_their_metrics_served_over_https() {
         );
     }
 }
+
+/// The Prometheus artefacts: the core objects read back as their kinds;
+/// each PodMonitor selects its component's pods and scrapes the port
+/// the pod template names, over HTTPS with the reader's token; the
+/// token Secret belongs to the reader the ClusterRole is bound to.
+#[test]
+fn prometheus_artefacts_scrape_what_the_pods_serve() {
+    let opts = NativeOptions::default();
+    let native = native_objects(&opts);
+    let objects = prometheus::objects(&opts.namespace);
+    for object in &objects {
+        let kind = object["kind"].as_str().expect("kind");
+        let back = match kind {
+            "ServiceAccount" => round_trip::<ServiceAccount>(object),
+            "Secret" => round_trip::<Secret>(object),
+            "ClusterRole" => round_trip::<ClusterRole>(object),
+            "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(object),
+            // Operator kinds: no typed struct here.
+            "PodMonitor" | "PrometheusRule" => continue,
+            other => panic!("unexpected kind {other}"),
+        };
+        assert_eq!(&back, object, "{kind}");
+    }
+    for (component, kind) in [("controller", "Deployment"), ("speaker", "DaemonSet")] {
+        let workload = find(&native, kind, component);
+        let template = &workload["spec"]["template"];
+        let monitor = find(&objects, "PodMonitor", &format!("metallb-{component}"));
+        let selector = monitor["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .expect("labels");
+        for (k, v) in selector {
+            assert_eq!(&template["metadata"]["labels"][k], v, "{component}: {k}");
+        }
+        let endpoint = &monitor["spec"]["podMetricsEndpoints"][0];
+        let port = endpoint["port"].as_str().expect("port");
+        let ports = &template["spec"]["containers"][0]["ports"];
+        assert!(
+            ports
+                .as_array()
+                .expect("ports")
+                .iter()
+                .any(|p| p["name"] == port && p["containerPort"] == ports::METRICS),
+            "{component} has no port {port}: {ports}"
+        );
+        assert_eq!(endpoint["scheme"], "https");
+        assert_eq!(
+            endpoint["authorization"]["credentials"]["name"],
+            prometheus::TOKEN_SECRET
+        );
+    }
+    let secret = find(&objects, "Secret", prometheus::TOKEN_SECRET);
+    assert_eq!(
+        secret["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+        prometheus::READER
+    );
+    let binding = find(&objects, "ClusterRoleBinding", prometheus::READER);
+    assert_eq!(binding["subjects"][0]["name"], prometheus::READER);
+    assert_eq!(binding["subjects"][0]["namespace"], opts.namespace.as_str());
+    let rules = &find(&objects, "PrometheusRule", "metallb")["spec"]["groups"][0]["rules"];
+    let alerts: Vec<&str> = rules
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| r["alert"].as_str().expect("alert"))
+        .collect();
+    assert_eq!(
+        alerts,
+        [
+            "MetalLBStaleConfig",
+            "MetalLBConfigNotLoaded",
+            "MetalLBAddressPoolExhausted",
+            "MetalLBAddressPoolUsage75Percent",
+            "MetalLBAddressPoolUsage85Percent",
+            "MetalLBAddressPoolUsage95Percent",
+            "MetalLBBGPSessionDown",
+        ]
+    );
+}
+
+/// Every metric an alert reads is one the components serve: a registry
+/// with the controller's and the speaker's families, each vector given
+/// a sample, renders every name the rules use.
+#[test]
+fn alerts_read_metrics_the_components_serve() {
+    let registry = ::prometheus::Registry::new();
+    let k8s = crate::metrics::K8sClientMetrics::new(&registry);
+    k8s.config_loaded.set(1);
+    let bgp = crate::metrics::BgpMetrics::new(&registry);
+    bgp.session_up.with_label_values(&["10.0.0.1:179"]).set(1);
+    let alloc = crate::metrics::AllocatorMetrics::new(&registry);
+    let mut allocator = crate::allocator::Allocator::new();
+    let pool = crate::config::Pool {
+        name: "p".into(),
+        cidrs: vec!["10.0.0.0/30".parse().expect("cidr")],
+        auto_assign: true,
+        avoid_buggy_ips: false,
+        allocation: None,
+        aggregation_floor: (30, 128),
+    };
+    allocator.set_pools(&[("p".to_owned(), pool)].into());
+    alloc.update(&allocator, &[]);
+    let served = crate::metrics::render(&registry);
+    let rules = prometheus::objects("metallb-system")
+        .into_iter()
+        .find(|o| o["kind"] == "PrometheusRule")
+        .expect("rule");
+    for rule in rules["spec"]["groups"][0]["rules"]
+        .as_array()
+        .expect("rules")
+    {
+        let expr = rule["expr"].as_str().expect("expr");
+        for name in expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("metallb_"))
+        {
+            assert!(
+                served.contains(&format!("\n{name}{{")) || served.contains(&format!("\n{name} ")),
+                "{}: {name} is not served",
+                rule["alert"]
+            );
+        }
+    }
+}

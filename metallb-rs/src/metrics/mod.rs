@@ -16,6 +16,21 @@ pub mod process;
 mod serve;
 
 pub use futures::future::BoxFuture;
+
+/// The names the shipped alerts (`manifests::prometheus`) read: one
+/// source for the families registered here and the rules watching them.
+pub mod names {
+    /// 1 once a configuration has been loaded.
+    pub const CONFIG_LOADED: &str = "metallb_k8s_client_config_loaded_bool";
+    /// 1 while running on a configuration older than the latest.
+    pub const CONFIG_STALE: &str = "metallb_k8s_client_config_stale_bool";
+    /// Usable addresses, per pool.
+    pub const ADDRESSES_TOTAL: &str = "metallb_allocator_addresses_total";
+    /// Addresses in use, per pool.
+    pub const ADDRESSES_IN_USE: &str = "metallb_allocator_addresses_in_use_total";
+    /// 1 while a BGP session is established, per peer.
+    pub const BGP_SESSION_UP: &str = "metallb_bgp_session_up";
+}
 pub use health::{Health, STALL_BOUND, stalled_for};
 pub use serve::{AddressError, Listener, REVIEW_WAIT, REVIEWS_IN_FLIGHT, Reviewer, Serving, serve};
 
@@ -83,12 +98,12 @@ impl K8sClientMetrics {
             ),
             config_loaded: int_gauge(
                 registry,
-                "metallb_k8s_client_config_loaded_bool",
+                names::CONFIG_LOADED,
                 "1 if the MetalLB configuration was successfully loaded at least once.",
             ),
             config_stale: int_gauge(
                 registry,
-                "metallb_k8s_client_config_stale_bool",
+                names::CONFIG_STALE,
                 "1 if running on a stale configuration, because the latest config failed to load.",
             ),
         }
@@ -112,7 +127,7 @@ impl AllocatorMetrics {
         let g = |name: &str, help: &str| gauge_vec(registry, name, help, &["pool"]);
         Self {
             total: g(
-                "metallb_allocator_addresses_total",
+                names::ADDRESSES_TOTAL,
                 "Number of usable IP addresses, per pool",
             ),
             total_v4: g(
@@ -124,7 +139,7 @@ impl AllocatorMetrics {
                 "Number of usable IPv6 addresses, per pool",
             ),
             in_use: g(
-                "metallb_allocator_addresses_in_use_total",
+                names::ADDRESSES_IN_USE,
                 "Number of IP addresses in use, per pool",
             ),
             in_use_v4: g(
@@ -272,7 +287,7 @@ impl BgpMetrics {
         Self {
             session_up: int_gauge_vec(
                 registry,
-                "metallb_bgp_session_up",
+                names::BGP_SESSION_UP,
                 "BGP session state (1 is up, 0 is down)",
                 &["peer"],
             ),
