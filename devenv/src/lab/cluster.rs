@@ -290,7 +290,22 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         ],
         &[],
     )?;
-    bootstrap_api(&kubeconfig).context("installing the MetalLB CRDs and namespace")?;
+    // An API server started before the lab ran webhooks has no way to
+    // reach them (its state lives in memory: restarting it would lose the
+    // lab), so the webhooks stay uninstalled there rather than refuse
+    // every write.
+    let reaches_webhooks = procs
+        .pid("apiserver")
+        .and_then(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .is_some_and(|c| String::from_utf8_lossy(&c).contains("--webhook-service"));
+    if !reaches_webhooks {
+        eprintln!(
+            "lab {}: its API server predates the webhooks and cannot call them: they stay uninstalled (recreate the lab to get them: cargo xtask dev-env-cleanup --name {0} && cargo xtask dev-env --name {0})",
+            spec.name
+        );
+    }
+    bootstrap_api(&kubeconfig, reaches_webhooks)
+        .context("installing the MetalLB CRDs and namespace")?;
     if spec.metallb {
         let nodes: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
         write_component_kubeconfigs(&dir, &spec.name, spec.api_port, &kubeconfig, &nodes)
@@ -368,11 +383,18 @@ pub async fn client_from(kc: kube::config::Kubeconfig) -> Result<kube::Client> {
 /// Applies the generated CRDs and creates the MetalLB namespace, as
 /// `kubectl apply -f manifests/crds` would: create, or replace what
 /// differs.
-fn bootstrap_api(kubeconfig: &Path) -> Result<()> {
+fn bootstrap_api(kubeconfig: &Path, webhooks: bool) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async { install_metallb_api(&client(kubeconfig).await?).await })
+    rt.block_on(async {
+        let client = client(kubeconfig).await?;
+        install_metallb_api(&client).await?;
+        if webhooks {
+            install_webhook_configuration(&client).await?;
+        }
+        Ok(())
+    })
 }
 
 /// The kubeconfig MetalLB component `component` (`controller`,
@@ -477,7 +499,7 @@ pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
         })
         .collect();
     crate::kind::apply::create_or_replace_all(client, &rbac, Duration::from_secs(10)).await?;
-    install_webhook_configuration(client).await
+    Ok(())
 }
 
 /// The manifests' ValidatingWebhookConfiguration: created when missing,
