@@ -133,7 +133,7 @@ pub async fn run(
     });
     // Every replica serves (a standby too), before it competes for the
     // lease: the webhook's availability never waits for an election.
-    let _webhooks = match &opts.webhooks {
+    let mut webhooks = match &opts.webhooks {
         Webhooks::Disabled => None,
         Webhooks::Enabled(w) | Webhooks::Only(w) => {
             Some(webhooks::start(&client, w, &opts.serving.tls, &health).await?)
@@ -175,9 +175,16 @@ pub async fn run(
             }
         }
     };
+    let webhooks_stopped = async {
+        match webhooks.as_mut() {
+            Some(w) => w.stopped().await,
+            None => std::future::pending().await,
+        }
+    };
     let result = tokio::select! {
         r = work => r,
         () = shutdown => Ok(()),
+        e = webhooks_stopped => Err(e),
         // Serves until the process stops; returns only on a server error.
         r = crate::k8s::metrics_auth::serve(
             opts.serving.clone(),

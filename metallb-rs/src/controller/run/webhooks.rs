@@ -12,8 +12,28 @@ use tokio_util::task::AbortOnDropHandle;
 
 /// The running server and certificate loop, stopped when dropped.
 pub struct Running {
-    _server: AbortOnDropHandle<()>,
-    _certs: AbortOnDropHandle<()>,
+    server: AbortOnDropHandle<anyhow::Result<()>>,
+    certs: AbortOnDropHandle<()>,
+}
+
+impl Running {
+    /// Resolves when the server or the certificate loop stopped, which
+    /// neither does on its own: the replica then exits (and is restarted)
+    /// rather than stay Ready while nothing reviews the writes its
+    /// configuration's failurePolicy Fail makes wait for it.
+    pub async fn stopped(&mut self) -> anyhow::Error {
+        tokio::select! {
+            r = &mut self.server => match r {
+                Ok(Ok(())) => anyhow::anyhow!("the webhook server stopped"),
+                Ok(Err(e)) => e.context("the webhook server stopped"),
+                Err(e) => anyhow::anyhow!("the webhook server failed: {e}"),
+            },
+            r = &mut self.certs => match r {
+                Ok(()) => anyhow::anyhow!("the webhook certificate loop stopped"),
+                Err(e) => anyhow::anyhow!("the webhook certificate loop failed: {e}"),
+            },
+        }
+    }
 }
 
 /// Binds `opts.addr` (an error when taken: the replica would never be
@@ -44,11 +64,7 @@ pub async fn start(
     let tls = server_config(tls, resolver.clone())?;
     let server = {
         let (client, ns) = (client.clone(), opts.namespace.clone());
-        tokio::spawn(async move {
-            if let Err(e) = webhook::serve(listener, tls, client, ns).await {
-                tracing::error!(error = %e, "webhook server stopped");
-            }
-        })
+        tokio::spawn(async move { webhook::serve(listener, tls, client, ns).await })
     };
     let certs = tokio::spawn(webhook_certs::run(
         client.clone(),
@@ -57,7 +73,38 @@ pub async fn start(
         health.clone(),
     ));
     Ok(Running {
-        _server: AbortOnDropHandle::new(server),
-        _certs: AbortOnDropHandle::new(certs),
+        server: AbortOnDropHandle::new(server),
+        certs: AbortOnDropHandle::new(certs),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that returns, or a certificate loop that panics, ends
+    /// the wait with the reason; while both run, nothing resolves.
+    #[tokio::test]
+    async fn a_stopped_server_or_certificate_loop_is_fatal() {
+        let mut failed = Running {
+            server: AbortOnDropHandle::new(tokio::spawn(async {
+                Err(anyhow::anyhow!("accept: too many open files"))
+            })),
+            certs: AbortOnDropHandle::new(tokio::spawn(std::future::pending())),
+        };
+        let e = format!("{:#}", failed.stopped().await);
+        assert_eq!(e, "the webhook server stopped: accept: too many open files");
+        let mut panicked = Running {
+            server: AbortOnDropHandle::new(tokio::spawn(std::future::pending())),
+            certs: AbortOnDropHandle::new(tokio::spawn(async { panic!("bug") })),
+        };
+        let e = panicked.stopped().await.to_string();
+        assert!(e.starts_with("the webhook certificate loop failed"), "{e}");
+        let mut running = Running {
+            server: AbortOnDropHandle::new(tokio::spawn(std::future::pending())),
+            certs: AbortOnDropHandle::new(tokio::spawn(std::future::pending())),
+        };
+        let wait = tokio::time::timeout(std::time::Duration::from_millis(50), running.stopped());
+        assert!(wait.await.is_err(), "both still run");
+    }
 }
