@@ -13,6 +13,10 @@ use std::time::Duration;
 
 /// A client that opened a connection and sends no handshake is dropped.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections one server holds at once; past it, new ones wait in the
+/// kernel's backlog until one ends (a flood of idle connections costs
+/// this many tasks for a handshake timeout, not one each).
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// The serving certificate, replaced in place when renewed; until the
 /// first is set, handshakes fail.
@@ -91,16 +95,30 @@ pub async fn reload_metrics_certificate(
     }
 }
 
-/// Serves `app` over TLS on `listener` until the task is dropped; `what`
-/// names the server in logs.
+/// Serves `app` over TLS on `listener` until the task is dropped, at
+/// most [`MAX_CONNECTIONS`] at once; `what` names the server in logs.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: axum::Router,
     what: &'static str,
 ) {
+    serve_at_most(listener, tls, app, what, MAX_CONNECTIONS).await;
+}
+
+async fn serve_at_most(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: axum::Router,
+    what: &'static str,
+    max: usize,
+) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let slots = Arc::new(tokio::sync::Semaphore::new(max));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
@@ -112,6 +130,7 @@ pub async fn serve(
         };
         let (acceptor, app) = (acceptor.clone(), app.clone());
         tokio::spawn(async move {
+            let _slot = slot;
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
@@ -133,6 +152,49 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// At most `max` connections are held: a second client waits in the
+    /// backlog (its bytes unanswered) until the first leaves, then is
+    /// served (here: its non-TLS bytes end the handshake, and the
+    /// connection).
+    #[tokio::test]
+    async fn connections_past_the_bound_wait_for_a_slot() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let resolver = Arc::new(Resolver::default());
+        let bundle = crate::certs::self_signed("localhost", std::time::SystemTime::now())
+            .expect("certificate");
+        resolver.set(crate::certs::certified_key(&bundle).expect("key"));
+        let policy = policy::decide(&policy::TlsFlags::default()).expect("policy");
+        let tls = policy::server_config(&policy, resolver).expect("config");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(serve_at_most(
+            listener,
+            tls,
+            axum::Router::new(),
+            "test",
+            1,
+        )));
+        let first = tokio::net::TcpStream::connect(addr).await.expect("first");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut second = tokio::net::TcpStream::connect(addr).await.expect("second");
+        second
+            .write_all(b"GET / HTTP/1.0\r\n\r\n")
+            .await
+            .expect("write");
+        let mut buf = [0u8; 64];
+        let waited = tokio::time::timeout(Duration::from_millis(300), second.read(&mut buf)).await;
+        assert!(waited.is_err(), "served past the bound: {waited:?}");
+        drop(first);
+        let served = tokio::time::timeout(Duration::from_secs(5), second.read(&mut buf)).await;
+        assert!(
+            matches!(served, Ok(Ok(_)) | Ok(Err(_))),
+            "a freed slot serves the waiting client"
+        );
+        drop(server);
+    }
 
     #[test]
     fn the_metrics_certificate_comes_from_the_directory_or_is_made() {
