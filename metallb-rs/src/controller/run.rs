@@ -175,32 +175,44 @@ pub async fn run(
             }
         }
     };
-    let webhooks_stopped = async {
-        match webhooks.as_mut() {
-            Some(w) => w.stopped().await,
-            None => std::future::pending().await,
+    let result = {
+        let webhooks_stopped = async {
+            match webhooks.as_mut() {
+                Some(w) => w.stopped().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = work => r,
+            () = shutdown => Ok(()),
+            e = webhooks_stopped => Err(e),
+            // Serves until the process stops; returns only on a server error.
+            r = crate::k8s::metrics_auth::serve(
+                opts.serving.clone(),
+                registry,
+                health.clone(),
+                client.clone(),
+            ) => r,
         }
     };
-    let result = tokio::select! {
-        r = work => r,
-        () = shutdown => Ok(()),
-        e = webhooks_stopped => Err(e),
-        // Serves until the process stops; returns only on a server error.
-        r = crate::k8s::metrics_auth::serve(
-            opts.serving.clone(),
-            registry,
-            health.clone(),
-            client.clone(),
-        ) => r,
-    };
-    if let Some(lock) = &lock {
-        // Hand over at once instead of making the next leader wait out the lease.
-        match tokio::time::timeout(Duration::from_secs(2), lock.release()).await {
-            Ok(Ok(())) => tracing::info!("released the leader lease"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "could not release the leader lease"),
-            Err(_) => tracing::warn!("releasing the leader lease timed out"),
+    // Side by side, within the manifests' 5 s grace period: hand the
+    // lease over at once instead of making the next leader wait it out,
+    // and let the reviews in flight finish.
+    let release = async {
+        if let Some(lock) = &lock {
+            match tokio::time::timeout(Duration::from_secs(2), lock.release()).await {
+                Ok(Ok(())) => tracing::info!("released the leader lease"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "could not release the leader lease"),
+                Err(_) => tracing::warn!("releasing the leader lease timed out"),
+            }
         }
-    }
+    };
+    let drain = async {
+        if let Some(w) = webhooks.take() {
+            w.drain().await;
+        }
+    };
+    tokio::join!(release, drain);
     result
 }
 

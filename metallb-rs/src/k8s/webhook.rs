@@ -93,6 +93,7 @@ pub async fn serve(
     tls: Arc<rustls::ServerConfig>,
     client: kube::Client,
     namespace: String,
+    stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let app = router(Arc::new(Cx {
         client,
@@ -101,7 +102,7 @@ pub async fn serve(
         },
         namespace,
     }));
-    crate::tls::serve(listener, tls, app, "webhook server").await;
+    crate::tls::serve_until(listener, tls, app, "webhook server", stop).await;
     Ok(())
 }
 

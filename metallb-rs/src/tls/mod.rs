@@ -17,6 +17,10 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// kernel's backlog until one ends (a flood of idle connections costs
 /// this many tasks for a handshake timeout, not one each).
 pub const MAX_CONNECTIONS: usize = 256;
+/// How long a stopping server lets the requests in flight finish (a
+/// review is answered within `k8s::webhook::REVIEW_BUDGET`); idle
+/// keep-alive connections close at once.
+pub const DRAIN: Duration = Duration::from_secs(3);
 
 /// The serving certificate, replaced in place when renewed; until the
 /// first is set, handshakes fail.
@@ -103,7 +107,19 @@ pub async fn serve(
     app: axum::Router,
     what: &'static str,
 ) {
-    serve_at_most(listener, tls, app, what, MAX_CONNECTIONS).await;
+    serve_until(listener, tls, app, what, std::future::pending()).await;
+}
+
+/// [`serve`] until `stop` resolves, then drains: no new connection is
+/// accepted, and the requests in flight get up to [`DRAIN`] to finish.
+pub async fn serve_until(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: axum::Router,
+    what: &'static str,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    serve_at_most(listener, tls, app, what, MAX_CONNECTIONS, stop).await;
 }
 
 async fn serve_at_most(
@@ -112,14 +128,25 @@ async fn serve_at_most(
     app: axum::Router,
     what: &'static str,
     max: usize,
+    stop: impl std::future::Future<Output = ()>,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let slots = Arc::new(tokio::sync::Semaphore::new(max));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(stop);
     loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            () = &mut stop => break,
         };
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut stop => break,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 // Out of file descriptors and the like: pass, don't spin.
@@ -129,6 +156,7 @@ async fn serve_at_most(
             }
         };
         let (acceptor, app) = (acceptor.clone(), app.clone());
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _slot = slot;
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
@@ -140,18 +168,142 @@ async fn serve_at_most(
                 Err(_) => return,
             };
             let service = hyper_util::service::TowerToHyperService::new(app);
-            let _ =
+            let builder =
                 hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .http1_only()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
+                    .http1_only();
+            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(tls), service);
+            let _ = watcher.watch(connection).await;
         });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("{what}: requests still in flight after {DRAIN:?}: cut");
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A client verifier that accepts any certificate: the tests here are
+    /// about who may connect and when, not whom they reach.
+    #[derive(Debug)]
+    pub(crate) struct AnyCert;
+
+    impl rustls::client::danger::ServerCertVerifier for AnyCert {
+        fn verify_server_cert(
+            &self,
+            _: &rustls::pki_types::CertificateDer<'_>,
+            _: &[rustls::pki_types::CertificateDer<'_>],
+            _: &rustls::pki_types::ServerName<'_>,
+            _: &[u8],
+            _: rustls::pki_types::UnixTime,
+        ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            _: &[u8],
+            _: &rustls::pki_types::CertificateDer<'_>,
+            _: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+        }
+        fn verify_tls13_signature(
+            &self,
+            _: &[u8],
+            _: &rustls::pki_types::CertificateDer<'_>,
+            _: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+        }
+        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+            rustls::crypto::ring::default_provider()
+                .signature_verification_algorithms
+                .supported_schemes()
+        }
+    }
+
+    /// A server config with a self-signed certificate for localhost.
+    fn test_server_config() -> Arc<rustls::ServerConfig> {
+        let resolver = Arc::new(Resolver::default());
+        let bundle = crate::certs::self_signed("localhost", std::time::SystemTime::now())
+            .expect("certificate");
+        resolver.set(crate::certs::certified_key(&bundle).expect("key"));
+        let policy = policy::decide(&policy::TlsFlags::default()).expect("policy");
+        policy::server_config(&policy, resolver).expect("config")
+    }
+
+    /// Stopping lets a request in flight finish (its answer arrives after
+    /// the stop), and takes no new connection.
+    #[tokio::test]
+    async fn a_stop_drains_the_requests_in_flight() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let app = axum::Router::new().route(
+            "/slow",
+            axum::routing::get(|| async {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                "done"
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_at_most(
+            listener,
+            test_server_config(),
+            app,
+            "test",
+            8,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert))
+        .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(client))
+            .connect(name, tcp)
+            .await
+            .expect("handshake");
+        tls.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("request");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send(()).expect("stop");
+        // The server returns only once the answer is out: the process may
+        // exit then without cutting it.
+        tokio::time::timeout(DRAIN + Duration::from_secs(1), server)
+            .await
+            .expect("the server returns after draining")
+            .expect("no panic");
+        let mut buf = vec![0u8; 1024];
+        let n = tokio::time::timeout(Duration::from_millis(50), tls.read(&mut buf))
+            .await
+            .expect("the answer was out before the server returned")
+            .expect("read");
+        let answer = String::from_utf8_lossy(&buf[..n]);
+        assert!(
+            answer.contains("done"),
+            "cut instead of drained: {answer:?}"
+        );
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "no new connection after the stop"
+        );
+    }
 
     /// At most `max` connections are held: a second client waits in the
     /// backlog (its bytes unanswered) until the first leaves, then is
@@ -160,12 +312,7 @@ mod tests {
     #[tokio::test]
     async fn connections_past_the_bound_wait_for_a_slot() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let resolver = Arc::new(Resolver::default());
-        let bundle = crate::certs::self_signed("localhost", std::time::SystemTime::now())
-            .expect("certificate");
-        resolver.set(crate::certs::certified_key(&bundle).expect("key"));
-        let policy = policy::decide(&policy::TlsFlags::default()).expect("policy");
-        let tls = policy::server_config(&policy, resolver).expect("config");
+        let tls = test_server_config();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -176,6 +323,7 @@ mod tests {
             axum::Router::new(),
             "test",
             1,
+            std::future::pending(),
         )));
         let first = tokio::net::TcpStream::connect(addr).await.expect("first");
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -14,9 +14,22 @@ use tokio_util::task::AbortOnDropHandle;
 pub struct Running {
     server: AbortOnDropHandle<anyhow::Result<()>>,
     certs: AbortOnDropHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Running {
+    /// Stops taking connections and lets the reviews in flight finish
+    /// (up to `tls::DRAIN`): a replica shutting down in a rolling update
+    /// does not cut a review the API server already sent it (with
+    /// failurePolicy Fail, the user's write would be refused).
+    pub async fn drain(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let bound = crate::tls::DRAIN + std::time::Duration::from_millis(500);
+        let _ = tokio::time::timeout(bound, &mut self.server).await;
+    }
+
     /// Resolves when the server or the certificate loop stopped, which
     /// neither does on its own: the replica then exits (and is restarted)
     /// rather than stay Ready while nothing reviews the writes its
@@ -62,9 +75,13 @@ pub async fn start(
     tracing::info!(addr = %opts.addr, "serving validating webhooks");
     let resolver = Arc::new(Resolver::default());
     let tls = server_config(tls, resolver.clone())?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = {
         let (client, ns) = (client.clone(), opts.namespace.clone());
-        tokio::spawn(async move { webhook::serve(listener, tls, client, ns).await })
+        let stopped = async move {
+            let _ = stopped.await;
+        };
+        tokio::spawn(async move { webhook::serve(listener, tls, client, ns, stopped).await })
     };
     let certs = tokio::spawn(webhook_certs::run(
         client.clone(),
@@ -75,6 +92,7 @@ pub async fn start(
     Ok(Running {
         server: AbortOnDropHandle::new(server),
         certs: AbortOnDropHandle::new(certs),
+        stop: Some(stop),
     })
 }
 
@@ -91,18 +109,21 @@ mod tests {
                 Err(anyhow::anyhow!("accept: too many open files"))
             })),
             certs: AbortOnDropHandle::new(tokio::spawn(std::future::pending())),
+            stop: None,
         };
         let e = format!("{:#}", failed.stopped().await);
         assert_eq!(e, "the webhook server stopped: accept: too many open files");
         let mut panicked = Running {
             server: AbortOnDropHandle::new(tokio::spawn(std::future::pending())),
             certs: AbortOnDropHandle::new(tokio::spawn(async { panic!("bug") })),
+            stop: None,
         };
         let e = panicked.stopped().await.to_string();
         assert!(e.starts_with("the webhook certificate loop failed"), "{e}");
         let mut running = Running {
             server: AbortOnDropHandle::new(tokio::spawn(std::future::pending())),
             certs: AbortOnDropHandle::new(tokio::spawn(std::future::pending())),
+            stop: None,
         };
         let wait = tokio::time::timeout(std::time::Duration::from_millis(50), running.stopped());
         assert!(wait.await.is_err(), "both still run");
