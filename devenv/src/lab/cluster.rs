@@ -298,13 +298,15 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         .pid("apiserver")
         .and_then(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
         .is_some_and(|c| String::from_utf8_lossy(&c).contains("--webhook-service"));
-    if !reaches_webhooks {
+    if spec.metallb && !reaches_webhooks {
         eprintln!(
             "lab {}: its API server predates the webhooks and cannot call them: they stay uninstalled (recreate the lab to get them: cargo xtask dev-env-cleanup --name {0} && cargo xtask dev-env --name {0})",
             spec.name
         );
     }
-    bootstrap_api(&kubeconfig, reaches_webhooks)
+    // Without MetalLB's controller nothing would answer them: every
+    // write of a MetalLB object would be refused.
+    bootstrap_api(&kubeconfig, reaches_webhooks && spec.metallb)
         .context("installing the MetalLB CRDs and namespace")?;
     if spec.metallb {
         let nodes: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
@@ -390,10 +392,7 @@ fn bootstrap_api(kubeconfig: &Path, webhooks: bool) -> Result<()> {
     rt.block_on(async {
         let client = client(kubeconfig).await?;
         install_metallb_api(&client).await?;
-        if webhooks {
-            install_webhook_configuration(&client).await?;
-        }
-        Ok(())
+        install_webhook_configuration(&client, webhooks).await
     })
 }
 
@@ -502,13 +501,22 @@ pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
     Ok(())
 }
 
-/// The manifests' ValidatingWebhookConfiguration: created when missing,
-/// replaced when its webhooks changed - keeping each webhook's caBundle,
-/// which the controller put there (without it every review would fail
-/// x509 until the controller's next certificate round).
-async fn install_webhook_configuration(client: &kube::Client) -> Result<()> {
+/// The manifests' ValidatingWebhookConfiguration when `wanted` (else
+/// removed): created when missing, replaced when its webhooks changed -
+/// keeping each webhook's caBundle, which the controller put there
+/// (without it every review would fail x509 until the controller's next
+/// certificate round).
+async fn install_webhook_configuration(client: &kube::Client, wanted: bool) -> Result<()> {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-    use kube::api::{Api, PostParams};
+    use kube::api::{Api, DeleteParams, PostParams};
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let name = metallb_rs::k8s::webhook::CONFIGURATION;
+    if !wanted {
+        if api.get_opt(name).await?.is_some() {
+            api.delete(name, &DeleteParams::default()).await?;
+        }
+        return Ok(());
+    }
     let Some(wanted) = metallb_rs::manifests::native_objects(&Default::default())
         .into_iter()
         .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
@@ -516,8 +524,6 @@ async fn install_webhook_configuration(client: &kube::Client) -> Result<()> {
         return Ok(());
     };
     let mut wanted: ValidatingWebhookConfiguration = serde_json::from_value(wanted)?;
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let name = metallb_rs::k8s::webhook::CONFIGURATION;
     match api.get_opt(name).await? {
         None => {
             api.create(&PostParams::default(), &wanted).await?;
