@@ -93,11 +93,27 @@ async fn service_accounts_get_what_the_manifests_grant_and_no_more() {
         .await
         .expect("review");
     assert!(!answered.status.expect("status").allowed);
+    // The speaker may review others too (its metrics authorize who
+    // scrapes them, as upstream's); a ServiceAccount without that grant
+    // may not.
+    let answered = Api::<SubjectAccessReview>::all(speaker.clone())
+        .create(&PostParams::default(), &sar)
+        .await
+        .expect("the speaker reviews for its metrics");
+    assert!(!answered.status.expect("status").allowed);
+    let account: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({ "metadata": { "name": "nobody" } })).expect("account");
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("account created");
+    let nobody =
+        client_for(&service_account_kubeconfig(&admin, &server, "default", "nobody").await).await;
     let refused = api_error(
-        Api::<SubjectAccessReview>::all(speaker.clone())
+        Api::<SubjectAccessReview>::all(nobody)
             .create(&PostParams::default(), &sar)
             .await
-            .expect_err("only the privileged review others"),
+            .expect_err("only the granted review others"),
     );
     assert_eq!(refused.code, 403);
 
