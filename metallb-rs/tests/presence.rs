@@ -51,11 +51,14 @@ fn mark(l: &Lease) -> Option<&str> {
 async fn renewals_write_the_mark_and_never_take_back_a_cleared_lease() {
     let (_server, client) = start().await;
     let api: Api<Lease> = Api::namespaced(client, NS);
-    presence::join(&api, "n1", Mode::Slow).await.expect("join");
+    presence::join(&api, "n1", Mode::Slow, None)
+        .await
+        .expect("join");
     let doubts = Mark::parse("n2,n3");
     let marked = Marks {
         trouble: Some(&doubts),
         link_down: None,
+        run: None,
     };
     assert!(
         presence::renew_if_held(&api, "n1", Mode::Trouble, marked)
@@ -102,4 +105,34 @@ async fn renewals_write_the_mark_and_never_take_back_a_cleared_lease() {
         .await
         .expect("created");
     assert_eq!(holder(&lease(&api, "n9").await), Some("n9"));
+}
+
+/// A restarted speaker reads its previous run's gossip number from its
+/// lease (`membership::next_run`): every write keeps it, a leave too.
+#[tokio::test]
+async fn the_lease_keeps_the_gossip_run_for_the_next_run() {
+    let (_server, client) = start().await;
+    let api: Api<Lease> = Api::namespaced(client, NS);
+    let run = |l: &Lease| presence::last_run([l], "n1");
+    presence::join(&api, "n1", Mode::Slow, Some(7))
+        .await
+        .expect("join");
+    assert_eq!(run(&lease(&api, "n1").await), Some(7));
+    let doubts = Mark::parse("n2");
+    let marked = Marks {
+        trouble: Some(&doubts),
+        link_down: Some("eth0"),
+        run: Some(7),
+    };
+    assert!(
+        presence::renew_if_held(&api, "n1", Mode::Trouble, marked)
+            .await
+            .expect("renew")
+    );
+    let l = lease(&api, "n1").await;
+    assert_eq!((run(&l), mark(&l)), (Some(7), Some("n2")));
+    presence::leave(&api, "n1").await.expect("leave");
+    let l = lease(&api, "n1").await;
+    assert_eq!((run(&l), holder(&l)), (Some(7), None), "kept by a leave");
+    assert_eq!(presence::last_run([&l], "n2"), None, "another node's lease");
 }

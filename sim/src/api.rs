@@ -82,6 +82,8 @@ pub struct LeaseValue {
     pub mode: Mode,
     /// Whom the trouble mark names (in [`Mode::Trouble`]).
     pub mark: Option<Mark>,
+    /// The gossip run a renewal records (a leave leaves it as it was).
+    pub run: Option<u64>,
 }
 
 /// One committed write.
@@ -161,6 +163,15 @@ impl Api {
             .rev()
             .find(|c| c.node == node)
             .is_some_and(|c| c.value.held)
+    }
+
+    /// The gossip run `node`'s lease records (`presence::last_run`).
+    pub fn last_run(&self, node: NodeId) -> Option<u64> {
+        self.log
+            .iter()
+            .rev()
+            .filter(|c| c.node == node)
+            .find_map(|c| c.value.run)
     }
 
     /// The fate of a write `node` sends now, which it waits `timeout` for.
@@ -243,8 +254,9 @@ mod tests {
             held: true,
             mode: Mode::Slow,
             mark: None,
+            run: Some(9),
         };
-        api.commit(0, v, t0);
+        api.commit(0, v.clone(), t0);
         api.cut(1, true);
         let f = api.send(1, timeout, &mut rng);
         assert_eq!((f.ok, f.commit_in, f.done_in), (false, None, timeout));
@@ -262,5 +274,13 @@ mod tests {
             Some(Duration::from_millis(1500)),
             "yet commits"
         );
+        let cleared = LeaseValue {
+            held: false,
+            run: None,
+            ..v.clone()
+        };
+        api.commit(0, cleared, t0);
+        assert_eq!(api.last_run(0), Some(9), "a leave keeps the run");
+        assert_eq!(api.last_run(1), None);
     }
 }

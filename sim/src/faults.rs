@@ -56,6 +56,15 @@ pub enum Kind {
         /// How long.
         for_: Duration,
     },
+    /// The node's wall clock steps back by `by` (as when NTP corrects a
+    /// clock that ran ahead), and its speaker is killed and started again
+    /// after `restart_after`: the new run must still win over the last.
+    ClockBack {
+        /// The step.
+        by: Duration,
+        /// Downtime.
+        restart_after: Duration,
+    },
     /// Every API write takes `latency` (all nodes).
     ApiSlow {
         /// How long.
@@ -70,6 +79,7 @@ impl Kind {
     pub fn duration(&self) -> Option<Duration> {
         match *self {
             Kind::Kill { restart_after } => restart_after,
+            Kind::ClockBack { restart_after, .. } => Some(restart_after),
             Kind::Term { restart_after } => restart_after.map(|d| d + Duration::from_secs(2)),
             Kind::Stop { for_ }
             | Kind::GossipCut { for_, .. }
@@ -106,6 +116,12 @@ impl fmt::Display for Fault {
                 Some(d) => write!(f, "SIGTERM, restart {} after exit", s(d)),
                 None => write!(f, "SIGTERM"),
             },
+            Kind::ClockBack { by, restart_after } => write!(
+                f,
+                "clock stepped back {}, SIGKILL, restart after {}",
+                s(by),
+                s(restart_after)
+            ),
             Kind::Stop { for_ } => write!(f, "SIGSTOP for {}", s(for_)),
             Kind::GossipCut { for_, one_way } => write!(
                 f,
@@ -137,6 +153,10 @@ pub enum Scenario {
     /// (SIGKILL) a few seconds after each start, restarted after 10 s,
     /// 20 s, then 40 s (CrashLoopBackOff doubling), and then stays up.
     CrashLoop,
+    /// A node's clock steps back (a minute to two hours) and its speaker
+    /// restarts; later another speaker is killed, which the restarted one
+    /// must help detect.
+    ClockStep,
 }
 
 /// The kubelet's first CrashLoopBackOff delay; each next one doubles.
@@ -151,6 +171,7 @@ impl Scenario {
             0 => Scenario::ScaleDown,
             1 => Scenario::HungBesideRestart,
             2 => Scenario::CrashLoop,
+            3 => Scenario::ClockStep,
             _ => Scenario::Mix,
         }
     }
@@ -163,6 +184,7 @@ impl fmt::Display for Scenario {
             Scenario::ScaleDown => "scale-down",
             Scenario::HungBesideRestart => "hung-beside-restart",
             Scenario::CrashLoop => "crash-loop",
+            Scenario::ClockStep => "clock-step",
         })
     }
 }
@@ -175,8 +197,9 @@ impl std::str::FromStr for Scenario {
             "scale-down" => Ok(Scenario::ScaleDown),
             "hung-beside-restart" => Ok(Scenario::HungBesideRestart),
             "crash-loop" => Ok(Scenario::CrashLoop),
+            "clock-step" => Ok(Scenario::ClockStep),
             other => Err(format!(
-                "unknown scenario {other:?}: mix, scale-down, hung-beside-restart or crash-loop"
+                "unknown scenario {other:?}: mix, scale-down, hung-beside-restart, crash-loop or clock-step"
             )),
         }
     }
@@ -299,6 +322,29 @@ pub fn schedule(
                 t += restart_after + secs(rng, 0.5, 5.0);
             }
             t += SETTLE;
+        }
+        Scenario::ClockStep => {
+            let node = rng.random_range(0..n);
+            let kind = Kind::ClockBack {
+                by: secs(rng, 60.0, 7200.0),
+                restart_after: secs(rng, 1.0, 10.0),
+            };
+            out.push(Fault {
+                at: t,
+                node: Some(node),
+                kind,
+            });
+            t += kind.duration().unwrap_or_default() + SETTLE;
+            let other = (node + rng.random_range(1..n.max(2))) % n;
+            let kind = Kind::Kill {
+                restart_after: Some(secs(rng, 1.0, 10.0)),
+            };
+            out.push(Fault {
+                at: t,
+                node: Some(other),
+                kind,
+            });
+            t += kind.duration().unwrap_or_default() + SETTLE;
         }
     }
     (out, t)

@@ -43,6 +43,9 @@ pub enum Variant {
     DownIsFailed,
     /// Failed renewals are retried after 100 ms, without backoff.
     NoBackoff,
+    /// A run's gossip number is the node's clock alone, not past the
+    /// run its lease recorded.
+    ClockRun,
 }
 
 impl std::str::FromStr for Variant {
@@ -53,8 +56,9 @@ impl std::str::FromStr for Variant {
             "no-isolation" => Ok(Variant::NoIsolation),
             "down-is-failed" => Ok(Variant::DownIsFailed),
             "no-backoff" => Ok(Variant::NoBackoff),
+            "clock-run" => Ok(Variant::ClockRun),
             other => Err(format!(
-                "unknown variant {other:?}: faithful, no-isolation, down-is-failed or no-backoff"
+                "unknown variant {other:?}: faithful, no-isolation, down-is-failed, no-backoff or clock-run"
             )),
         }
     }
@@ -73,6 +77,8 @@ pub struct InFlight {
 pub struct Speaker {
     /// The gossip member.
     pub gossip: Gossip,
+    /// Its run's number, which the renewals record on the lease.
+    pub gossip_run: u64,
     /// The renewal scheduler.
     pub renewer: Renewer,
     /// What liveness judging remembers.
@@ -147,19 +153,18 @@ impl Node {
         }
     }
 
-    /// Starts a new run of the speaker: a new gossip member seeded with
-    /// `seed`, joining `seeds`; fresh judging and renewal; its watch lists
-    /// from the start.
+    /// Starts a new run of the speaker, gossip run `bump`
+    /// (`membership::next_run`): a new gossip member seeded with `seed`,
+    /// joining `seeds`; fresh judging and renewal; its watch lists from
+    /// the start.
     pub fn start(
         &mut self,
         addr: SocketAddr,
         timing: &Timing,
-        seed: u64,
+        (seed, bump): (u64, u64),
         seeds: Vec<(String, SocketAddr)>,
         now: Instant,
     ) -> anyhow::Result<()> {
-        // A restart's run must be a larger one: the run number does.
-        let bump = u64::from(self.run) + 1;
         let mut gossip = Gossip::new(self.name.clone(), addr, timing, seed, bump, now)
             .map_err(|e| anyhow::anyhow!("{}: starting gossip: {e}", self.name))?;
         gossip.join(seeds, now);
@@ -174,6 +179,7 @@ impl Node {
         judging.gossip_started(now);
         self.speaker = Some(Speaker {
             gossip,
+            gossip_run: bump,
             renewer: Renewer::new(now),
             judging,
             leases: BTreeMap::new(),
@@ -288,7 +294,7 @@ impl Speaker {
         match variant {
             Variant::NoIsolation => a.isolated = false,
             Variant::DownIsFailed => a.alive.retain(|n| !view.down.contains_key(n)),
-            Variant::Faithful | Variant::NoBackoff => {}
+            Variant::Faithful | Variant::NoBackoff | Variant::ClockRun => {}
         }
         if a.renew_now {
             self.asked = true;

@@ -11,7 +11,7 @@ use crate::net::Net;
 use crate::node::{self, InFlight, Node, Process, Variant};
 use metallb_rs::config::L2Advertisement;
 use metallb_rs::speaker::election::{self, Endpoints, NodeInfo};
-use metallb_rs::speaker::membership::Timing;
+use metallb_rs::speaker::membership::{Timing, next_run};
 use metallb_rs::speaker::presence::Mode;
 use metallb_rs::speaker::renewal::{RENEW_TIMEOUT, retry_base};
 use rand::rngs::StdRng;
@@ -28,6 +28,9 @@ pub const ASSESS_PERIOD: Duration = Duration::from_millis(100);
 use metallb_rs::speaker::renewal::LOOK;
 use metallb_rs::speaker::run::LEAVE_TIMEOUT as CLEAR_TIMEOUT;
 /// The manifests' termination grace period: SIGKILL after it.
+/// Every node's wall clock at time zero (milliseconds since 1970, late
+/// 2026), less any step back.
+const WALL_AT_START_MS: u64 = 1_796_000_000_000;
 const GRACE: Duration = Duration::from_secs(metallb_rs::manifests::SPEAKER_GRACE_SECONDS as u64);
 
 /// What to run.
@@ -178,6 +181,8 @@ pub struct World {
     next_write: u64,
     /// A node's SIGTERM restart, pending its exit: (fault, downtime).
     restart_after_exit: Vec<Option<(usize, Option<Duration>)>>,
+    /// How far each node's wall clock is behind (ms): clock steps.
+    clock_behind: Vec<u64>,
     trace: Vec<String>,
     digest: u64,
 }
@@ -225,6 +230,7 @@ impl World {
             writes: BTreeMap::new(),
             next_write: 0,
             restart_after_exit: vec![None; n],
+            clock_behind: vec![0; n],
             trace: Vec::new(),
             digest: 0xcbf2_9ce4_8422_2325,
             cfg,
@@ -394,15 +400,27 @@ impl World {
     }
 
     /// Starts (or restarts) node `i`'s speaker.
+    /// Node `i`'s wall clock, in milliseconds since 1970.
+    fn wall_ms(&self, i: NodeId) -> u64 {
+        let elapsed = self.clock.since_start(self.now()).as_millis();
+        (WALL_AT_START_MS + u64::try_from(elapsed).unwrap_or(u64::MAX))
+            .saturating_sub(self.clock_behind[i])
+    }
+
     fn start(&mut self, i: NodeId) -> anyhow::Result<()> {
         let now = self.now();
         let seed = self.rng.random::<u64>();
+        let last = match self.cfg.variant {
+            Variant::ClockRun => None,
+            _ => self.api.last_run(i),
+        };
+        let bump = next_run(self.wall_ms(i), last);
         let seeds: Vec<_> = (0..self.nodes.len())
             .filter(|j| *j != i)
             .map(|j| (self.names[j].clone(), self.net.addr(j)))
             .collect();
         let addr = self.net.addr(i);
-        self.nodes[i].start(addr, &self.cfg.timing, seed, seeds, now)?;
+        self.nodes[i].start(addr, &self.cfg.timing, (seed, bump), seeds, now)?;
         self.checker.restarted(i, now);
         let run = self.nodes[i].run;
         let phase = Duration::from_micros(self.rng.random_range(0..100_000));
@@ -578,6 +596,7 @@ impl World {
                 held: true,
                 mode,
                 mark: sp.renewer.write_says_mark().cloned(),
+                run: Some(sp.gossip_run),
             };
             self.writes.insert(write, (i, run, value));
             if let Some(c) = fate.commit_in {
@@ -663,6 +682,12 @@ impl World {
             return;
         };
         match f.kind {
+            Kind::ClockBack { by, restart_after } => {
+                self.clock_behind[node] += u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+                self.nodes[node].exit();
+                self.sync_answers(node);
+                self.clock.after(restart_after, Event::FaultEnd(i));
+            }
             Kind::Kill { restart_after } => {
                 self.nodes[node].exit();
                 self.sync_answers(node);
@@ -712,7 +737,7 @@ impl World {
         // Marked before its effects, counted running after them.
         self.checker.mark(node, self.now());
         match f.kind {
-            Kind::Kill { .. } | Kind::Term { .. } => self.start(node)?,
+            Kind::Kill { .. } | Kind::Term { .. } | Kind::ClockBack { .. } => self.start(node)?,
             Kind::Stop { .. } => self.resume(node),
             Kind::GossipCut { one_way, .. } => self.net.cut_node(node, true, !one_way, false),
             Kind::ApiCut { .. } => self.api.cut(node, false),
@@ -810,6 +835,7 @@ impl World {
             held: false,
             mode: Mode::Slow,
             mark: None,
+            run: None,
         };
         self.writes.insert(write, (i, run, value));
         if let Some(c) = fate.commit_in {

@@ -121,8 +121,14 @@ fn check(mut cfg: Config, faults: usize) {
     }
 }
 
-/// Three nodes; one fault at 30 s on the owner of the first address.
+/// Three nodes; one fault at 30 s on the owner of the first address; a
+/// minute in all.
 fn broken(variant: Variant, kind: Kind) -> Option<Invariant> {
+    broken_for(variant, kind, Duration::from_secs(60))
+}
+
+/// As [`broken`], the run lasting `length`.
+fn broken_for(variant: Variant, kind: Kind, length: Duration) -> Option<Invariant> {
     let mut cfg = Config::new(3, 5);
     let infos: Vec<_> = (0..3)
         .map(|i| metallb_rs::speaker::election::NodeInfo {
@@ -143,7 +149,7 @@ fn broken(variant: Variant, kind: Kind) -> Option<Invariant> {
     cfg.scenario = Scenario::Mix;
     cfg.loss = 0.0;
     cfg.error_rate = 0.0;
-    cfg.schedule = Some((vec![fault], Duration::from_secs(60)));
+    cfg.schedule = Some((vec![fault], length));
     let out = run(cfg);
     if let Some(v) = &out.violation {
         println!("{variant:?}: {v}");
@@ -183,4 +189,20 @@ fn retrying_without_backoff_is_caught() {
     };
     assert_eq!(broken(Variant::Faithful, cut), None);
     assert_eq!(broken(Variant::NoBackoff, cut), Some(Invariant::Backoff));
+}
+
+#[test]
+fn a_restart_after_a_clock_step_back_is_caught() {
+    let step = Kind::ClockBack {
+        by: Duration::from_secs(3600),
+        restart_after: Duration::from_secs(3),
+    };
+    // The others never take the new run in: they keep doubting the node
+    // and renew fast for as long as they remember its last run.
+    let length = Duration::from_secs(90);
+    assert_eq!(broken_for(Variant::Faithful, step, length), None);
+    assert_eq!(
+        broken_for(Variant::ClockRun, step, length),
+        Some(Invariant::SteadyWrites)
+    );
 }

@@ -65,7 +65,7 @@ pub async fn create(client: &kube::Client, n: usize, namespace: &str) -> Result<
                     .create(&PostParams::default(), &agent::lease_object(&cfg, now))
                     .await
                     .with_context(|| format!("creating the node lease of {node}"))?;
-                presence::join(&presence_api, &node, presence::Mode::Slow)
+                presence::join(&presence_api, &node, presence::Mode::Slow, None)
                     .await
                     .with_context(|| format!("creating the presence lease of {node}"))?;
                 anyhow::Ok(())
@@ -114,7 +114,8 @@ pub async fn heartbeat(client: kube::Client, n: usize, namespace: String, late: 
                             .await;
                     }
                     if presence_round {
-                        let _ = presence::join(&presence_api, &node, presence::Mode::Slow).await;
+                        let _ =
+                            presence::join(&presence_api, &node, presence::Mode::Slow, None).await;
                     }
                 }
             })

@@ -44,6 +44,10 @@ pub const TROUBLE_ANNOTATION: &str = "metallb.io/gossip-trouble";
 /// its API path works (value: the interface): every speaker counts it
 /// gone (`liveness` rule 3), itself included.
 pub const LINK_DOWN_ANNOTATION: &str = "metallb.io/link-down";
+/// On every speaker's lease: its gossip run (the identity's number, see
+/// `membership::next_run`), so that the next run on the node takes a
+/// larger one even when the node's clock was stepped back meanwhile.
+pub const RUN_ANNOTATION: &str = "metallb.io/gossip-run";
 /// Renewal period while gossip agrees: 0.067 writes/s per node, below the
 /// kubelet's node lease (every 10 s).
 pub const SLOW_RENEW: Duration = Duration::from_secs(15);
@@ -262,9 +266,34 @@ fn period_of(duration_seconds: Option<i32>) -> Duration {
 }
 
 /// Marks `node`'s speaker present (creates or takes its lease), renewing
-/// as `mode` says, unmarked, its link not marked down.
-pub async fn join(api: &Api<Lease>, node: &str, mode: Mode) -> Result<(), kube::Error> {
-    set(api, node, Some(node), mode, None, None).await
+/// as `mode` says, unmarked, its link not marked down, in gossip run
+/// `run`.
+pub async fn join(
+    api: &Api<Lease>,
+    node: &str,
+    mode: Mode,
+    run: Option<u64>,
+) -> Result<(), kube::Error> {
+    let marks = Marks {
+        run,
+        ..Marks::default()
+    };
+    set(api, node, Some(node), mode, marks).await
+}
+
+/// The gossip run `node`'s lease records ([`RUN_ANNOTATION`]): the last
+/// run of its speaker that wrote it.
+pub fn last_run<'a>(leases: impl IntoIterator<Item = &'a Lease>, node: &str) -> Option<u64> {
+    let name = lease_name(node);
+    leases
+        .into_iter()
+        .find(|l| l.metadata.name.as_deref() == Some(name.as_str()))?
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(RUN_ANNOTATION)?
+        .parse()
+        .ok()
 }
 
 /// What one renewal writes besides the holder and the period.
@@ -275,6 +304,8 @@ pub struct Marks<'a> {
     pub trouble: Option<&'a Mark>,
     /// The interface whose link is down ([`LINK_DOWN_ANNOTATION`]).
     pub link_down: Option<&'a str>,
+    /// This run's gossip number ([`RUN_ANNOTATION`]).
+    pub run: Option<u64>,
 }
 
 /// Renews `node`'s lease with `marks`: [`renew_if_held`], or, should the
@@ -290,16 +321,7 @@ pub async fn renew(
     if renew_if_held(api, node, mode, marks).await? {
         return Ok(());
     }
-    let trouble = trouble_value(mode, marks);
-    set(
-        api,
-        node,
-        Some(node),
-        mode,
-        trouble.as_deref(),
-        marks.link_down,
-    )
-    .await
+    set(api, node, Some(node), mode, marks).await
 }
 
 /// Renews `node`'s lease only while this speaker holds it: a JSON patch
@@ -331,7 +353,7 @@ pub async fn renew_if_held(
         {
             "op": "add",
             "path": "/metadata/annotations",
-            "value": annotations(trouble.as_deref(), marks.link_down),
+            "value": annotations(trouble.as_deref(), marks.link_down, marks.run),
         },
     ]);
     let ops: json_patch::Patch = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
@@ -360,7 +382,7 @@ fn trouble_value(mode: Mode, marks: Marks<'_>) -> Option<String> {
 
 /// Marks `node`'s speaker gone.
 pub async fn leave(api: &Api<Lease>, node: &str) -> Result<(), kube::Error> {
-    set(api, node, None, Mode::Slow, None, None).await
+    set(api, node, None, Mode::Slow, Marks::default()).await
 }
 
 /// One write per renewal: a merge patch of the spec and the mark (the
@@ -371,9 +393,10 @@ async fn set(
     node: &str,
     holder: Option<&str>,
     mode: Mode,
-    trouble: Option<&str>,
-    link_down: Option<&str>,
+    marks: Marks<'_>,
 ) -> Result<(), kube::Error> {
+    let trouble = trouble_value(mode, marks);
+    let (trouble, link_down) = (trouble.as_deref(), marks.link_down);
     let name = lease_name(node);
     let periods = i32::try_from(mode.period().as_secs()).unwrap_or(i32::MAX);
     let spec = LeaseSpec {
@@ -382,12 +405,17 @@ async fn set(
         renew_time: Some(MicroTime(crate::clock::wall_now())),
         ..LeaseSpec::default()
     };
-    // A null (cleared holder, no mark) is deleted by a merge patch.
+    // A null (cleared holder, no mark) is deleted by a merge patch; the
+    // run stays when none is written (a leave), for the next run to read.
+    let mut written = serde_json::json!({
+        TROUBLE_ANNOTATION: trouble,
+        LINK_DOWN_ANNOTATION: link_down,
+    });
+    if let Some(run) = marks.run {
+        written[RUN_ANNOTATION] = run.to_string().into();
+    }
     let patch = serde_json::json!({
-        "metadata": { "annotations": {
-            TROUBLE_ANNOTATION: trouble,
-            LINK_DOWN_ANNOTATION: link_down,
-        } },
+        "metadata": { "annotations": written },
         "spec": {
             "holderIdentity": spec.holder_identity,
             "leaseDurationSeconds": spec.lease_duration_seconds,
@@ -403,7 +431,7 @@ async fn set(
                 metadata: ObjectMeta {
                     name: Some(name),
                     labels: Some([(COMPONENT_LABEL.to_owned(), "speaker".to_owned())].into()),
-                    annotations: Some(annotations(trouble, link_down))
+                    annotations: Some(annotations(trouble, link_down, marks.run))
                         .filter(|a: &BTreeMap<String, String>| !a.is_empty()),
                     ..ObjectMeta::default()
                 },
@@ -418,11 +446,17 @@ async fn set(
     Ok(())
 }
 
-/// The marks a created lease carries.
-fn annotations(trouble: Option<&str>, link_down: Option<&str>) -> BTreeMap<String, String> {
+/// The annotations a created or renewed lease carries.
+fn annotations(
+    trouble: Option<&str>,
+    link_down: Option<&str>,
+    run: Option<u64>,
+) -> BTreeMap<String, String> {
+    let run = run.map(|r| r.to_string());
     [
         (TROUBLE_ANNOTATION, trouble),
         (LINK_DOWN_ANNOTATION, link_down),
+        (RUN_ANNOTATION, run.as_deref()),
     ]
     .into_iter()
     .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))

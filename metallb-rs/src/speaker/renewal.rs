@@ -299,13 +299,15 @@ pub struct Renewal {
 
 impl Renewal {
     /// Starts renewing `node`'s lease through `api`, reading the others'
-    /// leases from `leases` (the marks of those whose node is in `nodes`).
+    /// leases from `leases` (the marks of those whose node is in `nodes`);
+    /// every renewal records gossip run `gossip_run`.
     pub fn start(
         api: Api<Lease>,
         node: String,
         leases: Store<Lease>,
         nodes: Store<Node>,
         record: Arc<Mutex<Record>>,
+        gossip_run: Option<u64>,
     ) -> Self {
         let (trouble, trouble_rx) = watch::channel(None);
         let (link_down, link_rx) = watch::channel(None);
@@ -320,6 +322,7 @@ impl Renewal {
                 trouble: trouble_rx,
                 link_down: link_rx,
                 asked: asked.clone(),
+                run: gossip_run,
             },
         ));
         Self {
@@ -362,6 +365,8 @@ struct Signals {
     trouble: watch::Receiver<Option<Mark>>,
     link_down: watch::Receiver<Option<String>>,
     asked: Arc<Notify>,
+    /// This run's gossip number, kept on the lease.
+    run: Option<u64>,
 }
 
 async fn run(
@@ -376,6 +381,7 @@ async fn run(
         mut trouble,
         link_down: mut link,
         asked,
+        run,
     } = signals;
     let mut seen = BTreeMap::new();
     let mut renewer = Renewer::new(Instant::now());
@@ -395,6 +401,7 @@ async fn run(
             let write = Marks {
                 trouble: renewer.write_says_mark(),
                 link_down: iface.as_deref().filter(|_| renewer.write_says_link_down()),
+                run,
             };
             let outcome =
                 tokio::time::timeout(RENEW_TIMEOUT, presence::renew(&api, &node, mode, write))

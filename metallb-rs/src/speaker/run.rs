@@ -197,6 +197,7 @@ pub async fn run(
         alive: BTreeSet::new(),
         isolated: false,
         membership: None,
+        gossip_run: None,
         keyring: None,
         registry: registry.clone(),
         renewals: Arc::new(std::sync::Mutex::new(
@@ -211,11 +212,21 @@ pub async fn run(
     };
     let work = async {
         watches.wait_until_listed().await?;
+        runner.gossip_run = opts.membership.is_some().then(|| {
+            let leases = runner.stores.leases.state();
+            let last = presence::last_run(leases.iter().map(|l| &**l), &opts.node);
+            super::membership::next_run(super::membership::wall_millis(), last)
+        });
         runner.reload_config().await;
         if runner.config.is_some() {
             match tokio::time::timeout(
                 super::renewal::RENEW_TIMEOUT,
-                presence::join(&leases_api, &opts.node, presence::Mode::Slow),
+                presence::join(
+                    &leases_api,
+                    &opts.node,
+                    presence::Mode::Slow,
+                    runner.gossip_run,
+                ),
             )
             .await
             {
@@ -411,6 +422,9 @@ struct Runner {
     isolated: bool,
     /// Gossip membership, when on.
     membership: Option<Membership>,
+    /// This run's gossip number (`membership::next_run`), chosen once the
+    /// leases are listed; its lease records it for the next run.
+    gossip_run: Option<u64>,
     /// The gossip keys last read from the `memberlist` Secret.
     keyring: Option<super::membership::Keyring>,
     /// Where the gossip metrics are registered once membership starts.

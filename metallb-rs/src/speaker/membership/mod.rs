@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+pub use wire::{REJOIN_ROOM, next_run, wall_millis};
 
 /// UDP port of the gossip (upstream memberlist's default).
 pub const DEFAULT_PORT: u16 = 7946;
@@ -247,6 +248,9 @@ pub struct Config {
     pub secret: Vec<u8>,
     /// Detection timings.
     pub timing: Timing,
+    /// This run's number ([`next_run`]): the gossip identity's and every
+    /// datagram stamp's; a restart must take a larger one.
+    pub run: u64,
 }
 
 impl std::fmt::Debug for Config {
@@ -257,6 +261,7 @@ impl std::fmt::Debug for Config {
             .field("bind", &self.bind)
             .field("secret", &format_args!("<{} bytes>", self.secret.len()))
             .field("timing", &self.timing)
+            .field("run", &self.run)
             .finish()
     }
 }
@@ -551,6 +556,7 @@ impl Membership {
             bind,
             secret,
             timing,
+            run,
         } = config;
         if node.is_empty() {
             return Err(MembershipError::EmptyNode);
@@ -573,7 +579,7 @@ impl Membership {
         let addr = socket
             .local_addr()
             .map_err(|source| MembershipError::Bind { addr: bind, source })?;
-        let identity = wire::Identity::new(node.clone(), addr);
+        let identity = wire::Identity::new(node.clone(), addr, run);
         let view = View {
             alive: BTreeSet::from([node.clone()]),
             down: BTreeMap::new(),

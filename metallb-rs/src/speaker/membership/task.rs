@@ -11,7 +11,7 @@
 use super::crypto::{Cipher, OpenError};
 use super::gossip::Gossip;
 use super::replay::{Replay, Verdict};
-use super::wire::{Frame, Identity, Stamp, wall_millis};
+use super::wire::{Frame, Identity, Stamp, plausible_epoch, wall_millis};
 use super::{Command, Counters, DropReason, MAX_DATAGRAM, MembershipError, Timing, View};
 use rand::SeedableRng;
 use rand::rngs::{StdRng, SysRng};
@@ -105,18 +105,6 @@ impl Transport {
             }
         }
     }
-}
-
-/// How far in the future a sender's run may start (its epoch is its
-/// start in milliseconds since 1970): beyond any clock skew a cluster
-/// lives with, and short of what would let one sealed datagram with a
-/// huge epoch make every receiver drop that sender's real gossip as
-/// "an older run" until they forget it.
-const MAX_EPOCH_AHEAD_MS: u64 = 24 * 3600 * 1000;
-
-/// Whether a run starting at `epoch` (ms) is plausible at `now` (ms).
-fn plausible_epoch(epoch: u64, now: u64) -> bool {
-    epoch <= now.saturating_add(MAX_EPOCH_AHEAD_MS)
 }
 
 /// The gossip loop's state.
@@ -340,22 +328,5 @@ impl Runner {
                 "left the gossip cluster; these members did not confirm and will detect the leave as a failure"
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A run may start up to a day ahead of our clock (skew), not more:
-    /// `u64::MAX` would shadow the sender's real runs for an hour.
-    #[test]
-    fn runs_from_the_far_future_are_refused() {
-        let now = 1_800_000_000_000;
-        assert!(plausible_epoch(now, now));
-        assert!(plausible_epoch(now - 1, now));
-        assert!(plausible_epoch(now + MAX_EPOCH_AHEAD_MS, now));
-        assert!(!plausible_epoch(now + MAX_EPOCH_AHEAD_MS + 1, now));
-        assert!(!plausible_epoch(u64::MAX, now));
     }
 }

@@ -24,6 +24,7 @@ fn config(node: &str, bind: SocketAddr, secret: &[u8], timing: Timing) -> Config
         bind,
         secret: secret.to_vec(),
         timing,
+        run: next_run(wall_millis(), None),
     }
 }
 

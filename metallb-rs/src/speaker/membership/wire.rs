@@ -26,23 +26,53 @@ pub(crate) struct Identity {
 /// Milliseconds since 1970 on this node's clock: a run's number, and
 /// what a stamped run is checked against. A clock before 1970 only loses
 /// the restart tie-break.
-pub(crate) fn wall_millis() -> u64 {
+pub fn wall_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or_default()
 }
 
-impl Identity {
-    /// A new instance of `node` listening on `addr`: its bump is the
-    /// current time, so it wins over every earlier run of the node (a
-    /// restart is more than a millisecond apart).
-    pub(crate) fn new(node: String, addr: SocketAddr) -> Self {
-        Self {
-            node,
-            addr,
-            bump: wall_millis(),
+/// How far in the future a sender's run may start (its epoch is its
+/// start in milliseconds since 1970): beyond any clock skew a cluster
+/// lives with, and short of what would let one sealed datagram with a
+/// huge epoch make every receiver drop that sender's real gossip as
+/// "an older run" until they forget it.
+pub(crate) const MAX_EPOCH_AHEAD_MS: u64 = 24 * 3600 * 1000;
+
+/// Whether a run starting at `epoch` (ms) is plausible at `now` (ms).
+pub(crate) fn plausible_epoch(epoch: u64, now: u64) -> bool {
+    epoch <= now.saturating_add(MAX_EPOCH_AHEAD_MS)
+}
+
+/// Room above the recorded run for the automatic rejoins of that run
+/// (each takes the next number, and takes seconds: being declared down
+/// first), so the next run still wins over the last identity the others
+/// saw.
+pub const REJOIN_ROOM: u64 = 10_000;
+
+/// The number of a new run of a node's speaker, given the node's clock
+/// (`wall_ms`, milliseconds since 1970) and the run its lease recorded
+/// last (`last`): the clock's reading, unless the clock was stepped back
+/// behind the last run - then past that run and its rejoins. A smaller
+/// number would lose to the previous run everywhere: the others would
+/// drop the new run's datagrams as an older run's and keep the old
+/// identity (see [`Identity::win_addr_conflict`]) until they forget it.
+/// A recorded run the others would refuse as implausibly far ahead is
+/// not followed.
+pub fn next_run(wall_ms: u64, last: Option<u64>) -> u64 {
+    match last {
+        Some(last) if last >= wall_ms && plausible_epoch(last, wall_ms) => {
+            last.saturating_add(REJOIN_ROOM)
         }
+        _ => wall_ms,
+    }
+}
+
+impl Identity {
+    /// Instance `bump` ([`next_run`]) of `node`, listening on `addr`.
+    pub(crate) fn new(node: String, addr: SocketAddr, bump: u64) -> Self {
+        Self { node, addr, bump }
     }
 
     /// The identity to announce to a seed: its real bump is unknown, and
@@ -297,10 +327,54 @@ mod tests {
     #[test]
     fn a_restart_wins_over_the_previous_run() {
         let addr = "10.0.0.1:7946".parse().expect("addr");
-        let first = Identity::new("a".into(), addr);
+        let first = Identity::new("a".into(), addr, next_run(wall_millis(), None));
         std::thread::sleep(std::time::Duration::from_millis(2));
-        let second = Identity::new("a".into(), addr);
+        let second = Identity::new("a".into(), addr, next_run(wall_millis(), Some(first.bump)));
         assert!(second.win_addr_conflict(&first));
+    }
+
+    /// A run may start up to a day ahead of our clock (skew), not more:
+    /// `u64::MAX` would shadow the sender's real runs for an hour.
+    #[test]
+    fn runs_from_the_far_future_are_refused() {
+        let now = 1_800_000_000_000;
+        assert!(plausible_epoch(now, now));
+        assert!(plausible_epoch(now - 1, now));
+        assert!(plausible_epoch(now + MAX_EPOCH_AHEAD_MS, now));
+        assert!(!plausible_epoch(now + MAX_EPOCH_AHEAD_MS + 1, now));
+        assert!(!plausible_epoch(u64::MAX, now));
+    }
+
+    #[test]
+    fn a_run_after_a_clock_step_back_still_wins() {
+        let hour = 3_600_000;
+        let now = 1_800_000_000_000;
+        // (clock now, recorded run) -> the new run.
+        let cases = [
+            (now, None, now),
+            // The clock went on: it is the number.
+            (now, Some(now - hour), now),
+            // Stepped back an hour behind the last run (rejoined a few
+            // times): past the run and its rejoins.
+            (now - hour, Some(now), now + REJOIN_ROOM),
+            (now, Some(now), now + REJOIN_ROOM),
+            // A recorded run the others refuse as too far ahead is not
+            // followed (it never was their run).
+            (now, Some(now + MAX_EPOCH_AHEAD_MS + 1), now),
+            (now, Some(u64::MAX), now),
+        ];
+        for (wall, last, want) in cases {
+            assert_eq!(
+                next_run(wall, last),
+                want,
+                "clock {wall}, last run {last:?}"
+            );
+        }
+        let addr = "10.0.0.1:7946".parse().expect("addr");
+        let before = Identity::new("a".into(), addr, now + 5);
+        let after = Identity::new("a".into(), addr, next_run(now - hour, Some(now)));
+        assert!(after.win_addr_conflict(&before));
+        assert!(plausible_epoch(after.bump, now - hour));
     }
 
     #[test]

@@ -198,13 +198,14 @@ fn states_read_the_period_and_the_mark() {
     assert_eq!((got["b"].period, got["b"].trouble), (FAST_RENEW, true));
     assert!(!got["a"].link_down && !got["b"].link_down && got["c"].link_down);
     assert_eq!(
-        annotations(Some("true"), Some("eth0")),
+        annotations(Some("true"), Some("eth0"), Some(12)),
         BTreeMap::from([
             (TROUBLE_ANNOTATION.to_owned(), "true".to_owned()),
             (LINK_DOWN_ANNOTATION.to_owned(), "eth0".to_owned()),
+            (RUN_ANNOTATION.to_owned(), "12".to_owned()),
         ])
     );
-    assert!(annotations(None, None).is_empty());
+    assert!(annotations(None, None, None).is_empty());
     assert_eq!(Mode::Slow.period(), SLOW_RENEW);
     assert_eq!(Mode::Trouble.period(), FAST_RENEW);
 }

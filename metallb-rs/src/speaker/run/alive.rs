@@ -152,6 +152,12 @@ impl Runner {
                 bind: ml.bind,
                 secret,
                 timing: ml.timing.clone(),
+                run: self.gossip_run.unwrap_or_else(|| {
+                    crate::speaker::membership::next_run(
+                        crate::speaker::membership::wall_millis(),
+                        None,
+                    )
+                }),
             })
             .await?;
             anyhow::Ok(membership)
@@ -217,6 +223,7 @@ impl Runner {
                 self.stores.leases.clone(),
                 self.stores.nodes.clone(),
                 self.renewals.clone(),
+                self.gossip_run,
             ));
         }
     }

@@ -22,7 +22,7 @@ async fn garbage_is_dropped_and_counted_and_the_member_keeps_working() {
         let theirs = Cipher::new(b"wrong key");
         let swim = Frame::Foca(b"not a swim packet").encode().expect("encode");
         let valid = forged("z", 1, 0, &Frame::Foca(b"not a swim packet"));
-        let impostor = Frame::Leave(Identity::new("b".into(), b.local_addr()))
+        let impostor = Frame::Leave(Identity::new("b".into(), b.local_addr(), 1))
             .encode()
             .expect("encode");
 
@@ -92,7 +92,7 @@ async fn a_leave_in_our_own_name_is_rejected() {
     // A node on loopback, so datagrams from loopback are a node's.
     a.join(vec![("b".into(), SocketAddr::from(([127, 0, 0, 1], 9)))]);
     let sock = UdpSocket::bind(loopback()).await.expect("bind");
-    let me = Frame::Leave(Identity::new("a".into(), a.local_addr()));
+    let me = Frame::Leave(Identity::new("a".into(), a.local_addr(), 1));
     for datagram in [forged("b", 1, 0, &me), forged("a", 1, 0, &me)] {
         sock.send_to(&datagram, a.local_addr()).await.expect("send");
     }
