@@ -204,3 +204,64 @@ fn a_leave_counts_when_it_leaves_one_member_alone() {
         "n1 left: {view:?}"
     );
 }
+
+/// A datagram is stamped with its sender, not its receiver, so whoever
+/// records one can send it to another member, where the stamp is fresh.
+/// It must prove nothing there: n1 is cut off from both others, yet n2
+/// receives every datagram n1 sends n0 (someone on the path redirects
+/// them). Foca takes a SWIM packet only when addressed to its own
+/// identity, so n2 declares n1 down as n0 does; a leave says the same
+/// to every member, and a leave's acknowledgement counts only at the
+/// leaver (`task::leave`).
+#[test]
+fn a_datagram_meant_for_another_member_proves_nothing() {
+    let start = Instant::now();
+    let timing = Timing::default();
+    let mut members = joined(3, start);
+    let mut now = run(&mut members, start, 2.0, None);
+    assert!(members.iter().all(|g| g.view().alive.len() == 3));
+    let addrs: Vec<SocketAddr> = members.iter().map(|g| g.identity().addr).collect();
+    let worst = timing.probe_period * 4 + timing.suspect_to_down_after + timing.gossip_period;
+    let end = now + worst;
+    let step = Duration::from_millis(1);
+    let mut in_flight: Vec<(Instant, usize, usize, Vec<u8>)> = Vec::new();
+    let mut redirected = 0;
+    while now < end {
+        now += step;
+        for g in members.iter_mut() {
+            g.tick(now);
+        }
+        let (due, later): (Vec<_>, Vec<_>) = in_flight.into_iter().partition(|f| f.0 <= now);
+        in_flight = later;
+        for (_, from, to, frame) in due {
+            let sender = members[from].node.clone();
+            let _ = members[to].receive(&sender, &frame, addrs[from], now);
+        }
+        for i in 0..members.len() {
+            for (to, frame) in members[i].take_outgoing() {
+                let Some(j) = addrs.iter().position(|a| *a == to) else {
+                    continue;
+                };
+                let cut = i == 1 || j == 1;
+                if (i, j) == (1, 0) {
+                    in_flight.push((now + step, 1, 2, frame.clone()));
+                    redirected += 1;
+                }
+                if !cut {
+                    in_flight.push((now + step, i, j, frame));
+                }
+            }
+        }
+    }
+    assert!(redirected > 10, "n1 sent n0 {redirected} datagrams");
+    assert!(
+        members[2].view().down.contains_key("n1"),
+        "n2 counts n1 on datagrams meant for n0: {:?}",
+        members[2].view()
+    );
+    assert!(
+        members[0].view().down.contains_key("n1"),
+        "{:?}",
+        members[0].view()
+    );
+}
