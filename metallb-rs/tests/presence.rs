@@ -60,13 +60,15 @@ async fn renewals_write_the_mark_and_never_take_back_a_cleared_lease() {
         link_down: None,
         run: None,
     };
-    assert!(
-        presence::renew_if_held(&api, "n1", Mode::Trouble, marked)
-            .await
-            .expect("renew")
-    );
+    let written = presence::renew_if_held(&api, "n1", Mode::Trouble, marked)
+        .await
+        .expect("renew")
+        .expect("held");
     let l = lease(&api, "n1").await;
     assert_eq!(mark(&l), Some("n2,n3"));
+    // The version the write made, as a watch shows it: the witness of
+    // how current this speaker's watch is (`renewal::Record::sent_of`).
+    assert_eq!(written.version, l.metadata.resource_version);
     assert_eq!(
         l.spec.as_ref().and_then(|s| s.lease_duration_seconds),
         Some(3)
@@ -84,9 +86,10 @@ async fn renewals_write_the_mark_and_never_take_back_a_cleared_lease() {
     // SIGTERM: cleared. A renewal that lands afterwards writes nothing.
     presence::leave(&api, "n1").await.expect("leave");
     assert!(
-        !presence::renew_if_held(&api, "n1", Mode::Slow, Marks::default())
+        presence::renew_if_held(&api, "n1", Mode::Slow, Marks::default())
             .await
             .expect("answered")
+            .is_none()
     );
     assert_eq!(holder(&lease(&api, "n1").await), None, "still cleared");
     // A running speaker whose lease was cleared under it (its previous
@@ -97,9 +100,10 @@ async fn renewals_write_the_mark_and_never_take_back_a_cleared_lease() {
         .expect("renew");
     assert_eq!(holder(&lease(&api, "n1").await), Some("n1"));
     assert!(
-        !presence::renew_if_held(&api, "n9", Mode::Slow, Marks::default())
+        presence::renew_if_held(&api, "n9", Mode::Slow, Marks::default())
             .await
             .expect("answered")
+            .is_none()
     );
     presence::renew(&api, "n9", Mode::Slow, Marks::default())
         .await
@@ -128,6 +132,7 @@ async fn the_lease_keeps_the_gossip_run_for_the_next_run() {
         presence::renew_if_held(&api, "n1", Mode::Trouble, marked)
             .await
             .expect("renew")
+            .is_some()
     );
     let l = lease(&api, "n1").await;
     assert_eq!((run(&l), mark(&l)), (Some(7), Some("n2")));

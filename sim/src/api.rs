@@ -121,6 +121,9 @@ pub struct Api {
     pub spike: Option<Duration>,
     cut: Vec<u32>,
     watch_delay: Vec<Duration>,
+    /// A watch falling behind: since when, and how much delay it gains
+    /// per second.
+    lag: Vec<Option<(Instant, Duration)>>,
     log: Vec<Commit>,
     version: u64,
 }
@@ -136,6 +139,7 @@ impl Api {
             watch_delay: (0..n)
                 .map(|_| Duration::from_millis(rng.random_range(5..=50)))
                 .collect(),
+            lag: vec![None; n],
             log: Vec::new(),
             version: 0,
         }
@@ -148,6 +152,13 @@ impl Api {
         } else {
             self.cut[node] = self.cut[node].saturating_sub(1);
         }
+    }
+
+    /// `node`'s watch falls behind from `since`, gaining `gain` of delay
+    /// per second (an API server whose watch cache lags under load), or
+    /// (None) catches up at once, as a relist does.
+    pub fn lag(&mut self, node: NodeId, lag: Option<(Instant, Duration)>) {
+        self.lag[node] = lag;
     }
 
     /// Whether `node`'s path to the API server is cut.
@@ -222,7 +233,10 @@ impl Api {
             return &[];
         }
         let from = (*cursor).min(self.log.len());
-        let delay = self.watch_delay[node];
+        let lagged = self.lag[node].map_or(Duration::ZERO, |(since, gain)| {
+            gain.mul_f64(now.saturating_duration_since(since).as_secs_f64())
+        });
+        let delay = self.watch_delay[node] + lagged;
         let n = self.log[from..]
             .iter()
             .take_while(|c| c.at + delay <= now)

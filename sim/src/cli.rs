@@ -32,7 +32,7 @@ pub struct Args {
     /// Faults per run in the mix
     #[arg(long, default_value_t = 3)]
     pub faults: usize,
-    /// Force a scenario (mix, scale-down, hung-beside-restart, crash-loop, clock-step) instead of the seed's
+    /// Force a scenario (mix, scale-down, hung-beside-restart, crash-loop, clock-step, watch-lag) instead of the seed's
     #[arg(long)]
     pub scenario: Option<Scenario>,
     /// A deliberately broken rule (no-isolation, down-is-failed, no-backoff, clock-run), to see it caught

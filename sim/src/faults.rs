@@ -65,6 +65,14 @@ pub enum Kind {
         /// Downtime.
         restart_after: Duration,
     },
+    /// The node's lease watch falls behind, gaining `gain` of delay per
+    /// second, for `for_`; then it relists.
+    WatchLag {
+        /// How long.
+        for_: Duration,
+        /// Delay gained per second.
+        gain: Duration,
+    },
     /// Every API write takes `latency` (all nodes).
     ApiSlow {
         /// How long.
@@ -86,6 +94,7 @@ impl Kind {
             | Kind::ApiCut { for_ }
             | Kind::GossipAndApiCut { for_ }
             | Kind::Unplug { for_ }
+            | Kind::WatchLag { for_, .. }
             | Kind::ApiSlow { for_, .. } => Some(for_),
         }
     }
@@ -123,6 +132,12 @@ impl fmt::Display for Fault {
                 s(restart_after)
             ),
             Kind::Stop { for_ } => write!(f, "SIGSTOP for {}", s(for_)),
+            Kind::WatchLag { for_, gain } => write!(
+                f,
+                "lease watch falls behind {} per second for {}",
+                s(gain),
+                s(for_)
+            ),
             Kind::GossipCut { for_, one_way } => write!(
                 f,
                 "gossip cut{} for {}",
@@ -157,6 +172,10 @@ pub enum Scenario {
     /// restarts; later another speaker is killed, which the restarted one
     /// must help detect.
     ClockStep,
+    /// A speaker's gossip is cut while another's lease watch falls
+    /// behind (0.3 to 1 s per second): the lagging judge must not take
+    /// the cut-off speaker's renewals, stuck in its backlog, for a stop.
+    WatchLag,
 }
 
 /// The kubelet's first CrashLoopBackOff delay; each next one doubles.
@@ -172,6 +191,7 @@ impl Scenario {
             1 => Scenario::HungBesideRestart,
             2 => Scenario::CrashLoop,
             3 => Scenario::ClockStep,
+            4 => Scenario::WatchLag,
             _ => Scenario::Mix,
         }
     }
@@ -185,6 +205,7 @@ impl fmt::Display for Scenario {
             Scenario::HungBesideRestart => "hung-beside-restart",
             Scenario::CrashLoop => "crash-loop",
             Scenario::ClockStep => "clock-step",
+            Scenario::WatchLag => "watch-lag",
         })
     }
 }
@@ -198,8 +219,9 @@ impl std::str::FromStr for Scenario {
             "hung-beside-restart" => Ok(Scenario::HungBesideRestart),
             "crash-loop" => Ok(Scenario::CrashLoop),
             "clock-step" => Ok(Scenario::ClockStep),
+            "watch-lag" => Ok(Scenario::WatchLag),
             other => Err(format!(
-                "unknown scenario {other:?}: mix, scale-down, hung-beside-restart, crash-loop or clock-step"
+                "unknown scenario {other:?}: mix, scale-down, hung-beside-restart, crash-loop, clock-step or watch-lag"
             )),
         }
     }
@@ -345,6 +367,26 @@ pub fn schedule(
                 kind,
             });
             t += kind.duration().unwrap_or_default() + SETTLE;
+        }
+        Scenario::WatchLag => {
+            let cut = rng.random_range(0..n);
+            let judge = (cut + rng.random_range(1..n.max(2))) % n;
+            let for_ = secs(rng, 5.0, 20.0);
+            let gain = Duration::from_millis(rng.random_range(300..=1000));
+            out.push(Fault {
+                at: t,
+                node: Some(judge),
+                kind: Kind::WatchLag { for_, gain },
+            });
+            out.push(Fault {
+                at: t + secs(rng, 0.0, 3.0),
+                node: Some(cut),
+                kind: Kind::GossipCut {
+                    for_,
+                    one_way: false,
+                },
+            });
+            t += for_ + Duration::from_secs(3) + SETTLE;
         }
     }
     (out, t)

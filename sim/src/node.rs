@@ -79,6 +79,8 @@ pub struct Speaker {
     pub gossip: Gossip,
     /// Its run's number, which the renewals record on the lease.
     pub gossip_run: u64,
+    /// The version of its own lease its watch shows.
+    pub own_version: Option<u64>,
     /// The renewal scheduler.
     pub renewer: Renewer,
     /// What liveness judging remembers.
@@ -180,6 +182,7 @@ impl Node {
         self.speaker = Some(Speaker {
             gossip,
             gossip_run: bump,
+            own_version: None,
             renewer: Renewer::new(now),
             judging,
             leases: BTreeMap::new(),
@@ -240,12 +243,15 @@ impl Speaker {
     /// renewed now but not seen renewing; one seen before in another
     /// version is seen renewing (`presence::states`). Only the latest
     /// version of each lease counts, as a relist shows it.
-    pub fn observe(&mut self, commits: &[Commit], names: &[String], now: Instant) {
+    pub fn observe(&mut self, me: NodeId, commits: &[Commit], names: &[String], now: Instant) {
         let mut latest: BTreeMap<NodeId, &Commit> = BTreeMap::new();
         for c in commits {
             latest.insert(c.node, c);
         }
         for (node, c) in latest {
+            if node == me {
+                self.own_version = Some(c.version);
+            }
             let name = &names[node];
             let renewed = self.leases.contains_key(name);
             self.leases.insert(
@@ -289,6 +295,9 @@ impl Speaker {
             nodes,
             leases: &self.leases,
             marks: &self.marks,
+            own_write_seen: self
+                .own_version
+                .and_then(|v| self.renewer.record().sent_of(&v.to_string())),
         };
         let mut a = liveness::assess(&mut self.judging, &input);
         match variant {
@@ -320,11 +329,14 @@ impl Speaker {
             .poll(now, mark.as_ref(), &self.leases, &self.marks, me)
     }
 
-    /// A renewal's answer: `retry` is the jittered delay before the next
-    /// attempt if it failed.
-    pub fn renewed(&mut self, now: Instant, ok: bool, retry: Duration) {
+    /// The renewal in flight ended at `now`: `ok`, making lease `version`
+    /// (the caller learns it from the answer), or retried after `retry`.
+    pub fn renewed(&mut self, now: Instant, ok: bool, retry: Duration, version: Option<u64>) {
         if let Some(f) = self.in_flight.take() {
             self.renewer.done(now, f.mode, ok, retry);
+            if let Some(v) = version {
+                self.renewer.wrote(&v.to_string());
+            }
         }
         self.failures = if ok { 0 } else { self.failures + 1 };
     }

@@ -181,6 +181,8 @@ pub struct World {
     next_write: u64,
     /// A node's SIGTERM restart, pending its exit: (fault, downtime).
     restart_after_exit: Vec<Option<(usize, Option<Duration>)>>,
+    /// The lease version each committed write made, until its answer.
+    committed: BTreeMap<u64, u64>,
     /// How far each node's wall clock is behind (ms): clock steps.
     clock_behind: Vec<u64>,
     trace: Vec<String>,
@@ -230,6 +232,7 @@ impl World {
             writes: BTreeMap::new(),
             next_write: 0,
             restart_after_exit: vec![None; n],
+            committed: BTreeMap::new(),
             clock_behind: vec![0; n],
             trace: Vec::new(),
             digest: 0xcbf2_9ce4_8422_2325,
@@ -383,7 +386,8 @@ impl World {
                     let gone = n.run != run || n.process != Process::Running;
                     if !(value.held && gone && !self.api.held(node)) {
                         let now = self.now();
-                        self.api.commit(node, value, now);
+                        let c = self.api.commit(node, value, now);
+                        self.committed.insert(write, c.version);
                     }
                 }
             }
@@ -518,7 +522,7 @@ impl World {
             return;
         };
         let commits = self.api.watch(i, &mut sp.cursor, now);
-        sp.observe(commits, &self.names, now);
+        sp.observe(i, commits, &self.names, now);
         let before = sp
             .assessment
             .as_ref()
@@ -587,7 +591,7 @@ impl World {
             return;
         }
         let commits = self.api.watch(i, &mut sp.cursor, now);
-        sp.observe(commits, &self.names, now);
+        sp.observe(i, commits, &self.names, now);
         if let Some(mode) = sp.renew_due(&n.name, now) {
             let fate = self.api.send(i, RENEW_TIMEOUT, &mut self.rng);
             let write = self.next_write;
@@ -664,7 +668,8 @@ impl World {
             Variant::NoBackoff => Duration::from_millis(50),
             _ => base + base.mul_f64(self.rng.random_range(0.0..1.0)),
         };
-        sp.renewed(now, ok, retry);
+        let version = self.committed.remove(&write).filter(|_| ok);
+        sp.renewed(now, ok, retry, version);
         self.checker.write_done(i, now, ok);
         self.renew(i);
     }
@@ -713,6 +718,11 @@ impl World {
                 self.api.cut(node, true);
                 self.clock.after(for_, Event::FaultEnd(i));
             }
+            Kind::WatchLag { for_, gain } => {
+                let now = self.now();
+                self.api.lag(node, Some((now, gain)));
+                self.clock.after(for_, Event::FaultEnd(i));
+            }
             Kind::GossipAndApiCut { for_ } | Kind::Unplug { for_ } => {
                 self.net.cut_node(node, true, true, true);
                 self.api.cut(node, true);
@@ -741,6 +751,7 @@ impl World {
             Kind::Stop { .. } => self.resume(node),
             Kind::GossipCut { one_way, .. } => self.net.cut_node(node, true, !one_way, false),
             Kind::ApiCut { .. } => self.api.cut(node, false),
+            Kind::WatchLag { .. } => self.api.lag(node, None),
             Kind::GossipAndApiCut { .. } | Kind::Unplug { .. } => {
                 self.net.cut_node(node, true, true, false);
                 self.api.cut(node, false);

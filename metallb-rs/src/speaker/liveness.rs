@@ -34,11 +34,10 @@
 //!    goodbye (rule 2), and until the lease says so the member counts as
 //!    alive for election - so a leave alone (one that raced a restart, or
 //!    was forged) never moves addresses off a speaker that still renews.
-//!    "Overdue" needs a lease watch shown to be current past the
-//!    deadline (some lease changed after it): a speaker being cut off
-//!    sees every lease in its frozen cache age, and until it notices the
-//!    API server is gone (and, in the minority, falls silent) those ages
-//!    must not hand it the others' addresses.
+//!    "Overdue" needs the lease watch shown current past the deadline: a
+//!    write of this speaker's own, sent after it, seen back (a watch that
+//!    froze or fell behind shows other leases' old changes late; a
+//!    speaker being cut off sees every lease in its cache age).
 //! 5. Gossip says alive (or suspect): alive.
 //! 6. No gossip evidence: a NotReady node whose lease is overdue or
 //!    missing has no speaker (#3116). With membership off, every other
@@ -229,9 +228,11 @@ pub struct Context {
     /// Gossip has run long enough ([`GOSSIP_SETTLE`]) that a member it
     /// does not know is not merely one it has not heard from yet.
     pub gossip_settled: bool,
-    /// When this speaker's lease watch last showed a change of any
-    /// presence lease (its own renewals included): how far its view of
-    /// the leases is known to be current.
+    /// How far this speaker's view of the leases is known to be current:
+    /// when it sent the latest of its own writes its watch has shown back
+    /// (a watch delivers in commit order). Another lease's change proves
+    /// less: a watch falling behind shows old changes while the renewal
+    /// that would keep a member is still queued behind them.
     pub leases_seen: Option<Instant>,
     /// How long this speaker's recent writes to the API server took
     /// (`renewal::Record::latency`): the others' writes go to the same
@@ -302,10 +303,11 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
 /// Whether a renewal of this speaker's own lease, seen back through its
 /// watch, would settle `e`: gossip says the member is down (or, once it
 /// has settled, does not know it), its lease is past its stop deadline,
-/// and only a lease change after that deadline is missing to count it
-/// gone. Renewing at once then saves waiting for the
+/// and only the watch shown current past it ([`Context::leases_seen`])
+/// is missing to count it gone. Renewing at once saves waiting for the
 /// next periodic renewal (failover time); a cut-off speaker's renewal
-/// never comes back, so it settles nothing there.
+/// never comes back, so it settles nothing there. (Renewing already
+/// while gossip only suspects it was slower in the simulator.)
 pub fn awaits_evidence(e: &Evidence, ctx: &Context) -> bool {
     let judged_by_lease = match e.gossip {
         Some(Gossip::Down { .. }) => true,
@@ -472,6 +474,8 @@ pub struct Judging {
     /// back in touch, but before its next renewal gets through, a speaker
     /// must not take their addresses on those verdicts.
     distrusted: BTreeSet<String>,
+    /// The latest [`Inputs::own_write_seen`] ([`Context::leases_seen`]).
+    watch_current: Option<Instant>,
 }
 
 impl Judging {
@@ -500,6 +504,9 @@ pub struct Inputs<'a> {
     pub leases: &'a BTreeMap<String, LeaseState>,
     /// The marks the leases carry (`presence::marks`).
     pub marks: &'a BTreeMap<String, Mark>,
+    /// When the write that made the version of this speaker's lease its
+    /// watch shows was sent, if known (`renewal::Record::sent_of`).
+    pub own_write_seen: Option<Instant>,
 }
 
 /// What one assessment decided.
@@ -563,6 +570,7 @@ fn answers_in(view: Option<&View>, node: &str) -> bool {
 /// the simulator both run.
 pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     let now = input.now;
+    judging.watch_current = judging.watch_current.max(input.own_write_seen);
     let fresh: Vec<(&str, &Mark)> = presence::fresh_marks(input.leases, input.marks, now).collect();
     // Since when each member is named, as the watch shows the marks: from
     // then on it renews fast if it lives.
@@ -616,7 +624,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
         gossip_settled: judging
             .gossip_since
             .is_some_and(|t| now.saturating_duration_since(t) >= GOSSIP_SETTLE),
-        leases_seen: input.leases.values().map(|l| l.changed).max(),
+        leases_seen: judging.watch_current,
         api_latency: input.api_latency,
     };
     let gossip = |node: &str| -> Option<Gossip> {

@@ -278,22 +278,46 @@ pub async fn join(
         run,
         ..Marks::default()
     };
-    set(api, node, Some(node), mode, marks).await
+    set(api, node, Some(node), mode, marks).await.map(drop)
 }
 
 /// The gossip run `node`'s lease records ([`RUN_ANNOTATION`]): the last
 /// run of its speaker that wrote it.
 pub fn last_run<'a>(leases: impl IntoIterator<Item = &'a Lease>, node: &str) -> Option<u64> {
-    let name = lease_name(node);
-    leases
-        .into_iter()
-        .find(|l| l.metadata.name.as_deref() == Some(name.as_str()))?
+    lease_of(leases, node)?
         .metadata
         .annotations
         .as_ref()?
         .get(RUN_ANNOTATION)?
         .parse()
         .ok()
+}
+
+/// The resourceVersion of `node`'s lease among `leases`.
+pub fn version_of<'a>(leases: impl IntoIterator<Item = &'a Lease>, node: &str) -> Option<&'a str> {
+    lease_of(leases, node)?.metadata.resource_version.as_deref()
+}
+
+fn lease_of<'a>(leases: impl IntoIterator<Item = &'a Lease>, node: &str) -> Option<&'a Lease> {
+    let name = lease_name(node);
+    leases
+        .into_iter()
+        .find(|l| l.metadata.name.as_deref() == Some(name.as_str()))
+}
+
+/// A write of the lease that went through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The lease's resourceVersion after it, when the answer says.
+    pub version: Option<String>,
+}
+
+impl Written {
+    fn of(lease: &Lease) -> Self {
+        Self {
+            version: lease.metadata.resource_version.clone(),
+        }
+    }
 }
 
 /// What one renewal writes besides the holder and the period.
@@ -317,15 +341,15 @@ pub async fn renew(
     node: &str,
     mode: Mode,
     marks: Marks<'_>,
-) -> Result<(), kube::Error> {
-    if renew_if_held(api, node, mode, marks).await? {
-        return Ok(());
+) -> Result<Written, kube::Error> {
+    if let Some(written) = renew_if_held(api, node, mode, marks).await? {
+        return Ok(written);
     }
     set(api, node, Some(node), mode, marks).await
 }
 
 /// Renews `node`'s lease only while this speaker holds it: a JSON patch
-/// that tests the holder first (false, nothing written, when it is not
+/// that tests the holder first (`None`, nothing written, when it is not
 /// held by `node` or gone). A renewal sent just before SIGTERM that
 /// reaches a slow API server after the lease was cleared must not take
 /// it back: the others would count a speaker that has left as running,
@@ -335,7 +359,7 @@ pub async fn renew_if_held(
     node: &str,
     mode: Mode,
     marks: Marks<'_>,
-) -> Result<bool, kube::Error> {
+) -> Result<Option<Written>, kube::Error> {
     let trouble = trouble_value(mode, marks);
     let periods = i32::try_from(mode.period().as_secs()).unwrap_or(i32::MAX);
     let ops = serde_json::json!([
@@ -365,9 +389,9 @@ pub async fn renew_if_held(
         )
         .await
     {
-        Ok(_) => Ok(true),
+        Ok(lease) => Ok(Some(Written::of(&lease))),
         // Gone (404), or the test failed (422): not ours.
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 422 => Ok(false),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 422 => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -382,7 +406,9 @@ fn trouble_value(mode: Mode, marks: Marks<'_>) -> Option<String> {
 
 /// Marks `node`'s speaker gone.
 pub async fn leave(api: &Api<Lease>, node: &str) -> Result<(), kube::Error> {
-    set(api, node, None, Mode::Slow, Marks::default()).await
+    set(api, node, None, Mode::Slow, Marks::default())
+        .await
+        .map(drop)
 }
 
 /// One write per renewal: a merge patch of the spec and the mark (the
@@ -394,7 +420,7 @@ async fn set(
     holder: Option<&str>,
     mode: Mode,
     marks: Marks<'_>,
-) -> Result<(), kube::Error> {
+) -> Result<Written, kube::Error> {
     let trouble = trouble_value(mode, marks);
     let (trouble, link_down) = (trouble.as_deref(), marks.link_down);
     let name = lease_name(node);
@@ -437,13 +463,12 @@ async fn set(
                 },
                 spec: Some(spec),
             };
-            api.create(&PostParams::default(), &lease).await?;
+            Ok(Written::of(
+                &api.create(&PostParams::default(), &lease).await?,
+            ))
         }
-        other => {
-            other?;
-        }
+        other => Ok(Written::of(&other?)),
     }
-    Ok(())
 }
 
 /// The annotations a created or renewed lease carries.

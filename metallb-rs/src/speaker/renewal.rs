@@ -74,6 +74,24 @@ pub struct Record {
     /// How long recent writes took: the longest, decaying by a fifth per
     /// second, at most [`RENEW_TIMEOUT`].
     pub latency: Duration,
+    /// The last few successful writes, newest first: the lease version
+    /// each wrote ([`version_key`]) and when it was sent. When the watch
+    /// shows one of them, it has delivered everything committed before
+    /// that write was sent ([`Record::sent_of`]).
+    pub witnesses: [Option<(u64, Instant)>; WITNESSES],
+}
+
+/// How many successful writes [`Record::witnesses`] keeps: enough for the
+/// watch to show one of them while newer ones complete.
+pub const WITNESSES: usize = 4;
+
+/// A lease version (resourceVersion, opaque) as [`Record::witnesses`]
+/// keeps it: compared for equality only.
+pub fn version_key(version: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    version.hash(&mut h);
+    h.finish()
 }
 
 impl Record {
@@ -85,7 +103,19 @@ impl Record {
             period: FAST_RENEW,
             failing_since: None,
             latency: Duration::ZERO,
+            witnesses: [None; WITNESSES],
         }
+    }
+
+    /// When the write that made `version` of this speaker's lease was
+    /// sent, if it is one of the last few.
+    pub fn sent_of(&self, version: &str) -> Option<Instant> {
+        let key = version_key(version);
+        self.witnesses
+            .iter()
+            .flatten()
+            .find(|(k, _)| *k == key)
+            .map(|(_, sent)| *sent)
     }
 
     /// Whether the API server counts as reachable at `now`: the last
@@ -245,6 +275,7 @@ impl Renewer {
                 period: mode.period(),
                 failing_since: None,
                 latency,
+                witnesses: self.record.witnesses,
             };
             self.written = Some(mode);
             self.written_link = Some(self.polled_link);
@@ -262,6 +293,14 @@ impl Renewer {
             self.retrying = true;
             self.due = now + retry_delay;
         }
+    }
+
+    /// The successful write [`Renewer::done`] last took in made `version`
+    /// of the lease: a witness of how current the lease watch is.
+    pub fn wrote(&mut self, version: &str) {
+        let w = &mut self.record.witnesses;
+        w.rotate_right(1);
+        w[0] = Some((version_key(version), self.started));
     }
 
     /// When the next renewal or retry is due (a mode change may come
@@ -406,9 +445,13 @@ async fn run(
             let outcome =
                 tokio::time::timeout(RENEW_TIMEOUT, presence::renew(&api, &node, mode, write))
                     .await;
-            let ok = matches!(outcome, Ok(Ok(())));
+            let ok = matches!(outcome, Ok(Ok(_)));
+            let mut version = None;
             match outcome {
-                Ok(Ok(())) => delays = retries(),
+                Ok(Ok(written)) => {
+                    delays = retries();
+                    version = written.version;
+                }
                 Ok(Err(e)) => tracing::debug!(error = %e, "could not renew the presence lease"),
                 Err(_) => tracing::debug!("renewing the presence lease timed out"),
             }
@@ -418,6 +461,9 @@ async fn run(
                 delays.next().unwrap_or(RETRY.max)
             };
             renewer.done(Instant::now(), mode, ok, delay);
+            if let Some(v) = version {
+                renewer.wrote(&v);
+            }
             if let Ok(mut r) = record.lock() {
                 *r = renewer.record();
             }

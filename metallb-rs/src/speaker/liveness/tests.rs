@@ -4,6 +4,7 @@ use super::*;
 use rstest::rstest;
 
 mod cut_off;
+mod lag;
 mod marks;
 
 /// Our monotonic clock's origin in these tests.
@@ -265,6 +266,7 @@ fn overdue_uses_the_renewal_period_and_margin() {
 #[case::already_settled(lease(true, 6.9), down(9.0, false), true, Some(9.5), false)]
 #[case::lease_not_overdue(lease(true, 9.0), down(9.0, false), true, Some(9.5), false)]
 #[case::alive_in_gossip(lease(true, 6.9), Some(Gossip::Alive), true, Some(8.0), false)]
+#[case::suspect_in_gossip(lease(true, 6.9), Some(Gossip::Suspect), true, Some(8.0), false)]
 #[case::no_api_gossip_decides(lease(true, 6.9), down(9.0, false), false, Some(8.0), false)]
 fn renewing_at_once_when_it_settles_a_suspect(
     #[case] lease: Option<LeaseState>,
@@ -593,6 +595,7 @@ fn a_speaker_whose_link_is_down_does_not_count_itself() {
                 nodes: &nodes,
                 leases: &leases,
                 marks: &BTreeMap::new(),
+                own_write_seen: Some(at(9.5)),
             },
         )
     };

@@ -2,12 +2,100 @@
 //! dropped datagrams by reason, read from the task's counters and view
 //! at scrape time (so the gossip loop never touches the registry).
 
-use super::{Counters, DropReason, View};
+use super::{DropReason, View};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{IntCounter, IntCounterVec, IntGaugeVec, Opts};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::watch;
+
+/// Datagrams dropped since start, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// See [`DropReason::Malformed`].
+    pub malformed: u64,
+    /// See [`DropReason::Auth`].
+    pub auth: u64,
+    /// See [`DropReason::Decode`].
+    pub decode: u64,
+    /// See [`DropReason::Rejected`].
+    pub rejected: u64,
+    /// See [`DropReason::UnknownSender`].
+    pub unknown_sender: u64,
+    /// See [`DropReason::Replayed`].
+    pub replayed: u64,
+    /// See [`DropReason::RateLimited`].
+    pub rate_limited: u64,
+}
+
+impl Dropped {
+    /// The count for `reason`.
+    pub fn get(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::Malformed => self.malformed,
+            DropReason::Auth => self.auth,
+            DropReason::Decode => self.decode,
+            DropReason::Rejected => self.rejected,
+            DropReason::UnknownSender => self.unknown_sender,
+            DropReason::Replayed => self.replayed,
+            DropReason::RateLimited => self.rate_limited,
+        }
+    }
+
+    /// All reasons together.
+    pub fn total(&self) -> u64 {
+        DropReason::ALL.iter().map(|r| self.get(*r)).sum()
+    }
+}
+
+/// The task's counters, read by [`super::Membership::dropped`].
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    malformed: AtomicU64,
+    auth: AtomicU64,
+    decode: AtomicU64,
+    rejected: AtomicU64,
+    unknown_sender: AtomicU64,
+    replayed: AtomicU64,
+    rate_limited: AtomicU64,
+    probes: AtomicU64,
+}
+
+impl Counters {
+    pub(super) fn probe(&self) {
+        self.probes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn probes(&self) -> u64 {
+        self.probes.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn count(&self, reason: DropReason) {
+        let counter = match reason {
+            DropReason::Malformed => &self.malformed,
+            DropReason::Auth => &self.auth,
+            DropReason::Decode => &self.decode,
+            DropReason::Rejected => &self.rejected,
+            DropReason::UnknownSender => &self.unknown_sender,
+            DropReason::Replayed => &self.replayed,
+            DropReason::RateLimited => &self.rate_limited,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn snapshot(&self) -> Dropped {
+        Dropped {
+            malformed: self.malformed.load(Ordering::Relaxed),
+            auth: self.auth.load(Ordering::Relaxed),
+            decode: self.decode.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+            unknown_sender: self.unknown_sender.load(Ordering::Relaxed),
+            replayed: self.replayed.load(Ordering::Relaxed),
+            rate_limited: self.rate_limited.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// A [`Collector`] over one membership (see
 /// [`super::Membership::metrics`]).

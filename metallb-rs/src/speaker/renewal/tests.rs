@@ -34,6 +34,7 @@ fn the_api_counts_reachable(
         period: mode.period(),
         failing_since: failing.map(|f| at(t0, f)),
         latency: Duration::ZERO,
+        witnesses: [None; WITNESSES],
     };
     assert_eq!(r.api_ok(at(t0, secs)), want);
 }
@@ -283,4 +284,35 @@ fn retries_back_off_with_jitter() {
         "the API's return is noticed in time"
     );
     assert_ne!(a, b, "two speakers' retries are jittered apart");
+}
+
+/// The writes a lease watch can show back: each successful write's
+/// version with when it was sent, the last few only; a failed write
+/// leaves them as they were.
+#[test]
+fn successful_writes_witness_how_current_the_watch_is() {
+    let t0 = Instant::now();
+    let mut r = Renewer::new(t0);
+    let mut sent = Vec::new();
+    for i in 0..6u32 {
+        let start = at(t0, f64::from(i) * 2.0);
+        r.ask();
+        let polled = r.poll(start, None, &BTreeMap::new(), &BTreeMap::new(), "a");
+        assert!(polled.is_some(), "write {i} due");
+        r.done(
+            start + Duration::from_millis(300),
+            Mode::Slow,
+            true,
+            Duration::ZERO,
+        );
+        r.wrote(&format!("v{i}"));
+        sent.push(start);
+    }
+    let rec = r.record();
+    assert_eq!(rec.sent_of("v5"), Some(sent[5]));
+    assert_eq!(rec.sent_of("v2"), Some(sent[2]));
+    assert_eq!(rec.sent_of("v1"), None, "only the last {WITNESSES}");
+    assert_eq!(rec.sent_of("v9"), None);
+    r.done(at(t0, 20.0), Mode::Slow, false, Duration::from_secs(1));
+    assert_eq!(r.record().sent_of("v5"), Some(sent[5]), "kept by a failure");
 }

@@ -91,6 +91,9 @@ impl Runner {
         let view = self.membership.as_ref().map(|m| m.view());
         // A poisoned lock means a renewal panicked: the API counts as gone.
         let record = self.renewals.lock().map(|r| *r).ok();
+        let own_write_seen = presence::version_of(cached.iter().map(|l| &**l), &self.opts.node)
+            .zip(record)
+            .and_then(|(version, r)| r.sent_of(version));
         let a = liveness::assess(
             &mut j.memory,
             &liveness::Inputs {
@@ -102,6 +105,7 @@ impl Runner {
                 nodes: &self.node_view,
                 leases: &leases,
                 marks: &marks,
+                own_write_seen,
             },
         );
         if let Some(renewal) = &self.renewal {

@@ -41,6 +41,7 @@ fn verdicts_reached_while_cut_off_do_not_count() {
                 nodes: &nodes,
                 leases: &leases,
                 marks: &BTreeMap::new(),
+                own_write_seen: Some(at(9.0)),
             },
         )
     };

@@ -77,6 +77,7 @@ fn a_mark_serves_every_judge() {
                 nodes: &nodes,
                 leases: &leases,
                 marks,
+                own_write_seen: Some(at(now)),
             },
         )
     };
@@ -157,6 +158,7 @@ fn a_lapsed_mark_does_not_move_the_deadline_back() {
                 nodes: &nodes,
                 leases: &leases,
                 marks: &names_z,
+                own_write_seen: Some(at(now)),
             },
         )
     };

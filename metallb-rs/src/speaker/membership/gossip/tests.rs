@@ -237,8 +237,8 @@ fn a_datagram_meant_for_another_member_proves_nothing() {
             let sender = members[from].node.clone();
             let _ = members[to].receive(&sender, &frame, addrs[from], now);
         }
-        for i in 0..members.len() {
-            for (to, frame) in members[i].take_outgoing() {
+        for (i, member) in members.iter_mut().enumerate() {
+            for (to, frame) in member.take_outgoing() {
                 let Some(j) = addrs.iter().position(|a| *a == to) else {
                     continue;
                 };
