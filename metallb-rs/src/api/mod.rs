@@ -49,7 +49,7 @@ macro_rules! spec_may_be_omitted {
 }
 pub(crate) use spec_may_be_omitted;
 
-mod conversion;
+pub mod conversion;
 pub mod schema;
 pub mod v1beta1;
 pub mod v1beta2;
