@@ -92,7 +92,10 @@ async fn convert_bgppeers_through_the_controller(admin: &Client) {
         .find(|o| o["metadata"]["name"] == webhook::CONVERSION_CRD)
         .expect("bgppeers CRD");
     let mut wanted: CustomResourceDefinition = serde_json::from_value(wanted).expect("CRD");
-    let existing = crds.get(webhook::CONVERSION_CRD).await.expect("bgppeers CRD");
+    let existing = crds
+        .get(webhook::CONVERSION_CRD)
+        .await
+        .expect("bgppeers CRD");
     wanted.metadata.resource_version = existing.metadata.resource_version;
     crds.replace(webhook::CONVERSION_CRD, &PostParams::default(), &wanted)
         .await
@@ -429,6 +432,13 @@ async fn bgppeers_convert_both_ways_through_the_controller() {
     .get("new")
     .await
     .expect("read as v1beta1");
-    assert_eq!(raw.types.map(|t| t.api_version).as_deref(), Some("metallb.io/v1beta1"));
-    assert!(raw.data["spec"].get("connectTime").is_none(), "{}", raw.data);
+    assert_eq!(
+        raw.types.map(|t| t.api_version).as_deref(),
+        Some("metallb.io/v1beta1")
+    );
+    assert!(
+        raw.data["spec"].get("connectTime").is_none(),
+        "{}",
+        raw.data
+    );
 }

@@ -273,7 +273,11 @@ fn conversion(ctx: &Ctx) -> Result<()> {
         .context("reading the v1beta1 peer as v1beta2")?;
     ensure!(
         as_v2.spec.peer_asn == Some(64513)
-            && as_v2.spec.node_selectors.as_ref().is_some_and(|s| s.len() == 1)
+            && as_v2
+                .spec
+                .node_selectors
+                .as_ref()
+                .is_some_and(|s| s.len() == 1)
             && v1beta1::BGPPeerSpec::from(as_v2.spec.clone()) == old,
         "read as v1beta2: {:?}, created as v1beta1: {old:?}",
         as_v2.spec

@@ -3,7 +3,8 @@
 //! MetalLB user's YAML deserializes unchanged.
 //!
 //! This module only describes the API: it does no I/O and holds no logic
-//! beyond schema generation. Semantic checks live in [`crate::config`].
+//! beyond schema generation and BGPPeer's version conversion
+//! ([`conversion`]). Semantic checks live in [`crate::config`].
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

@@ -21,6 +21,11 @@
 //!   ConfigurationState, this configuration's caBundle, Service status,
 //!   pool status) passes through them. Escape hatch when no replica can
 //!   run: delete this configuration.
+//! - The conversion webhook has no failure policy: with no replica Ready,
+//!   reading or writing a BGPPeer at v1beta1 fails. The controller reads
+//!   and watches BGPPeers at v1beta2, the storage version, so it never
+//!   needs its own conversion to start. Escape hatch: set the CRD's
+//!   `spec.conversion.strategy` to `None`.
 
 use crate::config::admission::WEBHOOKS;
 use crate::k8s::webhook::{CONFIGURATION, CONVERSION_CRD, CONVERT_PATH, PORT, SECRET, SERVICE};
