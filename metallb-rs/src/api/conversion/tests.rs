@@ -1,3 +1,7 @@
+//! BGPPeer's conversion as tables: one row per field of each version,
+//! each checked both ways on a whole object; the rows are held to cover
+//! both CRD schemas, so a new field must be placed.
+
 use super::*;
 use serde_json::json;
 use std::collections::BTreeSet;
