@@ -8,6 +8,7 @@ use super::netns::{self, Family, Topology};
 use super::process::Processes;
 use crate::cluster::{Cluster, NodeInfo, PoolRanges, Protocol, StopSignal};
 use anyhow::{Context, Result, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::net::IpAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -472,7 +473,6 @@ fn write_component_kubeconfigs(
 /// without conversion webhook otherwise.
 pub async fn install_metallb_api(client: &kube::Client, webhooks: Webhooks) -> Result<()> {
     use k8s_openapi::api::core::v1::Namespace;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, PostParams};
     const TIMEOUT: Duration = Duration::from_secs(10);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -542,8 +542,8 @@ pub async fn install_metallb_api(client: &kube::Client, webhooks: Webhooks) -> R
 /// which the controller put there (without it every read of a BGPPeer at
 /// v1beta1 would fail x509 until the controller's next certificate round).
 fn keep_conversion_ca_bundle(
-    wanted: &mut k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    existing: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    wanted: &mut CustomResourceDefinition,
+    existing: &CustomResourceDefinition,
 ) {
     let bundle = existing.spec.conversion.as_ref().and_then(|c| {
         c.webhook
@@ -564,10 +564,10 @@ fn keep_conversion_ca_bundle(
 }
 
 /// The manifests' ValidatingWebhookConfiguration with
-/// [`Webhooks::Installed`] (else removed): created when missing, replaced when its webhooks changed -
-/// keeping each webhook's caBundle, which the controller put there
-/// (without it every review would fail x509 until the controller's next
-/// certificate round).
+/// [`Webhooks::Installed`] (else removed): created when missing, replaced
+/// when its webhooks changed - keeping each webhook's caBundle, which the
+/// controller put there (without it every review would fail x509 until
+/// the controller's next certificate round).
 async fn install_webhook_configuration(client: &kube::Client, webhooks: Webhooks) -> Result<()> {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     use kube::api::{Api, DeleteParams, PostParams};

@@ -1,9 +1,10 @@
 //! The webhook server every controller replica runs (not only the leader,
 //! as upstream): HTTPS on `--webhook-bind-address`, one validating route
 //! per [`WEBHOOKS`] entry, and [`CONVERT_PATH`], BGPPeer's conversion
-//! ([`super::conversion_review`]: pure, no API call, answered at once). Each review lists the current objects (a
-//! consistent read, so an object created a moment ago by the same
-//! `kubectl apply` is seen), hands them with the write to
+//! ([`super::conversion_review`]: pure, no API call, answered at once).
+//! Each validating review lists the current objects (a consistent read,
+//! so an object created a moment ago by the same `kubectl apply` is
+//! seen), hands them with the write to
 //! [`config::admission::review`] and answers within [`REVIEW_BUDGET`] -
 //! with a refusal saying why when the API server is slow, never by making
 //! the API server time out. The certificate comes from `webhook_certs`

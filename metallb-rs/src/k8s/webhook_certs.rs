@@ -2,10 +2,9 @@
 //! ([`crate::certs`] decides), loads it into the server, and patches its CA
 //! into the ValidatingWebhookConfiguration and into BGPPeer's CRD (its
 //! conversion webhook, as upstream's cert-controller does); then checks
-//! again every
-//! [`REFRESH`], which also picks up another replica's renewal. Replicas
-//! converge on one Secret: writes carry the resourceVersion read, and the
-//! loser of a race reads the winner's pair.
+//! again every [`REFRESH`], which also picks up another replica's renewal.
+//! Replicas converge on one Secret: writes carry the resourceVersion read,
+//! and the loser of a race reads the winner's pair.
 //!
 //! The pair is read through the API and held in memory (no volume mount,
 //! so no kubelet sync delay before serving). Readiness holds until the
