@@ -24,14 +24,15 @@ async fn start() -> (ApiServer, kube::Client) {
 
 #[tokio::test]
 async fn the_metallb_api_bootstrap_is_idempotent() {
+    use devenv::lab::cluster::{Webhooks, install_metallb_api};
     let (_server, client) = start().await;
-    devenv::lab::cluster::install_metallb_api(&client)
+    install_metallb_api(&client, Webhooks::Installed)
         .await
         .expect("installed");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let before = crds.list(&ListParams::default()).await.expect("list");
     assert_eq!(before.items.len(), metallb_rs::api::crds().len());
-    devenv::lab::cluster::install_metallb_api(&client)
+    install_metallb_api(&client, Webhooks::Installed)
         .await
         .expect("a second run changes nothing");
     let after = crds.list(&ListParams::default()).await.expect("list");
@@ -42,6 +43,56 @@ async fn the_metallb_api_bootstrap_is_idempotent() {
             .collect::<Vec<_>>()
     };
     assert_eq!(versions(&before), versions(&after), "no CRD rewritten");
+}
+
+#[tokio::test]
+async fn the_bootstrap_keeps_the_conversion_ca_bundle_the_controller_injected() {
+    use devenv::lab::cluster::{Webhooks, install_metallb_api};
+    let (_server, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = metallb_rs::k8s::webhook::CONVERSION_CRD;
+    let bundle = |crd: &CustomResourceDefinition| {
+        let conversion = crd.spec.conversion.as_ref()?;
+        let config = conversion.webhook.as_ref()?.client_config.as_ref()?;
+        Some(
+            config
+                .ca_bundle
+                .as_ref()
+                .map(|b| b.0.clone())
+                .unwrap_or_default(),
+        )
+    };
+    install_metallb_api(&client, Webhooks::Installed)
+        .await
+        .expect("installed");
+    let fresh = crds.get(name).await.expect("bgppeers");
+    assert_eq!(bundle(&fresh), Some(vec![]), "converted, no caBundle yet");
+    // What the controller's certificate loop does.
+    crds.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": "Q0E="}}}}}),
+        ),
+    )
+    .await
+    .expect("caBundle set");
+    let injected = crds.get(name).await.expect("bgppeers");
+    install_metallb_api(&client, Webhooks::Installed)
+        .await
+        .expect("installed again");
+    let kept = crds.get(name).await.expect("bgppeers");
+    assert_eq!(bundle(&kept), Some(b"CA".to_vec()));
+    assert_eq!(
+        kept.metadata.resource_version, injected.metadata.resource_version,
+        "not rewritten"
+    );
+    // A lab without the controller: BGPPeer converts by itself again.
+    install_metallb_api(&client, Webhooks::Absent)
+        .await
+        .expect("installed without webhooks");
+    let plain = crds.get(name).await.expect("bgppeers");
+    assert_eq!(bundle(&plain), None);
 }
 
 #[tokio::test]

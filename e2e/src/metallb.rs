@@ -138,6 +138,12 @@ impl<'a> Config<'a> {
         )
     }
 
+    /// Creates a BGPPeer as v1beta1 (stored as v1beta2: converted by the
+    /// controller's conversion webhook).
+    pub fn bgp_peer_v1beta1(&mut self, name: &str, spec: Value) -> Result<()> {
+        self.create(ApiResource::erase::<v1beta1::BGPPeer>(&()), name, spec)
+    }
+
     /// Creates a Community (aliases).
     pub fn community(&mut self, name: &str, spec: Value) -> Result<()> {
         self.create(ApiResource::erase::<v1beta1::Community>(&()), name, spec)

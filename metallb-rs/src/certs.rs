@@ -323,41 +323,76 @@ pub fn ca_bundle(b: &Bundle) -> String {
     base64::engine::general_purpose::STANDARD.encode(&b.ca_pem)
 }
 
-/// The JSON patch setting every webhook's `clientConfig.caBundle` in the
-/// ValidatingWebhookConfiguration `vwc` to `bundle`, or none when all
-/// already carry it. Each replacement is guarded by a test of the
-/// webhook's name, so a concurrent edit reordering the list fails the
-/// patch instead of writing the wrong entry.
-pub fn ca_bundle_patch(vwc: &serde_json::Value, bundle: &str) -> Option<json_patch::Patch> {
-    let ops: Vec<serde_json::Value> = vwc["webhooks"]
+/// What keeping the caBundle of the webhooks an object calls current
+/// takes.
+#[derive(Debug, PartialEq)]
+pub enum CaBundlePlan {
+    /// The object calls no webhook: a configuration without webhooks, a
+    /// CRD whose conversion strategy is not Webhook.
+    NoWebhook,
+    /// Every webhook it calls already carries the bundle.
+    Current,
+    /// This JSON patch sets the bundle where it is stale.
+    Patch(json_patch::Patch),
+}
+
+/// Each `clientConfig` in `object` the API server dials - every webhook's
+/// of a ValidatingWebhookConfiguration, the conversion webhook's of a
+/// CustomResourceDefinition - with its JSON pointer and a patch `test`
+/// that guards writing it: the webhook's name (a concurrent edit
+/// reordering the list fails the patch instead of writing the wrong
+/// entry), the conversion strategy (one switching it off does too).
+fn client_configs(
+    object: &serde_json::Value,
+) -> Vec<(String, &serde_json::Value, serde_json::Value)> {
+    let webhooks = object["webhooks"]
         .as_array()
         .into_iter()
         .flatten()
         .enumerate()
-        .filter(|(_, w)| w["clientConfig"]["caBundle"].as_str() != Some(bundle))
-        .flat_map(|(i, w)| {
+        .map(|(i, w)| {
+            let test = serde_json::json!({"op": "test", "path": format!("/webhooks/{i}/name"), "value": w["name"]});
+            (format!("/webhooks/{i}/clientConfig"), &w["clientConfig"], test)
+        });
+    let conversion = &object["spec"]["conversion"];
+    let converts = (conversion["strategy"] == "Webhook"
+        && conversion["webhook"]["clientConfig"].is_object())
+    .then(|| {
+        let test = serde_json::json!({"op": "test", "path": "/spec/conversion/strategy", "value": "Webhook"});
+        (
+            "/spec/conversion/webhook/clientConfig".to_owned(),
+            &conversion["webhook"]["clientConfig"],
+            test,
+        )
+    });
+    webhooks.chain(converts).collect()
+}
+
+/// How to make every webhook `object` calls carry `bundle` as its
+/// `clientConfig.caBundle`.
+pub fn ca_bundle_plan(object: &serde_json::Value, bundle: &str) -> CaBundlePlan {
+    let configs = client_configs(object);
+    if configs.is_empty() {
+        return CaBundlePlan::NoWebhook;
+    }
+    let ops: Vec<serde_json::Value> = configs
+        .into_iter()
+        .filter(|(_, config, _)| config["caBundle"].as_str() != Some(bundle))
+        .flat_map(|(at, _, test)| {
             [
-                serde_json::json!({"op": "test", "path": format!("/webhooks/{i}/name"), "value": w["name"]}),
-                serde_json::json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": bundle}),
+                test,
+                serde_json::json!({"op": "add", "path": format!("{at}/caBundle"), "value": bundle}),
             ]
         })
         .collect();
     if ops.is_empty() {
-        return None;
+        return CaBundlePlan::Current;
     }
-    serde_json::from_value(serde_json::Value::Array(ops)).ok()
-}
-
-/// Whether every webhook of `vwc` carries `bundle` (and there is one).
-pub fn injected(vwc: &serde_json::Value, bundle: &str) -> bool {
-    let hooks = vwc["webhooks"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    !hooks.is_empty()
-        && hooks
-            .iter()
-            .all(|w| w["clientConfig"]["caBundle"].as_str() == Some(bundle))
+    match serde_json::from_value(serde_json::Value::Array(ops)) {
+        Ok(patch) => CaBundlePlan::Patch(patch),
+        // Only test and add operations are built above, which always read.
+        Err(_) => CaBundlePlan::Current,
+    }
 }
 
 /// The bundle's leaf and key, ready to serve.
@@ -511,14 +546,25 @@ mod tests {
         assert_ne!(first_pem(&new.ca_pem), first_pem(&a.ca_pem));
     }
 
+    fn patched(object: &serde_json::Value, bundle: &str) -> serde_json::Value {
+        let CaBundlePlan::Patch(patch) = ca_bundle_plan(object, bundle) else {
+            panic!("expected a patch for {object}")
+        };
+        let mut patched = object.clone();
+        json_patch::patch(&mut patched, &patch).expect("applies");
+        assert_eq!(ca_bundle_plan(&patched, bundle), CaBundlePlan::Current);
+        patched
+    }
+
     #[test]
-    fn ca_bundle_patch_touches_only_stale_webhooks() {
+    fn ca_bundle_plan_touches_only_stale_webhooks() {
         let vwc = serde_json::json!({"webhooks": [
             {"name": "a", "clientConfig": {"caBundle": "NEW"}},
             {"name": "b", "clientConfig": {}},
         ]});
-        assert!(!injected(&vwc, "NEW"));
-        let patch = ca_bundle_patch(&vwc, "NEW").expect("b is stale");
+        let CaBundlePlan::Patch(patch) = ca_bundle_plan(&vwc, "NEW") else {
+            panic!("b is stale")
+        };
         assert_eq!(
             serde_json::to_value(&patch).expect("json"),
             serde_json::json!([
@@ -526,10 +572,41 @@ mod tests {
                 {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": "NEW"},
             ])
         );
-        let mut patched = vwc.clone();
-        json_patch::patch(&mut patched, &patch).expect("applies");
-        assert!(injected(&patched, "NEW"));
-        assert!(ca_bundle_patch(&patched, "NEW").is_none());
-        assert!(!injected(&serde_json::json!({"webhooks": []}), "NEW"));
+        assert_eq!(
+            patched(&vwc, "NEW")["webhooks"][1]["clientConfig"]["caBundle"],
+            "NEW"
+        );
+        assert_eq!(
+            ca_bundle_plan(&serde_json::json!({"webhooks": []}), "NEW"),
+            CaBundlePlan::NoWebhook
+        );
+    }
+
+    #[test]
+    fn ca_bundle_plan_sets_a_crds_conversion_webhook_only() {
+        let crd = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {"service": {"name": "s", "namespace": "n", "path": "/convert"}, "caBundle": "OLD"}}}}});
+        let CaBundlePlan::Patch(patch) = ca_bundle_plan(&crd, "NEW") else {
+            panic!("OLD is stale")
+        };
+        assert_eq!(
+            serde_json::to_value(&patch).expect("json"),
+            serde_json::json!([
+                {"op": "test", "path": "/spec/conversion/strategy", "value": "Webhook"},
+                {"op": "add", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": "NEW"},
+            ])
+        );
+        let after = patched(&crd, "NEW");
+        assert_eq!(
+            after["spec"]["conversion"]["webhook"]["clientConfig"]["service"],
+            crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+        );
+        for no_webhook in [
+            serde_json::json!({"spec": {"conversion": {"strategy": "None"}}}),
+            serde_json::json!({"spec": {}}),
+        ] {
+            assert_eq!(ca_bundle_plan(&no_webhook, "NEW"), CaBundlePlan::NoWebhook);
+        }
     }
 }

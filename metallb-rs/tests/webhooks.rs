@@ -7,10 +7,12 @@
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use lab_apiserver::ApiServer;
 use metallb_rs::api::v1beta1::IPAddressPool;
+use metallb_rs::api::{v1beta1, v1beta2};
 use metallb_rs::controller::run::{self, Options, Webhooks};
 use metallb_rs::k8s::webhook;
 use serde_json::json;
@@ -58,6 +60,7 @@ async fn lab() -> Lab {
         .expect("starts");
     let admin = client_from(&server.kubeconfig("lab")).await;
     install_metallb_api(&admin).await;
+    convert_bgppeers_through_the_controller(&admin).await;
     install_controller_rbac(&admin).await;
     for o in [
         metallb_rs::manifests::webhooks::secret(NS),
@@ -78,6 +81,25 @@ async fn lab() -> Lab {
         controller,
         webhook_addr,
     }
+}
+
+/// BGPPeer's CRD as `metallb-native.yaml` has it: v1beta1 <-> v1beta2
+/// through the controller's `/convert`.
+async fn convert_bgppeers_through_the_controller(admin: &Client) {
+    let crds = Api::<CustomResourceDefinition>::all(admin.clone());
+    let wanted = metallb_rs::manifests::native_objects(&Default::default())
+        .into_iter()
+        .find(|o| o["metadata"]["name"] == webhook::CONVERSION_CRD)
+        .expect("bgppeers CRD");
+    let mut wanted: CustomResourceDefinition = serde_json::from_value(wanted).expect("CRD");
+    let existing = crds
+        .get(webhook::CONVERSION_CRD)
+        .await
+        .expect("bgppeers CRD");
+    wanted.metadata.resource_version = existing.metadata.resource_version;
+    crds.replace(webhook::CONVERSION_CRD, &PostParams::default(), &wanted)
+        .await
+        .expect("conversion webhook installed");
 }
 
 async fn apply(client: &Client, object: serde_json::Value) {
@@ -342,4 +364,81 @@ async fn verify_serving(addr: SocketAddr, ca: &[u8]) {
         .connect(name, tcp)
         .await
         .expect("the replica's certificate verifies against the shared CA");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bgppeers_convert_both_ways_through_the_controller() {
+    let lab = lab().await;
+    let mut controller = start_controller(&lab, "c1");
+    wait_ready(&mut controller).await;
+
+    // Ready means the CRD's conversion webhook carries the CA too.
+    let (ca, _) = ca_in_place(&lab.admin).await;
+    let crd = Api::<CustomResourceDefinition>::all(lab.admin.clone())
+        .get(webhook::CONVERSION_CRD)
+        .await
+        .expect("bgppeers CRD");
+    let client_config = crd
+        .spec
+        .conversion
+        .and_then(|c| c.webhook?.client_config)
+        .expect("conversion webhook");
+    assert_eq!(client_config.ca_bundle.map(|b| b.0), Some(ca));
+
+    let old_api = Api::<v1beta1::BGPPeer>::namespaced(lab.admin.clone(), NS);
+    let new_api = Api::<v1beta2::BGPPeer>::namespaced(lab.admin.clone(), NS);
+    let old: v1beta1::BGPPeer = serde_json::from_value(json!({
+        "apiVersion": "metallb.io/v1beta1", "kind": "BGPPeer",
+        "metadata": { "name": "old", "namespace": NS },
+        "spec": { "myASN": 64512, "peerASN": 64513, "peerAddress": "10.0.0.1", "peerPort": 179, "holdTime": "90s",
+                  "nodeSelectors": [{ "matchExpressions": [{ "key": "rack", "operator": "In", "values": ["r1"] }] }] },
+    }))
+    .expect("v1beta1 peer");
+    old_api
+        .create(&PostParams::default(), &old)
+        .await
+        .expect("created as v1beta1");
+    // The API server may add v1beta2's defaults (disableMP, ...) on the
+    // way: compare what v1beta1 holds.
+    let as_new = new_api.get("old").await.expect("read as v1beta2");
+    assert_eq!(as_new.spec.peer_asn, Some(64513));
+    assert_eq!(as_new.spec.hold_time.as_deref(), Some("90s"));
+    assert_eq!(v1beta1::BGPPeerSpec::from(as_new.spec), old.spec);
+    let as_old = old_api.get("old").await.expect("read as v1beta1");
+    assert_eq!(as_old.spec, old.spec);
+
+    let new: v1beta2::BGPPeer = serde_json::from_value(json!({
+        "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+        "metadata": { "name": "new", "namespace": NS },
+        "spec": { "myASN": 64512, "peerASN": 64514, "peerAddress": "10.0.0.2", "connectTime": "10s" },
+    }))
+    .expect("v1beta2 peer");
+    new_api
+        .create(&PostParams::default(), &new)
+        .await
+        .expect("created as v1beta2");
+    let stored = new_api.get("new").await.expect("read as v1beta2");
+    assert_eq!(stored.spec.connect_time.as_deref(), Some("10s"));
+    let as_old = old_api.get("new").await.expect("read as v1beta1");
+    assert_eq!(as_old.spec.peer_address, "10.0.0.2");
+    assert_eq!(as_old.spec, v1beta1::BGPPeerSpec::from(stored.spec));
+    // Raw, as served: converted by the controller, not relabelled (the
+    // field v1beta1 has not is gone).
+    let raw = Api::<kube::core::DynamicObject>::namespaced_with(
+        lab.admin.clone(),
+        NS,
+        &kube::core::ApiResource::erase::<v1beta1::BGPPeer>(&()),
+    )
+    .get("new")
+    .await
+    .expect("read as v1beta1");
+    assert_eq!(
+        raw.types.map(|t| t.api_version).as_deref(),
+        Some("metallb.io/v1beta1")
+    );
+    assert!(
+        raw.data["spec"].get("connectTime").is_none(),
+        "{}",
+        raw.data
+    );
 }

@@ -8,6 +8,7 @@ use super::netns::{self, Family, Topology};
 use super::process::Processes;
 use crate::cluster::{Cluster, NodeInfo, PoolRanges, Protocol, StopSignal};
 use anyhow::{Context, Result, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::net::IpAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -306,8 +307,12 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
     }
     // Without MetalLB's controller nothing would answer them: every
     // write of a MetalLB object would be refused.
-    bootstrap_api(&kubeconfig, reaches_webhooks && spec.metallb)
-        .context("installing the MetalLB CRDs and namespace")?;
+    let webhooks = if reaches_webhooks && spec.metallb {
+        Webhooks::Installed
+    } else {
+        Webhooks::Absent
+    };
+    bootstrap_api(&kubeconfig, webhooks).context("installing the MetalLB CRDs and namespace")?;
     if spec.metallb {
         let nodes: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
         write_component_kubeconfigs(&dir, &spec.name, spec.api_port, &kubeconfig, &nodes)
@@ -382,16 +387,27 @@ pub async fn client_from(kc: kube::config::Kubeconfig) -> Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
+/// Whether the lab's API server calls MetalLB's webhooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Webhooks {
+    /// The validating webhooks and BGPPeer's conversion webhook: where
+    /// MetalLB's controller runs to answer them.
+    Installed,
+    /// Neither: without a controller every MetalLB write would be refused
+    /// and every read of a BGPPeer at v1beta1 would fail.
+    Absent,
+}
+
 /// Applies the generated CRDs and creates the MetalLB namespace, as
-/// `kubectl apply -f manifests/crds` would: create, or replace what
-/// differs.
-fn bootstrap_api(kubeconfig: &Path, webhooks: bool) -> Result<()> {
+/// `kubectl apply -f manifests/metallb-native.yaml` would: create, or
+/// replace what differs.
+fn bootstrap_api(kubeconfig: &Path, webhooks: Webhooks) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         let client = client(kubeconfig).await?;
-        install_metallb_api(&client).await?;
+        install_metallb_api(&client, webhooks).await?;
         install_webhook_configuration(&client, webhooks).await
     })
 }
@@ -452,23 +468,44 @@ fn write_component_kubeconfigs(
 
 /// Installs (or updates) every MetalLB CRD and creates the MetalLB
 /// namespace, ServiceAccounts and RBAC of the manifests: what a cluster
-/// needs before metallb-rs runs in it.
-pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
+/// needs before metallb-rs runs in it. The CRDs are `metallb-native.yaml`'s
+/// (BGPPeer's converted by the controller) with [`Webhooks::Installed`],
+/// without conversion webhook otherwise.
+pub async fn install_metallb_api(client: &kube::Client, webhooks: Webhooks) -> Result<()> {
     use k8s_openapi::api::core::v1::Namespace;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, PostParams};
+    const TIMEOUT: Duration = Duration::from_secs(10);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for mut crd in metallb_rs::api::crds() {
+    for crd in metallb_rs::manifests::native_objects(&Default::default())
+        .into_iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        let mut crd: CustomResourceDefinition = serde_json::from_value(crd)?;
+        if webhooks == Webhooks::Absent {
+            crd.spec.conversion = None;
+        }
         let name = crd.metadata.name.clone().unwrap_or_default();
-        match crds.get_opt(&name).await? {
+        let existing = tokio::time::timeout(TIMEOUT, crds.get_opt(&name))
+            .await
+            .with_context(|| format!("reading CRD {name}: timed out"))??;
+        match existing {
             None => {
-                crds.create(&PostParams::default(), &crd).await?;
+                tokio::time::timeout(TIMEOUT, crds.create(&PostParams::default(), &crd))
+                    .await
+                    .with_context(|| format!("creating CRD {name}: timed out"))??;
             }
-            Some(existing) if existing.spec != crd.spec => {
-                crd.metadata.resource_version = existing.metadata.resource_version;
-                crds.replace(&name, &PostParams::default(), &crd).await?;
+            Some(existing) => {
+                keep_conversion_ca_bundle(&mut crd, &existing);
+                if existing.spec != crd.spec {
+                    crd.metadata.resource_version = existing.metadata.resource_version;
+                    tokio::time::timeout(
+                        TIMEOUT,
+                        crds.replace(&name, &PostParams::default(), &crd),
+                    )
+                    .await
+                    .with_context(|| format!("replacing CRD {name}: timed out"))??;
+                }
             }
-            Some(_) => {}
         }
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -501,17 +538,42 @@ pub async fn install_metallb_api(client: &kube::Client) -> Result<()> {
     Ok(())
 }
 
-/// The manifests' ValidatingWebhookConfiguration when `wanted` (else
-/// removed): created when missing, replaced when its webhooks changed -
-/// keeping each webhook's caBundle, which the controller put there
-/// (without it every review would fail x509 until the controller's next
-/// certificate round).
-async fn install_webhook_configuration(client: &kube::Client, wanted: bool) -> Result<()> {
+/// Gives `wanted`'s conversion webhook the caBundle `existing`'s carries,
+/// which the controller put there (without it every read of a BGPPeer at
+/// v1beta1 would fail x509 until the controller's next certificate round).
+fn keep_conversion_ca_bundle(
+    wanted: &mut CustomResourceDefinition,
+    existing: &CustomResourceDefinition,
+) {
+    let bundle = existing.spec.conversion.as_ref().and_then(|c| {
+        c.webhook
+            .as_ref()?
+            .client_config
+            .as_ref()?
+            .ca_bundle
+            .clone()
+    });
+    if let Some(config) = wanted
+        .spec
+        .conversion
+        .as_mut()
+        .and_then(|c| c.webhook.as_mut()?.client_config.as_mut())
+    {
+        config.ca_bundle = bundle;
+    }
+}
+
+/// The manifests' ValidatingWebhookConfiguration with
+/// [`Webhooks::Installed`] (else removed): created when missing, replaced
+/// when its webhooks changed - keeping each webhook's caBundle, which the
+/// controller put there (without it every review would fail x509 until
+/// the controller's next certificate round).
+async fn install_webhook_configuration(client: &kube::Client, webhooks: Webhooks) -> Result<()> {
     use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     use kube::api::{Api, DeleteParams, PostParams};
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let name = metallb_rs::k8s::webhook::CONFIGURATION;
-    if !wanted {
+    if webhooks == Webhooks::Absent {
         if api.get_opt(name).await?.is_some() {
             api.delete(name, &DeleteParams::default()).await?;
         }

@@ -5,10 +5,12 @@
 //! (`e2etest/webhookstests`), plus the positive control that the refusal
 //! is the webhooks' (with them out of the way the same write is
 //! admitted), and the webhooks answering through a controller takeover.
+//! And BGPPeer's conversion webhook: a peer written at one version reads
+//! back at the other.
 
 use crate::metallb::{self, Config, NAMESPACE, OWNED_LABEL};
 use crate::{Ctx, Spec};
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::{ApiResource, DynamicObject};
 use metallb_rs::api::{v1beta1, v1beta2};
@@ -41,6 +43,10 @@ pub fn specs() -> Vec<Spec> {
         spec(
             "should keep reviewing while a standby controller takes over",
             takeover,
+        ),
+        spec(
+            "should convert a BGPPeer created as v1beta1 to v1beta2 and back, and one created as v1beta2 to v1beta1",
+            conversion,
         ),
     ]
 }
@@ -237,5 +243,82 @@ fn takeover(ctx: &Ctx) -> Result<()> {
         &["e2e-wh-second", "e2e-wh-first", "overlaps"],
     )?;
     config.pool("e2e-wh-apart", json!({ "addresses": ["192.0.2.64/28"] }))?;
+    Ok(())
+}
+
+/// Through the controller's `/convert`: v1beta1 -> v1beta2 keeps every
+/// field, v1beta2 -> v1beta1 drops what v1beta1 cannot hold (upstream's
+/// conversion). v1beta2's defaults (peerPort 179, disableMP, ...) may be
+/// added on the way, so peerPort is set and the v1beta2 side is compared
+/// on what v1beta1 holds.
+fn conversion(ctx: &Ctx) -> Result<()> {
+    let mut config = Config::new(ctx)?;
+    let nodes: Vec<String> = ctx.cluster().nodes().into_iter().map(|n| n.name).collect();
+    let node = nodes.first().context("the lab has no node")?;
+    let old_spec = json!({
+        "myASN": 64512, "peerASN": 64513, "peerAddress": "192.0.2.21", "peerPort": 179,
+        "sourceAddress": "192.0.2.22", "holdTime": "90s", "keepaliveTime": "30s",
+        "routerID": "10.10.10.10", "password": "e2e", "ebgpMultiHop": true,
+        "nodeSelectors": [{
+            "matchLabels": { "kubernetes.io/hostname": node },
+            "matchExpressions": [{ "key": "kubernetes.io/os", "operator": "In", "values": ["linux"] }],
+        }],
+    });
+    let old: v1beta1::BGPPeerSpec = serde_json::from_value(old_spec.clone())?;
+    config.bgp_peer_v1beta1("e2e-wh-conv-old", old_spec)?;
+    let v1: Api<v1beta1::BGPPeer> = Api::namespaced(ctx.client()?, NAMESPACE);
+    let v2: Api<v1beta2::BGPPeer> = Api::namespaced(ctx.client()?, NAMESPACE);
+    let as_v2 = ctx
+        .block_on(v2.get("e2e-wh-conv-old"))
+        .context("reading the v1beta1 peer as v1beta2")?;
+    ensure!(
+        as_v2.spec.peer_asn == Some(64513)
+            && as_v2
+                .spec
+                .node_selectors
+                .as_ref()
+                .is_some_and(|s| s.len() == 1)
+            && v1beta1::BGPPeerSpec::from(as_v2.spec.clone()) == old,
+        "read as v1beta2: {:?}, created as v1beta1: {old:?}",
+        as_v2.spec
+    );
+    let as_v1 = ctx
+        .block_on(v1.get("e2e-wh-conv-old"))
+        .context("reading the v1beta1 peer as v1beta1")?;
+    ensure!(
+        as_v1.spec == old,
+        "read back as v1beta1: {:?}, created: {old:?}",
+        as_v1.spec
+    );
+
+    config.bgp_peer(
+        "e2e-wh-conv-new",
+        json!({ "myASN": 64512, "peerASN": 64514, "peerAddress": "192.0.2.23", "connectTime": "10s",
+                "nodeSelectors": [{ "matchLabels": { "kubernetes.io/hostname": node } }] }),
+    )?;
+    let stored = ctx.block_on(v2.get("e2e-wh-conv-new"))?;
+    let as_v1 = ctx
+        .block_on(v1.get("e2e-wh-conv-new"))
+        .context("reading the v1beta2 peer as v1beta1")?;
+    ensure!(
+        as_v1.spec == v1beta1::BGPPeerSpec::from(stored.spec.clone())
+            && as_v1.spec.peer_asn == 64514
+            && as_v1.spec.peer_address == "192.0.2.23",
+        "read as v1beta1: {:?}, stored as v1beta2: {:?}",
+        as_v1.spec,
+        stored.spec
+    );
+    // As served: converted, not relabelled (connectTime has no v1beta1 field).
+    let raw: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client()?,
+        NAMESPACE,
+        &ApiResource::erase::<v1beta1::BGPPeer>(&()),
+    );
+    let raw = ctx.block_on(raw.get("e2e-wh-conv-new"))?;
+    ensure!(
+        raw.data["spec"].get("connectTime").is_none(),
+        "v1beta1 serves a v1beta2-only field: {}",
+        raw.data["spec"]
+    );
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! MetalLB user's YAML deserializes unchanged.
 //!
 //! This module only describes the API: it does no I/O and holds no logic
-//! beyond schema generation. Semantic checks live in [`crate::config`].
+//! beyond schema generation and BGPPeer's version conversion
+//! ([`conversion`]). Semantic checks live in [`crate::config`].
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -49,7 +50,7 @@ macro_rules! spec_may_be_omitted {
 }
 pub(crate) use spec_may_be_omitted;
 
-mod conversion;
+pub mod conversion;
 pub mod schema;
 pub mod v1beta1;
 pub mod v1beta2;

@@ -5,6 +5,7 @@
 pub mod admission_review;
 pub mod call;
 pub mod config_state;
+pub mod conversion_review;
 pub mod events;
 pub mod index;
 pub mod leader;

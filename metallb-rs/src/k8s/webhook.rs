@@ -1,8 +1,10 @@
-//! The validating webhook server every controller replica runs (not only
-//! the leader, as upstream): HTTPS on `--webhook-bind-address`, one route
-//! per [`WEBHOOKS`] entry. Each review lists the current objects (a
-//! consistent read, so an object created a moment ago by the same
-//! `kubectl apply` is seen), hands them with the write to
+//! The webhook server every controller replica runs (not only the leader,
+//! as upstream): HTTPS on `--webhook-bind-address`, one validating route
+//! per [`WEBHOOKS`] entry, and [`CONVERT_PATH`], BGPPeer's conversion
+//! ([`super::conversion_review`]: pure, no API call, answered at once).
+//! Each validating review lists the current objects (a consistent read,
+//! so an object created a moment ago by the same `kubectl apply` is
+//! seen), hands them with the write to
 //! [`config::admission::review`] and answers within [`REVIEW_BUDGET`] -
 //! with a refusal saying why when the API server is slow, never by making
 //! the API server time out. The certificate comes from `webhook_certs`
@@ -11,6 +13,7 @@
 
 use super::admission_review::{self, ReviewError};
 use super::call::{CallError, call};
+use super::conversion_review;
 use crate::api::{v1beta1, v1beta2};
 use crate::config::admission::{self, Verdict, WEBHOOKS, Webhook};
 use crate::config::{self, Resources};
@@ -29,6 +32,10 @@ pub const SERVICE: &str = "metallb-webhook-service";
 pub const CONFIGURATION: &str = "metallb-webhook-configuration";
 /// The Secret holding the serving certificate (upstream's name).
 pub const SECRET: &str = "metallb-webhook-cert";
+/// The CRD whose conversion webhook this server is (upstream's).
+pub const CONVERSION_CRD: &str = "bgppeers.metallb.io";
+/// Where the API server posts its ConversionReviews (upstream's path).
+pub const CONVERT_PATH: &str = "/convert";
 /// The port the controller serves webhooks on (upstream's).
 pub const PORT: u16 = 9443;
 /// The controller's answer to a review comes within this, a refusal
@@ -50,6 +57,8 @@ pub struct Options {
     pub secret: String,
     /// The ValidatingWebhookConfiguration whose caBundle is kept current.
     pub configuration: String,
+    /// The CRD whose conversion webhook's caBundle is kept current.
+    pub conversion_crd: String,
 }
 
 impl Options {
@@ -61,6 +70,7 @@ impl Options {
             service: SERVICE.to_owned(),
             secret: SECRET.to_owned(),
             configuration: CONFIGURATION.to_owned(),
+            conversion_crd: CONVERSION_CRD.to_owned(),
         }
     }
 }
@@ -71,9 +81,12 @@ struct Cx {
     options: config::Options,
 }
 
-/// The router: one POST route per webhook.
+/// The router: one POST route per webhook, and the conversion.
 fn router(cx: Arc<Cx>) -> axum::Router {
-    let mut router = axum::Router::new();
+    let mut router = axum::Router::new().route(
+        CONVERT_PATH,
+        axum::routing::post(|body: Bytes| async move { convert(&body) }),
+    );
     for hook in &WEBHOOKS {
         let cx = cx.clone();
         router = router.route(
@@ -153,6 +166,19 @@ async fn answer(hook: &'static Webhook, cx: &Cx, body: &[u8]) -> Response {
         }
     }
     json(admission_review::response(&request.uid, &verdict))
+}
+
+fn convert(body: &[u8]) -> Response {
+    match conversion_review::answer(body) {
+        Ok(answer) => {
+            let result = &answer["response"]["result"];
+            if result["status"] != "Success" {
+                tracing::info!(message = %result["message"], "conversion refused");
+            }
+            json(answer)
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    }
 }
 
 fn json(value: serde_json::Value) -> Response {

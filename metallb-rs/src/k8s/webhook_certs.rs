@@ -1,14 +1,15 @@
 //! Keeps the webhook's certificate: reads it from its Secret or makes one
 //! ([`crate::certs`] decides), loads it into the server, and patches its CA
-//! into the ValidatingWebhookConfiguration; then checks again every
-//! [`REFRESH`], which also picks up another replica's renewal. Replicas
-//! converge on one Secret: writes carry the resourceVersion read, and the
-//! loser of a race reads the winner's pair.
+//! into the ValidatingWebhookConfiguration and into BGPPeer's CRD (its
+//! conversion webhook, as upstream's cert-controller does); then checks
+//! again every [`REFRESH`], which also picks up another replica's renewal.
+//! Replicas converge on one Secret: writes carry the resourceVersion read,
+//! and the loser of a race reads the winner's pair.
 //!
 //! The pair is read through the API and held in memory (no volume mount,
 //! so no kubelet sync delay before serving). Readiness holds until the
-//! server has a certificate and the configuration carries its CA: the
-//! Service routes to a replica only once the API server can verify it.
+//! server has a certificate and both carry its CA: the Service routes to
+//! a replica only once the API server can verify it.
 
 use super::call::{CallError, ErrorClass, call, classify};
 use super::webhook::Options;
@@ -17,6 +18,7 @@ use crate::metrics::Health;
 use crate::tls::Resolver;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use std::sync::Arc;
@@ -41,8 +43,8 @@ pub enum CertLoopError {
     /// Other replicas kept rewriting the Secret.
     #[error("secret {0} kept changing while we renewed it: retrying")]
     Contended(String),
-    /// The configuration could not be read as JSON.
-    #[error("reading validatingwebhookconfiguration {0}: {1}")]
+    /// The configuration or CRD could not be read as JSON.
+    #[error("reading {0}: {1}")]
     Unreadable(String, serde_json::Error),
 }
 
@@ -100,43 +102,70 @@ pub async fn ensure_secret(
     Err(CertLoopError::Contended(opts.secret.clone()))
 }
 
-/// Whether the configuration carries the CA.
+/// Whether an object's webhooks carry the CA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Injected {
-    /// Every webhook of the configuration carries it.
+    /// Every webhook it calls carries it.
     Done,
-    /// There is no such configuration (webhooks not installed).
+    /// There is no such object, or it calls no webhook (webhooks not
+    /// installed; a CRD applied without its conversion webhook).
     Absent,
 }
 
-/// Sets every webhook's caBundle in configuration `name` to `bundle`.
-pub async fn inject(
+/// Sets the caBundle of every webhook the cluster-scoped object `name` of
+/// kind `K` calls (a ValidatingWebhookConfiguration, a CRD) to `bundle`.
+pub async fn inject<K>(
     client: &kube::Client,
     name: &str,
     bundle: &str,
-) -> Result<Injected, CertLoopError> {
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let Some(vwc) = call(api.get_opt(name)).await? else {
+) -> Result<Injected, CertLoopError>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let what = format!("{} {name}", K::kind(&()).to_lowercase());
+    let Some(object) = call(api.get_opt(name)).await? else {
         return Ok(Injected::Absent);
     };
     let value =
-        serde_json::to_value(&vwc).map_err(|e| CertLoopError::Unreadable(name.to_owned(), e))?;
-    if let Some(patch) = certs::ca_bundle_patch(&value, bundle) {
-        call(api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))).await?;
-        tracing::info!(configuration = %name, "webhook caBundle updated");
+        serde_json::to_value(&object).map_err(|e| CertLoopError::Unreadable(what.clone(), e))?;
+    match certs::ca_bundle_plan(&value, bundle) {
+        certs::CaBundlePlan::NoWebhook => return Ok(Injected::Absent),
+        certs::CaBundlePlan::Current => {}
+        certs::CaBundlePlan::Patch(patch) => {
+            call(api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))).await?;
+            tracing::info!(object = %what, "webhook caBundle updated");
+        }
     }
     Ok(Injected::Done)
 }
 
-/// One round: the pair into the server, its CA into the configuration.
+/// What a round found: whether each object carries the CA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Round {
+    configuration: Injected,
+    conversion: Injected,
+}
+
+/// One round: the pair into the server, its CA into the configuration
+/// and the CRD.
 async fn round(
     client: &kube::Client,
     opts: &Options,
     resolver: &Resolver,
-) -> Result<Injected, CertLoopError> {
+) -> Result<Round, CertLoopError> {
     let bundle = ensure_secret(client, opts).await?;
     resolver.set(certs::certified_key(&bundle)?);
-    inject(client, &opts.configuration, &certs::ca_bundle(&bundle)).await
+    let ca = certs::ca_bundle(&bundle);
+    Ok(Round {
+        configuration: inject::<ValidatingWebhookConfiguration>(client, &opts.configuration, &ca)
+            .await?,
+        conversion: inject::<CustomResourceDefinition>(client, &opts.conversion_crd, &ca).await?,
+    })
 }
 
 /// Keeps the certificate current until the task is dropped; releases the
@@ -148,14 +177,18 @@ pub async fn run(
     health: Arc<Health>,
 ) {
     let mut retry = Duration::from_secs(1);
-    let mut warned_absent = false;
+    let mut warned = (false, false);
     loop {
         match round(&client, &opts, &resolver).await {
-            Ok(injected) => {
+            Ok(found) => {
                 retry = Duration::from_secs(1);
-                if injected == Injected::Absent && !warned_absent {
-                    warned_absent = true;
+                if found.configuration == Injected::Absent && !warned.0 {
+                    warned.0 = true;
                     tracing::warn!(configuration = %opts.configuration, "validatingwebhookconfiguration not found: serving webhooks nobody calls (apply the manifests to install it)");
+                }
+                if found.conversion == Injected::Absent && !warned.1 {
+                    warned.1 = true;
+                    tracing::warn!(crd = %opts.conversion_crd, "customresourcedefinition not found or without a conversion webhook: v1beta1 BGPPeers are not converted by MetalLB (apply metallb-native.yaml to install it)");
                 }
                 health.release(GATE);
                 tokio::time::sleep(REFRESH).await;

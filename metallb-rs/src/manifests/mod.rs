@@ -93,7 +93,11 @@ pub fn crd_files() -> Result<BTreeMap<String, String>, RenderError> {
 /// Every object of `metallb-native.yaml`, in apply order.
 pub fn native_objects(opts: &NativeOptions) -> Vec<Value> {
     let mut objects = vec![namespace(opts)];
-    objects.extend(api::crds().into_iter().map(|crd| json!(crd)));
+    objects.extend(api::crds().into_iter().map(|crd| {
+        let mut crd = json!(crd);
+        webhooks::add_conversion(&mut crd, &opts.namespace);
+        crd
+    }));
     for component in ["controller", "speaker"] {
         objects.push(json!({
             "apiVersion": "v1",

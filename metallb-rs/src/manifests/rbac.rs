@@ -80,6 +80,14 @@ pub fn objects(namespace: &str) -> Vec<Value> {
                 &[crate::k8s::webhook::CONFIGURATION],
                 &["get", "patch"],
             ),
+            // BGPPeer's conversion webhook caBundle (the same inject);
+            // upstream's cert-controller may write every MetalLB CRD.
+            named(
+                &["apiextensions.k8s.io"],
+                &["customresourcedefinitions"],
+                &[crate::k8s::webhook::CONVERSION_CRD],
+                &["get", "patch"],
+            ),
             rule(&[""], &["events"], &["create", "patch"]),
             rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
             // Who reads /metrics, and may they (k8s::metrics_auth).

@@ -291,6 +291,10 @@ fn controller_may_touch_only_its_own_webhook_configuration_and_certificate() {
                 json!(["metallb-webhook-configuration"])
             );
         }
+        if resources.contains(&json!("customresourcedefinitions")) {
+            assert_eq!(rule["resourceNames"], json!(["bgppeers.metallb.io"]));
+            assert_eq!(rule["verbs"], json!(["get", "patch"]));
+        }
         let verbs = rule["verbs"].as_array().expect("verbs");
         if resources.contains(&json!("secrets")) && verbs.contains(&json!("update")) {
             assert_eq!(rule["resourceNames"], json!(["metallb-webhook-cert"]));
@@ -452,4 +456,36 @@ fn alerts_read_metrics_the_components_serve() {
             );
         }
     }
+}
+
+#[test]
+fn only_the_bgppeer_crd_of_metallb_native_converts_through_the_controller() {
+    let objects = native_objects(&NativeOptions {
+        namespace: "lb".into(),
+        ..NativeOptions::default()
+    });
+    let converting: Vec<(&str, &Value)> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter(|o| o["spec"].get("conversion").is_some())
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap_or_default(),
+                &o["spec"]["conversion"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        converting,
+        [(
+            "bgppeers.metallb.io",
+            &json!({"strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"service": {"name": "metallb-webhook-service", "namespace": "lb", "path": "/convert"}},
+            }})
+        )]
+    );
+    // The CRD files stay as upstream's bases: usable without a controller.
+    let files = crd_files().expect("renders");
+    assert!(!files["metallb.io_bgppeers.yaml"].contains("conversion"));
 }

@@ -1,6 +1,7 @@
-//! The validating webhooks' objects: the ValidatingWebhookConfiguration
-//! (from [`WEBHOOKS`], the table the server routes by), its Service, and
-//! the Secret the controller fills with the serving certificate.
+//! The webhooks' objects: the ValidatingWebhookConfiguration (from
+//! [`WEBHOOKS`], the table the server routes by), BGPPeer's conversion
+//! webhook in its CRD, their Service, and the Secret the controller fills
+//! with the serving certificate.
 //!
 //! Choices, against upstream's failure threads ("failed calling webhook
 //! ... context deadline exceeded / connection refused / x509"):
@@ -20,9 +21,14 @@
 //!   ConfigurationState, this configuration's caBundle, Service status,
 //!   pool status) passes through them. Escape hatch when no replica can
 //!   run: delete this configuration.
+//! - The conversion webhook has no failure policy: with no replica Ready,
+//!   reading or writing a BGPPeer at v1beta1 fails. The controller reads
+//!   and watches BGPPeers at v1beta2, the storage version, so it never
+//!   needs its own conversion to start. Escape hatch: set the CRD's
+//!   `spec.conversion.strategy` to `None`.
 
 use crate::config::admission::WEBHOOKS;
-use crate::k8s::webhook::{CONFIGURATION, PORT, SECRET, SERVICE};
+use crate::k8s::webhook::{CONFIGURATION, CONVERSION_CRD, CONVERT_PATH, PORT, SECRET, SERVICE};
 use serde_json::{Value, json};
 
 /// The API server's wait for one answer (see the module doc).
@@ -81,6 +87,28 @@ pub fn configuration(namespace: &str) -> Value {
         "metadata": { "name": CONFIGURATION, "labels": { "app": "metallb" } },
         "webhooks": webhooks,
     })
+}
+
+/// Adds BGPPeer's conversion webhook to its CRD (the
+/// `spec.conversion` upstream's kustomize patch adds to
+/// `metallb-native.yaml`; the CRD files under `manifests/crds` stay
+/// without it, as upstream's bases, so applying them alone needs no
+/// controller to read a BGPPeer at v1beta1), without a caBundle: the
+/// controller sets it. Other objects are left alone. Only ConversionReview
+/// v1 is asked for (upstream lists its API versions there; kube-apiserver
+/// skips what it does not know and takes v1beta1).
+pub fn add_conversion(crd: &mut Value, namespace: &str) {
+    if crd["kind"] == "CustomResourceDefinition" && crd["metadata"]["name"] == CONVERSION_CRD {
+        crd["spec"]["conversion"] = json!({
+            "strategy": "Webhook",
+            "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {
+                    "service": { "name": SERVICE, "namespace": namespace, "path": CONVERT_PATH },
+                },
+            },
+        });
+    }
 }
 
 /// The controller container's webhook port.
