@@ -95,24 +95,52 @@ fn check(rule: &Value, value: &Value, old: Option<&Value>) -> Option<String> {
             .map(str::to_owned)
             .unwrap_or_else(|| format!("failed rule: {source}"))
     };
-    let program = match cel::Program::compile(source) {
-        Ok(p) => p,
-        Err(e) => return Some(format!("compilation failed: {e}")),
-    };
-    let mut context = cel::Context::default();
-    if let Err(e) = context.add_variable("self", value.clone()) {
-        return Some(format!("rule evaluation failed: {e}"));
+    let mut vars = vec![("self", value)];
+    if let Some(old) = old {
+        vars.push(("oldSelf", old));
     }
-    if let Some(old) = old
-        && let Err(e) = context.add_variable("oldSelf", old.clone())
-    {
-        return Some(format!("rule evaluation failed: {e}"));
+    match eval(source, &vars) {
+        Ok(Outcome::Bool(true)) => None,
+        Ok(Outcome::Bool(false)) => Some(failed()),
+        Ok(Outcome::Other(other)) => Some(format!("rule evaluated to {other}, not a bool")),
+        Err(Error::Compile(e)) => Some(format!("compilation failed: {e}")),
+        Err(Error::Eval(e)) => Some(format!("rule evaluation failed: {e}")),
+    }
+}
+
+/// What an expression evaluated to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A bool, as every validation and condition must give.
+    Bool(bool),
+    /// Anything else, printed.
+    Other(String),
+}
+
+/// Why an expression gave no value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// It does not compile.
+    Compile(String),
+    /// It failed while evaluating (a missing field, a type mismatch).
+    Eval(String),
+}
+
+/// Evaluates CEL `expression` with the JSON `vars` bound by name: the
+/// one way into CEL for schema rules and for the lab API server's
+/// admission policies.
+pub fn eval(expression: &str, vars: &[(&str, &Value)]) -> Result<Outcome, Error> {
+    let program = cel::Program::compile(expression).map_err(|e| Error::Compile(e.to_string()))?;
+    let mut context = cel::Context::default();
+    for (name, value) in vars {
+        context
+            .add_variable(*name, (*value).clone())
+            .map_err(|e| Error::Eval(e.to_string()))?;
     }
     match program.execute(&context) {
-        Ok(cel::Value::Bool(true)) => None,
-        Ok(cel::Value::Bool(false)) => Some(failed()),
-        Ok(other) => Some(format!("rule evaluated to {other:?}, not a bool")),
-        Err(e) => Some(format!("rule evaluation failed: {e}")),
+        Ok(cel::Value::Bool(b)) => Ok(Outcome::Bool(b)),
+        Ok(other) => Ok(Outcome::Other(format!("{other:?}"))),
+        Err(e) => Err(Error::Eval(e.to_string())),
     }
 }
 

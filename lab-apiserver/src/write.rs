@@ -100,20 +100,22 @@ async fn admit(
 }
 
 /// Whether a write of `t` has nothing to wait for (no webhook
-/// configuration, no conversion webhook): it then runs in one critical
+/// configuration, no bound admission policy, no conversion webhook): it
+/// then runs in one critical
 /// section, start to end, as every write did before webhooks.
 fn immediate(s: &State, t: &ResourceType) -> bool {
     t.conversion.is_none()
         && (admission::rules::exempt(&t.group, &t.plural)
-            || s.store
-                .list(
-                    &(
-                        "admissionregistration.k8s.io".into(),
-                        "validatingwebhookconfigurations".into(),
-                    ),
-                    None,
-                )
-                .is_empty())
+            || !admission::policies_bound(s)
+                && s.store
+                    .list(
+                        &(
+                            "admissionregistration.k8s.io".into(),
+                            "validatingwebhookconfigurations".into(),
+                        ),
+                        None,
+                    )
+                    .is_empty())
 }
 
 /// The object `change` makes of `current`.

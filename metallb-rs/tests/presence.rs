@@ -141,3 +141,61 @@ async fn the_lease_keeps_the_gossip_run_for_the_next_run() {
     assert_eq!((run(&l), holder(&l)), (Some(7), None), "kept by a leave");
     assert_eq!(presence::last_run([&l], "n2"), None, "another node's lease");
 }
+
+/// What RBAC cannot say, the manifests' admission policy does: a speaker
+/// writes presence leases only, never the controller's leader lease (a
+/// huge leaseDurationSeconds there would stop assignment). Without the
+/// policy, the same patch goes through.
+#[tokio::test]
+async fn a_speaker_may_write_presence_leases_only() {
+    use kube::api::{Patch, PatchParams};
+    let (server, admin) = start().await;
+    let admin_leases: Api<Lease> = Api::namespaced(admin.clone(), NS);
+    let controller_lease = Lease {
+        metadata: ObjectMeta {
+            name: Some(metallb_rs::controller::run::LEASE_NAME.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Lease::default()
+    };
+    admin_leases
+        .create(&PostParams::default(), &controller_lease)
+        .await
+        .expect("controller lease");
+    let speaker = common::account_client(&server, NS, "speaker").await;
+    let leases: Api<Lease> = Api::namespaced(speaker, NS);
+    let grab = serde_json::json!({ "spec": { "leaseDurationSeconds": 1_000_000 } });
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&grab));
+    let take = || leases.patch(metallb_rs::controller::run::LEASE_NAME, &params, &patch);
+    common::install_rbac(&admin, "speaker").await;
+    let refused = take().await.expect_err("refused");
+    match refused {
+        kube::Error::Api(e) => {
+            assert_eq!(e.code, 403, "{e:?}");
+            assert!(e.message.contains("presence leases"), "{}", e.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    presence::join(&leases, "n1", Mode::Slow, None)
+        .await
+        .expect("its own presence lease");
+    // The control: the Role alone lets a speaker patch any lease.
+    let policies: Api<kube::api::DynamicObject> = Api::all_with(
+        admin.clone(),
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+        )),
+    );
+    policies
+        .delete(
+            metallb_rs::manifests::rbac::LEASE_POLICY,
+            &Default::default(),
+        )
+        .await
+        .expect("binding deleted");
+    take()
+        .await
+        .expect("without the policy, the Role lets it through");
+}

@@ -530,6 +530,8 @@ pub async fn install_metallb_api(client: &kube::Client, webhooks: Webhooks) -> R
                         | "ClusterRoleBinding"
                         | "Role"
                         | "RoleBinding"
+                        | "ValidatingAdmissionPolicy"
+                        | "ValidatingAdmissionPolicyBinding"
                 )
             )
         })

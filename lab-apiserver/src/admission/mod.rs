@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod config;
+pub mod policy;
 pub mod review;
 pub mod rules;
 
@@ -217,18 +218,86 @@ fn shared_at_version(shared: &Shared, t: &ResourceType, o: Value) -> Value {
     lock(shared).at_version(t, &o)
 }
 
-/// Runs the validating webhooks `w` matches; the warnings they returned,
+const POLICIES: (&str, &str) = (
+    "admissionregistration.k8s.io",
+    "validatingadmissionpolicies",
+);
+const BINDINGS: (&str, &str) = (
+    "admissionregistration.k8s.io",
+    "validatingadmissionpolicybindings",
+);
+
+/// Whether any ValidatingAdmissionPolicy is bound (writes then go through
+/// admission).
+pub fn policies_bound(s: &crate::state::State) -> bool {
+    !s.store
+        .list(&(BINDINGS.0.into(), BINDINGS.1.into()), None)
+        .is_empty()
+}
+
+/// What the bound ValidatingAdmissionPolicies decide of `w` (see
+/// [`policy`]), under the lock. The lab's tokens carry no extra
+/// attributes (no node name).
+fn policies(shared: &Shared, w: &Write<'_>) -> policy::Verdict {
+    let s = lock(shared);
+    let bindings = s.store.list(&(BINDINGS.0.into(), BINDINGS.1.into()), None);
+    if bindings.is_empty() {
+        return policy::Verdict::default();
+    }
+    let policies = s.store.list(&(POLICIES.0.into(), POLICIES.1.into()), None);
+    let namespace_object = (!w.namespace.is_empty())
+        .then(|| {
+            s.store
+                .get(&(String::new(), "namespaces".into()), "", w.namespace)
+        })
+        .flatten();
+    let t = w.t;
+    let request = Request {
+        operation: w.operation,
+        group: &t.group,
+        version: &t.version,
+        resource: &t.plural,
+        subresource: w.subresource,
+        namespace: w.namespace,
+        object: w.object,
+        old_object: w.old_object,
+        namespace_object: namespace_object.as_deref(),
+    };
+    let bindings: Vec<Value> = bindings.iter().map(|b| (**b).clone()).collect();
+    let policies: Vec<Value> = policies.iter().map(|p| (**p).clone()).collect();
+    policy::evaluate(
+        &policies,
+        &bindings,
+        &policy::Subject {
+            request: &request,
+            name: w.name,
+            user: w.user,
+            extra: &std::collections::BTreeMap::new(),
+            dry_run: w.dry_run,
+        },
+    )
+}
+
+/// Runs the bound admission policies and the validating webhooks `w`
+/// matches; the warnings they returned,
 /// and the error that refuses the write (the first in webhook order).
 pub async fn validate(shared: &Shared, w: &Write<'_>) -> (Vec<String>, Result<(), ApiError>) {
     if rules::exempt(&w.t.group, &w.t.plural) {
         return (Vec::new(), Ok(()));
     }
+    let policies = policies(shared, w);
+    if let Some(d) = policies.denial {
+        return (
+            policies.warnings,
+            Err(ApiError::new(d.code, d.reason, d.message)),
+        );
+    }
     let calls = match plan(shared, w) {
         Ok(c) => c,
-        Err(e) => return (Vec::new(), Err(e)),
+        Err(e) => return (policies.warnings, Err(e)),
     };
     let outcomes = futures::future::join_all(calls.iter().map(|c| call(shared, w, c))).await;
-    let mut warnings = Vec::new();
+    let mut warnings = policies.warnings;
     let mut refusal = None;
     for (warned, error) in outcomes {
         warnings.extend(warned);

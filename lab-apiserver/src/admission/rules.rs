@@ -52,13 +52,17 @@ pub struct Request<'a> {
     pub namespace_object: Option<&'a Value>,
 }
 
-/// Kinds that no webhook is ever called for (kube-apiserver exempts them
-/// so a broken webhook cannot lock its own configuration in).
+/// Kinds that no webhook or admission policy is ever called for
+/// (kube-apiserver exempts them so a broken one cannot lock its own
+/// configuration in).
 pub fn exempt(group: &str, resource: &str) -> bool {
     group == "admissionregistration.k8s.io"
         && matches!(
             resource,
-            "validatingwebhookconfigurations" | "mutatingwebhookconfigurations"
+            "validatingwebhookconfigurations"
+                | "mutatingwebhookconfigurations"
+                | "validatingadmissionpolicies"
+                | "validatingadmissionpolicybindings"
         )
 }
 

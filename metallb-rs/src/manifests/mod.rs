@@ -346,7 +346,7 @@ fn speaker(opts: &NativeOptions) -> Value {
 }
 
 pub mod prometheus;
-mod rbac;
+pub mod rbac;
 pub mod webhooks;
 
 #[cfg(test)]

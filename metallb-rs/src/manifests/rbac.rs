@@ -1,5 +1,6 @@
 //! Least-privilege RBAC for the two components. Each rule names the code
-//! path that needs it; a verb nobody calls does not belong here.
+//! path that needs it; a verb nobody calls does not belong here. What
+//! RBAC cannot restrict, an admission policy does ([`LEASE_POLICY`]).
 
 use serde_json::{Value, json};
 
@@ -199,8 +200,10 @@ pub fn objects(namespace: &str) -> Vec<Value> {
             rule(&[""], &["pods"], &["get"]),
             // speaker::presence: its own lease `metallb-speaker-<node>`
             // (create, patch) and the others' (watched). One Role serves
-            // every node's speaker, so it cannot name each node's lease:
-            // any speaker may patch any presence lease.
+            // every node's speaker, so it cannot name each node's lease;
+            // the admission policy of `lease_policy` keeps a speaker to
+            // presence leases (not the controller's leader lease) and,
+            // where its token names its node, to its own.
             rule(
                 &["coordination.k8s.io"],
                 &["leases"],
@@ -228,4 +231,59 @@ pub fn objects(namespace: &str) -> Vec<Value> {
         binding("RoleBinding", "controller", namespace, "controller"),
         binding("RoleBinding", "speaker", namespace, "speaker"),
     ]
+    .into_iter()
+    .chain(lease_policy(namespace))
+    .collect()
+}
+
+/// The name of the ValidatingAdmissionPolicy (and its binding) that keeps
+/// speakers to their presence leases.
+pub const LEASE_POLICY: &str = "metallb-speaker-leases";
+
+/// What RBAC cannot say: a speaker writes only presence leases
+/// (`metallb-speaker-*`), never the controller's leader lease (a huge
+/// `leaseDurationSeconds` there would stop assignment cluster-wide), and,
+/// where its ServiceAccount token carries the node it runs on
+/// (`authentication.kubernetes.io/node-name`, Kubernetes 1.30+), only its
+/// own node's. A ValidatingAdmissionPolicy (GA in 1.30), bound to deny.
+fn lease_policy(namespace: &str) -> [Value; 2] {
+    let prefix = crate::speaker::presence::LEASE_PREFIX;
+    let node_claim = "authentication.kubernetes.io/node-name";
+    let policy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": { "name": LEASE_POLICY },
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": { "resourceRules": [{
+                "apiGroups": ["coordination.k8s.io"],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE", "DELETE"],
+                "resources": ["leases"],
+            }] },
+            "matchConditions": [{
+                "name": "speaker",
+                "expression": format!("request.userInfo.username == 'system:serviceaccount:{namespace}:speaker'"),
+            }],
+            "validations": [
+                {
+                    "expression": format!("request.name.startsWith('{prefix}')"),
+                    "message": format!("the speaker writes only presence leases ({prefix}<node>)"),
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": format!("!('{node_claim}' in request.userInfo.extra) || request.name == '{prefix}' + request.userInfo.extra['{node_claim}'][0]"),
+                    "message": "a speaker writes only its own node's presence lease",
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    });
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": { "name": LEASE_POLICY },
+        "spec": { "policyName": LEASE_POLICY, "validationActions": ["Deny"] },
+    });
+    [policy, binding]
 }

@@ -2,7 +2,9 @@
 //! the RBAC each component needs, the pod specs.
 
 use super::*;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -32,6 +34,10 @@ fn every_object_uses_only_real_fields() {
             "Service" => round_trip::<Service>(&object),
             "ValidatingWebhookConfiguration" => {
                 round_trip::<ValidatingWebhookConfiguration>(&object)
+            }
+            "ValidatingAdmissionPolicy" => round_trip::<ValidatingAdmissionPolicy>(&object),
+            "ValidatingAdmissionPolicyBinding" => {
+                round_trip::<ValidatingAdmissionPolicyBinding>(&object)
             }
             other => panic!("unexpected kind {other}"),
         };

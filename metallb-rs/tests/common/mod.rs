@@ -20,9 +20,14 @@ pub async fn client_from(kubeconfig: &str) -> Client {
 /// `namespace` (its groups included), so the manifests' RBAC applies.
 #[allow(dead_code)] // not every test binary runs the controller
 pub async fn controller_client(server: &ApiServer, namespace: &str) -> Client {
+    account_client(server, namespace, "controller").await
+}
+
+/// A client with ServiceAccount `namespace/name`'s identity.
+pub async fn account_client(server: &ApiServer, namespace: &str, name: &str) -> Client {
     client_from(&server.kubeconfig_as(
         "lab",
-        &format!("system:serviceaccount:{namespace}:controller"),
+        &format!("system:serviceaccount:{namespace}:{name}"),
         &[
             "system:serviceaccounts",
             &format!("system:serviceaccounts:{namespace}"),
@@ -46,24 +51,38 @@ pub async fn server_and_admin() -> (ApiServer, Client) {
 /// applied as `kubectl apply -f manifests/` would.
 #[allow(dead_code)] // not every test binary installs MetalLB
 pub async fn install_controller_rbac(client: &Client) {
+    install_rbac(client, "controller").await;
+}
+
+/// The manifests' RBAC for `component` (ClusterRole, Role, bindings) and,
+/// for the speaker, the admission policy that keeps it to its leases,
+/// applied as `kubectl apply -f manifests/` would.
+#[allow(dead_code)] // not every test binary installs MetalLB
+pub async fn install_rbac(client: &Client, component: &str) {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
     let objects = metallb_rs::manifests::native_objects(&Default::default());
     for o in objects {
         let kind = o["kind"].as_str().unwrap_or_default();
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
-        let ours = matches!(
-            kind,
-            "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
-        ) && name.contains("controller");
-        if !ours {
+        let group = match kind {
+            "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => {
+                "rbac.authorization.k8s.io"
+            }
+            "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
+                "admissionregistration.k8s.io"
+            }
+            _ => continue,
+        };
+        if !name.contains(component) {
             continue;
         }
-        let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind);
+        let gvk = GroupVersionKind::gvk(group, "v1", kind);
         let ar = ApiResource::from_gvk(&gvk);
-        let api: Api<DynamicObject> = if kind.starts_with("Cluster") {
-            Api::all_with(client.clone(), &ar)
-        } else {
+        let namespaced = matches!(kind, "Role" | "RoleBinding");
+        let api: Api<DynamicObject> = if namespaced {
             Api::namespaced_with(client.clone(), metallb_rs::api::DEFAULT_NAMESPACE, &ar)
+        } else {
+            Api::all_with(client.clone(), &ar)
         };
         let obj: DynamicObject = serde_json::from_value(o).expect("RBAC object");
         api.create(&PostParams::default(), &obj)
