@@ -133,7 +133,7 @@ async fn only_a_token_bound_to_get_metrics_reads_them() {
     install_metallb_api(&admin).await;
     install_controller_rbac(&admin).await;
     // The ClusterRole and binding the Prometheus artefacts ship
-    // (manifests/metallb-native-prometheus.yaml), for a reader here.
+    // (manifests/prometheus/metallb-native-prometheus.yaml), for a reader here.
     let shipped = metallb_rs::manifests::prometheus::objects("default");
     let find = |kind: &str| {
         shipped

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 const CRD_DIR: &str = "manifests/crds";
 const NATIVE: &str = "manifests/metallb-native.yaml";
-const NATIVE_PROMETHEUS: &str = "manifests/metallb-native-prometheus.yaml";
+const MANIFESTS: &str = "manifests";
 
 /// `cargo xtask gen-crds [--check]`.
 pub fn gen_crds(args: &CheckArgs) -> Result<()> {
@@ -23,17 +23,26 @@ pub fn gen_crds(args: &CheckArgs) -> Result<()> {
 /// `cargo xtask gen-manifests [--check]`.
 pub fn gen_manifests(args: &CheckArgs) -> Result<()> {
     let opts = manifests::NativeOptions::default();
-    let text = manifests::native(&opts)?;
-    let prometheus = manifests::native_prometheus(&opts)?;
-    sync(
-        BTreeMap::from([
-            (PathBuf::from(NATIVE), text),
-            (PathBuf::from(NATIVE_PROMETHEUS), prometheus),
-        ]),
-        None,
-        args,
-        "gen-manifests",
-    )
+    let dir = Path::new(MANIFESTS);
+    let mut files = BTreeMap::from([
+        (PathBuf::from(NATIVE), manifests::native(&opts)?),
+        (
+            dir.join(manifests::PROMETHEUS_DIR)
+                .join("metallb-native-prometheus.yaml"),
+            manifests::native_prometheus(&opts)?,
+        ),
+        (
+            dir.join(manifests::NETWORKPOLICIES_DIR)
+                .join("metallb-native-networkpolicies.yaml"),
+            manifests::native_networkpolicies(&opts)?,
+        ),
+    ]);
+    files.extend(
+        manifests::kustomizations()
+            .into_iter()
+            .map(|(path, text)| (PathBuf::from(path), text)),
+    );
+    sync(files, None, args, "gen-manifests")
 }
 
 /// Writes `files`, or checks them. `owned_dir` is a directory whose every
@@ -182,5 +191,75 @@ mod tests {
             .expect("run `cargo xtask gen-crds` and commit the result");
         gen_manifests(&CheckArgs { check: true })
             .expect("run `cargo xtask gen-manifests` and commit the result");
+    }
+
+    /// Every kustomization builds, with `kubectl kustomize` as a user runs
+    /// it, exactly the objects of the files it combines.
+    #[test]
+    fn every_kustomization_builds_its_files_objects() {
+        let kubectl = std::process::Command::new("kubectl")
+            .args(["version", "--client"])
+            .output();
+        if !kubectl.is_ok_and(|o| o.status.success()) {
+            devenv::prereq::skip("kubectl is not installed (`cargo xtask test` installs it)");
+            return;
+        }
+        let opts = manifests::NativeOptions::default();
+        let keys = |objects: Vec<serde_json::Value>| -> Vec<String> {
+            objects
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{} {}/{}",
+                        o["kind"].as_str().unwrap_or_default(),
+                        o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                        o["metadata"]["name"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect()
+        };
+        let native = keys(manifests::native_objects(&opts));
+        let prometheus = keys(manifests::prometheus::objects(&opts.namespace));
+        let netpol = keys(manifests::netpol::objects(&opts.namespace));
+        let root = crate::tools::project_root();
+        for path in manifests::kustomizations().keys() {
+            let dir = Path::new(path).parent().expect("in a directory");
+            let d = dir.to_string_lossy();
+            let mut want: Vec<String> = Vec::new();
+            if d == "manifests" || d.starts_with("overlays/") {
+                want.extend(native.iter().cloned());
+            }
+            if d.ends_with(manifests::PROMETHEUS_DIR)
+                || d.ends_with("with-prometheus")
+                || d.ends_with("full")
+            {
+                want.extend(prometheus.iter().cloned());
+            }
+            if d.ends_with(manifests::NETWORKPOLICIES_DIR)
+                || d.ends_with("with-networkpolicies")
+                || d.ends_with("full")
+            {
+                want.extend(netpol.iter().cloned());
+            }
+            let out = std::process::Command::new("kubectl")
+                .arg("kustomize")
+                .arg(root.join(dir))
+                .output()
+                .expect("kubectl runs");
+            assert!(
+                out.status.success(),
+                "kubectl kustomize {d}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = String::from_utf8(out.stdout).expect("utf-8");
+            let built: Vec<serde_json::Value> = text
+                .split("\n---\n")
+                .map(|doc| serde_yaml::from_str(doc).expect("a YAML document"))
+                .collect();
+            let mut got = keys(built);
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "kubectl kustomize {d}");
+        }
     }
 }

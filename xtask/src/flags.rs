@@ -15,8 +15,9 @@ pub struct Flags {
 pub enum Command {
     /// Write manifests/crds/metallb.io_<plural>.yaml from the Rust API types
     GenCrds(CheckArgs),
-    /// Write manifests/metallb-native.yaml (namespace, CRDs, RBAC, controller, speaker) and
-    /// manifests/metallb-native-prometheus.yaml (PodMonitors, alerts, the metrics reader)
+    /// Write manifests/metallb-native.yaml (namespace, CRDs, RBAC, controller, speaker),
+    /// manifests/prometheus/ (PodMonitors, alerts, the metrics reader),
+    /// manifests/networkpolicies/ (the controller's NetworkPolicy) and the kustomizations
     GenManifests(CheckArgs),
     /// Run every check CI runs: fmt, clippy, unit and integration tests, drift checks, lab e2e
     Test(TestArgs),

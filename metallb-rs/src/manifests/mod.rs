@@ -128,6 +128,65 @@ pub fn native_prometheus(opts: &NativeOptions) -> Result<String, RenderError> {
     render(prometheus::objects(&opts.namespace))
 }
 
+/// The multi-document `metallb-native-networkpolicies.yaml`
+/// ([`netpol::objects`]).
+pub fn native_networkpolicies(opts: &NativeOptions) -> Result<String, RenderError> {
+    render(netpol::objects(&opts.namespace))
+}
+
+/// The kustomizations, by path from the repository's root: one beside
+/// each generated file (`kubectl apply -k manifests`, then optionally
+/// `-k manifests/prometheus` and `-k manifests/networkpolicies`), and
+/// overlays that combine them under `overlays/` (kustomize reads files
+/// inside a kustomization's directory only, and refuses a base that
+/// contains its overlay, so overlays sit beside `manifests/`).
+pub fn kustomizations() -> BTreeMap<String, String> {
+    let kustomization = |resources: &[&str]| {
+        let mut text = format!(
+            "{HEADER}apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
+        );
+        for r in resources {
+            text.push_str(&format!("- {r}\n"));
+        }
+        text
+    };
+    let base = "../../manifests";
+    let prometheus = format!("{base}/{PROMETHEUS_DIR}");
+    let netpol = format!("{base}/{NETWORKPOLICIES_DIR}");
+    BTreeMap::from([
+        (
+            "manifests/kustomization.yaml".to_owned(),
+            kustomization(&["metallb-native.yaml"]),
+        ),
+        (
+            format!("manifests/{PROMETHEUS_DIR}/kustomization.yaml"),
+            kustomization(&["metallb-native-prometheus.yaml"]),
+        ),
+        (
+            format!("manifests/{NETWORKPOLICIES_DIR}/kustomization.yaml"),
+            kustomization(&["metallb-native-networkpolicies.yaml"]),
+        ),
+        (
+            "overlays/with-prometheus/kustomization.yaml".to_owned(),
+            kustomization(&[base, &prometheus]),
+        ),
+        (
+            "overlays/with-networkpolicies/kustomization.yaml".to_owned(),
+            kustomization(&[base, &netpol]),
+        ),
+        (
+            "overlays/full/kustomization.yaml".to_owned(),
+            kustomization(&[base, &prometheus, &netpol]),
+        ),
+    ])
+}
+
+/// Where `metallb-native-prometheus.yaml` and its kustomization live,
+/// under `manifests/`.
+pub const PROMETHEUS_DIR: &str = "prometheus";
+/// Where `metallb-native-networkpolicies.yaml` and its kustomization live.
+pub const NETWORKPOLICIES_DIR: &str = "networkpolicies";
+
 fn render(objects: Vec<Value>) -> Result<String, RenderError> {
     let mut out = String::from(HEADER);
     for object in objects {
@@ -345,6 +404,7 @@ fn speaker(opts: &NativeOptions) -> Value {
     })
 }
 
+pub mod netpol;
 pub mod prometheus;
 pub mod rbac;
 pub mod webhooks;

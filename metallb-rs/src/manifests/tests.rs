@@ -495,3 +495,45 @@ fn only_the_bgppeer_crd_of_metallb_native_converts_through_the_controller() {
     let files = crd_files().expect("renders");
     assert!(!files["metallb.io_bgppeers.yaml"].contains("conversion"));
 }
+
+/// The controller's NetworkPolicy lets in exactly the ports its container
+/// serves (webhooks, metrics, health), selects its pods, and is a real
+/// NetworkPolicy.
+#[test]
+fn the_network_policy_opens_what_the_controller_serves() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    let opts = NativeOptions::default();
+    let objects = native_objects(&opts);
+    let controller = find(&objects, "Deployment", "controller");
+    let pod = &controller["spec"]["template"];
+    let mut served: Vec<Value> = pod["spec"]["containers"][0]["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| p["containerPort"].clone())
+        .collect();
+    served.sort_by_key(Value::to_string);
+    let policies = netpol::objects(&opts.namespace);
+    let [policy] = policies.as_slice() else {
+        panic!("one policy: {policies:?}")
+    };
+    assert_eq!(round_trip::<NetworkPolicy>(policy), *policy);
+    let mut opened: Vec<Value> = policy["spec"]["ingress"][0]["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| p["port"].clone())
+        .collect();
+    opened.sort_by_key(Value::to_string);
+    assert_eq!(opened, served);
+    let wanted = policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .expect("labels");
+    for (k, v) in wanted {
+        assert_eq!(
+            &pod["metadata"]["labels"][k], v,
+            "selects the controller's pods by {k}"
+        );
+    }
+    assert_eq!(policy["metadata"]["namespace"], json!(opts.namespace));
+}
