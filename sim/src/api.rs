@@ -161,6 +161,14 @@ impl Api {
         self.lag[node] = lag;
     }
 
+    /// How long after a commit `node`'s watch shows it, for a commit now.
+    pub fn watch_delay(&self, node: NodeId, now: Instant) -> Duration {
+        let lagged = self.lag[node].map_or(Duration::ZERO, |(since, gain)| {
+            gain.mul_f64(now.saturating_duration_since(since).as_secs_f64())
+        });
+        self.watch_delay[node] + lagged
+    }
+
     /// Whether `node`'s path to the API server is cut.
     pub fn is_cut(&self, node: NodeId) -> bool {
         self.cut[node] > 0
@@ -233,10 +241,7 @@ impl Api {
             return &[];
         }
         let from = (*cursor).min(self.log.len());
-        let lagged = self.lag[node].map_or(Duration::ZERO, |(since, gain)| {
-            gain.mul_f64(now.saturating_duration_since(since).as_secs_f64())
-        });
-        let delay = self.watch_delay[node] + lagged;
+        let delay = self.watch_delay(node, now);
         let n = self.log[from..]
             .iter()
             .take_while(|c| c.at + delay <= now)

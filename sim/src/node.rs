@@ -298,6 +298,7 @@ impl Speaker {
             own_write_seen: self
                 .own_version
                 .and_then(|v| self.renewer.record().sent_of(&v.to_string())),
+            last_write_sent: self.renewer.record().witnesses[0].map(|(_, sent)| sent),
         };
         let mut a = liveness::assess(&mut self.judging, &input);
         match variant {

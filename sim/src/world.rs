@@ -388,6 +388,17 @@ impl World {
                         let now = self.now();
                         let c = self.api.commit(node, value, now);
                         self.committed.insert(write, c.version);
+                        // The writer's loop judges when its watch shows
+                        // its own write (a watch event, in the speaker).
+                        let shown = self.api.watch_delay(node, now);
+                        self.clock.after(
+                            shown,
+                            Event::Assess {
+                                node,
+                                run: n.run,
+                                periodic: false,
+                            },
+                        );
                     }
                 }
             }
@@ -672,6 +683,11 @@ impl World {
         sp.renewed(now, ok, retry, version);
         self.checker.write_done(i, now, ok);
         self.renew(i);
+        // The renewal task tells the loop a write went through
+        // (`Renewal::written`): it judges again.
+        if ok && self.nodes[i].process == Process::Running {
+            self.assess(i);
+        }
     }
 
     fn fault_start(&mut self, i: usize) {

@@ -378,80 +378,6 @@ pub fn alive<'a>(
     (alive, gone)
 }
 
-/// The nodes whose speaker is known to have departed, after judging
-/// `gone` (this pass) with `prev` (the last pass's answer): while this
-/// speaker reaches the API server, every node judged gone (their leases
-/// were seen stopped or cleared, or the node is out of service); without
-/// it, only what was already known plus what was stated through the API
-/// (graceful leaves, link-down marks, out-of-service taints) - a member gossip lost during our own outage
-/// may be the majority that cut us off. A node that counts again is no
-/// longer departed.
-pub fn departed(
-    prev: &BTreeSet<String>,
-    gone: &BTreeMap<String, Gone>,
-    api_ok: bool,
-) -> BTreeSet<String> {
-    gone.iter()
-        .filter(|(node, why)| {
-            api_ok
-                || prev.contains(*node)
-                || matches!(why, Gone::Left | Gone::LinkDown | Gone::OutOfService)
-        })
-        .map(|(node, _)| node.clone())
-        .collect()
-}
-
-/// The speakers partition safety weighs: of the `known` nodes (each a
-/// Node whose speaker gossip or a presence lease shows), those not known
-/// to have `departed`.
-pub fn voters<'a>(
-    known: impl IntoIterator<Item = &'a str>,
-    departed: &BTreeSet<String>,
-) -> BTreeSet<String> {
-    known
-        .into_iter()
-        .filter(|n| !departed.contains(*n))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// [`isolated`] among `voters`: only voters seen alive in gossip count
-/// (a gossip member that is no Node, or departed, weighs nothing).
-pub fn isolated_among(
-    api_ok: bool,
-    alive_in_gossip: &BTreeSet<String>,
-    voters: &BTreeSet<String>,
-) -> bool {
-    let alive = voters.intersection(alive_in_gossip).count();
-    isolated(api_ok, alive, voters.len())
-}
-
-/// Partition safety as gossip shows it: [`isolated_among`] `voters` when
-/// known, else among every member gossip knows - or this speaker cannot
-/// reach the API server and at most half of its recent probes were
-/// answered (`View::reach`): the estimate that does not wait for members
-/// to be declared down one probe period at a time (a speaker cut off from
-/// a cluster of 100 would see half of it down only after some 15 s,
-/// long after the others took its addresses over).
-pub fn isolated_in(api_ok: bool, view: &View, voters: Option<&BTreeSet<String>>) -> bool {
-    let (by_count, known) = match voters {
-        Some(voters) => (isolated_among(api_ok, &view.alive, voters), voters.len()),
-        None => {
-            let known = view.alive.len() + view.down.len();
-            (isolated(api_ok, view.alive.len(), known), known)
-        }
-    };
-    by_count || (!api_ok && known > 1 && view.reach.at_most_half())
-}
-
-/// Partition safety: this speaker cannot reach the API server and sees at
-/// most half of the `known` speakers (itself included) alive in gossip, so
-/// the majority is taking its addresses over: it must stop answering.
-/// Never with membership off (nothing to compare with) or alone.
-pub fn isolated(api_ok: bool, alive_in_gossip: usize, known: usize) -> bool {
-    !api_ok && known > 1 && alive_in_gossip * 2 <= known
-}
-
 /// What judging liveness remembers from one pass to the next: a
 /// speaker's memory at start is [`Judging::default`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -507,6 +433,9 @@ pub struct Inputs<'a> {
     /// When the write that made the version of this speaker's lease its
     /// watch shows was sent, if known (`renewal::Record::sent_of`).
     pub own_write_seen: Option<Instant>,
+    /// When this speaker's newest successful write was sent: one sent
+    /// after a deadline is on its way back through the watch.
+    pub last_write_sent: Option<Instant>,
 }
 
 /// What one assessment decided.
@@ -575,11 +504,19 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     // Since when each member is named, as the watch shows the marks: from
     // then on it renews fast if it lives.
     let view = input.view;
+    // In the gossip minority, this speaker's own mark shortens no deadline:
+    // the member may be alive and cut from it alone, with a lease watch too
+    // far behind to show the mark (it would then renew slowly and be taken
+    // for stopped). The others' marks still count.
+    let alone = view.is_some_and(|v| {
+        let known = known_speakers(input.nodes, v, input.leases);
+        gossip_minority(&v.alive, &voters(known, &judging.departed))
+    });
     let mut doubted_since = BTreeMap::new();
     for n in input.nodes {
         let first = fresh
             .iter()
-            .filter(|(_, m)| m.names(&n.name))
+            .filter(|(marker, m)| m.names(&n.name) && !(alone && *marker == input.me))
             .filter_map(|(marker, _)| input.leases.get(*marker).map(|l| l.changed))
             .min();
         let version = input.leases.get(&n.name).map(|l| l.changed);
@@ -591,7 +528,8 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
             // mark - yet it has not renewed since one did, nor has gossip
             // seen it answer: its deadline must not move back without
             // new evidence.
-            (None, Some(b)) if b.1 == version && !answers_in(view, &n.name) => Some(b),
+            // (Alone, not even that: the mark may have been its own.)
+            (None, Some(b)) if !alone && b.1 == version && !answers_in(view, &n.name) => Some(b),
             (None, _) => None,
         };
         if let Some(named) = named {
@@ -676,7 +614,15 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
         .map(str::to_owned)
         .collect();
     judging.marked = doubts.clone();
-    let renew_now = evidence.iter().any(|(_, e)| awaits_evidence(e, &ctx));
+    // Not again while a write sent after the deadline is on its way back.
+    let sent_after = |e: &Evidence| {
+        e.lease
+            .zip(input.last_write_sent)
+            .is_some_and(|(l, sent)| sent > l.stop_deadline(e.doubted_since, ctx.api_latency))
+    };
+    let renew_now = evidence
+        .iter()
+        .any(|(_, e)| awaits_evidence(e, &ctx) && !sent_after(e));
     let (alive, gone) = alive(evidence, &ctx);
     judging.departed = departed(&judging.departed, &gone, input.api_ok);
     let voters = view.map(|v| {
@@ -695,6 +641,9 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
         renew_now,
     }
 }
+
+mod partition;
+pub use partition::{departed, gossip_minority, isolated, isolated_among, isolated_in, voters};
 
 #[cfg(test)]
 mod tests;

@@ -333,6 +333,7 @@ pub struct Renewal {
     trouble: watch::Sender<Option<Mark>>,
     link_down: watch::Sender<Option<String>>,
     asked: Arc<Notify>,
+    written: Arc<Notify>,
     _task: AbortOnDropHandle<()>,
 }
 
@@ -351,6 +352,7 @@ impl Renewal {
         let (trouble, trouble_rx) = watch::channel(None);
         let (link_down, link_rx) = watch::channel(None);
         let asked = Arc::new(Notify::new());
+        let written = Arc::new(Notify::new());
         let task = tokio::spawn(run(
             api,
             node,
@@ -361,6 +363,7 @@ impl Renewal {
                 trouble: trouble_rx,
                 link_down: link_rx,
                 asked: asked.clone(),
+                written: written.clone(),
                 run: gossip_run,
             },
         ));
@@ -369,6 +372,7 @@ impl Renewal {
             trouble,
             link_down,
             asked,
+            written,
             _task: AbortOnDropHandle::new(task),
         }
     }
@@ -393,6 +397,13 @@ impl Renewal {
         self.asked.notify_one();
     }
 
+    /// Notified after each successful write: the loop judges again, as
+    /// the write may be the one its lease watch was waiting to show back
+    /// (`liveness::Context::leases_seen`).
+    pub fn written(&self) -> Arc<Notify> {
+        self.written.clone()
+    }
+
     /// The shared record of renewals.
     pub fn record(&self) -> Arc<Mutex<Record>> {
         self.record.clone()
@@ -404,6 +415,8 @@ struct Signals {
     trouble: watch::Receiver<Option<Mark>>,
     link_down: watch::Receiver<Option<String>>,
     asked: Arc<Notify>,
+    /// Notified after each successful write.
+    written: Arc<Notify>,
     /// This run's gossip number, kept on the lease.
     run: Option<u64>,
 }
@@ -420,6 +433,7 @@ async fn run(
         mut trouble,
         link_down: mut link,
         asked,
+        written,
         run,
     } = signals;
     let mut seen = BTreeMap::new();
@@ -466,6 +480,10 @@ async fn run(
             }
             if let Ok(mut r) = record.lock() {
                 *r = renewer.record();
+            }
+            // After the record: the loop reads it when notified.
+            if ok {
+                written.notify_one();
             }
         }
         let wake = renewer.next_wakeup().min(Instant::now() + LOOK);

@@ -266,6 +266,7 @@ pub async fn run(
             // Every branch below ends within a bounded time (API calls time
             // out); the liveness tick alone beats four times a second.
             health.beat();
+            let written = runner.renewal.as_ref().map(|r| r.written());
             let garp_at = runner.announcer.next_wakeup();
             let garp = async {
                 match garp_at {
@@ -318,6 +319,18 @@ pub async fn run(
                 Ok(()) = async {
                     match view_changes.as_mut() {
                         Some(rx) => rx.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if runner.refresh_liveness() {
+                        runner.full_pass().await;
+                    }
+                }
+                // A write of ours went through: it may be the one the
+                // lease watch was to show back for a verdict.
+                () = async {
+                    match &written {
+                        Some(n) => n.notified().await,
                         None => std::future::pending().await,
                     }
                 } => {

@@ -596,6 +596,7 @@ fn a_speaker_whose_link_is_down_does_not_count_itself() {
                 leases: &leases,
                 marks: &BTreeMap::new(),
                 own_write_seen: Some(at(9.5)),
+                last_write_sent: None,
             },
         )
     };

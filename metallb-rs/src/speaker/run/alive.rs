@@ -106,6 +106,7 @@ impl Runner {
                 leases: &leases,
                 marks: &marks,
                 own_write_seen,
+                last_write_sent: record.and_then(|r| r.witnesses[0].map(|(_, sent)| sent)),
             },
         );
         if let Some(renewal) = &self.renewal {

@@ -42,6 +42,7 @@ fn verdicts_reached_while_cut_off_do_not_count() {
                 leases: &leases,
                 marks: &BTreeMap::new(),
                 own_write_seen: Some(at(9.0)),
+                last_write_sent: None,
             },
         )
     };

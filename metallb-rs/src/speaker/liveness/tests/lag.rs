@@ -43,6 +43,7 @@ fn only_our_own_write_seen_back_shows_the_watch_current() {
                 leases: &leases,
                 marks: &BTreeMap::new(),
                 own_write_seen: own_write_seen.map(at),
+                last_write_sent: None,
             },
         )
     };
@@ -57,4 +58,63 @@ fn only_our_own_write_seen_back_shows_the_watch_current() {
     let current = pass(Some(9.5));
     assert_eq!(current.gone.get("b"), Some(&Gone::Failed), "{current:?}");
     assert!(!current.renew_now);
+}
+
+/// A speaker alone in gossip (it sees one of three alive) marked b, whose
+/// lease watch may be too far behind to show the mark: its own mark
+/// shortens no deadline, so b, renewing slowly, still counts; the same
+/// mark from a speaker in the majority would make b overdue.
+#[test]
+fn a_mark_of_ours_counts_for_nothing_while_we_are_alone_in_gossip() {
+    let nodes = [node("b"), node("c"), node("me")];
+    let slow = |changed: f64| LeaseState {
+        period: presence::SLOW_RENEW,
+        ..lease(true, changed).expect("held")
+    };
+    let leases: BTreeMap<String, LeaseState> = [
+        ("b", slow(1.0)),
+        ("c", slow(1.0)),
+        (
+            "me",
+            LeaseState {
+                trouble: true,
+                ..slow(2.0)
+            },
+        ),
+    ]
+    .into_iter()
+    .map(|(n, l)| (n.to_owned(), l))
+    .collect();
+    let marks = BTreeMap::from([("me".to_owned(), Mark::parse("b"))]);
+    let pass = |alive: &[&str]| {
+        let view = View {
+            alive: alive.iter().map(|n| (*n).to_owned()).collect(),
+            ..View::default()
+        };
+        let mut judging = Judging::default();
+        judging.gossip_started(at(0.0));
+        assess(
+            &mut judging,
+            &Inputs {
+                now: at(10.0),
+                me: "me",
+                api_ok: true,
+                api_latency: Duration::ZERO,
+                view: Some(&view),
+                nodes: &nodes,
+                leases: &leases,
+                marks: &marks,
+                own_write_seen: Some(at(9.9)),
+                last_write_sent: None,
+            },
+        )
+    };
+    let alone = pass(&["me"]);
+    assert!(alone.alive.contains("b"), "{alone:?}");
+    let in_the_majority = pass(&["me", "c"]);
+    assert_eq!(
+        in_the_majority.gone.get("b"),
+        Some(&Gone::Unknown),
+        "{in_the_majority:?}"
+    );
 }

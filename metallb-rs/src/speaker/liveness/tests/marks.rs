@@ -78,6 +78,7 @@ fn a_mark_serves_every_judge() {
                 leases: &leases,
                 marks,
                 own_write_seen: Some(at(now)),
+                last_write_sent: None,
             },
         )
     };
@@ -159,6 +160,7 @@ fn a_lapsed_mark_does_not_move_the_deadline_back() {
                 leases: &leases,
                 marks: &names_z,
                 own_write_seen: Some(at(now)),
+                last_write_sent: None,
             },
         )
     };
