@@ -1,6 +1,6 @@
 //! `lab-controller-manager`: the controllers kube-controller-manager runs
-//! that the lab needs (EndpointSlices, node lifecycle), as one process in
-//! the root namespace beside the API server.
+//! that the lab needs (EndpointSlices, node lifecycle) and the scheduler,
+//! as one process in the root namespace beside the API server.
 
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -36,6 +36,10 @@ fn main() -> Result<()> {
     rt.block_on(async {
         let client = devenv::lab::cluster::client(&kubeconfig).await?;
         tokio::spawn(devenv::lab::endpoints::run(
+            client.clone(),
+            std::future::pending(),
+        ));
+        tokio::spawn(devenv::lab::scheduler::run(
             client.clone(),
             std::future::pending(),
         ));

@@ -15,21 +15,7 @@ use std::time::Duration;
 /// The image the e2e suites use for backends (agnhost netexec).
 pub const NETEXEC_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
 
-/// The ports a netexec container serves: `--http-port` (default 8080) and
-/// `--udp-port` (default 8081), in `--flag=N` or `--flag N` form.
-pub fn netexec_ports(args: &[String]) -> (u16, u16) {
-    let find = |flag: &str, default: u16| -> u16 {
-        args.iter()
-            .enumerate()
-            .find_map(|(i, a)| match a.strip_prefix(&format!("{flag}=")) {
-                Some(v) => v.parse().ok(),
-                None if a == flag => args.get(i + 1).and_then(|v| v.parse().ok()),
-                None => None,
-            })
-            .unwrap_or(default)
-    };
-    (find("--http-port", 8080), find("--udp-port", 8081))
-}
+pub use super::played::netexec_ports;
 
 /// The reply to a UDP datagram: `echo X` -> X, anything else -> the node
 /// name (netexec's `hostname`).
@@ -231,23 +217,6 @@ async fn reconcile(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn strings(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn netexec_flags() {
-        assert_eq!(netexec_ports(&strings(&["netexec"])), (8080, 8081));
-        assert_eq!(
-            netexec_ports(&strings(&["netexec", "--http-port=80", "--udp-port", "90"])),
-            (80, 90)
-        );
-        assert_eq!(
-            netexec_ports(&strings(&["netexec", "--http-port", "x"])),
-            (8080, 8081)
-        );
-    }
 
     #[test]
     fn udp_replies() {

@@ -11,5 +11,7 @@ pub mod healthcheck;
 pub mod latency;
 pub mod netns;
 pub mod nodelifecycle;
+pub mod played;
 pub mod process;
 pub mod proxy;
+pub mod scheduler;
