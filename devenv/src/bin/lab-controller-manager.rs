@@ -1,5 +1,6 @@
 //! `lab-controller-manager`: the controllers kube-controller-manager runs
-//! that the lab needs (EndpointSlices, node lifecycle) and the scheduler,
+//! that the lab needs (EndpointSlices, node lifecycle, Deployments and
+//! ReplicaSets) and the scheduler,
 //! as one process in the root namespace beside the API server.
 
 use anyhow::{Context, Result};
@@ -36,6 +37,10 @@ fn main() -> Result<()> {
     rt.block_on(async {
         let client = devenv::lab::cluster::client(&kubeconfig).await?;
         tokio::spawn(devenv::lab::endpoints::run(
+            client.clone(),
+            std::future::pending(),
+        ));
+        tokio::spawn(devenv::lab::workloads::run(
             client.clone(),
             std::future::pending(),
         ));

@@ -15,3 +15,4 @@ pub mod played;
 pub mod process;
 pub mod proxy;
 pub mod scheduler;
+pub mod workloads;
