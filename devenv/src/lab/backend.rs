@@ -180,6 +180,22 @@ struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// How long a Pod that went away keeps serving (a short termination
+/// grace period): long enough for the EndpointSlice controller and every
+/// node's proxy to stop sending it new connections (about 3 s in the
+/// lab: the slice controller looks every 0.3 s, the agents' proxies on
+/// each 2 s heartbeat).
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// The Pods this runner plays: those bound here, by namespace, name and
+/// uid, and those that went away, until their drain ends (bounded by how
+/// many ran in the last [`DRAIN`]).
+#[derive(Default)]
+struct Pods {
+    running: BTreeMap<(String, String, String), Running>,
+    draining: Vec<(tokio::time::Instant, Running)>,
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         self.tasks.iter().for_each(tokio::task::JoinHandle::abort);
@@ -195,9 +211,9 @@ pub async fn run(
 ) {
     tokio::pin!(shutdown);
     let recorder = Recorder::new(client.clone(), "kubelet", &node);
-    let mut running: BTreeMap<(String, String, String), Running> = BTreeMap::new();
+    let mut pods = Pods::default();
     loop {
-        let round = reconcile(&client, &recorder, &node, &addresses, &mut running);
+        let round = reconcile(&client, &recorder, &node, &addresses, &mut pods);
         match tokio::time::timeout(ROUND_TIMEOUT, round).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::debug!(error = %e, "pod runner: retrying"),
@@ -247,13 +263,13 @@ async fn reconcile(
     recorder: &Recorder,
     node: &str,
     addresses: &[IpAddr],
-    running: &mut BTreeMap<(String, String, String), Running>,
+    pods_here: &mut Pods,
 ) -> Result<()> {
+    let Pods { running, draining } = pods_here;
     let pods = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await?
         .items;
-    // Stop pods that went away first: a new pod may reuse their ports.
     let live: std::collections::BTreeSet<(String, String, String)> = pods
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -265,7 +281,21 @@ async fn reconcile(
             )
         })
         .collect();
-    running.retain(|k, _| live.contains(k));
+    // Pods that went away keep serving for a while, as a container does
+    // through its termination grace period, so connections the proxies
+    // still send them are answered.
+    let gone: Vec<_> = running
+        .keys()
+        .filter(|k| !live.contains(*k))
+        .cloned()
+        .collect();
+    let now = tokio::time::Instant::now();
+    for key in gone {
+        if let Some(r) = running.remove(&key) {
+            draining.push((now + DRAIN, r));
+        }
+    }
+    draining.retain(|(until, _)| *until > now);
     for pod in &pods {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();

@@ -40,10 +40,13 @@ fn kc(ctx: &Ctx, args: &[&str]) -> Result<String> {
 /// The names and nodes of the Deployment `web`'s Pods.
 fn web_pods(ctx: &Ctx) -> Result<(BTreeSet<String>, BTreeSet<String>)> {
     let pods: Api<Pod> = Api::namespaced(ctx.client()?, ctx.namespace());
-    let list = ctx.block_on(tokio::time::timeout(
-        Duration::from_secs(10),
-        pods.list(&ListParams::default().labels("app=web")),
-    ))??;
+    let list = ctx.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            pods.list(&ListParams::default().labels("app=web")),
+        )
+        .await
+    })??;
     let names = list
         .items
         .iter()
@@ -108,25 +111,23 @@ fn create_expose_curl(ctx: &Ctx) -> Result<()> {
 
     let ip = wait_for_ips(ctx, "web", WAIT)?[0];
     forget_neighbor(ctx, ip)?;
-    let body = eventually(
-        WAIT,
-        &format!("HTTP on {ip}:80 from the external host"),
-        || Ok(http_get(ctx, ip, 80, "/").ok()),
-    )?;
-    ensure!(
-        names.contains(&body),
-        "{ip}:80 answered {body:?}, not a pod of {names:?}"
-    );
+    // Pods share their node's addresses, so a pod of an earlier spec
+    // still draining on port 80 may answer at first.
+    eventually(WAIT, &format!("HTTP on {ip}:80 from a web pod"), || {
+        Ok(http_get(ctx, ip, 80, "/")
+            .ok()
+            .filter(|b| names.contains(b)))
+    })?;
     // Both pods answer through the address (the proxy spreads connections).
     let mut answered = BTreeSet::new();
     let deadline = Instant::now() + WAIT;
-    while answered.len() < 2 && Instant::now() < deadline {
+    while !answered.is_superset(&names) && Instant::now() < deadline {
         if let Ok(b) = http_get(ctx, ip, 80, "/") {
             answered.insert(b);
         }
     }
     ensure!(
-        answered == names,
+        answered.is_superset(&names),
         "answers from {answered:?}, pods {names:?}"
     );
 
@@ -163,12 +164,11 @@ fn create_expose_curl(ctx: &Ctx) -> Result<()> {
         "{} of {probes} requests failed during the rollout: {failures:?}",
         failures.len()
     );
-    let body = eventually(WAIT, "HTTP from a new pod", || {
+    eventually(WAIT, "HTTP from a new pod", || {
         Ok(http_get(ctx, ip, 80, "/")
             .ok()
             .filter(|b| after.contains(b)))
     })
     .context("after the restart")?;
-    ensure!(after.contains(&body));
     Ok(())
 }
