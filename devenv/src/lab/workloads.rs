@@ -1,17 +1,19 @@
-//! The lab's Deployment and ReplicaSet controllers (kube-controller-
-//! manager's): [`plan`] decides from what is listed, [`run`] lists every
-//! half second and carries the decisions out. Deleting a Deployment
-//! deletes its ReplicaSets and their Pods through the API server's
-//! garbage collection (the owner references set here).
+//! The lab's Deployment, ReplicaSet and DaemonSet controllers (kube-
+//! controller-manager's): [`plan`] and [`daemonset`] decide from what is
+//! listed, [`run`] lists every half second and carries the decisions
+//! out. Deleting a Deployment deletes its ReplicaSets and their Pods
+//! through the API server's garbage collection (the owner references set
+//! here), and so does deleting a DaemonSet.
 
+pub mod daemonset;
 pub mod plan;
 
 #[cfg(test)]
 mod tests;
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use metallb_rs::k8s::events::{EventSpec, Recorder};
@@ -64,8 +66,23 @@ async fn reconcile(client: &Client, recorder: &Recorder) -> Result<(), kube::Err
         .list(&lp)
         .await?
         .items;
+    // An API server from before DaemonSets were served (a lab's server
+    // outlives rebuilds) answers 404: Deployments still work.
+    let daemonsets = match Api::<DaemonSet>::all(client.clone()).list(&lp).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let nodes = Api::<Node>::all(client.clone()).list(&lp).await?.items;
     let pods = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
-    for action in plan::plan(&deployments, &replicasets, &pods, Timestamp::now()) {
+    let mut actions = plan::plan(&deployments, &replicasets, &pods, Timestamp::now());
+    for ds in daemonsets
+        .iter()
+        .filter(|d| d.metadata.deletion_timestamp.is_none())
+    {
+        daemonset::plan(ds, &nodes, &pods, &mut actions);
+    }
+    for action in actions {
         match carry_out(client, recorder, &deployments, action).await {
             Ok(()) => {}
             // Someone changed or deleted the object meanwhile: the next
@@ -182,6 +199,15 @@ async fn carry_out(
                 plan::REVISION: revision.to_string() } } });
             Api::<Deployment>::namespaced(client.clone(), &namespace)
                 .patch(&name, &pp, &Patch::Merge(patch))
+                .await?;
+        }
+        Action::DaemonSetStatus {
+            namespace,
+            name,
+            status,
+        } => {
+            Api::<DaemonSet>::namespaced(client.clone(), &namespace)
+                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
                 .await?;
         }
         Action::DeploymentStatus {

@@ -168,6 +168,43 @@ pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
                 cells
             }
         ),
+        ("apps", "daemonsets") => p!(
+            &[
+                ("Name", 0),
+                ("Desired", 0),
+                ("Current", 0),
+                ("Ready", 0),
+                ("Up-to-date", 0),
+                ("Available", 0),
+                ("Node Selector", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1),
+                ("Selector", 1),
+            ],
+            |o: &Value, now| {
+                let st = &o["status"];
+                let n = |v: &Value| v.as_i64().unwrap_or(0);
+                let selector: Vec<String> = o["spec"]["template"]["spec"]["nodeSelector"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={}", s(v)))
+                    .collect();
+                let mut cells = vec![
+                    o["metadata"]["name"].clone(),
+                    json!(n(&st["desiredNumberScheduled"])),
+                    json!(n(&st["currentNumberScheduled"])),
+                    json!(n(&st["numberReady"])),
+                    json!(n(&st["updatedNumberScheduled"])),
+                    json!(n(&st["numberAvailable"])),
+                    or(&selector.join(","), "<none>"),
+                    age(&o["metadata"]["creationTimestamp"], now),
+                ];
+                cells.extend(template_cells(o));
+                cells
+            }
+        ),
         ("coordination.k8s.io", "leases") => {
             p!(
                 &[("Name", 0), ("Holder", 0), ("Age", 0)],

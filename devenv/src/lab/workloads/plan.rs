@@ -13,7 +13,8 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus,
+    DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
+    ReplicaSetStatus,
 };
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -83,6 +84,15 @@ pub enum Action {
         /// The revision of its newest ReplicaSet.
         revision: i64,
     },
+    /// Write a DaemonSet's status.
+    DaemonSetStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The new status.
+        status: DaemonSetStatus,
+    },
     /// Write a Deployment's status.
     DeploymentStatus {
         /// Namespace.
@@ -94,11 +104,11 @@ pub enum Action {
     },
 }
 
-fn ns(meta: &ObjectMeta) -> String {
+pub(super) fn ns(meta: &ObjectMeta) -> String {
     meta.namespace.clone().unwrap_or_default()
 }
 
-fn name(meta: &ObjectMeta) -> String {
+pub(super) fn name(meta: &ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }
 
@@ -110,13 +120,13 @@ fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
         .map(|o| o.uid.as_str())
 }
 
-fn owned_by(meta: &ObjectMeta, owner: &ObjectMeta) -> bool {
+pub(super) fn owned_by(meta: &ObjectMeta, owner: &ObjectMeta) -> bool {
     owner.uid.is_some()
         && controller_uid(meta) == owner.uid.as_deref()
         && meta.namespace == owner.namespace
 }
 
-fn live(pod: &Pod) -> bool {
+pub(super) fn live(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && !matches!(
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -124,14 +134,14 @@ fn live(pod: &Pod) -> bool {
         )
 }
 
-fn ready(pod: &Pod) -> bool {
+pub(super) fn ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-fn owner_ref(kind: &str, meta: &ObjectMeta) -> OwnerReference {
+pub(super) fn owner_ref(kind: &str, meta: &ObjectMeta) -> OwnerReference {
     OwnerReference {
         api_version: "apps/v1".to_owned(),
         kind: kind.to_owned(),

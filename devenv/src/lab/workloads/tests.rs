@@ -101,6 +101,7 @@ fn show(a: &Action) -> String {
             status.ready_replicas.unwrap_or(0)
         ),
         Action::DeploymentRevision { revision, .. } => format!("revision {revision}"),
+        Action::DaemonSetStatus { name, .. } => format!("status ds {name}"),
         Action::DeploymentStatus { status, .. } => {
             let conditions: Vec<String> = status
                 .conditions
@@ -250,4 +251,124 @@ fn a_second_round_on_written_status_writes_nothing() {
     }
     let later = "2026-01-01T00:20:00Z".parse().expect("later");
     assert_eq!(plan::plan(&[d], &[r], &[p], later), []);
+}
+
+mod daemonsets {
+    //! Table tests of [`crate::lab::workloads::daemonset::plan`].
+
+    use super::*;
+    use crate::lab::workloads::daemonset::{self, HASH_LABEL as DS_HASH};
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use k8s_openapi::api::core::v1::Node;
+
+    fn ds(image: &str, strategy: Value) -> Value {
+        json!({
+            "metadata": { "name": "agent", "namespace": "default", "uid": "ds", "generation": 1 },
+            "spec": { "selector": { "matchLabels": { "app": "web" } }, "template": template(image),
+                      "updateStrategy": strategy },
+        })
+    }
+
+    fn node(name: &str) -> Value {
+        json!({ "metadata": { "name": name },
+                "status": { "conditions": [{ "type": "Ready", "status": "True" }] } })
+    }
+
+    /// A daemon Pod for `image` on `node`.
+    fn dpod(image: &str, name: &str, node: &str, ready: bool) -> Value {
+        json!({
+            "metadata": { "name": name, "namespace": "default",
+                          "labels": { "app": "web", DS_HASH: hash(image) },
+                          "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "DaemonSet",
+                                                "name": "agent", "uid": "ds", "controller": true }] },
+            "spec": { "nodeName": node, "containers": [{ "name": "web", "image": image }] },
+            "status": { "conditions": [{ "type": "Ready", "status": if ready { "True" } else { "False" } }] },
+        })
+    }
+
+    fn show(a: &Action) -> String {
+        match a {
+            Action::CreatePod(p) => format!(
+                "create pod on {} tolerating {}",
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default(),
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.tolerations.as_ref())
+                    .map_or(0, Vec::len)
+            ),
+            Action::DeletePod { name, .. } => format!("delete pod {name}"),
+            Action::DaemonSetStatus { status, .. } => format!(
+                "status: desired {} current {} ready {} updated {} misscheduled {}",
+                status.desired_number_scheduled,
+                status.current_number_scheduled,
+                status.number_ready,
+                status.updated_number_scheduled.unwrap_or(0),
+                status.number_misscheduled
+            ),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn check(d: Value, nodes: Vec<Value>, pods: Vec<Value>, expected: &[&str]) {
+        let d: DaemonSet = serde_json::from_value(d).expect("daemonset");
+        let nodes: Vec<Node> = nodes
+            .into_iter()
+            .map(|n| serde_json::from_value(n).expect("node"))
+            .collect();
+        let pods: Vec<Pod> = pods
+            .into_iter()
+            .map(|p| serde_json::from_value(p).expect("pod"))
+            .collect();
+        let mut out = Vec::new();
+        daemonset::plan(&d, &nodes, &pods, &mut out);
+        let got: Vec<String> = out.iter().map(show).collect();
+        assert_eq!(got, expected);
+    }
+
+    #[rstest]
+    #[case::one_pod_per_node(
+        ds("nginx:1", json!({})), vec![node("a"), node("b")], vec![dpod("nginx:1", "x", "a", true)],
+        &["create pod on b tolerating 6", "status: desired 2 current 1 ready 1 updated 1 misscheduled 0"])]
+    #[case::tainted_and_unselected_nodes_are_skipped(
+        set(ds("nginx:1", json!({})), &["spec", "template", "spec", "nodeSelector"], json!({ "role": "edge" })),
+        vec![set(node("a"), &["metadata", "labels"], json!({ "role": "edge" })),
+             set(set(node("b"), &["metadata", "labels"], json!({ "role": "edge" })),
+                 &["spec", "taints"], json!([{ "key": "dedicated", "effect": "NoSchedule" }])),
+             node("c")],
+        vec![dpod("nginx:1", "x", "c", true)],
+        &["delete pod x", "create pod on a tolerating 6",
+          "status: desired 1 current 0 ready 0 updated 0 misscheduled 1"])]
+    #[case::not_ready_nodes_get_no_new_pod(
+        ds("nginx:1", json!({})),
+        vec![set(node("a"), &["status", "conditions"], json!([{ "type": "Ready", "status": "Unknown" }]))],
+        vec![],
+        &["status: desired 0 current 0 ready 0 updated 0 misscheduled 0"])]
+    #[case::a_pod_stays_on_a_node_that_went_not_ready(
+        ds("nginx:1", json!({})),
+        vec![set(node("a"), &["status", "conditions"], json!([{ "type": "Ready", "status": "Unknown" }]))],
+        vec![dpod("nginx:1", "x", "a", true)],
+        &["status: desired 1 current 1 ready 1 updated 1 misscheduled 0"])]
+    #[case::rolling_update_one_node_at_a_time(
+        ds("nginx:2", json!({})), vec![node("a"), node("b")],
+        vec![dpod("nginx:1", "x", "a", true), dpod("nginx:1", "y", "b", true)],
+        &["delete pod x", "status: desired 2 current 2 ready 2 updated 0 misscheduled 0"])]
+    #[case::rolling_update_waits_for_the_new_pod(
+        ds("nginx:2", json!({})), vec![node("a"), node("b")],
+        vec![dpod("nginx:2", "x2", "a", false), dpod("nginx:1", "y", "b", true)],
+        &["status: desired 2 current 2 ready 1 updated 1 misscheduled 0"])]
+    #[case::on_delete_leaves_old_pods(
+        ds("nginx:2", json!({ "type": "OnDelete" })), vec![node("a")],
+        vec![dpod("nginx:1", "x", "a", true)],
+        &["status: desired 1 current 1 ready 1 updated 0 misscheduled 0"])]
+    fn daemonset_plan(
+        #[case] d: Value,
+        #[case] nodes: Vec<Value>,
+        #[case] pods: Vec<Value>,
+        #[case] expected: &[&str],
+    ) {
+        check(d, nodes, pods, expected);
+    }
 }
