@@ -40,6 +40,16 @@ pub fn check(t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
                 ));
             }
         }
+        ("apps", "deployments" | "replicasets" | "daemonsets") => {
+            workload_defaults(t, obj);
+            if let Some(cause) = selector_mismatch(obj) {
+                return Err(ApiError::invalid(
+                    &format!("{}.{}", t.kind, t.group),
+                    &name,
+                    vec![cause],
+                ));
+            }
+        }
         _ if is_crd(t) => {
             Registry::check_crd(obj)
                 .map_err(|e| ApiError::invalid(&t.kind, &name, vec![("spec".into(), e)]))?;
@@ -47,6 +57,106 @@ pub fn check(t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
         _ => {}
     }
     Ok(())
+}
+
+/// kube-apiserver's defaults of Deployments, ReplicaSets and DaemonSets
+/// and of their Pod templates, applied on every write so a template's hash does not
+/// change because a client sent a field the server would fill in.
+fn workload_defaults(t: &ResourceType, obj: &mut Value) {
+    let spec = &mut obj["spec"];
+    if spec["replicas"].is_null() && t.plural != "daemonsets" {
+        spec["replicas"] = json!(1);
+    }
+    if t.plural == "daemonsets" {
+        if spec["updateStrategy"]["type"].is_null() {
+            spec["updateStrategy"]["type"] = json!("RollingUpdate");
+        }
+        if spec["updateStrategy"]["type"] == json!("RollingUpdate") {
+            let ru = &mut spec["updateStrategy"]["rollingUpdate"];
+            if ru["maxUnavailable"].is_null() {
+                ru["maxUnavailable"] = json!(1);
+            }
+            if ru["maxSurge"].is_null() {
+                ru["maxSurge"] = json!(0);
+            }
+        }
+        if spec["revisionHistoryLimit"].is_null() {
+            spec["revisionHistoryLimit"] = json!(10);
+        }
+    }
+    if t.plural == "deployments" {
+        if spec["strategy"]["type"].is_null() {
+            spec["strategy"]["type"] = json!("RollingUpdate");
+        }
+        if spec["strategy"]["type"] == json!("RollingUpdate") {
+            let ru = &mut spec["strategy"]["rollingUpdate"];
+            for key in ["maxSurge", "maxUnavailable"] {
+                if ru[key].is_null() {
+                    ru[key] = json!("25%");
+                }
+            }
+        }
+        if spec["revisionHistoryLimit"].is_null() {
+            spec["revisionHistoryLimit"] = json!(10);
+        }
+        if spec["progressDeadlineSeconds"].is_null() {
+            spec["progressDeadlineSeconds"] = json!(600);
+        }
+    }
+    let pod = &mut spec["template"]["spec"];
+    for (key, value) in [
+        ("restartPolicy", json!("Always")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("schedulerName", json!("default-scheduler")),
+        ("securityContext", json!({})),
+    ] {
+        if pod[key].is_null() {
+            pod[key] = value;
+        }
+    }
+    if let Some(containers) = pod["containers"].as_array_mut() {
+        for c in containers {
+            let image = c["image"].as_str().unwrap_or_default();
+            let tag = image
+                .rsplit('/')
+                .next()
+                .and_then(|last| last.split_once(':'));
+            let latest = !image.contains('@') && tag.is_none_or(|(_, tag)| tag == "latest");
+            for (key, value) in [
+                ("terminationMessagePath", json!("/dev/termination-log")),
+                ("terminationMessagePolicy", json!("File")),
+                (
+                    "imagePullPolicy",
+                    json!(if latest { "Always" } else { "IfNotPresent" }),
+                ),
+                ("resources", json!({})),
+            ] {
+                if c[key].is_null() {
+                    c[key] = value;
+                }
+            }
+            for p in c["ports"].as_array_mut().into_iter().flatten() {
+                if p["protocol"].is_null() {
+                    p["protocol"] = json!("TCP");
+                }
+            }
+        }
+    }
+}
+
+/// kube-apiserver's check that a workload's selector selects its own
+/// template (`matchLabels` only).
+fn selector_mismatch(obj: &Value) -> Option<(String, String)> {
+    let labels = &obj["spec"]["template"]["metadata"]["labels"];
+    let wanted = obj["spec"]["selector"]["matchLabels"].as_object()?;
+    let selects = wanted.iter().all(|(k, v)| labels[k] == *v);
+    (!selects).then(|| {
+        (
+            "spec.template.metadata.labels".to_owned(),
+            "`selector` does not match template `labels`".to_owned(),
+        )
+    })
 }
 
 impl State {

@@ -9,7 +9,7 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::state::{Part, State};
 use super::table::{self, Format, Include};
 use super::write::{self, Change, Reply};
-use super::{conversion, gate, proto, reviews};
+use super::{conversion, gate, proto, reviews, scale};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -296,6 +296,23 @@ async fn resource(
             Err(e) => error(ApiError::unsupported_media_type(e)),
         };
     }
+    // `kubectl create deployment` sends protobuf only.
+    let decoded;
+    let (body, ct) = if ct.contains("protobuf")
+        && method == Method::POST
+        && t.group == "apps"
+        && t.plural == "deployments"
+    {
+        match proto::decode(body).and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string())) {
+            Ok(json) => {
+                decoded = Bytes::from(json);
+                (&decoded, "application/json")
+            }
+            Err(e) => return error(ApiError::unsupported_media_type(e)),
+        }
+    } else {
+        (body, ct)
+    };
     if !body.is_empty() && (ct.contains("protobuf") || ct.contains("cbor")) {
         return error(ApiError::unsupported_media_type(format!(
             "{ct} is not supported by the lab API server: send JSON"
@@ -308,6 +325,7 @@ async fn resource(
     let part = match target.subresource.as_deref() {
         None => Part::Main,
         Some("status") if t.status => Part::Status,
+        Some("scale") if scale::has_scale(&t) => Part::Main,
         Some(other) => return error(ApiError::not_found("subresource", other)),
     };
     let view = View::of(headers, &q);
@@ -325,6 +343,9 @@ async fn resource(
         user,
         dry_run,
     };
+    if let (Some("scale"), Some(name)) = (target.subresource.as_deref(), target.name.as_deref()) {
+        return scale_request(&ctx, &t, &ns, name, &method, headers, body).await;
+    }
     let reply = match (method.clone(), target.name.as_deref()) {
         (Method::GET, None) => {
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
@@ -394,6 +415,49 @@ async fn resource(
             ))),
             warnings: Vec::new(),
         },
+    };
+    reply_response(200, reply)
+}
+
+/// GET, PUT or PATCH on a `scale` subresource.
+async fn scale_request(
+    ctx: &write::Ctx<'_>,
+    t: &ResourceType,
+    ns: &str,
+    name: &str,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let reply = match *method {
+        Method::GET => Reply {
+            result: lock(ctx.shared).get(t, ns, name).map(|o| scale::of(&o)),
+            warnings: Vec::new(),
+        },
+        Method::PUT => match parse_body(body) {
+            Ok(b) => scale::update(ctx, t, ns, name, scale::ScaleChange::Replace(b)).await,
+            Err(e) => return error(e),
+        },
+        Method::PATCH => {
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let Some(kind) = PatchKind::from_content_type(ct) else {
+                return error(ApiError::unsupported_media_type(format!(
+                    "the body of the request was in an unknown format: {ct:?}"
+                )));
+            };
+            match parse_body(body) {
+                Ok(b) => scale::update(ctx, t, ns, name, scale::ScaleChange::Patch(&b, kind)).await,
+                Err(e) => return error(e),
+            }
+        }
+        _ => {
+            return error(ApiError::method_not_allowed(format!(
+                "{method} is not supported on scale"
+            )));
+        }
     };
     reply_response(200, reply)
 }

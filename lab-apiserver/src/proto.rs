@@ -1,8 +1,11 @@
 //! The protobuf bodies kubectl sends without a JSON fallback (`kubectl
-//! auth can-i`, `kubectl create token`, `kubectl auth whoami`): the
-//! Kubernetes envelope (`k8s\0` + `runtime.Unknown`) and the few review
-//! messages, decoded to the JSON this server works with. Every other
-//! protobuf body still gets 415 (client-go then resends JSON).
+//! auth can-i`, `kubectl create token`, `kubectl auth whoami`, `kubectl
+//! create deployment`): the Kubernetes envelope (`k8s\0` +
+//! `runtime.Unknown`), the few review messages and the Deployment
+//! ([`workload`]), decoded to the JSON this server works with. Every
+//! other protobuf body still gets 415.
+
+mod workload;
 
 use prost::Message;
 use serde_json::{Value, json};
@@ -125,6 +128,12 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             json!({ "audiences": spec.audiences, "expirationSeconds": spec.expiration_seconds })
         }
         "SelfSubjectReview" => json!({}),
+        "Deployment" => {
+            let mut d = workload::deployment(raw).map_err(bad)?;
+            d["apiVersion"] = json!(meta.api_version);
+            d["kind"] = json!(meta.kind);
+            return Ok(d);
+        }
         other => return Err(format!("{other} bodies must be JSON here")),
     };
     Ok(json!({ "apiVersion": meta.api_version, "kind": meta.kind, "metadata": {}, "spec": spec }))

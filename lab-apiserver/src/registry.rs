@@ -128,6 +128,25 @@ impl Default for Registry {
                 &[],
             ),
             builtin(
+                "apps",
+                "v1",
+                "Deployment",
+                "deployments",
+                true,
+                true,
+                &["deploy"],
+            ),
+            builtin(
+                "apps",
+                "v1",
+                "ReplicaSet",
+                "replicasets",
+                true,
+                true,
+                &["rs"],
+            ),
+            builtin("apps", "v1", "DaemonSet", "daemonsets", true, true, &["ds"]),
+            builtin(
                 "coordination.k8s.io",
                 "v1",
                 "Lease",
@@ -406,6 +425,9 @@ impl Registry {
             }));
             if t.group.is_empty() && t.plural == "serviceaccounts" {
                 resources.push(json!({ "name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"] }));
+            }
+            if crate::scale::has_scale(t) {
+                resources.push(json!({ "name": format!("{}/scale", t.plural), "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"] }));
             }
             if t.status {
                 resources.push(json!({ "name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"] }));

@@ -1,6 +1,7 @@
 //! `lab-controller-manager`: the controllers kube-controller-manager runs
-//! that the lab needs (EndpointSlices, node lifecycle), as one process in
-//! the root namespace beside the API server.
+//! that the lab needs (EndpointSlices, node lifecycle, Deployments and
+//! ReplicaSets) and the scheduler,
+//! as one process in the root namespace beside the API server.
 
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -36,6 +37,14 @@ fn main() -> Result<()> {
     rt.block_on(async {
         let client = devenv::lab::cluster::client(&kubeconfig).await?;
         tokio::spawn(devenv::lab::endpoints::run(
+            client.clone(),
+            std::future::pending(),
+        ));
+        tokio::spawn(devenv::lab::workloads::run(
+            client.clone(),
+            std::future::pending(),
+        ));
+        tokio::spawn(devenv::lab::scheduler::run(
             client.clone(),
             std::future::pending(),
         ));

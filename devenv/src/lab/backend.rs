@@ -1,12 +1,22 @@
-//! The lab's pod runner (the kubelet part of the node agent): Pods bound
-//! to this node are "run" as agnhost-netexec-like echo servers in the
-//! node's network namespace (host networking: the pod IPs are the node's),
-//! and their status is reported Running/Ready so the EndpointSlice
-//! controller publishes them. The same Pod spec runs real agnhost on kind.
+//! The lab's pod runner (the kubelet part of the node agent): no image is
+//! pulled here, so every container of a Pod bound to this node is played
+//! by the lab backend, an agnhost-netexec-like echo server in the node's
+//! network namespace (host networking: the pod IPs are the node's), on
+//! the ports [`super::played`] names. Its status is reported
+//! Running/Ready so the EndpointSlice controller publishes it, and an
+//! event on the Pod says the container is played by the lab backend. The
+//! same Pod spec runs real agnhost (or the real image) on kind.
+//!
+//! Pods on one node share its addresses, so two of them may want one
+//! port (two replicas, or a rolling update's old and new Pod): every
+//! listener is opened with `SO_REUSEPORT` and the kernel spreads
+//! connections over the Pods that listen.
 
+use super::played::{self, Played, Protocol};
 use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use metallb_rs::k8s::events::{EventSpec, Recorder};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -14,22 +24,6 @@ use std::time::Duration;
 
 /// The image the e2e suites use for backends (agnhost netexec).
 pub const NETEXEC_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
-
-/// The ports a netexec container serves: `--http-port` (default 8080) and
-/// `--udp-port` (default 8081), in `--flag=N` or `--flag N` form.
-pub fn netexec_ports(args: &[String]) -> (u16, u16) {
-    let find = |flag: &str, default: u16| -> u16 {
-        args.iter()
-            .enumerate()
-            .find_map(|(i, a)| match a.strip_prefix(&format!("{flag}=")) {
-                Some(v) => v.parse().ok(),
-                None if a == flag => args.get(i + 1).and_then(|v| v.parse().ok()),
-                None => None,
-            })
-            .unwrap_or(default)
-    };
-    (find("--http-port", 8080), find("--udp-port", 8081))
-}
 
 /// The reply to a UDP datagram: `echo X` -> X, anything else -> the node
 /// name (netexec's `hostname`).
@@ -41,9 +35,92 @@ pub fn udp_reply(datagram: &[u8], node: &str) -> Vec<u8> {
     }
 }
 
-async fn serve_http(port: u16, node: String) -> Result<()> {
-    use axum::extract::ConnectInfo;
-    let name = node.clone();
+/// The echo `/echo?msg=X` answers: X, percent-decoded.
+fn echo(query: Option<&str>) -> String {
+    let msg = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("msg="))
+        .unwrap_or_default();
+    let bytes = msg.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A TCP listener on `port` (IPv6 and IPv4, else IPv4 only) that other
+/// Pods on this node may share.
+fn shared_tcp_listener(port: u16) -> std::io::Result<tokio::net::TcpListener> {
+    let open = |v6: bool| -> std::io::Result<tokio::net::TcpListener> {
+        let (socket, addr) = if v6 {
+            (
+                tokio::net::TcpSocket::new_v6()?,
+                SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
+            )
+        } else {
+            (
+                tokio::net::TcpSocket::new_v4()?,
+                SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port)),
+            )
+        };
+        socket.set_reuseaddr(true)?;
+        socket.set_reuseport(true)?;
+        socket.bind(addr)?;
+        socket.listen(1024)
+    };
+    open(true).or_else(|_| open(false))
+}
+
+/// A UDP socket on `port` (IPv6 and IPv4, else IPv4 only) that other Pods
+/// on this node may share.
+fn shared_udp_socket(port: u16) -> std::io::Result<tokio::net::UdpSocket> {
+    use socket2::{Domain, Socket, Type};
+    let open = |v6: bool| -> std::io::Result<tokio::net::UdpSocket> {
+        let (domain, addr) = if v6 {
+            (
+                Domain::IPV6,
+                SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
+            )
+        } else {
+            (
+                Domain::IPV4,
+                SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port)),
+            )
+        };
+        let socket = Socket::new(domain, Type::DGRAM, None)?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        tokio::net::UdpSocket::from_std(socket.into())
+    };
+    open(true).or_else(|_| open(false))
+}
+
+/// Serves HTTP on `port`: `/clientip` answers the client's address,
+/// `/echo?msg=X` answers X, anything else `name`.
+async fn serve_http(port: u16, name: String) -> Result<()> {
+    use axum::extract::{ConnectInfo, RawQuery};
     let app = axum::Router::new()
         .route(
             "/clientip",
@@ -51,21 +128,15 @@ async fn serve_http(port: u16, node: String) -> Result<()> {
                 peer.to_string()
             }),
         )
+        .route(
+            "/echo",
+            axum::routing::get(|RawQuery(q): RawQuery| async move { echo(q.as_deref()) }),
+        )
         .fallback(move || {
             let name = name.clone();
             async move { name }
         });
-    let listener = bind_retrying(port, || async {
-        tokio::net::TcpListener::bind(("::", port))
-            .await
-            .or_else(|_| {
-                std::net::TcpListener::bind(("0.0.0.0", port)).and_then(|l| {
-                    l.set_nonblocking(true)?;
-                    tokio::net::TcpListener::from_std(l)
-                })
-            })
-    })
-    .await?;
+    let listener = bind_retrying(port, || async { shared_tcp_listener(port) }).await?;
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -96,23 +167,33 @@ where
     }
 }
 
-async fn serve_udp(port: u16, node: String) -> Result<()> {
-    let socket = bind_retrying(port, || async {
-        match tokio::net::UdpSocket::bind(("::", port)).await {
-            Ok(s) => Ok(s),
-            Err(_) => tokio::net::UdpSocket::bind(("0.0.0.0", port)).await,
-        }
-    })
-    .await?;
+async fn serve_udp(port: u16, name: String) -> Result<()> {
+    let socket = bind_retrying(port, || async { shared_udp_socket(port) }).await?;
     let mut buf = [0u8; 2048];
     loop {
         let (n, peer) = socket.recv_from(&mut buf).await?;
-        let _ = socket.send_to(&udp_reply(&buf[..n], &node), peer).await;
+        let _ = socket.send_to(&udp_reply(&buf[..n], &name), peer).await;
     }
 }
 
 struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// How long a Pod that went away keeps serving (a short termination
+/// grace period): long enough for the EndpointSlice controller and every
+/// node's proxy to stop sending it new connections (about 3 s in the
+/// lab: the slice controller looks every 0.3 s, the agents' proxies on
+/// each 2 s heartbeat).
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// The Pods this runner plays: those bound here, by namespace, name and
+/// uid, and those that went away, until their drain ends (bounded by how
+/// many ran in the last [`DRAIN`]).
+#[derive(Default)]
+struct Pods {
+    running: BTreeMap<(String, String, String), Running>,
+    draining: Vec<(tokio::time::Instant, Running)>,
 }
 
 impl Drop for Running {
@@ -129,10 +210,14 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
-    let mut running: BTreeMap<(String, String, String), Running> = BTreeMap::new();
+    let recorder = Recorder::new(client.clone(), "kubelet", &node);
+    let mut pods = Pods::default();
     loop {
-        if let Err(e) = reconcile(&client, &node, &addresses, &mut running).await {
-            tracing::debug!(error = %e, "pod runner: retrying");
+        let round = reconcile(&client, &recorder, &node, &addresses, &mut pods);
+        match tokio::time::timeout(ROUND_TIMEOUT, round).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "pod runner: retrying"),
+            Err(_) => tracing::debug!("pod runner: timed out, retrying"),
         }
         tokio::select! {
             _ = &mut shutdown => return,
@@ -141,17 +226,50 @@ pub async fn run(
     }
 }
 
+/// The event saying how `play`'s container is played.
+fn played_event(pod: &Pod, play: &Played) -> EventSpec {
+    let image = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .find(|c| c.name == play.container)
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default();
+    let ports: Vec<String> = play.ports.iter().map(ToString::to_string).collect();
+    let serves = if ports.is_empty() {
+        "listening on no port".to_owned()
+    } else {
+        format!("serving {}", ports.join(", "))
+    };
+    let what = if play.netexec {
+        "agnhost netexec"
+    } else {
+        "an echo server (HTTP: the pod name, /clientip, /echo?msg=)"
+    };
+    EventSpec::normal(
+        "PlayedByLabBackend",
+        format!(
+            "image {image} is not pulled in the lab: container {} is played by the lab backend as {what}, {serves}",
+            play.container
+        ),
+    )
+}
+
+/// How long one round of the pod runner may take.
+const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn reconcile(
     client: &kube::Client,
+    recorder: &Recorder,
     node: &str,
     addresses: &[IpAddr],
-    running: &mut BTreeMap<(String, String, String), Running>,
+    pods_here: &mut Pods,
 ) -> Result<()> {
+    let Pods { running, draining } = pods_here;
     let pods = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await?
         .items;
-    // Stop pods that went away first: a new pod may reuse their ports.
     let live: std::collections::BTreeSet<(String, String, String)> = pods
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -163,7 +281,21 @@ async fn reconcile(
             )
         })
         .collect();
-    running.retain(|k, _| live.contains(k));
+    // Pods that went away keep serving for a while, as a container does
+    // through its termination grace period, so connections the proxies
+    // still send them are answered.
+    let gone: Vec<_> = running
+        .keys()
+        .filter(|k| !live.contains(*k))
+        .cloned()
+        .collect();
+    let now = tokio::time::Instant::now();
+    for key in gone {
+        if let Some(r) = running.remove(&key) {
+            draining.push((now + DRAIN, r));
+        }
+    }
+    draining.retain(|(until, _)| *until > now);
     for pod in &pods {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -175,32 +307,26 @@ async fn reconcile(
         if running.contains_key(&key) || pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
+        let plays = played::play(pod);
         let mut tasks = Vec::new();
-        for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
-            let args: Vec<String> = c
-                .command
-                .iter()
-                .flatten()
-                .chain(c.args.iter().flatten())
-                .cloned()
-                .collect();
-            if !args.iter().any(|a| a == "netexec") {
-                continue;
+        for play in &plays {
+            // netexec answers with the node's name (the e2e suites tell
+            // nodes apart by it); any other image with the Pod's.
+            let answer = if play.netexec { node } else { name.as_str() };
+            for port in &play.ports {
+                let (number, protocol, answer) = (port.number, port.protocol, answer.to_owned());
+                tasks.push(tokio::spawn(async move {
+                    let served = match protocol {
+                        Protocol::Tcp => serve_http(number, answer).await,
+                        Protocol::Udp => serve_udp(number, answer).await,
+                    };
+                    if let Err(e) = served {
+                        tracing::warn!(port = number, error = %e, "lab backend failed");
+                    }
+                }));
             }
-            let (http, udp) = netexec_ports(&args);
-            let (n1, n2) = (node.to_owned(), node.to_owned());
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = serve_http(http, n1).await {
-                    tracing::warn!(port = http, error = %e, "netexec http server failed");
-                }
-            }));
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = serve_udp(udp, n2).await {
-                    tracing::warn!(port = udp, error = %e, "netexec udp server failed");
-                }
-            }));
         }
-        running.insert(key, Running { tasks });
+        let running_pod = Running { tasks };
         let ips: Vec<serde_json::Value> = addresses
             .iter()
             .map(|a| json!({ "ip": a.to_string() }))
@@ -209,8 +335,21 @@ async fn reconcile(
             .round(jiff::Unit::Second)
             .map(|t| t.to_string())
             .unwrap_or_default();
+        let containers: Vec<serde_json::Value> = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.containers.iter())
+            .map(|c| {
+                json!({
+                    "name": c.name, "image": c.image, "imageID": "lab://backend",
+                    "ready": true, "started": true, "restartCount": 0,
+                    "state": { "running": { "startedAt": now } },
+                })
+            })
+            .collect();
         let status = json!({ "status": {
             "phase": "Running",
+            "containerStatuses": containers,
             "hostIP": addresses.first().map(ToString::to_string),
             "podIP": addresses.first().map(ToString::to_string),
             "podIPs": ips,
@@ -221,9 +360,15 @@ async fn reconcile(
                 { "type": "PodScheduled", "status": "True", "lastTransitionTime": now },
             ],
         }});
-        Api::<Pod>::namespaced(client.clone(), &ns)
+        let updated = Api::<Pod>::namespaced(client.clone(), &ns)
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
             .await?;
+        running.insert(key, running_pod);
+        for play in &plays {
+            recorder
+                .publish(&Recorder::reference(&updated), &played_event(pod, play))
+                .await;
+        }
     }
     Ok(())
 }
@@ -232,20 +377,34 @@ async fn reconcile(
 mod tests {
     use super::*;
 
-    fn strings(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| (*s).to_owned()).collect()
+    #[test]
+    fn echo_decodes_msg() {
+        assert_eq!(echo(Some("x=1&msg=hello+lab%21")), "hello lab!");
+        assert_eq!(echo(None), "");
+    }
+
+    #[tokio::test]
+    async fn two_pods_share_a_port() {
+        let first = shared_tcp_listener(0).expect("first");
+        let port = first.local_addr().expect("addr").port();
+        let second = shared_tcp_listener(port);
+        assert!(second.is_ok(), "second listener on {port}: {second:?}");
+        let udp = shared_udp_socket(0).expect("udp");
+        let port = udp.local_addr().expect("addr").port();
+        assert!(shared_udp_socket(port).is_ok());
     }
 
     #[test]
-    fn netexec_flags() {
-        assert_eq!(netexec_ports(&strings(&["netexec"])), (8080, 8081));
+    fn the_event_says_who_plays_the_container() {
+        let pod: Pod = serde_json::from_value(json!({ "metadata": { "name": "web-1" },
+            "spec": { "containers": [{ "name": "nginx", "image": "nginx" }] } }))
+        .expect("pod");
+        let ev = played_event(&pod, &played::play(&pod)[0]);
+        assert_eq!(ev.reason, "PlayedByLabBackend");
         assert_eq!(
-            netexec_ports(&strings(&["netexec", "--http-port=80", "--udp-port", "90"])),
-            (80, 90)
-        );
-        assert_eq!(
-            netexec_ports(&strings(&["netexec", "--http-port", "x"])),
-            (8080, 8081)
+            ev.message,
+            "image nginx is not pulled in the lab: container nginx is played by the lab backend \
+             as an echo server (HTTP: the pod name, /clientip, /echo?msg=), serving 80/TCP"
         );
     }
 

@@ -11,5 +11,8 @@ pub mod healthcheck;
 pub mod latency;
 pub mod netns;
 pub mod nodelifecycle;
+pub mod played;
 pub mod process;
 pub mod proxy;
+pub mod scheduler;
+pub mod workloads;

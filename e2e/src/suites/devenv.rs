@@ -247,7 +247,7 @@ fn watch_in_order(ctx: &Ctx) -> Result<()> {
 
 /// Runs `kubectl args...` with the cluster's admin kubeconfig and `stdin`;
 /// its status, stdout and stderr.
-fn run_kubectl(
+pub(crate) fn run_kubectl(
     ctx: &Ctx,
     args: &[&str],
     stdin: Option<&str>,
@@ -275,7 +275,7 @@ fn run_kubectl(
 }
 
 /// [`run_kubectl`] that must succeed; its stdout.
-fn kubectl(ctx: &Ctx, args: &[&str], stdin: Option<&str>) -> Result<String> {
+pub(crate) fn kubectl(ctx: &Ctx, args: &[&str], stdin: Option<&str>) -> Result<String> {
     let (status, out, err) = run_kubectl(ctx, args, stdin)?;
     ensure!(status.success(), "kubectl {}: {out}{err}", args.join(" "));
     Ok(out)

@@ -12,6 +12,7 @@ pub mod l2;
 pub mod metrics;
 pub mod pool_selection;
 pub mod proxy;
+pub mod quickstart;
 pub mod webhooks;
 
 /// Every registered suite, in run order.
@@ -26,6 +27,7 @@ pub const SUITES: &[Suite] = &[
     bgp::specs,
     webhooks::specs,
     metrics::specs,
+    quickstart::specs,
 ];
 
 /// Every spec of every registered suite.

@@ -31,6 +31,30 @@ fn cols(spec: &[(&str, i64)]) -> Vec<Column> {
         .collect()
 }
 
+/// A workload's wide cells: its containers, their images and its
+/// selector's matchLabels.
+fn template_cells(o: &Value) -> [Value; 3] {
+    let containers = list(&o["spec"]["template"]["spec"]["containers"]);
+    let join = |key: &str| {
+        containers
+            .iter()
+            .map(|c| s(&c[key]))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let selector: Vec<String> = o["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", s(v)))
+        .collect();
+    [
+        json!(join("name")),
+        json!(join("image")),
+        json!(selector.join(",")),
+    ]
+}
+
 /// The columns and cell function for a built-in `group/plural`.
 pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
     macro_rules! p {
@@ -89,6 +113,97 @@ pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
                 ("Age", 0)
             ],
             endpoint_slice
+        ),
+        ("apps", "deployments") => p!(
+            &[
+                ("Name", 0),
+                ("Ready", 0),
+                ("Up-to-date", 0),
+                ("Available", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1),
+                ("Selector", 1),
+            ],
+            |o: &Value, now| {
+                let st = &o["status"];
+                let n = |v: &Value| v.as_i64().unwrap_or(0);
+                let mut cells = vec![
+                    o["metadata"]["name"].clone(),
+                    json!(format!(
+                        "{}/{}",
+                        n(&st["readyReplicas"]),
+                        n(&o["spec"]["replicas"])
+                    )),
+                    json!(n(&st["updatedReplicas"])),
+                    json!(n(&st["availableReplicas"])),
+                    age(&o["metadata"]["creationTimestamp"], now),
+                ];
+                cells.extend(template_cells(o));
+                cells
+            }
+        ),
+        ("apps", "replicasets") => p!(
+            &[
+                ("Name", 0),
+                ("Desired", 0),
+                ("Current", 0),
+                ("Ready", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1),
+                ("Selector", 1),
+            ],
+            |o: &Value, now| {
+                let st = &o["status"];
+                let n = |v: &Value| v.as_i64().unwrap_or(0);
+                let mut cells = vec![
+                    o["metadata"]["name"].clone(),
+                    json!(n(&o["spec"]["replicas"])),
+                    json!(n(&st["replicas"])),
+                    json!(n(&st["readyReplicas"])),
+                    age(&o["metadata"]["creationTimestamp"], now),
+                ];
+                cells.extend(template_cells(o));
+                cells
+            }
+        ),
+        ("apps", "daemonsets") => p!(
+            &[
+                ("Name", 0),
+                ("Desired", 0),
+                ("Current", 0),
+                ("Ready", 0),
+                ("Up-to-date", 0),
+                ("Available", 0),
+                ("Node Selector", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1),
+                ("Selector", 1),
+            ],
+            |o: &Value, now| {
+                let st = &o["status"];
+                let n = |v: &Value| v.as_i64().unwrap_or(0);
+                let selector: Vec<String> = o["spec"]["template"]["spec"]["nodeSelector"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={}", s(v)))
+                    .collect();
+                let mut cells = vec![
+                    o["metadata"]["name"].clone(),
+                    json!(n(&st["desiredNumberScheduled"])),
+                    json!(n(&st["currentNumberScheduled"])),
+                    json!(n(&st["numberReady"])),
+                    json!(n(&st["updatedNumberScheduled"])),
+                    json!(n(&st["numberAvailable"])),
+                    or(&selector.join(","), "<none>"),
+                    age(&o["metadata"]["creationTimestamp"], now),
+                ];
+                cells.extend(template_cells(o));
+                cells
+            }
         ),
         ("coordination.k8s.io", "leases") => {
             p!(

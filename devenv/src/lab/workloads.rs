@@ -1,0 +1,226 @@
+//! The lab's Deployment, ReplicaSet and DaemonSet controllers (kube-
+//! controller-manager's): [`plan`] and [`daemonset`] decide from what is
+//! listed, [`run`] lists every half second and carries the decisions
+//! out. Deleting a Deployment deletes its ReplicaSets and their Pods
+//! through the API server's garbage collection (the owner references set
+//! here), and so does deleting a DaemonSet.
+
+pub mod daemonset;
+pub mod plan;
+
+#[cfg(test)]
+mod tests;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use metallb_rs::k8s::events::{EventSpec, Recorder};
+use plan::Action;
+use serde_json::json;
+use std::future::Future;
+use std::time::Duration;
+
+/// How often [`run`] looks.
+const INTERVAL: Duration = Duration::from_millis(500);
+
+/// How long one round of lists and writes may take.
+const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs the controllers until `shutdown` completes; errors are logged and
+/// the next round retries.
+pub async fn run(client: Client, shutdown: impl Future<Output = ()>) {
+    let recorder = Recorder::new(
+        client.clone(),
+        "deployment-controller",
+        "lab-controller-manager",
+    );
+    tokio::pin!(shutdown);
+    let mut interval = tokio::time::interval(INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            _ = interval.tick() => {}
+        }
+        let round = tokio::select! {
+            () = &mut shutdown => break,
+            r = tokio::time::timeout(ROUND_TIMEOUT, reconcile(&client, &recorder)) => r,
+        };
+        match round {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "workload controllers failed"),
+            Err(_) => tracing::warn!("workload controllers timed out"),
+        }
+    }
+}
+
+async fn reconcile(client: &Client, recorder: &Recorder) -> Result<(), kube::Error> {
+    let lp = ListParams::default();
+    let deployments = Api::<Deployment>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items;
+    let replicasets = Api::<ReplicaSet>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items;
+    // An API server from before DaemonSets were served (a lab's server
+    // outlives rebuilds) answers 404: Deployments still work.
+    let daemonsets = match Api::<DaemonSet>::all(client.clone()).list(&lp).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let nodes = Api::<Node>::all(client.clone()).list(&lp).await?.items;
+    let pods = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
+    let mut actions = plan::plan(&deployments, &replicasets, &pods, Timestamp::now());
+    for ds in daemonsets
+        .iter()
+        .filter(|d| d.metadata.deletion_timestamp.is_none())
+    {
+        daemonset::plan(ds, &nodes, &pods, &mut actions);
+    }
+    for action in actions {
+        match carry_out(client, recorder, &deployments, action).await {
+            Ok(()) => {}
+            // Someone changed or deleted the object meanwhile: the next
+            // round sees it as it is.
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+async fn carry_out(
+    client: &Client,
+    recorder: &Recorder,
+    deployments: &[Deployment],
+    action: Action,
+) -> Result<(), kube::Error> {
+    let pp = PatchParams::default();
+    let event = |namespace: &str, deployment: &str, ev: EventSpec| {
+        let d = deployments.iter().find(|d| {
+            d.metadata.namespace.as_deref() == Some(namespace)
+                && d.metadata.name.as_deref() == Some(deployment)
+        });
+        async move {
+            if let Some(d) = d {
+                recorder.publish(&Recorder::reference(d), &ev).await;
+            }
+        }
+    };
+    match action {
+        Action::CreatePod(pod) => {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            Api::<Pod>::namespaced(client.clone(), &ns)
+                .create(&PostParams::default(), &pod)
+                .await?;
+        }
+        Action::DeletePod { namespace, name } => {
+            Api::<Pod>::namespaced(client.clone(), &namespace)
+                .delete(&name, &DeleteParams::default())
+                .await?;
+        }
+        Action::CreateReplicaSet(rs) => {
+            let ns = rs.metadata.namespace.clone().unwrap_or_default();
+            let created = Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+                .create(&PostParams::default(), &rs)
+                .await?;
+            let owner = rs
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .next()
+                .map(|o| o.name.clone())
+                .unwrap_or_default();
+            let to = created.spec.and_then(|s| s.replicas).unwrap_or(0);
+            let name = created.metadata.name.unwrap_or_default();
+            tracing::info!(%ns, deployment = %owner, replicaset = %name, to, "new replica set");
+            event(
+                &ns,
+                &owner,
+                EventSpec::normal(
+                    "ScalingReplicaSet",
+                    format!("Scaled up replica set {name} from 0 to {to}"),
+                ),
+            )
+            .await;
+        }
+        Action::ScaleReplicaSet {
+            namespace,
+            name,
+            deployment,
+            from,
+            to,
+        } => {
+            Api::<ReplicaSet>::namespaced(client.clone(), &namespace)
+                .patch(
+                    &name,
+                    &pp,
+                    &Patch::Merge(json!({ "spec": { "replicas": to } })),
+                )
+                .await?;
+            let verb = if to > from { "up" } else { "down" };
+            tracing::info!(%namespace, %deployment, replicaset = %name, from, to, "scaled replica set");
+            event(
+                &namespace,
+                &deployment,
+                EventSpec::normal(
+                    "ScalingReplicaSet",
+                    format!("Scaled {verb} replica set {name} from {from} to {to}"),
+                ),
+            )
+            .await;
+        }
+        Action::DeleteReplicaSet { namespace, name } => {
+            Api::<ReplicaSet>::namespaced(client.clone(), &namespace)
+                .delete(&name, &DeleteParams::background())
+                .await?;
+        }
+        Action::ReplicaSetStatus {
+            namespace,
+            name,
+            status,
+        } => {
+            Api::<ReplicaSet>::namespaced(client.clone(), &namespace)
+                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
+                .await?;
+        }
+        Action::DeploymentRevision {
+            namespace,
+            name,
+            revision,
+        } => {
+            let patch = json!({ "metadata": { "annotations": {
+                plan::REVISION: revision.to_string() } } });
+            Api::<Deployment>::namespaced(client.clone(), &namespace)
+                .patch(&name, &pp, &Patch::Merge(patch))
+                .await?;
+        }
+        Action::DaemonSetStatus {
+            namespace,
+            name,
+            status,
+        } => {
+            Api::<DaemonSet>::namespaced(client.clone(), &namespace)
+                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
+                .await?;
+        }
+        Action::DeploymentStatus {
+            namespace,
+            name,
+            status,
+        } => {
+            // The whole status replaces the old one (conditions are a
+            // list a merge patch would replace anyway).
+            Api::<Deployment>::namespaced(client.clone(), &namespace)
+                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
+                .await?;
+        }
+    }
+    Ok(())
+}
