@@ -14,5 +14,6 @@ pub mod nodelifecycle;
 pub mod played;
 pub mod process;
 pub mod proxy;
+pub mod rounds;
 pub mod scheduler;
 pub mod workloads;

@@ -129,24 +129,14 @@ pub fn taint_patch(node: &Node, now: Timestamp) -> Option<Value> {
 /// the next round retries.
 pub async fn run(client: Client, grace: Duration, shutdown: impl Future<Output = ()>) {
     let nodes: Api<Node> = Api::all(client);
-    tokio::pin!(shutdown);
-    let mut interval = tokio::time::interval(INTERVAL);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => break,
-            _ = interval.tick() => {}
-        }
-        let round = tokio::select! {
-            () = &mut shutdown => break,
-            r = tokio::time::timeout(Duration::from_secs(10), check(&nodes, grace)) => r,
-        };
-        match round {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "node lifecycle check failed"),
-            Err(_) => tracing::warn!("node lifecycle check timed out"),
-        }
-    }
+    super::rounds::every(
+        "node lifecycle check",
+        INTERVAL,
+        Duration::from_secs(10),
+        shutdown,
+        || check(&nodes, grace),
+    )
+    .await;
 }
 
 async fn check(nodes: &Api<Node>, grace: Duration) -> Result<(), kube::Error> {

@@ -400,24 +400,10 @@ const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 /// next round retries.
 pub async fn run(client: Client, shutdown: impl Future<Output = ()>) {
     let recorder = Recorder::new(client.clone(), SCHEDULER_NAME, "lab-controller-manager");
-    tokio::pin!(shutdown);
-    let mut interval = tokio::time::interval(INTERVAL);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => break,
-            _ = interval.tick() => {}
-        }
-        let round = tokio::select! {
-            () = &mut shutdown => break,
-            r = tokio::time::timeout(ROUND_TIMEOUT, schedule(&client, &recorder)) => r,
-        };
-        match round {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "scheduling failed"),
-            Err(_) => tracing::warn!("scheduling timed out"),
-        }
-    }
+    super::rounds::every("scheduling", INTERVAL, ROUND_TIMEOUT, shutdown, || {
+        schedule(&client, &recorder)
+    })
+    .await;
 }
 
 async fn schedule(client: &Client, recorder: &Recorder) -> Result<(), kube::Error> {

@@ -36,24 +36,14 @@ pub async fn run(client: Client, shutdown: impl Future<Output = ()>) {
         "deployment-controller",
         "lab-controller-manager",
     );
-    tokio::pin!(shutdown);
-    let mut interval = tokio::time::interval(INTERVAL);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => break,
-            _ = interval.tick() => {}
-        }
-        let round = tokio::select! {
-            () = &mut shutdown => break,
-            r = tokio::time::timeout(ROUND_TIMEOUT, reconcile(&client, &recorder)) => r,
-        };
-        match round {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "workload controllers failed"),
-            Err(_) => tracing::warn!("workload controllers timed out"),
-        }
-    }
+    super::rounds::every(
+        "workload controllers",
+        INTERVAL,
+        ROUND_TIMEOUT,
+        shutdown,
+        || reconcile(&client, &recorder),
+    )
+    .await;
 }
 
 async fn reconcile(client: &Client, recorder: &Recorder) -> Result<(), kube::Error> {

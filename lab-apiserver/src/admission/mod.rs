@@ -45,6 +45,34 @@ pub struct Write<'a> {
     pub dry_run: bool,
 }
 
+impl Write<'_> {
+    /// The write as the admission rules see it, with its Namespace object
+    /// (for `namespaceSelector`) when given.
+    fn request<'b>(&'b self, namespace_object: Option<&'b Value>) -> Request<'b> {
+        Request {
+            operation: self.operation,
+            group: &self.t.group,
+            version: &self.t.version,
+            resource: &self.t.plural,
+            subresource: self.subresource,
+            namespace: self.namespace,
+            object: self.object,
+            old_object: self.old_object,
+            namespace_object,
+        }
+    }
+
+    /// The object's Namespace as stored (none for cluster-scoped objects).
+    fn namespace_object(&self, s: &crate::state::State) -> Option<std::sync::Arc<Value>> {
+        (!self.namespace.is_empty())
+            .then(|| {
+                s.store
+                    .get(&(String::new(), "namespaces".into()), "", self.namespace)
+            })
+            .flatten()
+    }
+}
+
 /// A webhook that matched, worked out under the lock.
 struct Call {
     webhook: Value,
@@ -74,12 +102,7 @@ fn plan(shared: &Shared, w: &Write<'_>) -> Result<Vec<Call>, ApiError> {
     if configs.is_empty() {
         return Ok(Vec::new());
     }
-    let namespace_object = (!w.namespace.is_empty())
-        .then(|| {
-            s.store
-                .get(&(String::new(), "namespaces".into()), "", w.namespace)
-        })
-        .flatten();
+    let namespace_object = w.namespace_object(&s);
     let t = w.t;
     let others: Vec<String> = s
         .registry
@@ -87,17 +110,7 @@ fn plan(shared: &Shared, w: &Write<'_>) -> Result<Vec<Call>, ApiError> {
         .into_iter()
         .filter(|v| *v != t.version)
         .collect();
-    let request = Request {
-        operation: w.operation,
-        group: &t.group,
-        version: &t.version,
-        resource: &t.plural,
-        subresource: w.subresource,
-        namespace: w.namespace,
-        object: w.object,
-        old_object: w.old_object,
-        namespace_object: namespace_object.as_deref(),
-    };
+    let request = w.request(namespace_object.as_deref());
     let mut calls = Vec::new();
     for config in &configs {
         for webhook in config["webhooks"].as_array().into_iter().flatten() {
@@ -161,17 +174,7 @@ async fn call(shared: &Shared, w: &Write<'_>, c: &Call) -> (Vec<String>, Option<
         let old_object = at(w.old_object).await?;
         let target = c.target.as_ref().map_err(Clone::clone)?;
         let uid = uid();
-        let request = Request {
-            operation: w.operation,
-            group: &w.t.group,
-            version: &w.t.version,
-            resource: &w.t.plural,
-            subresource: w.subresource,
-            namespace: w.namespace,
-            object: w.object,
-            old_object: w.old_object,
-            namespace_object: None,
-        };
+        let request = w.request(None);
         let body = review::admission_review(
             &review::Call {
                 uid: &uid,
@@ -245,24 +248,8 @@ fn policies(shared: &Shared, w: &Write<'_>) -> policy::Verdict {
         return policy::Verdict::default();
     }
     let policies = s.store.list(&(POLICIES.0.into(), POLICIES.1.into()), None);
-    let namespace_object = (!w.namespace.is_empty())
-        .then(|| {
-            s.store
-                .get(&(String::new(), "namespaces".into()), "", w.namespace)
-        })
-        .flatten();
-    let t = w.t;
-    let request = Request {
-        operation: w.operation,
-        group: &t.group,
-        version: &t.version,
-        resource: &t.plural,
-        subresource: w.subresource,
-        namespace: w.namespace,
-        object: w.object,
-        old_object: w.old_object,
-        namespace_object: namespace_object.as_deref(),
-    };
+    let namespace_object = w.namespace_object(&s);
+    let request = w.request(namespace_object.as_deref());
     let bindings: Vec<Value> = bindings.iter().map(|b| (**b).clone()).collect();
     let policies: Vec<Value> = policies.iter().map(|p| (**p).clone()).collect();
     policy::evaluate(
