@@ -1,7 +1,7 @@
 //! `dev-env` and `dev-env-cleanup`: thin wrappers over `devenv::lab` and
 //! `devenv::kind`.
 
-use crate::flags::{self, CleanupArgs, DevEnvArgs, IpFamily, Provider};
+use crate::flags::{self, CleanupArgs, DevEnvArgs, IpFamily, LabArgs, LabCommand, Provider};
 use crate::tools;
 use anyhow::{Result, bail};
 use devenv::cluster::Cluster;
@@ -172,6 +172,44 @@ pub fn run(args: &DevEnvArgs) -> Result<()> {
 /// advertisement (FRR already runs: `up` started it); for layer2 the pool
 /// `dev-env-l2` and an L2Advertisement (a BGP configuration left from an
 /// earlier run is deleted first).
+/// The command line `cargo xtask lab` runs: `command` on lab `name`'s
+/// external host (its network namespace).
+fn lab_argv(name: &str, command: &LabCommand) -> Vec<String> {
+    let ns = devenv::lab::netns::external_namespace(name);
+    let mut argv: Vec<String> = ["ip", "netns", "exec", &ns].map(str::to_owned).to_vec();
+    match command {
+        LabCommand::Curl { url } => {
+            argv.extend(["curl", "-sS", "-m", "5", "--globoff"].map(str::to_owned));
+            argv.push(url.clone());
+        }
+        LabCommand::Exec { cmd } => argv.extend(cmd.iter().cloned()),
+    }
+    argv
+}
+
+/// `cargo xtask lab`: runs the command on the external host and exits
+/// with its status.
+pub fn lab(args: &LabArgs) -> Result<()> {
+    let ns = devenv::lab::netns::external_namespace(&args.name);
+    let listed = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()?;
+    let known = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|l| l.split_whitespace().next() == Some(ns.as_str()));
+    if !known {
+        bail!(
+            "no lab named {:?} here (no network namespace {ns}): `cargo xtask dev-env` makes one, `--name` picks another",
+            args.name
+        );
+    }
+    let argv = lab_argv(&args.name, &args.command);
+    let status = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .status()?;
+    std::process::exit(status.code().unwrap_or(1));
+}
+
 fn lab_dev_env_config(lab: &LabCluster, protocol: flags::Protocol) -> Result<()> {
     if protocol == flags::Protocol::Layer2 {
         let (done, ranges) = lab.apply_l2_dev_env()?;
@@ -228,4 +266,27 @@ pub fn cleanup(args: &CleanupArgs) -> Result<()> {
         println!("removed {r}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lab_commands_run_in_the_external_namespace() {
+        let curl = LabCommand::Curl {
+            url: "http://172.30.0.200/".into(),
+        };
+        assert_eq!(
+            lab_argv("lab", &curl).join(" "),
+            "ip netns exec lab-external curl -sS -m 5 --globoff http://172.30.0.200/"
+        );
+        let exec = LabCommand::Exec {
+            cmd: vec!["ping".into(), "-c1".into(), "172.30.0.200".into()],
+        };
+        assert_eq!(
+            lab_argv("mine", &exec).join(" "),
+            "ip netns exec mine-external ping -c1 172.30.0.200"
+        );
+    }
 }

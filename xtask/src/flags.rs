@@ -25,6 +25,8 @@ pub enum Command {
     DevEnv(DevEnvArgs),
     /// Remove a dev cluster and everything it made
     DevEnvCleanup(CleanupArgs),
+    /// Run a command on the lab's external host, a client outside the cluster (`lab curl URL`, `lab exec -- CMD`)
+    Lab(LabArgs),
     /// Run the e2e suites (ginkgo-style --focus/--skip over full test names)
     E2e(E2eArgs),
     /// Run a benchmark; each prints its figures beside a baseline measured in the same run
@@ -219,6 +221,33 @@ pub struct CleanupArgs {
     /// Cluster name [default: lab for the lab, kind for kind]
     #[arg(long)]
     pub name: Option<String>,
+}
+
+/// Flags of `cargo xtask lab`.
+#[derive(Args, Debug, Clone)]
+pub struct LabArgs {
+    /// Lab name
+    #[arg(long, default_value = "lab")]
+    pub name: String,
+    /// What to run
+    #[command(subcommand)]
+    pub command: LabCommand,
+}
+
+/// What `cargo xtask lab` runs on the external host.
+#[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
+pub enum LabCommand {
+    /// GET URL over HTTP (curl -sS -m 5), as a client outside the cluster would
+    Curl {
+        /// The URL (a LoadBalancer address, say http://172.30.0.200/)
+        url: String,
+    },
+    /// Run CMD there (after `--`)
+    Exec {
+        /// The command and its arguments
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        cmd: Vec<String>,
+    },
 }
 
 /// Flags of `cargo xtask e2e`.

@@ -29,6 +29,7 @@ fn main() -> Result<()> {
         Command::Test(args) => test::run(&args),
         Command::DevEnv(args) => dev_env::run(&args),
         Command::DevEnvCleanup(args) => dev_env::cleanup(&args),
+        Command::Lab(args) => dev_env::lab(&args),
         Command::E2e(args) => e2e::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Sim(args) => sim::run(&args),
