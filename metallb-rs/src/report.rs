@@ -4,10 +4,15 @@
 //! otherwise answer by hand with arping. [`rows`] and [`render`] are pure;
 //! [`fetch`] reads the cluster.
 
-use crate::api::v1beta1::{ServiceBGPStatus, ServiceL2Status};
+use crate::api::v1beta1::{
+    BGPAdvertisement, IPAddressPool, L2Advertisement, LabelSelector, ServiceBGPStatus,
+    ServiceL2Status,
+};
+use crate::config::Selector;
 use crate::service::{self as svcs, annotation};
 use crate::speaker::status as l2;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -32,12 +37,91 @@ pub struct Row {
     pub note: String,
 }
 
+/// What else the report reads to say why an address nobody announces is
+/// not announced.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Context<'a> {
+    /// Every EndpointSlice of the services reported.
+    pub slices: &'a [EndpointSlice],
+    /// The address pools.
+    pub pools: &'a [IPAddressPool],
+    /// The layer 2 advertisements.
+    pub l2: &'a [L2Advertisement],
+    /// The BGP advertisements.
+    pub bgp: &'a [BGPAdvertisement],
+}
+
+/// Whether an advertisement naming `names` and `selectors` takes `pool`
+/// (neither: every pool).
+fn advertises(
+    names: Option<&Vec<String>>,
+    selectors: Option<&Vec<LabelSelector>>,
+    pool: &IPAddressPool,
+) -> bool {
+    let (names, selectors) = (
+        names.filter(|n| !n.is_empty()),
+        selectors.filter(|s| !s.is_empty()),
+    );
+    if names.is_none() && selectors.is_none() {
+        return true;
+    }
+    let name = pool.name_any();
+    names.is_some_and(|n| n.contains(&name))
+        || selectors
+            .into_iter()
+            .flatten()
+            .any(|s| Selector::parse(s).is_ok_and(|s| s.matches(pool.labels())))
+}
+
+/// Why an address of `svc` from `pool` that no node announces is not
+/// announced, when the API shows it: its pool is in no advertisement, or
+/// nothing serves the service (speakers announce only services with a
+/// ready endpoint).
+fn unannounced(svc: &Service, pool: &str, ctx: &Context<'_>) -> Option<String> {
+    if let Some(p) = ctx.pools.iter().find(|p| p.name_any() == pool) {
+        let by_l2 = ctx.l2.iter().any(|a| {
+            advertises(
+                a.spec.ip_address_pools.as_ref(),
+                a.spec.ip_address_pool_selectors.as_ref(),
+                p,
+            )
+        });
+        let by_bgp = ctx.bgp.iter().any(|a| {
+            advertises(
+                a.spec.ip_address_pools.as_ref(),
+                a.spec.ip_address_pool_selectors.as_ref(),
+                p,
+            )
+        });
+        if !by_l2 && !by_bgp {
+            return Some(format!(
+                "pool {pool} is in no L2Advertisement or BGPAdvertisement: nothing announces its addresses"
+            ));
+        }
+    }
+    let name = svc.name_any();
+    let ns = svc.namespace().unwrap_or_default();
+    let ready = ctx
+        .slices
+        .iter()
+        .filter(|s| {
+            s.namespace().as_deref() == Some(ns.as_str())
+                && s.labels().get("kubernetes.io/service-name") == Some(&name)
+        })
+        .flat_map(|s| &s.endpoints)
+        .any(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false));
+    (!ready).then(|| {
+        "no ready endpoints: speakers announce a service only while a pod serves it".to_owned()
+    })
+}
+
 /// Builds the rows from what the API holds.
 pub fn rows(
     services: &[Service],
     l2_statuses: &[ServiceL2Status],
     bgp_statuses: &[ServiceBGPStatus],
     events: &[Event],
+    ctx: &Context<'_>,
 ) -> Vec<Row> {
     let mut out = Vec::new();
     for svc in services.iter().filter(|s| svcs::is_load_balancer(s)) {
@@ -93,6 +177,16 @@ pub fn rows(
                 )
             })
             .unwrap_or_default();
+        let pool = svc
+            .annotations()
+            .get(&annotation::current(annotation::IP_ALLOCATED_FROM_POOL))
+            .cloned();
+        let note = match &pool {
+            Some(p) if note.is_empty() && nodes.is_empty() && !ips.is_empty() => {
+                unannounced(svc, p, ctx).unwrap_or_default()
+            }
+            _ => note,
+        };
         let dash = |v: Vec<String>| {
             if v.is_empty() {
                 "-".to_owned()
@@ -110,11 +204,7 @@ pub fn rows(
                     .collect::<Vec<_>>()
                     .join(",")
             },
-            pool: svc
-                .annotations()
-                .get(&annotation::current(annotation::IP_ALLOCATED_FROM_POOL))
-                .cloned()
-                .unwrap_or_else(|| "-".to_owned()),
+            pool: pool.unwrap_or_else(|| "-".to_owned()),
             protocol: protocol.to_owned(),
             nodes: dash(nodes),
             interfaces: dash(interfaces),
@@ -194,7 +284,35 @@ pub async fn fetch(
     // Clusters without the BGP status CRD still get a layer 2 report.
     let bgp = bgp.list(&lp).await.map(|l| l.items).unwrap_or_default();
     let events = events.list(&lp).await.map(|l| l.items).unwrap_or_default();
-    Ok(rows(&services, &l2, &bgp, &events))
+    // What explains an address nobody announces; a list that fails only
+    // leaves that explanation out.
+    let slices: Api<EndpointSlice> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let slices = slices.list(&lp).await.map(|l| l.items).unwrap_or_default();
+    let pools = Api::<IPAddressPool>::namespaced(client.clone(), metallb_namespace)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let l2_ads = Api::<L2Advertisement>::namespaced(client.clone(), metallb_namespace)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let bgp_ads = Api::<BGPAdvertisement>::namespaced(client.clone(), metallb_namespace)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let ctx = Context {
+        slices: &slices,
+        pools: &pools,
+        l2: &l2_ads,
+        bgp: &bgp_ads,
+    };
+    Ok(rows(&services, &l2, &bgp, &events, &ctx))
 }
 
 #[cfg(test)]
@@ -229,7 +347,7 @@ mod tests {
             json!({ "metadata": { "name": "e" }, "eventTime": "2026-01-01T00:00:00.000000Z", "type": "Warning", "reason": "AllocationFailed",
             "note": "Failed to allocate IP for \"shop/db\": no available IPs", "regarding": { "name": "db", "namespace": "shop" } }),
         );
-        let rows = rows(&services, &[status], &[], &[event]);
+        let rows = rows(&services, &[status], &[], &[event], &Context::default());
         assert_eq!(rows.len(), 2, "only LoadBalancer services");
         assert_eq!(rows[1].service.to_string(), "shop/web");
         assert_eq!(
@@ -260,6 +378,55 @@ mod tests {
                 .nth(2)
                 .is_some_and(|l| l.contains("shop/web") && l.contains("eth1")),
             "{table}"
+        );
+    }
+
+    /// An address nobody announces: the note says why, from what the API
+    /// shows - a pool in no advertisement first, then a service nothing
+    /// serves; nothing when it is served and advertised (the speakers'
+    /// own events say the rest).
+    #[test]
+    fn an_unannounced_address_says_why() {
+        let svc: Service = from(json!({
+            "metadata": { "name": "web", "namespace": "shop", "annotations": { "metallb.io/ip-allocated-from-pool": "prod" } },
+            "spec": { "type": "LoadBalancer" }, "status": { "loadBalancer": { "ingress": [{ "ip": "10.0.0.1" }] } } }));
+        let pool: IPAddressPool = from(json!({
+            "metadata": { "name": "prod", "namespace": "metallb-system", "labels": { "tier": "prod" } },
+            "spec": { "addresses": ["10.0.0.0/24"] } }));
+        let other: L2Advertisement = from(json!({
+            "metadata": { "name": "other", "namespace": "metallb-system" },
+            "spec": { "ipAddressPools": ["staging"] } }));
+        let by_label: L2Advertisement = from(json!({
+            "metadata": { "name": "by-label", "namespace": "metallb-system" },
+            "spec": { "ipAddressPoolSelectors": [{ "matchLabels": { "tier": "prod" } }] } }));
+        let slice = |ready: bool| -> EndpointSlice {
+            from(json!({
+                "metadata": { "name": "web-1", "namespace": "shop", "labels": { "kubernetes.io/service-name": "web" } },
+                "addressType": "IPv4",
+                "endpoints": [{ "addresses": ["10.1.0.5"], "conditions": { "ready": ready } }] }))
+        };
+        let note = |l2: &[L2Advertisement], slices: &[EndpointSlice]| {
+            let ctx = Context {
+                slices,
+                pools: std::slice::from_ref(&pool),
+                l2,
+                bgp: &[],
+            };
+            rows(std::slice::from_ref(&svc), &[], &[], &[], &ctx)[0]
+                .note
+                .clone()
+        };
+        let not_advertised = note(std::slice::from_ref(&other), &[slice(true)]);
+        assert!(
+            not_advertised.starts_with("pool prod is in no L2Advertisement"),
+            "{not_advertised}"
+        );
+        let unserved = note(&[other.clone(), by_label.clone()], &[slice(false)]);
+        assert!(unserved.starts_with("no ready endpoints"), "{unserved}");
+        assert_eq!(
+            note(&[by_label], &[slice(true)]),
+            "",
+            "advertised and served"
         );
     }
 }
