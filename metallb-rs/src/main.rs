@@ -260,10 +260,14 @@ fn status(args: StatusArgs) -> Result<ExitCode> {
     };
     let rows = rt.block_on(async {
         let client = metallb_rs::k8s::client().await?;
-        anyhow::Ok(
-            metallb_rs::report::fetch(&client, &args.common.namespace, ns_filter.as_deref())
-                .await?,
-        )
+        // Eight list calls: a hung API server ends the command with an
+        // error instead of leaving it waiting.
+        let fetch =
+            metallb_rs::report::fetch(&client, &args.common.namespace, ns_filter.as_deref());
+        let rows = tokio::time::timeout(std::time::Duration::from_secs(30), fetch)
+            .await
+            .map_err(|_| anyhow::anyhow!("reading the cluster timed out after 30 s"))??;
+        anyhow::Ok(rows)
     })?;
     let rows: Vec<_> = rows
         .into_iter()

@@ -408,7 +408,15 @@ fn bootstrap_api(kubeconfig: &Path, webhooks: Webhooks) -> Result<()> {
     rt.block_on(async {
         let client = client(kubeconfig).await?;
         install_metallb_api(&client, webhooks).await?;
-        install_webhook_configuration(&client, webhooks).await
+        // At most three calls, each answered in milliseconds by a healthy
+        // lab API server: a hung one fails the bootstrap instead of
+        // stalling it.
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            install_webhook_configuration(&client, webhooks),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("installing the webhook configuration timed out after 30 s"))?
     })
 }
 
