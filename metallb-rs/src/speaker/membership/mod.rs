@@ -62,6 +62,14 @@ const _: () = assert!(MAX_DATAGRAM <= 1450 - 40 - 8);
 /// Enough to reach every member of a few-hundred-node cluster with
 /// high probability (memberlist uses 4·log10(n+1)); updates are tiny.
 const MAX_TRANSMISSIONS: NonZeroU8 = NonZeroU8::new(8).expect("8 is not zero");
+/// How many members held down each speaker tells so every
+/// [`Timing::rejoin_period`] (an announce, answered with a turn-undead
+/// notice that makes a live one rejoin): a speaker back from being cut
+/// off holds down whoever it probed meanwhile, while they see it alive
+/// and never hear of it; each must be reached soon, as a live member held
+/// down here is doubted and renews fast until it is. Announces to members
+/// that really died cost a datagram each.
+const DOWN_ANNOUNCE_FANOUT: usize = 8;
 /// Longest node name Kubernetes allows (a DNS subdomain).
 const MAX_NODE_NAME: usize = 253;
 
@@ -210,7 +218,7 @@ impl Timing {
             }),
             periodic_announce_to_down_members: Some(foca::PeriodicParams {
                 frequency: self.rejoin_period,
-                num_members: NonZeroUsize::MIN.saturating_add(1),
+                num_members: NonZeroUsize::MIN.saturating_add(DOWN_ANNOUNCE_FANOUT - 1),
             }),
             periodic_gossip: Some(foca::PeriodicParams {
                 frequency: self.gossip_period,

@@ -265,3 +265,49 @@ fn a_datagram_meant_for_another_member_proves_nothing() {
         members[0].view()
     );
 }
+
+/// A member cut off long enough to declare several others down, but
+/// not everyone (so it does not start afresh), holds them down after
+/// it is back while they see it alive and never hear its verdicts. It
+/// reaches them all within one rejoin period: each gets an announce,
+/// answers, is told it is held down, and rejoins under a new identity.
+/// A live member held down is doubted and renews fast until then.
+#[test]
+fn members_held_down_after_a_cut_are_reached_within_a_rejoin_period() {
+    let start = Instant::now();
+    let mut members = joined(40, start);
+    let settled = run(&mut members, start, 2.0, None);
+    let cut = run(&mut members, settled, 3.5, Some(39));
+    let held: Vec<String> = members[39].view().down.keys().cloned().collect();
+    assert!(
+        (3..=super::super::DOWN_ANNOUNCE_FANOUT).contains(&held.len()),
+        "n39 should hold a few members down (more than the old fan-out of 2, at most one period's): {held:?}"
+    );
+    assert_eq!(members[39].identity().bump, 1, "n39 did not start afresh");
+    let period = Timing::default().rejoin_period;
+    let mut steps = 0u32;
+    let mut cleared = None;
+    run_observed(
+        &mut members,
+        cut,
+        2.0 * period.as_secs_f64(),
+        None,
+        &mut |members| {
+            steps += 1;
+            if cleared.is_none() && members[39].view().down.is_empty() {
+                cleared = Some(Duration::from_millis(u64::from(steps)));
+            }
+        },
+    );
+    let cleared = cleared.expect("n39 still holds members down after two rejoin periods");
+    assert!(
+        cleared <= period + Duration::from_secs(1),
+        "n39 held members down for {cleared:?}"
+    );
+    assert_eq!(
+        members[39].view().alive.len(),
+        40,
+        "{:?}",
+        members[39].view()
+    );
+}
