@@ -93,6 +93,9 @@ pub struct Speaker {
     pub cursor: usize,
     /// The last assessment.
     pub assessment: Option<Assessment>,
+    /// What the last assessment was made of, while a pass on the same
+    /// inputs would decide the same (`liveness::stands_until`).
+    pub memo: Option<Memo>,
     /// [`Gossip::view_changes`] when last assessed.
     pub seen: u64,
     /// The gossip view when last assessed: debug builds check that the
@@ -108,10 +111,35 @@ pub struct Speaker {
     pub clearing: Option<(Instant, u32)>,
     /// The loop asked the renewal task to renew now.
     pub asked: bool,
+    /// Until when the loop is busy with its last pass on a view change
+    /// ([`VIEW_PASS`]), and whether another waits for it.
+    pub view_pass: Option<(Instant, bool)>,
     /// When the gossip timer is set for.
     pub gossip_wake: Option<Instant>,
     /// When the renewal task looks next.
     pub renew_wake: Option<Instant>,
+}
+
+/// The inputs of the last full assessment that are not the leases, and
+/// until when it stands. A pass that finds them unchanged, no lease
+/// change that matters (`liveness::lease_change_matters`) and its time
+/// before `until` is skipped: it would decide the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Memo {
+    /// [`Gossip::view_changes`].
+    pub changes: u64,
+    /// `renewal::Record::api_ok`.
+    pub api_ok: bool,
+    /// `renewal::Record::latency`.
+    pub latency: Duration,
+    /// [`liveness::Inputs::own_write_seen`].
+    pub own_write_seen: Option<Instant>,
+    /// [`liveness::Inputs::last_write_sent`].
+    pub last_write_sent: Option<Instant>,
+    /// `liveness::stands_until`.
+    pub until: Option<Instant>,
+    /// A lease changed in a way that matters since.
+    pub dirty: bool,
 }
 
 /// One node: the Node object and its speaker.
@@ -135,6 +163,12 @@ pub struct Node {
     /// Its link to the clients (and everything else) is up.
     pub link_up: bool,
 }
+
+/// How long the loop's pass on a gossip view change takes: the view
+/// changes that arrive meanwhile wait in the watch channel and are judged
+/// together by the next pass (a join feed brings a member per datagram,
+/// microseconds apart).
+pub const VIEW_PASS: Duration = Duration::from_millis(1);
 
 /// Most datagrams a stopped process's socket buffer holds.
 pub const QUEUE_LIMIT: usize = 1024;
@@ -189,6 +223,7 @@ impl Node {
             marks: BTreeMap::new(),
             cursor: 0,
             assessment: None,
+            memo: None,
             seen,
             #[cfg(debug_assertions)]
             view,
@@ -196,6 +231,7 @@ impl Node {
             failures: 0,
             clearing: None,
             asked: false,
+            view_pass: None,
             gossip_wake: None,
             renew_wake: None,
         });
@@ -253,18 +289,28 @@ impl Speaker {
                 self.own_version = Some(c.version);
             }
             let name = &names[node];
-            let renewed = self.leases.contains_key(name);
-            self.leases.insert(
-                name.clone(),
-                LeaseState {
-                    held: c.value.held,
-                    changed: now,
-                    renewed,
-                    period: c.value.mode.period(),
-                    trouble: c.value.mode == Mode::Trouble,
-                    link_down: false,
-                },
-            );
+            let old = self.leases.get(name).copied();
+            let new = LeaseState {
+                held: c.value.held,
+                changed: now,
+                renewed: old.is_some(),
+                period: c.value.mode.period(),
+                trouble: c.value.mode == Mode::Trouble,
+                link_down: false,
+            };
+            if let Some(memo) = self.memo.as_mut()
+                && !memo.dirty
+            {
+                memo.dirty = liveness::lease_change_matters(
+                    &self.judging,
+                    Some(self.gossip.view()),
+                    &names[me],
+                    name,
+                    old.as_ref(),
+                    Some(&new),
+                );
+            }
+            self.leases.insert(name.clone(), new);
             match c
                 .value
                 .mark
@@ -282,39 +328,107 @@ impl Speaker {
     }
 
     /// Judges liveness now (`liveness::assess`), with `variant`'s broken
-    /// rule if any.
-    pub fn assess(&mut self, me: &str, nodes: &[NodeInfo], now: Instant, variant: Variant) {
-        let api_ok = self.renewer.record().api_ok(now);
-        let view = self.gossip.view();
-        let input = liveness::Inputs {
-            now,
-            me,
-            api_ok,
-            api_latency: self.renewer.record().latency,
-            view: Some(view),
-            nodes,
-            leases: &self.leases,
-            marks: &self.marks,
+    /// rule if any - unless the last assessment stands ([`Memo`]).
+    /// Whether what it answers may have changed: it judged anew, and the
+    /// speakers it counts or its isolation moved.
+    pub fn assess(&mut self, me: &str, nodes: &[NodeInfo], now: Instant, variant: Variant) -> bool {
+        let record = self.renewer.record();
+        let memo = Memo {
+            changes: self.gossip.view_changes(),
+            api_ok: record.api_ok(now),
+            latency: record.latency,
             own_write_seen: self
                 .own_version
-                .and_then(|v| self.renewer.record().sent_of(&v.to_string())),
-            last_write_sent: self.renewer.record().witnesses[0].map(|(_, sent)| sent),
+                .and_then(|v| record.sent_of(&v.to_string())),
+            last_write_sent: record.witnesses[0].map(|(_, sent)| sent),
+            until: None,
+            dirty: false,
         };
-        let mut a = liveness::assess(&mut self.judging, &input);
-        match variant {
-            Variant::NoIsolation => a.isolated = false,
-            Variant::DownIsFailed => a.alive.retain(|n| !view.down.contains_key(n)),
-            Variant::Faithful | Variant::NoBackoff | Variant::ClockRun => {}
+        let stands = self.memo.as_ref().is_some_and(|m| {
+            !m.dirty
+                && m.until.is_none_or(|u| now < u)
+                && Memo {
+                    until: m.until,
+                    ..memo.clone()
+                } == *m
+        }) && self.assessment.as_ref().is_some_and(|a| !a.renew_now);
+        if stands {
+            #[cfg(debug_assertions)]
+            {
+                let mut judging = self.judging.clone();
+                let a = self.judge(&mut judging, me, nodes, &memo, now, variant);
+                assert_eq!(
+                    Some(&a),
+                    self.assessment.as_ref(),
+                    "{me}: a skipped pass would judge differently"
+                );
+                assert_eq!(
+                    judging, self.judging,
+                    "{me}: a skipped pass would change what judging remembers"
+                );
+            }
+            return false;
         }
+        let mut judging = std::mem::take(&mut self.judging);
+        let a = self.judge(&mut judging, me, nodes, &memo, now, variant);
+        let until = liveness::stands_until(&judging, &self.inputs(me, nodes, &memo, now));
+        self.judging = judging;
+        self.memo = Some(Memo { until, ..memo });
         if a.renew_now {
             self.asked = true;
         }
         self.seen = self.gossip.view_changes();
         #[cfg(debug_assertions)]
         {
-            self.view = view.clone();
+            self.view = self.gossip.view().clone();
         }
+        let moved = self
+            .assessment
+            .as_ref()
+            .is_none_or(|p| p.alive != a.alive || p.isolated != a.isolated);
         self.assessment = Some(a);
+        moved
+    }
+
+    fn inputs<'a>(
+        &'a self,
+        me: &'a str,
+        nodes: &'a [NodeInfo],
+        memo: &Memo,
+        now: Instant,
+    ) -> liveness::Inputs<'a> {
+        liveness::Inputs {
+            now,
+            me,
+            api_ok: memo.api_ok,
+            api_latency: memo.latency,
+            view: Some(self.gossip.view()),
+            nodes,
+            leases: &self.leases,
+            marks: &self.marks,
+            own_write_seen: memo.own_write_seen,
+            last_write_sent: memo.last_write_sent,
+        }
+    }
+
+    /// One full pass on `judging`, `variant`'s broken rule applied.
+    fn judge(
+        &self,
+        judging: &mut Judging,
+        me: &str,
+        nodes: &[NodeInfo],
+        memo: &Memo,
+        now: Instant,
+        variant: Variant,
+    ) -> Assessment {
+        let mut a = liveness::assess(judging, &self.inputs(me, nodes, memo, now));
+        let view = self.gossip.view();
+        match variant {
+            Variant::NoIsolation => a.isolated = false,
+            Variant::DownIsFailed => a.alive.retain(|n| !view.down.contains_key(n)),
+            Variant::Faithful | Variant::NoBackoff | Variant::ClockRun => {}
+        }
+        a
     }
 
     /// The renewal to write now, if any.

@@ -338,9 +338,17 @@ impl World {
                 run,
                 periodic,
             } => {
-                let n = &self.nodes[node];
+                let now = self.now();
+                let n = &mut self.nodes[node];
                 if n.run != run || n.process != Process::Running {
                     return Ok(());
+                }
+                // The pass the view changes waited for.
+                if let Some(sp) = n.speaker.as_mut()
+                    && let Some((busy, true)) = sp.view_pass
+                    && now >= busy
+                {
+                    sp.view_pass = Some((now + node::VIEW_PASS, false));
                 }
                 self.assess(node);
                 if periodic {
@@ -521,7 +529,25 @@ impl World {
             self.clock.at(w, Event::GossipWake { node: i, run });
         }
         if running && sp.view_moved() {
-            self.assess(i);
+            match sp.view_pass {
+                Some((busy, waiting)) if now < busy => {
+                    if !waiting {
+                        sp.view_pass = Some((busy, true));
+                        self.clock.at(
+                            busy,
+                            Event::Assess {
+                                node: i,
+                                run,
+                                periodic: false,
+                            },
+                        );
+                    }
+                }
+                _ => {
+                    sp.view_pass = Some((now + node::VIEW_PASS, false));
+                    self.assess(i);
+                }
+            }
         }
     }
 
@@ -534,16 +560,20 @@ impl World {
         };
         let commits = self.api.watch(i, &mut sp.cursor, now);
         sp.observe(i, commits, &self.names, now);
-        let before = sp
-            .assessment
-            .as_ref()
-            .map(|a| (a.trouble(), a.isolated, a.gone.clone()));
-        let trouble_before = before.as_ref().is_some_and(|b| b.0);
-        sp.assess(&n.name, &self.infos, now, self.cfg.variant);
+        let trouble_before = sp.assessment.as_ref().is_some_and(|a| a.trouble());
+        let before = self.cfg.trace.then(|| {
+            sp.assessment
+                .as_ref()
+                .map(|a| (a.trouble(), a.isolated, a.gone.clone()))
+        });
+        let moved = sp.assess(&n.name, &self.infos, now, self.cfg.variant);
         let Some(a) = sp.assessment.as_ref() else {
             return;
         };
-        if self.cfg.trace && before.as_ref() != Some(&(a.trouble(), a.isolated, a.gone.clone())) {
+        let wake = a.trouble() != trouble_before || sp.asked;
+        if let Some(before) = before
+            && before.as_ref() != Some(&(a.trouble(), a.isolated, a.gone.clone()))
+        {
             let t = self.clock.since_start(now).as_secs_f64();
             let v = sp.gossip.view();
             self.trace.push(format!(
@@ -557,11 +587,14 @@ impl World {
                 v.down.keys().collect::<Vec<_>>()
             ));
         }
-        let answers = node::answers(i, &self.names, &self.order, a);
-        let wake = a.trouble() != trouble_before || sp.asked;
-        if answers != n.answers {
-            n.answers = answers;
-            self.sync_answers(i);
+        // What it answers follows from whom it counts and its isolation
+        // alone.
+        if moved {
+            let answers = node::answers(i, &self.names, &self.order, a);
+            if answers != n.answers {
+                n.answers = answers;
+                self.sync_answers(i);
+            }
         }
         if wake {
             self.look_at(i, now);

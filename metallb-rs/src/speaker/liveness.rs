@@ -508,10 +508,16 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     // the member may be alive and cut from it alone, with a lease watch too
     // far behind to show the mark (it would then renew slowly and be taken
     // for stopped). The others' marks still count.
-    let alone = view.is_some_and(|v| {
-        let known = known_speakers(input.nodes, v, input.leases);
-        gossip_minority(&v.alive, &voters(known, &judging.departed))
+    // The speakers weighed as the last pass left the departed.
+    let weighed = view.map(|v| {
+        voters(
+            known_speakers(input.nodes, v, input.leases),
+            &judging.departed,
+        )
     });
+    let alone = view
+        .zip(weighed.as_ref())
+        .is_some_and(|(v, w)| gossip_minority(&v.alive, w));
     let mut doubted_since = BTreeMap::new();
     for n in input.nodes {
         let first = fresh
@@ -540,8 +546,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     if let Some(v) = view {
         // Cut off as last known (the departed of the last pass): new
         // verdicts are this speaker's isolation, not the members' death.
-        let known = known_speakers(input.nodes, v, input.leases);
-        let cut_off = isolated_in(input.api_ok, v, Some(&voters(known, &judging.departed)));
+        let cut_off = isolated_in(input.api_ok, v, weighed.as_ref());
         let failed: BTreeSet<String> = v
             .down
             .iter()
@@ -642,7 +647,9 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     }
 }
 
+mod memo;
 mod partition;
+pub use memo::{lease_change_matters, stands_until};
 pub use partition::{departed, gossip_minority, isolated, isolated_among, isolated_in, voters};
 
 #[cfg(test)]
