@@ -17,6 +17,7 @@ mod fanout;
 mod gate;
 mod http;
 mod patch;
+pub mod podlog;
 mod proto;
 mod registry;
 mod reviews;
@@ -51,6 +52,7 @@ pub const DEVIATIONS: &str = "\
 - /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2
 - server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here
 - list ignores limit/continue and returns everything in one page
+- `pods/log` serves what the node agent logged for the container (the lab backend's requests); `follow` and `previous` get what is there now
 - validating admission webhooks (ValidatingWebhookConfiguration) are called as kube-apiserver calls them; ValidatingAdmissionPolicy with its bindings is evaluated as kube-apiserver does (`admission::policy`: no params, variables, audit annotations or messageExpression; the lab's tokens carry no extra attributes); not served: MutatingWebhookConfiguration and the built-in admission plugins; matchConditions are ignored; only AdmissionReview and ConversionReview v1 are sent (admissionReviewVersions and conversionReviewVersions must list v1); sideEffects Some and Unknown are accepted (kube-apiserver's v1 API refuses them) and refuse dry runs
 - a webhook Service is reached at the address given for it (`--webhook-service NS/NAME=HOST:PORT[,HOST:PORT...]`, `Options::webhook_services`: the first address that accepts a connection), else at the first ready endpoint of its EndpointSlices, never through its cluster IP; an empty caBundle trusts nothing (no system roots); connection and TLS causes in errors are worded by the OS and rustls (an unknown or wrong CA reads as Go's `x509: certificate signed by unknown authority`)
 - what the server deletes itself (namespace contents, garbage collection, a removed CRD's objects), reviews and TokenRequests are not sent to webhooks
@@ -80,6 +82,9 @@ pub struct Options {
     /// `clientConfig.service` is reached here first, else at a ready
     /// endpoint of the Service's EndpointSlices.
     pub webhook_services: std::collections::BTreeMap<String, String>,
+    /// Where the node agents keep container logs ([`podlog`]), which
+    /// `pods/log` serves; without it every log is empty.
+    pub pod_logs: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -89,6 +94,7 @@ impl Default for Options {
             token_key: None,
             tls: None,
             webhook_services: Default::default(),
+            pod_logs: None,
         }
     }
 }
@@ -139,6 +145,7 @@ impl ApiServer {
         let acceptor = identity.acceptor()?;
         let mut state = state::State::with_key(options.history, &key);
         state.webhook_services = options.webhook_services;
+        state.pod_logs = options.pod_logs;
         state.bootstrap();
         let shared: http::Shared = Arc::new(Mutex::new(state));
         let app = axum::Router::new()

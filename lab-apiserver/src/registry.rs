@@ -426,6 +426,9 @@ impl Registry {
             if t.group.is_empty() && t.plural == "serviceaccounts" {
                 resources.push(json!({ "name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"] }));
             }
+            if t.group.is_empty() && t.plural == "pods" {
+                resources.push(json!({ "name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"] }));
+            }
             if crate::scale::has_scale(t) {
                 resources.push(json!({ "name": format!("{}/scale", t.plural), "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"] }));
             }

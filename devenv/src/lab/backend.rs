@@ -17,10 +17,13 @@ use super::probe::{self, Check, Probe, Readiness};
 use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use lab_apiserver::podlog;
 use metallb_rs::k8s::events::{EventSpec, Recorder};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The image the e2e suites use for backends (agnhost netexec).
@@ -120,8 +123,33 @@ fn shared_udp_socket(port: u16) -> std::io::Result<tokio::net::UdpSocket> {
 
 /// Serves HTTP on `port`: `/clientip` answers the client's address,
 /// `/echo?msg=X` answers X, anything else `name`.
-async fn serve_http(port: u16, name: String) -> Result<()> {
+async fn serve_http(port: u16, name: String, log: Log) -> Result<()> {
     use axum::extract::{ConnectInfo, RawQuery};
+    let access = move |ConnectInfo(peer): ConnectInfo<SocketAddr>,
+                       req: axum::extract::Request,
+                       next: axum::middleware::Next| {
+        let log = log.clone();
+        async move {
+            let request = format!("{} {} {:?}", req.method(), req.uri(), req.version());
+            let agent = req
+                .headers()
+                .get(axum::http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_owned();
+            let response = next.run(req).await;
+            let bytes = axum::body::HttpBody::size_hint(response.body()).exact();
+            log.line(&access_line(
+                peer,
+                &request,
+                response.status().as_u16(),
+                bytes,
+                &agent,
+                jiff::Timestamp::now(),
+            ));
+            response
+        }
+    };
     let app = axum::Router::new()
         .route(
             "/clientip",
@@ -136,7 +164,8 @@ async fn serve_http(port: u16, name: String) -> Result<()> {
         .fallback(move || {
             let name = name.clone();
             async move { name }
-        });
+        })
+        .layer(axum::middleware::from_fn(access));
     let listener = bind_retrying(port, || async { shared_tcp_listener(port) }).await?;
     axum::serve(
         listener,
@@ -168,12 +197,68 @@ where
     }
 }
 
-async fn serve_udp(port: u16, name: String) -> Result<()> {
+async fn serve_udp(port: u16, name: String, log: Log) -> Result<()> {
     let socket = bind_retrying(port, || async { shared_udp_socket(port) }).await?;
     let mut buf = [0u8; 2048];
     loop {
         let (n, peer) = socket.recv_from(&mut buf).await?;
-        let _ = socket.send_to(&udp_reply(&buf[..n], &name), peer).await;
+        let reply = udp_reply(&buf[..n], &name);
+        let _ = socket.send_to(&reply, peer).await;
+        log.line(&format!(
+            "{peer} udp {port}: {n} bytes in, {} bytes out",
+            reply.len()
+        ));
+    }
+}
+
+/// The access log line of one HTTP request (nginx's combined format).
+fn access_line(
+    peer: SocketAddr,
+    request: &str,
+    status: u16,
+    bytes: Option<u64>,
+    agent: &str,
+    at: jiff::Timestamp,
+) -> String {
+    let time = at.strftime("%d/%b/%Y:%H:%M:%S +0000");
+    let bytes = bytes.map_or("-".to_owned(), |b| b.to_string());
+    format!(
+        "{} - - [{time}] \"{request}\" {status} {bytes} \"-\" \"{agent}\"",
+        peer.ip()
+    )
+}
+
+/// One container's log ([`lab_apiserver::podlog`]), shared by its
+/// servers; a log that cannot be written is skipped, not fatal.
+#[derive(Clone)]
+struct Log(Option<Arc<Mutex<podlog::Ring>>>);
+
+impl Log {
+    fn open(dir: &Path, pod: &Pod, container: &str) -> Log {
+        let m = &pod.metadata;
+        let file = podlog::path(
+            dir,
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default(),
+            m.uid.as_deref().unwrap_or_default(),
+            container,
+        );
+        match podlog::Ring::create(file.clone()) {
+            Ok(ring) => Log(Some(Arc::new(Mutex::new(ring)))),
+            Err(e) => {
+                tracing::warn!(file = %file.display(), error = %e, "no container log");
+                Log(None)
+            }
+        }
+    }
+
+    fn line(&self, text: &str) {
+        if let Some(ring) = &self.0 {
+            let mut ring = ring.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = ring.push(text) {
+                tracing::debug!(error = %e, "container log write failed");
+            }
+        }
     }
 }
 
@@ -208,13 +293,14 @@ pub async fn run(
     client: kube::Client,
     node: String,
     addresses: Vec<IpAddr>,
+    logs: PathBuf,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
     let recorder = Recorder::new(client.clone(), "kubelet", &node);
     let mut pods = Pods::default();
     loop {
-        let round = reconcile(&client, &recorder, &node, &addresses, &mut pods);
+        let round = reconcile(&client, &recorder, &node, &addresses, &logs, &mut pods);
         match tokio::time::timeout(ROUND_TIMEOUT, round).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::debug!(error = %e, "pod runner: retrying"),
@@ -264,6 +350,7 @@ async fn reconcile(
     recorder: &Recorder,
     node: &str,
     addresses: &[IpAddr],
+    logs: &Path,
     pods_here: &mut Pods,
 ) -> Result<()> {
     let Pods { running, draining } = pods_here;
@@ -314,12 +401,15 @@ async fn reconcile(
             // netexec answers with the node's name (the e2e suites tell
             // nodes apart by it); any other image with the Pod's.
             let answer = if play.netexec { node } else { name.as_str() };
+            let log = Log::open(logs, pod, &play.container);
+            log.line(&played_event(pod, play).message);
             for port in &play.ports {
                 let (number, protocol, answer) = (port.number, port.protocol, answer.to_owned());
+                let log = log.clone();
                 tasks.push(tokio::spawn(async move {
                     let served = match protocol {
-                        Protocol::Tcp => serve_http(number, answer).await,
-                        Protocol::Udp => serve_udp(number, answer).await,
+                        Protocol::Tcp => serve_http(number, answer, log).await,
+                        Protocol::Udp => serve_udp(number, answer, log).await,
                     };
                     if let Err(e) = served {
                         tracing::warn!(port = number, error = %e, "lab backend failed");
@@ -613,13 +703,23 @@ mod tests {
         );
     }
 
+    #[test]
+    fn access_lines_read_like_nginx() {
+        let at: jiff::Timestamp = "2026-12-06T15:04:05Z".parse().expect("time");
+        let peer: SocketAddr = "172.30.0.2:40000".parse().expect("peer");
+        assert_eq!(
+            access_line(peer, "GET / HTTP/1.1", 200, Some(9), "curl/8.5.0", at),
+            "172.30.0.2 - - [06/Dec/2026:15:04:05 +0000] \"GET / HTTP/1.1\" 200 9 \"-\" \"curl/8.5.0\""
+        );
+    }
+
     #[tokio::test]
     async fn probes_answer_from_what_listens() {
         let listener = shared_tcp_listener(0).expect("listener");
         let port = listener.local_addr().expect("addr").port();
         let ip: IpAddr = "127.0.0.1".parse().expect("ip");
         drop(listener);
-        let server = tokio::spawn(serve_http(port, "web-0".into()));
+        let server = tokio::spawn(serve_http(port, "web-0".into(), Log(None)));
         let http = |path: &str| Check::Http {
             host: None,
             port,
