@@ -672,12 +672,24 @@ fn select(
 ) -> Result<Vec<Value>, ApiError> {
     let (labels, fields) = selectors(q)?;
     let scope = (t.namespaced && !ns.is_empty()).then_some(ns);
-    Ok(s.store
+    let mut items: Vec<Value> = s
+        .store
         .list(&t.collection(), scope)
         .iter()
         .filter(|o| labels.matches(o) && fields.matches(o))
         .map(|o| s.at_version(t, o))
-        .collect())
+        .collect();
+    if crate::events::is_core_events(&t.group, &t.plural) {
+        let newer = ("events.k8s.io".to_owned(), "events".to_owned());
+        items.extend(
+            s.store
+                .list(&newer, scope)
+                .iter()
+                .map(|o| crate::events::core_of(o))
+                .filter(|o| labels.matches(o) && fields.matches(o)),
+        );
+    }
+    Ok(items)
 }
 
 fn list_body(t: &ResourceType, rv: u64, items: Vec<Value>) -> Value {

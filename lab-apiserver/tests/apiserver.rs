@@ -630,3 +630,48 @@ async fn pod_logs_are_read_from_the_agents_files() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn new_events_are_listed_as_core_events_of_their_object() {
+    let (_server, client) = start().await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    for (name, pod) in [("a.1", "web-0"), ("b.1", "web-1")] {
+        let ev = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "regarding": { "kind": "Pod", "namespace": "default", "name": pod, "uid": pod },
+            "reason": "PlayedByLabBackend", "note": format!("{pod} played"), "type": "Normal",
+            "action": "Play", "eventTime": "2026-12-06T15:00:00.000000Z",
+            "reportingController": "kubelet", "reportingInstance": "lab-worker",
+        }))
+        .expect("event");
+        events
+            .create(&PostParams::default(), &ev)
+            .await
+            .expect("created");
+    }
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
+    // What `kubectl describe pod web-1` lists.
+    let lp = ListParams::default().fields(
+        "involvedObject.name=web-1,involvedObject.namespace=default,involvedObject.kind=Pod,involvedObject.uid=web-1",
+    );
+    let listed = core.list(&lp).await.expect("listed").items;
+    let shown: Vec<_> = listed
+        .iter()
+        .map(|e| {
+            (
+                e.reason.clone().unwrap_or_default(),
+                e.message.clone().unwrap_or_default(),
+                e.source.as_ref().and_then(|s| s.component.clone()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [(
+            "PlayedByLabBackend".to_owned(),
+            "web-1 played".to_owned(),
+            Some("kubelet".to_owned())
+        )]
+    );
+}
