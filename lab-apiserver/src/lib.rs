@@ -49,7 +49,7 @@ pub const SERVICE_CIDR_V6: &str = "fd00:10:96::/112";
 pub const DEVIATIONS: &str = "\
 - authentication by bearer tokens this server signs only (the admin kubeconfig's, and ServiceAccount tokens from the TokenRequest API; not JWTs, not bound to a pod; no client certificates, OIDC or webhook); aggregated ClusterRoles are not expanded
 - JSON only: protobuf/CBOR bodies get 415, so `kubectl create <kind>` generators fail (but `kubectl create deployment`, whose Deployment is decoded); use `kubectl apply -f`
-- Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, deployments, replicasets, daemonsets, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
+- Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, deployments, replicasets, daemonsets, statefulsets, jobs, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
 - /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2
 - server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here
 - list ignores limit/continue and returns everything in one page; core/v1 Events lists also hold the events.k8s.io Events (converted, so `kubectl describe` shows them), watches do not
@@ -59,7 +59,7 @@ pub const DEVIATIONS: &str = "\
 - what the server deletes itself (namespace contents, garbage collection, a removed CRD's objects), reviews and TokenRequests are not sent to webhooks
 - CRD conversion strategy Webhook stores objects in the storage version and converts through the webhook (30s bound; a list or watch backlog in one ConversionReview); status.storedVersions is not updated
 - openAPIV3Schema is enforced with defaults and pruning, and CEL rules (x-kubernetes-validations, the `crd-cel` crate) are evaluated, transition rules on updates; messageExpression, fieldPath, reason and CEL cost limits are not, and list items are not correlated for transition rules
-- apps/v1 Deployments, ReplicaSets and DaemonSets get kube-apiserver's defaults, a `scale` subresource (not DaemonSets) and the check that the selector matches the template's labels, nothing more (a selector may change); their controllers and the scheduler are the lab's `lab-controller-manager`, not this server
+- apps/v1 Deployments, ReplicaSets, DaemonSets and StatefulSets and batch/v1 Jobs get kube-apiserver's defaults (a Job its uid selector), a `scale` subresource (not DaemonSets and Jobs) and the check that the selector matches the template's labels, nothing more (a selector may change); their controllers and the scheduler are the lab's `lab-controller-manager`, not this server
 - namespace deletion is immediate (no Terminating phase); ownerReference garbage collection is background-only
 - state lives in memory: it survives restarts of every other lab process, not of the API server itself
 - /metrics serves only apiserver_request_total{user,verb,resource} and apiserver_watch_events_total{user} (watch lines sent, bookmarks included); the user label is ours (kube-apiserver labels by resource, verb and code, not user)

@@ -147,6 +147,16 @@ impl Default for Registry {
             ),
             builtin("apps", "v1", "DaemonSet", "daemonsets", true, true, &["ds"]),
             builtin(
+                "apps",
+                "v1",
+                "StatefulSet",
+                "statefulsets",
+                true,
+                true,
+                &["sts"],
+            ),
+            builtin("batch", "v1", "Job", "jobs", true, true, &[]),
+            builtin(
                 "coordination.k8s.io",
                 "v1",
                 "Lease",
