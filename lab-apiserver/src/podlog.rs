@@ -12,10 +12,14 @@ use std::path::{Path, PathBuf};
 /// The lines kept per container.
 pub const LINES: usize = 1000;
 
+/// The directory of the Pod `namespace/pod` with `uid`'s logs.
+pub fn pod_dir(dir: &Path, namespace: &str, pod: &str, uid: &str) -> PathBuf {
+    dir.join(format!("{namespace}_{pod}_{uid}"))
+}
+
 /// The log file of `container` in the Pod `namespace/pod` with `uid`.
 pub fn path(dir: &Path, namespace: &str, pod: &str, uid: &str, container: &str) -> PathBuf {
-    dir.join(format!("{namespace}_{pod}_{uid}"))
-        .join(format!("{container}.log"))
+    pod_dir(dir, namespace, pod, uid).join(format!("{container}.log"))
 }
 
 /// Appends lines to one container's log, keeping the file bounded: once

@@ -2,10 +2,13 @@
 //! pulled here, so every container of a Pod bound to this node is played
 //! by the lab backend, an agnhost-netexec-like echo server in the node's
 //! network namespace (host networking: the pod IPs are the node's), on
-//! the ports [`super::played`] names. Its status is reported
-//! Running/Ready so the EndpointSlice controller publishes it, and an
-//! event on the Pod says the container is played by the lab backend. The
-//! same Pod spec runs real agnhost (or the real image) on kind.
+//! the ports [`super::played`] names. Its status is reported Running,
+//! and Ready at once or, with readinessProbes, as [`prober`] finds them,
+//! so the EndpointSlice controller publishes it; an event on the Pod says
+//! the container is played by the lab backend, and what it served goes to
+//! the container's log ([`lab_apiserver::podlog`], `kubectl logs`). A
+//! Job's Pod completes at once instead. The same Pod spec runs real
+//! agnhost (or the real image) on kind.
 //!
 //! Pods on one node share its addresses, so two of them may want one
 //! port (two replicas, or a rolling update's old and new Pod): every
@@ -13,18 +16,23 @@
 //! connections over the Pods that listen.
 
 use super::played::{self, Played, Protocol};
-use super::probe::{self, Check, Probe, Readiness};
+use super::probe;
 use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use lab_apiserver::podlog;
 use metallb_rs::k8s::events::{EventSpec, Recorder};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod prober;
+mod status;
+
+use prober::Prober;
+use status::Status;
 
 /// The image the e2e suites use for backends (agnhost netexec).
 pub const NETEXEC_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
@@ -382,6 +390,10 @@ async fn reconcile(
         if let Some(r) = running.remove(&key) {
             draining.push((now + DRAIN, r));
         }
+        // Nobody can ask for a deleted Pod's logs: drop them, as kubelet
+        // does.
+        let (ns, name, uid) = &key;
+        let _ = std::fs::remove_dir_all(podlog::pod_dir(logs, ns, name, uid));
     }
     draining.retain(|(until, _)| *until > now);
     for pod in &pods {
@@ -509,246 +521,10 @@ async fn complete(
     Ok(())
 }
 
-/// A played Pod's status as the runner writes it.
-struct Status<'a> {
-    pod: &'a Pod,
-    addresses: &'a [IpAddr],
-    started: &'a str,
-}
-
-impl Status<'_> {
-    /// The merge patch of the Pod's status with `ready[i]` the readiness
-    /// of container `i` (lists are replaced whole, so it carries them all).
-    fn patch(&self, ready: &[bool]) -> serde_json::Value {
-        let now = jiff::Timestamp::now()
-            .round(jiff::Unit::Second)
-            .map(|t| t.to_string())
-            .unwrap_or_default();
-        let ips: Vec<serde_json::Value> = self
-            .addresses
-            .iter()
-            .map(|a| json!({ "ip": a.to_string() }))
-            .collect();
-        let containers: Vec<serde_json::Value> = self
-            .pod
-            .spec
-            .iter()
-            .flat_map(|s| s.containers.iter())
-            .enumerate()
-            .map(|(i, c)| {
-                json!({
-                    "name": c.name, "image": c.image, "imageID": "lab://backend",
-                    "ready": ready.get(i).copied().unwrap_or(true), "started": true, "restartCount": 0,
-                    "state": { "running": { "startedAt": self.started } },
-                })
-            })
-            .collect();
-        let all = if ready.iter().all(|r| *r) {
-            "True"
-        } else {
-            "False"
-        };
-        json!({ "status": {
-            "phase": "Running",
-            "containerStatuses": containers,
-            "hostIP": self.addresses.first().map(ToString::to_string),
-            "podIP": self.addresses.first().map(ToString::to_string),
-            "podIPs": ips,
-            "startTime": self.started,
-            "conditions": [
-                { "type": "Ready", "status": all, "lastTransitionTime": now },
-                { "type": "ContainersReady", "status": all, "lastTransitionTime": now },
-                { "type": "PodScheduled", "status": "True", "lastTransitionTime": self.started },
-            ],
-        }})
-    }
-}
-
-impl Status<'_> {
-    /// The merge patch of a Pod whose containers all exited 0 at once.
-    fn completed(&self) -> serde_json::Value {
-        let at = self.started;
-        let containers: Vec<serde_json::Value> = self
-            .pod
-            .spec
-            .iter()
-            .flat_map(|s| s.containers.iter())
-            .map(|c| {
-                json!({
-                    "name": c.name, "image": c.image, "imageID": "lab://backend",
-                    "ready": false, "started": false, "restartCount": 0,
-                    "state": { "terminated": { "exitCode": 0, "reason": "Completed",
-                                               "startedAt": at, "finishedAt": at } },
-                })
-            })
-            .collect();
-        json!({ "status": {
-            "phase": "Succeeded",
-            "containerStatuses": containers,
-            "hostIP": self.addresses.first().map(ToString::to_string),
-            "startTime": at,
-            "conditions": [
-                { "type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": at },
-                { "type": "ContainersReady", "status": "False", "reason": "PodCompleted", "lastTransitionTime": at },
-                { "type": "PodScheduled", "status": "True", "lastTransitionTime": at },
-            ],
-        }})
-    }
-}
-
-/// How long a status write of the prober may take.
-const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Probes one Pod's containers and writes its readiness when it changes.
-struct Prober {
-    api: Api<Pod>,
-    recorder: Recorder,
-    pod: Pod,
-    addresses: Vec<IpAddr>,
-    started: String,
-    probes: Vec<Probe>,
-    /// Each container's readiness as the Pod's status says it.
-    written: Vec<bool>,
-}
-
-impl Prober {
-    /// Runs until aborted (the Pod goes away).
-    async fn run(mut self) {
-        let start = tokio::time::Instant::now();
-        let mut next: Vec<tokio::time::Instant> = self
-            .probes
-            .iter()
-            .map(|p| start + p.initial_delay)
-            .collect();
-        let mut states: Vec<Option<Readiness>> = vec![None; self.written.len()];
-        for p in &self.probes {
-            if let Some(s) = states.get_mut(p.container) {
-                *s = Some(Readiness::default());
-            }
-        }
-        let name = self.pod.metadata.name.clone().unwrap_or_default();
-        let pod_ip = self.addresses.first().copied();
-        loop {
-            let Some((i, at)) = next.iter().copied().enumerate().min_by_key(|(_, at)| *at) else {
-                return;
-            };
-            tokio::time::sleep_until(at).await;
-            let p = &self.probes[i];
-            let result = check(&p.check, pod_ip, p.timeout).await;
-            next[i] = tokio::time::Instant::now() + p.period;
-            if let Some(Some(state)) = states.get_mut(p.container) {
-                *state = state.observe(result.is_ok(), p);
-            }
-            if let Err(why) = &result {
-                let ev = EventSpec::warning("Unhealthy", format!("Readiness probe failed: {why}"));
-                self.recorder
-                    .publish(&Recorder::reference(&self.pod), &ev)
-                    .await;
-            }
-            let ready: Vec<bool> = states.iter().map(|s| s.is_none_or(|r| r.ready)).collect();
-            if ready == self.written {
-                continue;
-            }
-            let status = Status {
-                pod: &self.pod,
-                addresses: &self.addresses,
-                started: &self.started,
-            };
-            let patch = Patch::Merge(status.patch(&ready));
-            let pp = PatchParams::default();
-            let write = self.api.patch_status(&name, &pp, &patch);
-            // A failed write is retried after the next probe.
-            match tokio::time::timeout(STATUS_TIMEOUT, write).await {
-                Ok(Ok(_)) => {
-                    tracing::info!(pod = %name, ready = probe::pod_ready(&states), "readiness changed");
-                    self.written = ready;
-                }
-                Ok(Err(e)) => tracing::debug!(pod = %name, error = %e, "readiness write failed"),
-                Err(_) => tracing::debug!(pod = %name, "readiness write timed out"),
-            }
-        }
-    }
-}
-
-/// Sends one probe to `pod_ip` (or the probe's host), bounded by
-/// `timeout`; the error says why it failed, worded like kubelet's.
-async fn check(check: &Check, pod_ip: Option<IpAddr>, timeout: Duration) -> Result<(), String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let host = |h: &Option<String>| {
-        h.clone()
-            .or_else(|| pod_ip.map(|ip| ip.to_string()))
-            .unwrap_or_else(|| "127.0.0.1".to_owned())
-    };
-    let connect = |host: String, port: u16| async move {
-        let addr = match host.parse::<IpAddr>() {
-            Ok(ip) => SocketAddr::new(ip, port).to_string(),
-            Err(_) => format!("{host}:{port}"),
-        };
-        tokio::net::TcpStream::connect(&addr)
-            .await
-            .map_err(|e| format!("dial tcp {addr}: {e}"))
-    };
-    let probe = async {
-        match check {
-            Check::Played => Ok(()),
-            Check::Unresolved(name) => {
-                Err(format!("port {name:?} is declared by no container port"))
-            }
-            Check::Tcp { host: h, port } => connect(host(h), *port).await.map(drop),
-            Check::Http { https: true, .. } => Err(
-                "the lab backend serves no TLS: http: server gave HTTP response to HTTPS client"
-                    .to_owned(),
-            ),
-            Check::Http {
-                host: h,
-                port,
-                path,
-                ..
-            } => {
-                let host = host(h);
-                let mut stream = connect(host.clone(), *port).await?;
-                let request = format!(
-                    "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.35\r\nAccept: */*\r\nConnection: close\r\n\r\n"
-                );
-                stream
-                    .write_all(request.as_bytes())
-                    .await
-                    .map_err(|e| format!("Get \"http://{host}:{port}{path}\": {e}"))?;
-                let mut head = Vec::new();
-                let mut buf = [0u8; 512];
-                while !head.contains(&b'\n') && head.len() < 4096 {
-                    let n = stream
-                        .read(&mut buf)
-                        .await
-                        .map_err(|e| format!("Get \"http://{host}:{port}{path}\": {e}"))?;
-                    if n == 0 {
-                        break;
-                    }
-                    head.extend_from_slice(&buf[..n]);
-                }
-                let code = String::from_utf8_lossy(&head)
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|c| c.parse::<u16>().ok());
-                match code {
-                    Some(c) if (200..400).contains(&c) => Ok(()),
-                    Some(c) => Err(format!("HTTP probe failed with statuscode: {c}")),
-                    None => Err(format!(
-                        "Get \"http://{host}:{port}{path}\": malformed HTTP response"
-                    )),
-                }
-            }
-        }
-    };
-    match tokio::time::timeout(timeout, probe).await {
-        Ok(r) => r,
-        Err(_) => Err(format!("timeout after {timeout:?}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn echo_decodes_msg() {
@@ -789,46 +565,6 @@ mod tests {
             access_line(peer, "GET / HTTP/1.1", 200, Some(9), "curl/8.5.0", at),
             "172.30.0.2 - - [06/Dec/2026:15:04:05 +0000] \"GET / HTTP/1.1\" 200 9 \"-\" \"curl/8.5.0\""
         );
-    }
-
-    #[tokio::test]
-    async fn probes_answer_from_what_listens() {
-        let listener = shared_tcp_listener(0).expect("listener");
-        let port = listener.local_addr().expect("addr").port();
-        let ip: IpAddr = "127.0.0.1".parse().expect("ip");
-        drop(listener);
-        let server = tokio::spawn(serve_http(port, "web-0".into(), Log(None)));
-        let http = |path: &str| Check::Http {
-            host: None,
-            port,
-            path: path.into(),
-            https: false,
-        };
-        let timeout = Duration::from_secs(5);
-        let mut answered = Err(String::new());
-        // The server binds in its own task: wait for it.
-        for _ in 0..50 {
-            answered = check(&http("/"), Some(ip), timeout).await;
-            if answered.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(answered, Ok(()));
-        assert_eq!(
-            check(&Check::Tcp { host: None, port }, Some(ip), timeout).await,
-            Ok(())
-        );
-        server.abort();
-        let _ = server.await;
-        let refused = check(&Check::Tcp { host: None, port }, Some(ip), timeout).await;
-        assert!(refused.is_err_and(|e| e.starts_with("dial tcp 127.0.0.1:")));
-        assert!(
-            check(&Check::Unresolved("http".into()), Some(ip), timeout)
-                .await
-                .is_err()
-        );
-        assert_eq!(check(&Check::Played, Some(ip), timeout).await, Ok(()));
     }
 
     #[test]
