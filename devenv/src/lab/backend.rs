@@ -232,7 +232,8 @@ fn access_line(
     let bytes = bytes.map_or("-".to_owned(), |b| b.to_string());
     format!(
         "{} - - [{time}] \"{request}\" {status} {bytes} \"-\" \"{agent}\"",
-        peer.ip()
+        // A dual-stack listener sees IPv4 clients as mapped addresses.
+        peer.ip().to_canonical()
     )
 }
 
@@ -561,6 +562,11 @@ mod tests {
     fn access_lines_read_like_nginx() {
         let at: jiff::Timestamp = "2026-12-06T15:04:05Z".parse().expect("time");
         let peer: SocketAddr = "172.30.0.2:40000".parse().expect("peer");
+        let mapped: SocketAddr = "[::ffff:172.30.0.2]:40000".parse().expect("mapped");
+        assert_eq!(
+            access_line(mapped, "GET / HTTP/1.1", 200, Some(9), "curl/8.5.0", at),
+            access_line(peer, "GET / HTTP/1.1", 200, Some(9), "curl/8.5.0", at),
+        );
         assert_eq!(
             access_line(peer, "GET / HTTP/1.1", 200, Some(9), "curl/8.5.0", at),
             "172.30.0.2 - - [06/Dec/2026:15:04:05 +0000] \"GET / HTTP/1.1\" 200 9 \"-\" \"curl/8.5.0\""
