@@ -40,7 +40,8 @@ pub fn check(t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
                 ));
             }
         }
-        ("apps", "deployments" | "replicasets" | "daemonsets") => {
+        ("apps", "deployments" | "replicasets" | "daemonsets" | "statefulsets")
+        | ("batch", "jobs") => {
             workload_defaults(t, obj);
             if let Some(cause) = selector_mismatch(obj) {
                 return Err(ApiError::invalid(
@@ -64,9 +65,45 @@ pub fn check(t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
 /// change because a client sent a field the server would fill in.
 fn workload_defaults(t: &ResourceType, obj: &mut Value) {
     let spec = &mut obj["spec"];
-    if spec["replicas"].is_null() && t.plural != "daemonsets" {
+    if spec["replicas"].is_null() && !matches!(t.plural.as_str(), "daemonsets" | "jobs") {
         spec["replicas"] = json!(1);
     }
+    if t.plural == "statefulsets" {
+        if spec["updateStrategy"]["type"].is_null() {
+            spec["updateStrategy"]["type"] = json!("RollingUpdate");
+        }
+        if spec["updateStrategy"]["type"] == json!("RollingUpdate")
+            && spec["updateStrategy"]["rollingUpdate"]["partition"].is_null()
+        {
+            spec["updateStrategy"]["rollingUpdate"]["partition"] = json!(0);
+        }
+        for (key, value) in [
+            ("podManagementPolicy", json!("OrderedReady")),
+            ("revisionHistoryLimit", json!(10)),
+        ] {
+            if spec[key].is_null() {
+                spec[key] = value;
+            }
+        }
+    }
+    if t.plural == "jobs" {
+        for (key, value) in [
+            ("parallelism", json!(1)),
+            ("completions", json!(1)),
+            ("backoffLimit", json!(6)),
+            ("completionMode", json!("NonIndexed")),
+            ("suspend", json!(false)),
+        ] {
+            if spec[key].is_null() {
+                spec[key] = value;
+            }
+        }
+    }
+    let restart = if t.plural == "jobs" {
+        "Never"
+    } else {
+        "Always"
+    };
     if t.plural == "daemonsets" {
         if spec["updateStrategy"]["type"].is_null() {
             spec["updateStrategy"]["type"] = json!("RollingUpdate");
@@ -105,7 +142,7 @@ fn workload_defaults(t: &ResourceType, obj: &mut Value) {
     }
     let pod = &mut spec["template"]["spec"];
     for (key, value) in [
-        ("restartPolicy", json!("Always")),
+        ("restartPolicy", json!(restart)),
         ("terminationGracePeriodSeconds", json!(30)),
         ("dnsPolicy", json!("ClusterFirst")),
         ("schedulerName", json!("default-scheduler")),
@@ -145,6 +182,27 @@ fn workload_defaults(t: &ResourceType, obj: &mut Value) {
     }
 }
 
+/// kube-apiserver's Job selector on create (unless `manualSelector`):
+/// the Job's uid, also put on its Pod template with the Job's name.
+fn job_selector(obj: &mut Value) {
+    if obj["spec"]["manualSelector"] == json!(true) {
+        return;
+    }
+    let uid = obj["metadata"]["uid"].clone();
+    let name = obj["metadata"]["name"].clone();
+    obj["spec"]["selector"] =
+        json!({ "matchLabels": { "batch.kubernetes.io/controller-uid": uid } });
+    let labels = &mut obj["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in [
+        ("batch.kubernetes.io/controller-uid", &uid),
+        ("controller-uid", &uid),
+        ("batch.kubernetes.io/job-name", &name),
+        ("job-name", &name),
+    ] {
+        labels[key] = value.clone();
+    }
+}
+
 /// kube-apiserver's check that a workload's selector selects its own
 /// template (`matchLabels` only).
 fn selector_mismatch(obj: &Value) -> Option<(String, String)> {
@@ -174,6 +232,7 @@ impl State {
                     obj["metadata"]["name"].clone();
             }
             ("", "services") => self.service_defaults(obj),
+            ("batch", "jobs") => job_selector(obj),
             ("apiextensions.k8s.io", "customresourcedefinitions") => {
                 obj["status"] = json!({
                     "acceptedNames": obj["spec"]["names"],

@@ -322,6 +322,12 @@ async fn resource(
     if reviewing {
         return review(&shared, user, &method, &t, &ns, &target, body);
     }
+    if let (Some("log"), Some(name)) = (target.subresource.as_deref(), target.name.as_deref())
+        && t.group.is_empty()
+        && t.plural == "pods"
+    {
+        return pod_log(&shared, &ns, name, &method, &q);
+    }
     let part = match target.subresource.as_deref() {
         None => Part::Main,
         Some("status") if t.status => Part::Status,
@@ -417,6 +423,64 @@ async fn resource(
         },
     };
     reply_response(200, reply)
+}
+
+/// GET on `pods/log`: what the node agent logged for the container
+/// (`container`, else the Pod's first), cut by `tailLines` and
+/// `limitBytes`, as text. `follow` gets what is there now.
+fn pod_log(
+    shared: &Shared,
+    ns: &str,
+    name: &str,
+    method: &Method,
+    q: &HashMap<String, String>,
+) -> Response {
+    if *method != Method::GET {
+        return error(ApiError::method_not_allowed(format!(
+            "{method} is not supported on pods/log"
+        )));
+    }
+    let (pod, dir) = {
+        let s = lock(shared);
+        let pods = s.registry.get("", "v1", "pods").cloned();
+        let pod = match pods {
+            Some(t) => s.get(&t, ns, name),
+            None => Err(ApiError::not_found("pods", name)),
+        };
+        (pod, s.pod_logs.clone())
+    };
+    let pod = match pod {
+        Ok(p) => p,
+        Err(e) => return error(e),
+    };
+    let containers: Vec<&str> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let container = match q.get("container").filter(|c| !c.is_empty()) {
+        Some(c) if containers.contains(&c.as_str()) => c.clone(),
+        Some(c) => {
+            return error(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )));
+        }
+        None => containers.first().copied().unwrap_or_default().to_owned(),
+    };
+    let number = |key: &str| q.get(key).and_then(|v| v.parse::<usize>().ok());
+    let text = match dir {
+        Some(dir) => {
+            let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+            let file = crate::podlog::path(&dir, ns, name, uid, &container);
+            match crate::podlog::read(&file, number("tailLines"), number("limitBytes")) {
+                Ok(text) => text,
+                Err(e) => return error(ApiError::internal(format!("{}: {e}", file.display()))),
+            }
+        }
+        None => String::new(),
+    };
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response()
 }
 
 /// GET, PUT or PATCH on a `scale` subresource.
@@ -608,12 +672,24 @@ fn select(
 ) -> Result<Vec<Value>, ApiError> {
     let (labels, fields) = selectors(q)?;
     let scope = (t.namespaced && !ns.is_empty()).then_some(ns);
-    Ok(s.store
+    let mut items: Vec<Value> = s
+        .store
         .list(&t.collection(), scope)
         .iter()
         .filter(|o| labels.matches(o) && fields.matches(o))
         .map(|o| s.at_version(t, o))
-        .collect())
+        .collect();
+    if crate::events::is_core_events(&t.group, &t.plural) {
+        let newer = ("events.k8s.io".to_owned(), "events".to_owned());
+        items.extend(
+            s.store
+                .list(&newer, scope)
+                .iter()
+                .map(|o| crate::events::core_of(o))
+                .filter(|o| labels.matches(o) && fields.matches(o)),
+        );
+    }
+    Ok(items)
 }
 
 fn list_body(t: &ResourceType, rv: u64, items: Vec<Value>) -> Value {

@@ -13,10 +13,12 @@ mod auth;
 mod builtins;
 mod conversion;
 mod error;
+mod events;
 mod fanout;
 mod gate;
 mod http;
 mod patch;
+pub mod podlog;
 mod proto;
 mod registry;
 mod reviews;
@@ -47,16 +49,17 @@ pub const SERVICE_CIDR_V6: &str = "fd00:10:96::/112";
 pub const DEVIATIONS: &str = "\
 - authentication by bearer tokens this server signs only (the admin kubeconfig's, and ServiceAccount tokens from the TokenRequest API; not JWTs, not bound to a pod; no client certificates, OIDC or webhook); aggregated ClusterRoles are not expanded
 - JSON only: protobuf/CBOR bodies get 415, so `kubectl create <kind>` generators fail (but `kubectl create deployment`, whose Deployment is decoded); use `kubectl apply -f`
-- Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, deployments, replicasets, daemonsets, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
+- Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, deployments, replicasets, daemonsets, statefulsets, jobs, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
 - /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2
 - server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here
-- list ignores limit/continue and returns everything in one page
+- list ignores limit/continue and returns everything in one page; core/v1 Events lists also hold the events.k8s.io Events (converted, so `kubectl describe` shows them), watches do not
+- `pods/log` serves what the node agent logged for the container (the lab backend's requests); `follow` and `previous` get what is there now
 - validating admission webhooks (ValidatingWebhookConfiguration) are called as kube-apiserver calls them; ValidatingAdmissionPolicy with its bindings is evaluated as kube-apiserver does (`admission::policy`: no params, variables, audit annotations or messageExpression; the lab's tokens carry no extra attributes); not served: MutatingWebhookConfiguration and the built-in admission plugins; matchConditions are ignored; only AdmissionReview and ConversionReview v1 are sent (admissionReviewVersions and conversionReviewVersions must list v1); sideEffects Some and Unknown are accepted (kube-apiserver's v1 API refuses them) and refuse dry runs
 - a webhook Service is reached at the address given for it (`--webhook-service NS/NAME=HOST:PORT[,HOST:PORT...]`, `Options::webhook_services`: the first address that accepts a connection), else at the first ready endpoint of its EndpointSlices, never through its cluster IP; an empty caBundle trusts nothing (no system roots); connection and TLS causes in errors are worded by the OS and rustls (an unknown or wrong CA reads as Go's `x509: certificate signed by unknown authority`)
 - what the server deletes itself (namespace contents, garbage collection, a removed CRD's objects), reviews and TokenRequests are not sent to webhooks
 - CRD conversion strategy Webhook stores objects in the storage version and converts through the webhook (30s bound; a list or watch backlog in one ConversionReview); status.storedVersions is not updated
 - openAPIV3Schema is enforced with defaults and pruning, and CEL rules (x-kubernetes-validations, the `crd-cel` crate) are evaluated, transition rules on updates; messageExpression, fieldPath, reason and CEL cost limits are not, and list items are not correlated for transition rules
-- apps/v1 Deployments, ReplicaSets and DaemonSets get kube-apiserver's defaults, a `scale` subresource (not DaemonSets) and the check that the selector matches the template's labels, nothing more (a selector may change); their controllers and the scheduler are the lab's `lab-controller-manager`, not this server
+- apps/v1 Deployments, ReplicaSets, DaemonSets and StatefulSets and batch/v1 Jobs get kube-apiserver's defaults (a Job its uid selector), a `scale` subresource (not DaemonSets and Jobs) and the check that the selector matches the template's labels, nothing more (a selector may change); their controllers and the scheduler are the lab's `lab-controller-manager`, not this server
 - namespace deletion is immediate (no Terminating phase); ownerReference garbage collection is background-only
 - state lives in memory: it survives restarts of every other lab process, not of the API server itself
 - /metrics serves only apiserver_request_total{user,verb,resource} and apiserver_watch_events_total{user} (watch lines sent, bookmarks included); the user label is ours (kube-apiserver labels by resource, verb and code, not user)
@@ -80,6 +83,9 @@ pub struct Options {
     /// `clientConfig.service` is reached here first, else at a ready
     /// endpoint of the Service's EndpointSlices.
     pub webhook_services: std::collections::BTreeMap<String, String>,
+    /// Where the node agents keep container logs ([`podlog`]), which
+    /// `pods/log` serves; without it every log is empty.
+    pub pod_logs: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -89,6 +95,7 @@ impl Default for Options {
             token_key: None,
             tls: None,
             webhook_services: Default::default(),
+            pod_logs: None,
         }
     }
 }
@@ -139,6 +146,7 @@ impl ApiServer {
         let acceptor = identity.acceptor()?;
         let mut state = state::State::with_key(options.history, &key);
         state.webhook_services = options.webhook_services;
+        state.pod_logs = options.pod_logs;
         state.bootstrap();
         let shared: http::Shared = Arc::new(Mutex::new(state));
         let app = axum::Router::new()

@@ -6,7 +6,7 @@ use lab_apiserver::ApiServer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab] [--token-key PATH] [--tls-dir DIR] [--webhook-service NS/NAME=HOST:PORT[,HOST:PORT...]]...";
+const USAGE: &str = "usage: lab-apiserver [--listen 127.0.0.1:6443] [--kubeconfig PATH] [--name lab] [--token-key PATH] [--tls-dir DIR] [--webhook-service NS/NAME=HOST:PORT[,HOST:PORT...]]... [--pod-log-dir DIR]";
 
 fn main() -> Result<()> {
     // Text logs to stderr (the lab keeps them in a file); RUST_LOG refines.
@@ -23,6 +23,7 @@ fn main() -> Result<()> {
     let mut token_key: Option<PathBuf> = None;
     let mut tls_dir: Option<PathBuf> = None;
     let mut webhook_services = std::collections::BTreeMap::new();
+    let mut pod_logs: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -35,6 +36,7 @@ fn main() -> Result<()> {
             "--name" => name = value()?,
             "--token-key" => token_key = Some(value()?.into()),
             "--tls-dir" => tls_dir = Some(value()?.into()),
+            "--pod-log-dir" => pod_logs = Some(value()?.into()),
             // The lab has no Service proxy: a webhook Service is reached
             // here (loopback ports of the root namespace, one per replica:
             // the first that accepts a connection answers).
@@ -70,6 +72,7 @@ fn main() -> Result<()> {
                 .map(lab_apiserver::Identity::load_or_create)
                 .transpose()?,
             webhook_services,
+            pod_logs,
             ..Default::default()
         };
         let server = ApiServer::bind(listen, options).await?;

@@ -147,6 +147,16 @@ impl Default for Registry {
             ),
             builtin("apps", "v1", "DaemonSet", "daemonsets", true, true, &["ds"]),
             builtin(
+                "apps",
+                "v1",
+                "StatefulSet",
+                "statefulsets",
+                true,
+                true,
+                &["sts"],
+            ),
+            builtin("batch", "v1", "Job", "jobs", true, true, &[]),
+            builtin(
                 "coordination.k8s.io",
                 "v1",
                 "Lease",
@@ -425,6 +435,9 @@ impl Registry {
             }));
             if t.group.is_empty() && t.plural == "serviceaccounts" {
                 resources.push(json!({ "name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"] }));
+            }
+            if t.group.is_empty() && t.plural == "pods" {
+                resources.push(json!({ "name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"] }));
             }
             if crate::scale::has_scale(t) {
                 resources.push(json!({ "name": format!("{}/scale", t.plural), "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"] }));

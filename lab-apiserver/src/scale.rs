@@ -13,7 +13,11 @@ use serde_json::{Value, json};
 
 /// Whether `t` has a scale subresource.
 pub fn has_scale(t: &ResourceType) -> bool {
-    t.group == "apps" && matches!(t.plural.as_str(), "deployments" | "replicasets")
+    t.group == "apps"
+        && matches!(
+            t.plural.as_str(),
+            "deployments" | "replicasets" | "statefulsets"
+        )
 }
 
 /// `matchLabels` as a label selector string (what Scale's

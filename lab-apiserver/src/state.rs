@@ -30,6 +30,8 @@ pub struct State {
     /// Where webhook Services are reached ("ns/name" -> "host:port"),
     /// before their EndpointSlices are looked at.
     pub webhook_services: std::collections::BTreeMap<String, String>,
+    /// Where container logs are kept (`pods/log`).
+    pub pod_logs: Option<std::path::PathBuf>,
     /// Requests and watch events per user (`/metrics`).
     pub traffic: crate::traffic::Traffic,
     pub(crate) next_cluster_ip: u32,
@@ -91,6 +93,7 @@ impl State {
             events,
             signer: Signer::new(secret),
             webhook_services: Default::default(),
+            pod_logs: None,
             traffic: Default::default(),
             next_cluster_ip: 1,
             next_node_port: 30000,

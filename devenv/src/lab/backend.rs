@@ -2,10 +2,13 @@
 //! pulled here, so every container of a Pod bound to this node is played
 //! by the lab backend, an agnhost-netexec-like echo server in the node's
 //! network namespace (host networking: the pod IPs are the node's), on
-//! the ports [`super::played`] names. Its status is reported
-//! Running/Ready so the EndpointSlice controller publishes it, and an
-//! event on the Pod says the container is played by the lab backend. The
-//! same Pod spec runs real agnhost (or the real image) on kind.
+//! the ports [`super::played`] names. Its status is reported Running,
+//! and Ready at once or, with readinessProbes, as [`prober`] finds them,
+//! so the EndpointSlice controller publishes it; an event on the Pod says
+//! the container is played by the lab backend, and what it served goes to
+//! the container's log ([`lab_apiserver::podlog`], `kubectl logs`). A
+//! Job's Pod completes at once instead. The same Pod spec runs real
+//! agnhost (or the real image) on kind.
 //!
 //! Pods on one node share its addresses, so two of them may want one
 //! port (two replicas, or a rolling update's old and new Pod): every
@@ -13,14 +16,23 @@
 //! connections over the Pods that listen.
 
 use super::played::{self, Played, Protocol};
+use super::probe;
 use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use lab_apiserver::podlog;
 use metallb_rs::k8s::events::{EventSpec, Recorder};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod prober;
+mod status;
+
+use prober::Prober;
+use status::Status;
 
 /// The image the e2e suites use for backends (agnhost netexec).
 pub const NETEXEC_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
@@ -119,8 +131,33 @@ fn shared_udp_socket(port: u16) -> std::io::Result<tokio::net::UdpSocket> {
 
 /// Serves HTTP on `port`: `/clientip` answers the client's address,
 /// `/echo?msg=X` answers X, anything else `name`.
-async fn serve_http(port: u16, name: String) -> Result<()> {
+async fn serve_http(port: u16, name: String, log: Log) -> Result<()> {
     use axum::extract::{ConnectInfo, RawQuery};
+    let access = move |ConnectInfo(peer): ConnectInfo<SocketAddr>,
+                       req: axum::extract::Request,
+                       next: axum::middleware::Next| {
+        let log = log.clone();
+        async move {
+            let request = format!("{} {} {:?}", req.method(), req.uri(), req.version());
+            let agent = req
+                .headers()
+                .get(axum::http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_owned();
+            let response = next.run(req).await;
+            let bytes = axum::body::HttpBody::size_hint(response.body()).exact();
+            log.line(&access_line(
+                peer,
+                &request,
+                response.status().as_u16(),
+                bytes,
+                &agent,
+                jiff::Timestamp::now(),
+            ));
+            response
+        }
+    };
     let app = axum::Router::new()
         .route(
             "/clientip",
@@ -135,7 +172,8 @@ async fn serve_http(port: u16, name: String) -> Result<()> {
         .fallback(move || {
             let name = name.clone();
             async move { name }
-        });
+        })
+        .layer(axum::middleware::from_fn(access));
     let listener = bind_retrying(port, || async { shared_tcp_listener(port) }).await?;
     axum::serve(
         listener,
@@ -167,12 +205,69 @@ where
     }
 }
 
-async fn serve_udp(port: u16, name: String) -> Result<()> {
+async fn serve_udp(port: u16, name: String, log: Log) -> Result<()> {
     let socket = bind_retrying(port, || async { shared_udp_socket(port) }).await?;
     let mut buf = [0u8; 2048];
     loop {
         let (n, peer) = socket.recv_from(&mut buf).await?;
-        let _ = socket.send_to(&udp_reply(&buf[..n], &name), peer).await;
+        let reply = udp_reply(&buf[..n], &name);
+        let _ = socket.send_to(&reply, peer).await;
+        log.line(&format!(
+            "{peer} udp {port}: {n} bytes in, {} bytes out",
+            reply.len()
+        ));
+    }
+}
+
+/// The access log line of one HTTP request (nginx's combined format).
+fn access_line(
+    peer: SocketAddr,
+    request: &str,
+    status: u16,
+    bytes: Option<u64>,
+    agent: &str,
+    at: jiff::Timestamp,
+) -> String {
+    let time = at.strftime("%d/%b/%Y:%H:%M:%S +0000");
+    let bytes = bytes.map_or("-".to_owned(), |b| b.to_string());
+    format!(
+        "{} - - [{time}] \"{request}\" {status} {bytes} \"-\" \"{agent}\"",
+        // A dual-stack listener sees IPv4 clients as mapped addresses.
+        peer.ip().to_canonical()
+    )
+}
+
+/// One container's log ([`lab_apiserver::podlog`]), shared by its
+/// servers; a log that cannot be written is skipped, not fatal.
+#[derive(Clone)]
+struct Log(Option<Arc<Mutex<podlog::Ring>>>);
+
+impl Log {
+    fn open(dir: &Path, pod: &Pod, container: &str) -> Log {
+        let m = &pod.metadata;
+        let file = podlog::path(
+            dir,
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default(),
+            m.uid.as_deref().unwrap_or_default(),
+            container,
+        );
+        match podlog::Ring::create(file.clone()) {
+            Ok(ring) => Log(Some(Arc::new(Mutex::new(ring)))),
+            Err(e) => {
+                tracing::warn!(file = %file.display(), error = %e, "no container log");
+                Log(None)
+            }
+        }
+    }
+
+    fn line(&self, text: &str) {
+        if let Some(ring) = &self.0 {
+            let mut ring = ring.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = ring.push(text) {
+                tracing::debug!(error = %e, "container log write failed");
+            }
+        }
     }
 }
 
@@ -207,13 +302,14 @@ pub async fn run(
     client: kube::Client,
     node: String,
     addresses: Vec<IpAddr>,
+    logs: PathBuf,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
     let recorder = Recorder::new(client.clone(), "kubelet", &node);
     let mut pods = Pods::default();
     loop {
-        let round = reconcile(&client, &recorder, &node, &addresses, &mut pods);
+        let round = reconcile(&client, &recorder, &node, &addresses, &logs, &mut pods);
         match tokio::time::timeout(ROUND_TIMEOUT, round).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::debug!(error = %e, "pod runner: retrying"),
@@ -263,6 +359,7 @@ async fn reconcile(
     recorder: &Recorder,
     node: &str,
     addresses: &[IpAddr],
+    logs: &Path,
     pods_here: &mut Pods,
 ) -> Result<()> {
     let Pods { running, draining } = pods_here;
@@ -294,6 +391,10 @@ async fn reconcile(
         if let Some(r) = running.remove(&key) {
             draining.push((now + DRAIN, r));
         }
+        // Nobody can ask for a deleted Pod's logs: drop them, as kubelet
+        // does.
+        let (ns, name, uid) = &key;
+        let _ = std::fs::remove_dir_all(podlog::pod_dir(logs, ns, name, uid));
     }
     draining.retain(|(until, _)| *until > now);
     for pod in &pods {
@@ -307,18 +408,26 @@ async fn reconcile(
         if running.contains_key(&key) || pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
+        if played::runs_to_completion(pod) {
+            complete(client, recorder, addresses, logs, pod).await?;
+            running.insert(key, Running { tasks: Vec::new() });
+            continue;
+        }
         let plays = played::play(pod);
         let mut tasks = Vec::new();
         for play in &plays {
             // netexec answers with the node's name (the e2e suites tell
             // nodes apart by it); any other image with the Pod's.
             let answer = if play.netexec { node } else { name.as_str() };
+            let log = Log::open(logs, pod, &play.container);
+            log.line(&played_event(pod, play).message);
             for port in &play.ports {
                 let (number, protocol, answer) = (port.number, port.protocol, answer.to_owned());
+                let log = log.clone();
                 tasks.push(tokio::spawn(async move {
                     let served = match protocol {
-                        Protocol::Tcp => serve_http(number, answer).await,
-                        Protocol::Udp => serve_udp(number, answer).await,
+                        Protocol::Tcp => serve_http(number, answer, log).await,
+                        Protocol::Udp => serve_udp(number, answer, log).await,
                     };
                     if let Err(e) = served {
                         tracing::warn!(port = number, error = %e, "lab backend failed");
@@ -326,43 +435,42 @@ async fn reconcile(
                 }));
             }
         }
-        let running_pod = Running { tasks };
-        let ips: Vec<serde_json::Value> = addresses
-            .iter()
-            .map(|a| json!({ "ip": a.to_string() }))
-            .collect();
-        let now = jiff::Timestamp::now()
+        // Aborts the servers if the status write below fails.
+        let mut running_pod = Running { tasks };
+        let started = jiff::Timestamp::now()
             .round(jiff::Unit::Second)
             .map(|t| t.to_string())
             .unwrap_or_default();
-        let containers: Vec<serde_json::Value> = pod
-            .spec
-            .iter()
-            .flat_map(|s| s.containers.iter())
-            .map(|c| {
-                json!({
-                    "name": c.name, "image": c.image, "imageID": "lab://backend",
-                    "ready": true, "started": true, "restartCount": 0,
-                    "state": { "running": { "startedAt": now } },
-                })
-            })
+        let probes = probe::readiness_probes(pod);
+        // A container with a readinessProbe is not ready until it passes.
+        let containers = pod.spec.as_ref().map_or(0, |s| s.containers.len());
+        let ready: Vec<bool> = (0..containers)
+            .map(|i| !probes.iter().any(|p| p.container == i))
             .collect();
-        let status = json!({ "status": {
-            "phase": "Running",
-            "containerStatuses": containers,
-            "hostIP": addresses.first().map(ToString::to_string),
-            "podIP": addresses.first().map(ToString::to_string),
-            "podIPs": ips,
-            "startTime": now,
-            "conditions": [
-                { "type": "Ready", "status": "True", "lastTransitionTime": now },
-                { "type": "ContainersReady", "status": "True", "lastTransitionTime": now },
-                { "type": "PodScheduled", "status": "True", "lastTransitionTime": now },
-            ],
-        }});
+        let status = Status {
+            pod,
+            addresses,
+            started: &started,
+        };
         let updated = Api::<Pod>::namespaced(client.clone(), &ns)
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(status.patch(&ready)),
+            )
             .await?;
+        if !probes.is_empty() {
+            let prober = Prober {
+                api: Api::namespaced(client.clone(), &ns),
+                recorder: recorder.clone(),
+                pod: updated.clone(),
+                addresses: addresses.to_vec(),
+                started: started.clone(),
+                probes,
+                written: ready,
+            };
+            running_pod.tasks.push(tokio::spawn(prober.run()));
+        }
         running.insert(key, running_pod);
         for play in &plays {
             recorder
@@ -373,9 +481,51 @@ async fn reconcile(
     Ok(())
 }
 
+/// Plays a Job's Pod: each container completes at once with exit code 0.
+async fn complete(
+    client: &kube::Client,
+    recorder: &Recorder,
+    addresses: &[IpAddr],
+    logs: &Path,
+    pod: &Pod,
+) -> Result<()> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let now = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    let status = Status {
+        pod,
+        addresses,
+        started: &now,
+    };
+    let updated = Api::<Pod>::namespaced(client.clone(), &ns)
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(status.completed()),
+        )
+        .await?;
+    for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
+        let image = c.image.clone().unwrap_or_default();
+        let ev = EventSpec::normal(
+            "PlayedByLabBackend",
+            format!(
+                "image {image} is not pulled in the lab: container {} of a Job is played by the lab backend as completing at once with exit code 0",
+                c.name
+            ),
+        );
+        Log::open(logs, pod, &c.name).line(&ev.message);
+        recorder.publish(&Recorder::reference(&updated), &ev).await;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn echo_decodes_msg() {
@@ -405,6 +555,21 @@ mod tests {
             ev.message,
             "image nginx is not pulled in the lab: container nginx is played by the lab backend \
              as an echo server (HTTP: the pod name, /clientip, /echo?msg=), serving 80/TCP"
+        );
+    }
+
+    #[test]
+    fn access_lines_read_like_nginx() {
+        let at: jiff::Timestamp = "2026-12-06T15:04:05Z".parse().expect("time");
+        let peer: SocketAddr = "172.30.0.2:40000".parse().expect("peer");
+        let mapped: SocketAddr = "[::ffff:172.30.0.2]:40000".parse().expect("mapped");
+        assert_eq!(
+            access_line(mapped, "GET / HTTP/1.1", 200, Some(9), "curl/8.5.0", at),
+            access_line(peer, "GET / HTTP/1.1", 200, Some(9), "curl/8.5.0", at),
+        );
+        assert_eq!(
+            access_line(peer, "GET / HTTP/1.1", 200, Some(9), "curl/8.5.0", at),
+            "172.30.0.2 - - [06/Dec/2026:15:04:05 +0000] \"GET / HTTP/1.1\" 200 9 \"-\" \"curl/8.5.0\""
         );
     }
 

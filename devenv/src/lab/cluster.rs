@@ -117,6 +117,11 @@ pub const DEV_ENV_L2_V6: &str = "fc00:f853:ccd:e793::200-fc00:f853:ccd:e793::20f
 /// The process name of the standby controller replica.
 const STANDBY: &str = "controller-standby";
 
+/// Where the lab's container logs live (`kubectl logs`).
+fn pod_log_dir(lab: &Path) -> PathBuf {
+    lab.join("pods")
+}
+
 /// Where lab `name` keeps kubeconfig, logs and pid files.
 pub fn lab_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join("metallb-rs-lab").join(name)
@@ -257,6 +262,8 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             dir.join("token.key").display().to_string(),
             "--tls-dir".into(),
             dir.join("pki").display().to_string(),
+            "--pod-log-dir".into(),
+            pod_log_dir(&dir).display().to_string(),
             // The controller replicas' webhooks (no Service proxy here).
             "--webhook-service".into(),
             format!(
@@ -356,6 +363,8 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             node.name.clone(),
             "--kubeconfig".into(),
             kubeconfig.display().to_string(),
+            "--pod-log-dir".into(),
+            pod_log_dir(&dir).display().to_string(),
         ]);
         for a in node.addresses() {
             argv.extend(["--address".into(), a.to_string()]);

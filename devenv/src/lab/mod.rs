@@ -12,6 +12,7 @@ pub mod latency;
 pub mod netns;
 pub mod nodelifecycle;
 pub mod played;
+pub mod probe;
 pub mod process;
 pub mod proxy;
 pub mod rounds;

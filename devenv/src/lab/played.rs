@@ -7,6 +7,9 @@
 //! gets TCP port 80 on its first container (what nginx and httpd, the
 //! images the tutorials use, listen on).
 //!
+//! A Job's Pod is played as its containers completing at once with exit
+//! code 0 ([`runs_to_completion`]), so the Job completes.
+//!
 //! Pure: the pod runner ([`super::backend`]) starts what this says.
 
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -144,6 +147,14 @@ pub fn play(pod: &Pod) -> Vec<Played> {
     out
 }
 
+/// Whether `pod` belongs to a batch/v1 Job: the lab plays it as
+/// completing at once, serving nothing.
+pub fn runs_to_completion(pod: &Pod) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| {
+        o.controller == Some(true) && o.kind == "Job" && o.api_version.starts_with("batch/")
+    })
+}
+
 /// Every port `pod` listens on in its node's network namespace.
 pub fn pod_ports(pod: &Pod) -> BTreeSet<Port> {
     play(pod).into_iter().flat_map(|p| p.ports).collect()
@@ -175,6 +186,20 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("; ")
+    }
+
+    #[test]
+    fn only_a_jobs_pods_run_to_completion() {
+        let owned = |api_version: &str, kind: &str| -> Pod {
+            serde_json::from_value(json!({ "metadata": { "name": "p", "ownerReferences": [
+                { "apiVersion": api_version, "kind": kind, "name": "o", "uid": "u", "controller": true }] } }))
+            .expect("pod")
+        };
+        assert!(runs_to_completion(&owned("batch/v1", "Job")));
+        assert!(!runs_to_completion(&owned("apps/v1", "ReplicaSet")));
+        assert!(!runs_to_completion(&pod(
+            json!([{ "name": "a", "image": "busybox" }])
+        )));
     }
 
     #[test]

@@ -1,18 +1,22 @@
-//! The lab's Deployment, ReplicaSet and DaemonSet controllers (kube-
-//! controller-manager's): [`plan`] and [`daemonset`] decide from what is
-//! listed, [`run`] lists every half second and carries the decisions
-//! out. Deleting a Deployment deletes its ReplicaSets and their Pods
-//! through the API server's garbage collection (the owner references set
-//! here), and so does deleting a DaemonSet.
+//! The lab's Deployment, ReplicaSet, DaemonSet, StatefulSet and Job
+//! controllers (kube-controller-manager's): [`plan`], [`daemonset`],
+//! [`statefulset`] and [`job`] decide from what is listed, [`run`] lists
+//! every half second and carries the decisions out. Deleting a
+//! Deployment deletes its ReplicaSets and their Pods through the API
+//! server's garbage collection (the owner references set here), and so
+//! does deleting any other of these workloads.
 
 pub mod daemonset;
+pub mod job;
 pub mod plan;
+pub mod statefulset;
 
 #[cfg(test)]
 mod tests;
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -56,13 +60,9 @@ async fn reconcile(client: &Client, recorder: &Recorder) -> Result<(), kube::Err
         .list(&lp)
         .await?
         .items;
-    // An API server from before DaemonSets were served (a lab's server
-    // outlives rebuilds) answers 404: Deployments still work.
-    let daemonsets = match Api::<DaemonSet>::all(client.clone()).list(&lp).await {
-        Ok(list) => list.items,
-        Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
-        Err(e) => return Err(e),
-    };
+    let daemonsets = list_if_served::<DaemonSet>(client, &lp).await?;
+    let statefulsets = list_if_served::<StatefulSet>(client, &lp).await?;
+    let jobs = list_if_served::<Job>(client, &lp).await?;
     let nodes = Api::<Node>::all(client.clone()).list(&lp).await?.items;
     let pods = Api::<Pod>::all(client.clone()).list(&lp).await?.items;
     let mut actions = plan::plan(&deployments, &replicasets, &pods, Timestamp::now());
@@ -71,6 +71,18 @@ async fn reconcile(client: &Client, recorder: &Recorder) -> Result<(), kube::Err
         .filter(|d| d.metadata.deletion_timestamp.is_none())
     {
         daemonset::plan(ds, &nodes, &pods, &mut actions);
+    }
+    for sts in statefulsets
+        .iter()
+        .filter(|s| s.metadata.deletion_timestamp.is_none())
+    {
+        statefulset::plan(sts, &pods, &mut actions);
+    }
+    for job in jobs
+        .iter()
+        .filter(|j| j.metadata.deletion_timestamp.is_none())
+    {
+        job::plan(job, &pods, Timestamp::now(), &mut actions);
     }
     for action in actions {
         match carry_out(client, recorder, &deployments, action).await {
@@ -82,6 +94,22 @@ async fn reconcile(client: &Client, recorder: &Recorder) -> Result<(), kube::Err
         }
     }
     Ok(())
+}
+
+/// Every `K`; none from an API server that does not serve `K` (404: a
+/// lab's server outlives rebuilds), so the other controllers still work.
+async fn list_if_served<K>(client: &Client, lp: &ListParams) -> Result<Vec<K>, kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    match Api::<K>::all(client.clone()).list(lp).await {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
 }
 
 async fn carry_out(
@@ -197,6 +225,38 @@ async fn carry_out(
             status,
         } => {
             Api::<DaemonSet>::namespaced(client.clone(), &namespace)
+                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
+                .await?;
+        }
+        Action::StatefulSetStatus {
+            namespace,
+            name,
+            status,
+        } => {
+            Api::<StatefulSet>::namespaced(client.clone(), &namespace)
+                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
+                .await?;
+        }
+        Action::JobStatus {
+            namespace,
+            name,
+            status,
+        } => {
+            // Counts the API omits at zero must be cleared, not left as
+            // a merge patch leaves what it does not name.
+            let mut status = serde_json::to_value(&status).unwrap_or_default();
+            for key in [
+                "active",
+                "succeeded",
+                "failed",
+                "completionTime",
+                "conditions",
+            ] {
+                if status.get(key).is_none() {
+                    status[key] = serde_json::Value::Null;
+                }
+            }
+            Api::<Job>::namespaced(client.clone(), &namespace)
                 .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
                 .await?;
         }

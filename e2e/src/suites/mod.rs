@@ -14,6 +14,7 @@ pub mod pool_selection;
 pub mod proxy;
 pub mod quickstart;
 pub mod webhooks;
+pub mod workloads;
 
 /// Every registered suite, in run order.
 pub const SUITES: &[Suite] = &[
@@ -28,6 +29,7 @@ pub const SUITES: &[Suite] = &[
     webhooks::specs,
     metrics::specs,
     quickstart::specs,
+    workloads::specs,
 ];
 
 /// Every spec of every registered suite.

@@ -168,6 +168,81 @@ pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
                 cells
             }
         ),
+        ("apps", "statefulsets") => p!(
+            &[
+                ("Name", 0),
+                ("Ready", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1),
+            ],
+            |o: &Value, now| {
+                let n = |v: &Value| v.as_i64().unwrap_or(0);
+                let [containers, images, _] = template_cells(o);
+                vec![
+                    o["metadata"]["name"].clone(),
+                    json!(format!(
+                        "{}/{}",
+                        n(&o["status"]["readyReplicas"]),
+                        n(&o["spec"]["replicas"])
+                    )),
+                    age(&o["metadata"]["creationTimestamp"], now),
+                    containers,
+                    images,
+                ]
+            }
+        ),
+        ("batch", "jobs") => p!(
+            &[
+                ("Name", 0),
+                ("Status", 0),
+                ("Completions", 0),
+                ("Duration", 0),
+                ("Age", 0),
+                ("Containers", 1),
+                ("Images", 1),
+                ("Selector", 1),
+            ],
+            |o: &Value, now| {
+                let st = &o["status"];
+                let n = |v: &Value| v.as_i64().unwrap_or(0);
+                let condition = |type_: &str| {
+                    st["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["type"] == json!(type_) && c["status"] == json!("True"))
+                };
+                let status = if condition("Complete") {
+                    "Complete"
+                } else if condition("Failed") {
+                    "Failed"
+                } else {
+                    "Running"
+                };
+                let completions = o["spec"]["completions"]
+                    .as_i64()
+                    .map_or_else(|| "-".to_owned(), |c| c.to_string());
+                let ended = st["completionTime"]
+                    .as_str()
+                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                    .unwrap_or(now);
+                let duration = if st["startTime"].is_string() {
+                    age(&st["startTime"], ended)
+                } else {
+                    json!("")
+                };
+                let mut cells = vec![
+                    o["metadata"]["name"].clone(),
+                    json!(status),
+                    json!(format!("{}/{completions}", n(&st["succeeded"]))),
+                    duration,
+                    age(&o["metadata"]["creationTimestamp"], now),
+                ];
+                cells.extend(template_cells(o));
+                cells
+            }
+        ),
         ("apps", "daemonsets") => p!(
             &[
                 ("Name", 0),

@@ -14,8 +14,9 @@
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{
     DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
-    ReplicaSetStatus,
+    ReplicaSetStatus, StatefulSetStatus,
 };
+use k8s_openapi::api::batch::v1::JobStatus;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -92,6 +93,24 @@ pub enum Action {
         name: String,
         /// The new status.
         status: DaemonSetStatus,
+    },
+    /// Write a StatefulSet's status.
+    StatefulSetStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The new status.
+        status: StatefulSetStatus,
+    },
+    /// Write a Job's status.
+    JobStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The new status.
+        status: JobStatus,
     },
     /// Write a Deployment's status.
     DeploymentStatus {

@@ -102,6 +102,8 @@ fn show(a: &Action) -> String {
         ),
         Action::DeploymentRevision { revision, .. } => format!("revision {revision}"),
         Action::DaemonSetStatus { name, .. } => format!("status ds {name}"),
+        Action::StatefulSetStatus { name, .. } => format!("status sts {name}"),
+        Action::JobStatus { name, .. } => format!("status job {name}"),
         Action::DeploymentStatus { status, .. } => {
             let conditions: Vec<String> = status
                 .conditions
@@ -370,5 +372,231 @@ mod daemonsets {
         #[case] expected: &[&str],
     ) {
         check(d, nodes, pods, expected);
+    }
+}
+
+mod statefulsets {
+    //! Table tests of [`crate::lab::workloads::statefulset::plan`].
+
+    use super::*;
+    use crate::lab::workloads::daemonset::HASH_LABEL as REV;
+    use crate::lab::workloads::statefulset;
+    use k8s_openapi::api::apps::v1::StatefulSet;
+
+    fn sts(replicas: i32, image: &str, extra: Value) -> Value {
+        let mut v = json!({
+            "metadata": { "name": "db", "namespace": "default", "uid": "sts", "generation": 2 },
+            "spec": { "replicas": replicas, "serviceName": "db",
+                      "selector": { "matchLabels": { "app": "web" } }, "template": template(image) },
+        });
+        if let (Some(spec), Some(extra)) = (v["spec"].as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        v
+    }
+
+    /// Pod `db-<ordinal>` at the revision of `image`.
+    fn spod(ordinal: u32, image: &str, ready: bool) -> Value {
+        json!({
+            "metadata": { "name": format!("db-{ordinal}"), "namespace": "default",
+                          "labels": { "app": "web", REV: format!("db-{}", hash(image)) },
+                          "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "StatefulSet",
+                                                "name": "db", "uid": "sts", "controller": true }] },
+            "spec": { "nodeName": "n1", "containers": [{ "name": "web", "image": image }] },
+            "status": { "conditions": [{ "type": "Ready", "status": if ready { "True" } else { "False" } }] },
+        })
+    }
+
+    fn show(a: &Action) -> String {
+        let short = |s: &str| {
+            s.replace(&hash("nginx:1"), "H1")
+                .replace(&hash("nginx:2"), "H2")
+        };
+        match a {
+            Action::CreatePod(p) => {
+                let labels = p.metadata.labels.clone().unwrap_or_default();
+                let spec = p.spec.clone().unwrap_or_default();
+                format!(
+                    "create pod {} rev {} hostname {} subdomain {}",
+                    p.metadata.name.as_deref().unwrap_or_default(),
+                    short(&labels[REV]),
+                    spec.hostname.unwrap_or_default(),
+                    spec.subdomain.unwrap_or_default()
+                )
+            }
+            Action::DeletePod { name, .. } => format!("delete pod {name}"),
+            Action::StatefulSetStatus { status, .. } => format!(
+                "status: replicas {} ready {} current {} updated {} revisions {} -> {} generation {}",
+                status.replicas,
+                status.ready_replicas.unwrap_or(0),
+                status.current_replicas.unwrap_or(0),
+                status.updated_replicas.unwrap_or(0),
+                short(status.current_revision.as_deref().unwrap_or_default()),
+                short(status.update_revision.as_deref().unwrap_or_default()),
+                status.observed_generation.unwrap_or(0)
+            ),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn check(s: Value, pods: Vec<Value>, expected: &[&str]) {
+        let s: StatefulSet = serde_json::from_value(s).expect("statefulset");
+        let pods: Vec<Pod> = pods
+            .into_iter()
+            .map(|p| serde_json::from_value(p).expect("pod"))
+            .collect();
+        let mut out = Vec::new();
+        statefulset::plan(&s, &pods, &mut out);
+        let got: Vec<String> = out.iter().map(show).collect();
+        assert_eq!(got, expected);
+    }
+
+    #[rstest]
+    #[case::the_first_pod_first(
+        sts(3, "nginx:1", json!({})), vec![],
+        &["create pod db-0 rev db-H1 hostname db-0 subdomain db",
+          "status: replicas 0 ready 0 current 0 updated 0 revisions db-H1 -> db-H1 generation 2"])]
+    #[case::the_next_once_the_one_before_is_ready(
+        sts(3, "nginx:1", json!({})), vec![spod(0, "nginx:1", true), spod(1, "nginx:1", false)],
+        &["status: replicas 2 ready 1 current 2 updated 2 revisions db-H1 -> db-H1 generation 2"])]
+    #[case::parallel_creates_all(
+        sts(3, "nginx:1", json!({ "podManagementPolicy": "Parallel" })), vec![spod(1, "nginx:1", false)],
+        &["create pod db-0 rev db-H1 hostname db-0 subdomain db",
+          "create pod db-2 rev db-H1 hostname db-2 subdomain db",
+          "status: replicas 1 ready 0 current 1 updated 1 revisions db-H1 -> db-H1 generation 2"])]
+    #[case::scale_down_from_the_highest(
+        sts(1, "nginx:1", json!({})),
+        vec![spod(0, "nginx:1", true), spod(1, "nginx:1", true), spod(2, "nginx:1", true)],
+        &["delete pod db-2",
+          "status: replicas 3 ready 3 current 3 updated 3 revisions db-H1 -> db-H1 generation 2"])]
+    #[case::rolling_update_from_the_highest(
+        set(sts(2, "nginx:2", json!({})), &["status"], json!({ "currentRevision": format!("db-{}", hash("nginx:1")) })),
+        vec![spod(0, "nginx:1", true), spod(1, "nginx:1", true)],
+        &["delete pod db-1",
+          "status: replicas 2 ready 2 current 2 updated 0 revisions db-H1 -> db-H2 generation 2"])]
+    #[case::rolling_update_waits_for_ready(
+        set(sts(2, "nginx:2", json!({})), &["status"], json!({ "currentRevision": format!("db-{}", hash("nginx:1")) })),
+        vec![spod(0, "nginx:1", true), spod(1, "nginx:2", false)],
+        &["status: replicas 2 ready 1 current 1 updated 1 revisions db-H1 -> db-H2 generation 2"])]
+    #[case::partition_keeps_lower_ordinals(
+        set(sts(2, "nginx:2", json!({ "updateStrategy": { "type": "RollingUpdate", "rollingUpdate": { "partition": 1 } } })),
+            &["status"], json!({ "currentRevision": format!("db-{}", hash("nginx:1")) })),
+        vec![spod(0, "nginx:1", true), spod(1, "nginx:2", true)],
+        &["status: replicas 2 ready 2 current 1 updated 1 revisions db-H1 -> db-H2 generation 2"])]
+    #[case::rollout_done(
+        set(sts(2, "nginx:2", json!({})), &["status"], json!({ "currentRevision": format!("db-{}", hash("nginx:1")) })),
+        vec![spod(0, "nginx:2", true), spod(1, "nginx:2", true)],
+        &["status: replicas 2 ready 2 current 2 updated 2 revisions db-H2 -> db-H2 generation 2"])]
+    fn statefulset_plan(#[case] s: Value, #[case] pods: Vec<Value>, #[case] expected: &[&str]) {
+        check(s, pods, expected);
+    }
+}
+
+mod jobs {
+    //! Table tests of [`crate::lab::workloads::job::plan`].
+
+    use super::*;
+    use crate::lab::workloads::job;
+    use k8s_openapi::api::batch::v1::Job;
+
+    fn job(completions: i32, parallelism: i32) -> Value {
+        json!({
+            "metadata": { "name": "pi", "namespace": "default", "uid": "job" },
+            "spec": { "completions": completions, "parallelism": parallelism, "backoffLimit": 1,
+                      "template": template("busybox") },
+        })
+    }
+
+    fn jpod(name: &str, phase: &str) -> Value {
+        json!({
+            "metadata": { "name": name, "namespace": "default",
+                          "ownerReferences": [{ "apiVersion": "batch/v1", "kind": "Job",
+                                                "name": "pi", "uid": "job", "controller": true }] },
+            "spec": { "containers": [{ "name": "web", "image": "busybox" }] },
+            "status": { "phase": phase },
+        })
+    }
+
+    fn show(a: &Action) -> String {
+        match a {
+            Action::CreatePod(p) => format!(
+                "create pod {}* job-name {}",
+                p.metadata.generate_name.as_deref().unwrap_or_default(),
+                p.metadata.labels.clone().unwrap_or_default()["job-name"]
+            ),
+            Action::JobStatus { status, .. } => {
+                let conditions: Vec<String> = status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .map(|c| format!("{}={}", c.type_, c.status))
+                    .collect();
+                format!(
+                    "status: active {} succeeded {} failed {} completed {} [{}]",
+                    status.active.unwrap_or(0),
+                    status.succeeded.unwrap_or(0),
+                    status.failed.unwrap_or(0),
+                    status.completion_time.is_some(),
+                    conditions.join(" ")
+                )
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn check(j: Value, pods: Vec<Value>, expected: &[&str]) {
+        let j: Job = serde_json::from_value(j).expect("job");
+        let pods: Vec<Pod> = pods
+            .into_iter()
+            .map(|p| serde_json::from_value(p).expect("pod"))
+            .collect();
+        let mut out = Vec::new();
+        job::plan(&j, &pods, NOW.parse().expect("now"), &mut out);
+        let got: Vec<String> = out.iter().map(show).collect();
+        assert_eq!(got, expected);
+    }
+
+    #[rstest]
+    #[case::a_new_job_gets_a_pod(
+        job(1, 1), vec![],
+        &["create pod pi-* job-name pi", "status: active 0 succeeded 0 failed 0 completed false []"])]
+    #[case::parallelism_bounds_the_active(
+        job(3, 2), vec![jpod("a", "Running")],
+        &["create pod pi-* job-name pi", "status: active 1 succeeded 0 failed 0 completed false []"])]
+    #[case::no_more_than_the_completions_left(
+        job(3, 3), vec![jpod("a", "Succeeded"), jpod("b", "Succeeded")],
+        &["create pod pi-* job-name pi", "status: active 0 succeeded 2 failed 0 completed false []"])]
+    #[case::complete_once_enough_succeeded(
+        job(2, 1), vec![jpod("a", "Succeeded"), jpod("b", "Succeeded")],
+        &["status: active 0 succeeded 2 failed 0 completed true [SuccessCriteriaMet=True Complete=True]"])]
+    #[case::failed_past_the_backoff_limit(
+        job(1, 1), vec![jpod("a", "Failed"), jpod("b", "Failed")],
+        &["status: active 0 succeeded 0 failed 2 completed false [FailureTarget=True Failed=True]"])]
+    #[case::a_failed_pod_is_replaced_within_the_limit(
+        job(1, 1), vec![jpod("a", "Failed")],
+        &["create pod pi-* job-name pi", "status: active 0 succeeded 0 failed 1 completed false []"])]
+    fn job_plan(#[case] j: Value, #[case] pods: Vec<Value>, #[case] expected: &[&str]) {
+        check(j, pods, expected);
+    }
+
+    #[test]
+    fn a_complete_job_writes_nothing_more() {
+        let j: Job = serde_json::from_value(job(1, 1)).expect("job");
+        let pods: Vec<Pod> = vec![serde_json::from_value(jpod("a", "Succeeded")).expect("pod")];
+        let mut out = Vec::new();
+        job::plan(&j, &pods, NOW.parse().expect("now"), &mut out);
+        let Some(Action::JobStatus { status, .. }) = out.pop() else {
+            panic!("a status write expected");
+        };
+        let mut j = j;
+        j.status = Some(status);
+        let mut again = Vec::new();
+        job::plan(
+            &j,
+            &pods,
+            "2026-01-01T01:00:00Z".parse().expect("later"),
+            &mut again,
+        );
+        assert_eq!(again, []);
     }
 }
