@@ -260,7 +260,7 @@ fn status(args: StatusArgs) -> Result<ExitCode> {
     };
     let rows = rt.block_on(async {
         let client = metallb_rs::k8s::client().await?;
-        // Eight list calls: a hung API server ends the command with an
+        // Ten list calls: a hung API server ends the command with an
         // error instead of leaving it waiting.
         let fetch =
             metallb_rs::report::fetch(&client, &args.common.namespace, ns_filter.as_deref());

@@ -5,13 +5,13 @@
 //! [`fetch`] reads the cluster.
 
 use crate::api::v1beta1::{
-    BGPAdvertisement, IPAddressPool, L2Advertisement, LabelSelector, ServiceBGPStatus,
-    ServiceL2Status,
+    BGPAdvertisement, ConfigurationResult, ConfigurationState, IPAddressPool, L2Advertisement,
+    LabelSelector, ServiceBGPStatus, ServiceL2Status,
 };
 use crate::config::Selector;
 use crate::service::{self as svcs, annotation};
 use crate::speaker::status as l2;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
@@ -49,6 +49,10 @@ pub struct Context<'a> {
     pub l2: &'a [L2Advertisement],
     /// The BGP advertisements.
     pub bgp: &'a [BGPAdvertisement],
+    /// The Nodes (empty when they could not be read: no node reason).
+    pub nodes: &'a [Node],
+    /// The components' ConfigurationStates.
+    pub states: &'a [ConfigurationState],
 }
 
 /// Whether an advertisement naming `names` and `selectors` takes `pool`
@@ -73,35 +77,90 @@ fn advertises(
             .any(|s| Selector::parse(s).is_ok_and(|s| s.matches(pool.labels())))
 }
 
+/// Whether `node` is one an advertisement with `selectors` announces
+/// from (none: every node).
+fn selects(selectors: Option<&Vec<LabelSelector>>, node: &Node) -> bool {
+    selectors.filter(|s| !s.is_empty()).is_none_or(|v| {
+        v.iter()
+            .any(|s| Selector::parse(s).is_ok_and(|s| s.matches(node.labels())))
+    })
+}
+
 /// Why an address of `svc` from `pool` that no node announces is not
-/// announced, when the API shows it: its pool is in no advertisement, or
-/// nothing serves the service (speakers announce only services with a
-/// ready endpoint).
+/// announced, when the API shows it, in the order a user would look: a
+/// component's configuration is invalid (the speakers keep what they
+/// announced and take nothing new), the pool is in no advertisement,
+/// its advertisements select no node, nothing serves the service
+/// (speakers announce only services with a ready endpoint), or, with
+/// externalTrafficPolicy Local, no selected node has one.
 fn unannounced(svc: &Service, pool: &str, ctx: &Context<'_>) -> Option<String> {
+    let invalid = ctx
+        .states
+        .iter()
+        .find(|s| s.status.as_ref().and_then(|st| st.result) == Some(ConfigurationResult::Invalid));
+    if let Some(state) = invalid {
+        let summary = state
+            .status
+            .as_ref()
+            .and_then(|st| st.error_summary.clone())
+            .unwrap_or_default();
+        return Some(format!(
+            "waiting for a valid configuration: ConfigurationState {} is Invalid: {summary}",
+            state.name_any()
+        ));
+    }
+    let mut eligible: Option<Vec<&Node>> = None;
     if let Some(p) = ctx.pools.iter().find(|p| p.name_any() == pool) {
-        let by_l2 = ctx.l2.iter().any(|a| {
-            advertises(
-                a.spec.ip_address_pools.as_ref(),
-                a.spec.ip_address_pool_selectors.as_ref(),
-                p,
-            )
-        });
-        let by_bgp = ctx.bgp.iter().any(|a| {
-            advertises(
-                a.spec.ip_address_pools.as_ref(),
-                a.spec.ip_address_pool_selectors.as_ref(),
-                p,
-            )
-        });
-        if !by_l2 && !by_bgp {
+        let l2: Vec<&L2Advertisement> = ctx
+            .l2
+            .iter()
+            .filter(|a| {
+                advertises(
+                    a.spec.ip_address_pools.as_ref(),
+                    a.spec.ip_address_pool_selectors.as_ref(),
+                    p,
+                )
+            })
+            .collect();
+        let bgp: Vec<&BGPAdvertisement> = ctx
+            .bgp
+            .iter()
+            .filter(|a| {
+                advertises(
+                    a.spec.ip_address_pools.as_ref(),
+                    a.spec.ip_address_pool_selectors.as_ref(),
+                    p,
+                )
+            })
+            .collect();
+        if l2.is_empty() && bgp.is_empty() {
             return Some(format!(
                 "pool {pool} is in no L2Advertisement or BGPAdvertisement: nothing announces its addresses"
             ));
         }
+        if !ctx.nodes.is_empty() {
+            let nodes: Vec<&Node> = ctx
+                .nodes
+                .iter()
+                .filter(|n| {
+                    l2.iter()
+                        .any(|a| selects(a.spec.node_selectors.as_ref(), n))
+                        || bgp
+                            .iter()
+                            .any(|a| selects(a.spec.node_selectors.as_ref(), n))
+                })
+                .collect();
+            if nodes.is_empty() {
+                return Some(format!(
+                    "no eligible node: the nodeSelectors of the advertisements of pool {pool} match no node"
+                ));
+            }
+            eligible = Some(nodes);
+        }
     }
     let name = svc.name_any();
     let ns = svc.namespace().unwrap_or_default();
-    let ready = ctx
+    let ready: Vec<_> = ctx
         .slices
         .iter()
         .filter(|s| {
@@ -109,10 +168,35 @@ fn unannounced(svc: &Service, pool: &str, ctx: &Context<'_>) -> Option<String> {
                 && s.labels().get("kubernetes.io/service-name") == Some(&name)
         })
         .flat_map(|s| &s.endpoints)
-        .any(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false));
-    (!ready).then(|| {
-        "no ready endpoints: speakers announce a service only while a pod serves it".to_owned()
-    })
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+        .collect();
+    if ready.is_empty() {
+        return Some(
+            "no ready endpoints: speakers announce a service only while a pod serves it".to_owned(),
+        );
+    }
+    let local = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.external_traffic_policy.as_deref())
+        == Some("Local");
+    let hosts: Vec<&str> = ready
+        .iter()
+        .filter_map(|e| e.node_name.as_deref())
+        .collect();
+    match eligible {
+        Some(nodes)
+            if local
+                && !hosts.is_empty()
+                && !nodes.iter().any(|n| hosts.contains(&n.name_any().as_str())) =>
+        {
+            Some(format!(
+                "no eligible node: externalTrafficPolicy is Local and no node the advertisements of pool {pool} select has a ready endpoint (they are on {})",
+                hosts.join(", ")
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// Builds the rows from what the API holds.
@@ -306,11 +390,23 @@ pub async fn fetch(
         .await
         .map(|l| l.items)
         .unwrap_or_default();
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let states = Api::<ConfigurationState>::namespaced(client.clone(), metallb_namespace)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
     let ctx = Context {
         slices: &slices,
         pools: &pools,
         l2: &l2_ads,
         bgp: &bgp_ads,
+        nodes: &nodes,
+        states: &states,
     };
     Ok(rows(&services, &l2, &bgp, &events, &ctx))
 }
@@ -410,7 +506,7 @@ mod tests {
                 slices,
                 pools: std::slice::from_ref(&pool),
                 l2,
-                bgp: &[],
+                ..Context::default()
             };
             rows(std::slice::from_ref(&svc), &[], &[], &[], &ctx)[0]
                 .note
@@ -427,6 +523,81 @@ mod tests {
             note(&[by_label], &[slice(true)]),
             "",
             "advertised and served"
+        );
+    }
+
+    /// The node and configuration reasons: advertisements whose
+    /// nodeSelectors match no node; with externalTrafficPolicy Local, no
+    /// selected node with a ready endpoint; an invalid configuration
+    /// before anything else.
+    #[test]
+    fn no_eligible_node_and_an_invalid_configuration_say_why() {
+        let svc = |policy: &str| -> Service {
+            from(json!({
+                "metadata": { "name": "web", "namespace": "shop", "annotations": { "metallb.io/ip-allocated-from-pool": "prod" } },
+                "spec": { "type": "LoadBalancer", "externalTrafficPolicy": policy },
+                "status": { "loadBalancer": { "ingress": [{ "ip": "10.0.0.1" }] } } }))
+        };
+        let pool: IPAddressPool = from(json!({
+            "metadata": { "name": "prod", "namespace": "metallb-system" },
+            "spec": { "addresses": ["10.0.0.0/24"] } }));
+        let ad = |zone: &str| -> L2Advertisement {
+            from(json!({
+                "metadata": { "name": "edge", "namespace": "metallb-system" },
+                "spec": { "ipAddressPools": ["prod"], "nodeSelectors": [{ "matchLabels": { "zone": zone } }] } }))
+        };
+        let node = |name: &str, zone: &str| -> Node {
+            from(json!({ "metadata": { "name": name, "labels": { "zone": zone } } }))
+        };
+        let nodes = [node("n1", "a"), node("n2", "b")];
+        let slice: EndpointSlice = from(json!({
+            "metadata": { "name": "web-1", "namespace": "shop", "labels": { "kubernetes.io/service-name": "web" } },
+            "addressType": "IPv4",
+            "endpoints": [{ "addresses": ["10.1.0.5"], "nodeName": "n2", "conditions": { "ready": true } }] }));
+        let invalid: ConfigurationState = from(json!({
+            "metadata": { "name": "speaker-n1", "namespace": "metallb-system" },
+            "spec": {},
+            "status": { "result": "Invalid", "errorSummary": "pool prod overlaps pool dev" } }));
+        let note = |svc: &Service, ads: &[L2Advertisement], states: &[ConfigurationState]| {
+            let ctx = Context {
+                slices: std::slice::from_ref(&slice),
+                pools: std::slice::from_ref(&pool),
+                l2: ads,
+                nodes: &nodes,
+                states,
+                ..Context::default()
+            };
+            rows(std::slice::from_ref(svc), &[], &[], &[], &ctx)[0]
+                .note
+                .clone()
+        };
+        let cluster = svc("Cluster");
+        let local = svc("Local");
+        let none = note(&cluster, &[ad("c")], &[]);
+        assert!(
+            none.starts_with("no eligible node: the nodeSelectors"),
+            "{none}"
+        );
+        let elsewhere = note(&local, &[ad("a")], &[]);
+        assert!(
+            elsewhere.starts_with("no eligible node: externalTrafficPolicy is Local")
+                && elsewhere.ends_with("(they are on n2)"),
+            "{elsewhere}"
+        );
+        assert_eq!(
+            note(&local, &[ad("b")], &[]),
+            "",
+            "n2 is selected and serves"
+        );
+        assert_eq!(
+            note(&cluster, &[ad("a")], &[]),
+            "",
+            "Cluster: any node forwards"
+        );
+        let waiting = note(&cluster, &[ad("b")], std::slice::from_ref(&invalid));
+        assert_eq!(
+            waiting,
+            "waiting for a valid configuration: ConfigurationState speaker-n1 is Invalid: pool prod overlaps pool dev"
         );
     }
 }
