@@ -20,7 +20,7 @@
 
 use chacha20poly1305::aead::{AeadInOut, Generate, KeyInit};
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 /// Envelope version written in the first byte of every datagram (2: the
 /// plaintext starts with the sender's stamp, the key is HKDF-derived).
@@ -37,39 +37,13 @@ const KEY_INFO: &[u8] = b"metallb-rs membership key";
 /// Associated data after the version byte, before the cluster label.
 const AAD_PREFIX: &[u8] = b"metallb-rs membership";
 
-/// HMAC-SHA256 (RFC 2104).
-fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut block = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let mut inner = Sha256::new();
-    inner.update(block.map(|b| b ^ 0x36));
-    for part in parts {
-        inner.update(part);
-    }
-    let mut outer = Sha256::new();
-    outer.update(block.map(|b| b ^ 0x5c));
-    outer.update(inner.finalize());
-    outer.finalize().into()
-}
-
 /// HKDF-SHA256 (RFC 5869): `len` bytes (at most 255·32) of key material
 /// from `ikm`.
 fn hkdf_sha256(salt: &[u8], ikm: &[u8], info: &[u8], len: usize) -> Vec<u8> {
-    let prk = hmac_sha256(salt, &[ikm]);
-    let mut okm = Vec::with_capacity(len);
-    let mut t: Vec<u8> = Vec::new();
-    let mut counter = 1u8;
-    while okm.len() < len {
-        t = hmac_sha256(&prk, &[&t, info, &[counter]]).to_vec();
-        okm.extend_from_slice(&t);
-        counter = counter.wrapping_add(1);
-    }
-    okm.truncate(len);
+    let mut okm = vec![0u8; len];
+    hkdf::Hkdf::<Sha256>::new(Some(salt), ikm)
+        .expand(info, &mut okm)
+        .expect("at most 255 blocks of key material are asked for");
     okm
 }
 
@@ -308,7 +282,7 @@ mod tests {
     #[test]
     fn the_key_is_not_the_plain_hash_of_the_secret() {
         let sealed = Cipher::new(b"secret").seal(b"hello").expect("seal");
-        let key = Sha256::digest(b"secret");
+        let key = <Sha256 as sha2::Digest>::digest(b"secret");
         let old = XChaCha20Poly1305::new(&key);
         let (header, rest) = sealed.split_at(HEADER_LEN);
         let nonce = XNonce::try_from(&header[1..]).expect("nonce");
