@@ -64,7 +64,7 @@ use super::election::NodeInfo;
 use super::membership::View;
 use super::presence::{self, Mark};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// A lease renewal this much later than due is overdue: the margin covers
 /// a renewal in flight and its way to us through the watch (both on our
@@ -157,7 +157,7 @@ pub enum Gossip {
     /// goodbye.
     Down {
         /// When this speaker declared it down.
-        since: SystemTime,
+        since: Instant,
         /// It left gracefully.
         left: bool,
     },

@@ -88,7 +88,7 @@ mod tests {
     use crate::speaker::membership::{Down, View};
     use crate::speaker::presence::Mark;
     use std::collections::BTreeMap;
-    use std::time::{Duration, SystemTime};
+    use std::time::Duration;
 
     fn node(name: &str) -> NodeInfo {
         NodeInfo {
@@ -134,7 +134,7 @@ mod tests {
             view.down.insert(
                 "c".into(),
                 Down {
-                    since: SystemTime::UNIX_EPOCH,
+                    since: Instant::now(),
                     left: false,
                 },
             );

@@ -51,7 +51,7 @@ fn link_down(changed: f64) -> Option<LeaseState> {
 
 fn down(since: f64, left: bool) -> Option<Gossip> {
     Some(Gossip::Down {
-        since: SystemTime::UNIX_EPOCH + Duration::from_secs_f64(1_000_000.0 + since),
+        since: *T0 + Duration::from_secs_f64(since),
         left,
     })
 }

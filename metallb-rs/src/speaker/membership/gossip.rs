@@ -16,7 +16,7 @@ use rand::rngs::StdRng;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 type Swim = Foca<Identity, PostcardCodec, StdRng, NoCustomBroadcast>;
 
@@ -279,7 +279,7 @@ impl Gossip {
     ) -> Result<(), DropReason> {
         let outcome = match Frame::decode(frame) {
             Ok(Frame::Foca(packet)) => self.on_packet(sender, packet, from, now),
-            Ok(Frame::Leave(leaver)) => self.on_leave(sender, leaver, from),
+            Ok(Frame::Leave(leaver)) => self.on_leave(sender, leaver, from, now),
             Ok(Frame::LeaveAck { .. }) => Ok(()),
             Err(e) => {
                 tracing::debug!(%from, error = %e, "dropped gossip datagram");
@@ -402,6 +402,7 @@ impl Gossip {
         sender: &str,
         leaver: Identity,
         from: SocketAddr,
+        now: Instant,
     ) -> Result<(), DropReason> {
         if leaver.node == self.node {
             tracing::debug!(%from, "dropped a leave in this node's name: two speakers with one node name?");
@@ -417,7 +418,7 @@ impl Gossip {
         // last member (idle: started afresh, its verdicts dropped); the
         // leave, said first-hand, counts all the same.
         let down = self.view.down.entry(leaver.node.clone()).or_insert(Down {
-            since: SystemTime::now(),
+            since: now,
             left: true,
         });
         down.left = true;
@@ -495,7 +496,7 @@ impl Gossip {
             self.timers.push(Reverse((now + after, timer)));
         }
         while let Some(notification) = self.runtime.to_notify() {
-            self.on_notification(notification);
+            self.on_notification(notification, now);
         }
         if std::mem::take(&mut self.idle) {
             self.start_afresh();
@@ -593,7 +594,7 @@ impl Gossip {
         self.changes += 1;
     }
 
-    fn on_notification(&mut self, notification: OwnedNotification<Identity>) {
+    fn on_notification(&mut self, notification: OwnedNotification<Identity>, now: Instant) {
         match notification {
             OwnedNotification::MemberUp(id) => {
                 tracing::info!(member = %id.node, addr = %id.addr, "member alive");
@@ -614,13 +615,9 @@ impl Gossip {
                 }
                 self.view.alive.remove(&id.node);
                 self.changes += 1;
-                self.view.down.insert(
-                    id.node.clone(),
-                    Down {
-                        since: SystemTime::now(),
-                        left,
-                    },
-                );
+                self.view
+                    .down
+                    .insert(id.node.clone(), Down { since: now, left });
                 self.known.insert(id.node.clone(), id);
             }
             OwnedNotification::Rename(old, new) => {

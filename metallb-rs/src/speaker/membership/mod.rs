@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::num::{NonZeroU8, NonZeroUsize};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 pub use wire::{REJOIN_ROOM, next_run, wall_millis};
@@ -324,8 +324,8 @@ impl Reach {
 /// A member declared down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Down {
-    /// When this speaker declared it down (its own clock).
-    pub since: SystemTime,
+    /// When this speaker declared it down (its monotonic clock).
+    pub since: Instant,
     /// Whether it left gracefully (told us itself) rather than failed.
     pub left: bool,
 }

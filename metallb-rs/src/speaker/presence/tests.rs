@@ -4,7 +4,7 @@ use super::*;
 use crate::speaker::liveness::{self, Context, Evidence, Gone, Gossip};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use rstest::rstest;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant};
 
 fn lease(node: &str, holder: Option<&str>) -> Lease {
     Lease {
@@ -243,7 +243,7 @@ fn judged_with_skew(skew: i64, last: u64, at: u64) -> Result<(), Gone> {
         out_of_service: false,
         lease: view.get("x").copied(),
         gossip: Some(Gossip::Down {
-            since: SystemTime::UNIX_EPOCH,
+            since: Instant::now(),
             left: false,
         }),
         doubted_since: None,

@@ -95,7 +95,7 @@ mod tests {
     use super::*;
     use crate::speaker::membership::Down;
     use rstest::rstest;
-    use std::time::SystemTime;
+    use std::time::Instant;
 
     fn view(alive: &[&str], down: &[&str]) -> View {
         View {
@@ -106,7 +106,7 @@ mod tests {
                     (
                         (*n).to_owned(),
                         Down {
-                            since: SystemTime::UNIX_EPOCH,
+                            since: Instant::now(),
                             left: false,
                         },
                     )

@@ -7,7 +7,7 @@ use crate::speaker::membership::{Down, Reach};
 
 fn failed() -> Down {
     Down {
-        since: SystemTime::UNIX_EPOCH,
+        since: Instant::now(),
         left: false,
     }
 }

@@ -23,7 +23,7 @@ fn only_our_own_write_seen_back_shows_the_watch_current() {
         down: [(
             "b".to_owned(),
             Down {
-                since: SystemTime::UNIX_EPOCH,
+                since: Instant::now(),
                 left: false,
             },
         )]

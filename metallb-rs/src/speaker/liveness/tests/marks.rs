@@ -34,7 +34,7 @@ fn a_mark_serves_every_judge() {
                 v.down.insert(
                     "z".to_owned(),
                     crate::speaker::membership::Down {
-                        since: SystemTime::UNIX_EPOCH,
+                        since: Instant::now(),
                         left: false,
                     },
                 );
@@ -143,7 +143,7 @@ fn a_lapsed_mark_does_not_move_the_deadline_back() {
             v.alive.insert("z".to_owned());
         } else {
             let down = crate::speaker::membership::Down {
-                since: SystemTime::UNIX_EPOCH,
+                since: Instant::now(),
                 left: false,
             };
             v.down.insert("z".to_owned(), down);
