@@ -111,14 +111,14 @@ fn unannounced(svc: &Service, pool: &str, ctx: &Context<'_>) -> Option<String> {
     }
     let mut eligible: Option<Vec<&Node>> = None;
     if let Some(p) = ctx.pools.iter().find(|p| p.name_any() == pool) {
+        let takes = |names, selectors| advertises(names, selectors, p);
         let l2: Vec<&L2Advertisement> = ctx
             .l2
             .iter()
             .filter(|a| {
-                advertises(
+                takes(
                     a.spec.ip_address_pools.as_ref(),
                     a.spec.ip_address_pool_selectors.as_ref(),
-                    p,
                 )
             })
             .collect();
@@ -126,10 +126,9 @@ fn unannounced(svc: &Service, pool: &str, ctx: &Context<'_>) -> Option<String> {
             .bgp
             .iter()
             .filter(|a| {
-                advertises(
+                takes(
                     a.spec.ip_address_pools.as_ref(),
                     a.spec.ip_address_pool_selectors.as_ref(),
-                    p,
                 )
             })
             .collect();
