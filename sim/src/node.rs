@@ -111,9 +111,6 @@ pub struct Speaker {
     pub clearing: Option<(Instant, u32)>,
     /// The loop asked the renewal task to renew now.
     pub asked: bool,
-    /// Until when the loop is busy with its last pass on a view change
-    /// ([`VIEW_PASS`]), and whether another waits for it.
-    pub view_pass: Option<(Instant, bool)>,
     /// When the gossip timer is set for.
     pub gossip_wake: Option<Instant>,
     /// When the renewal task looks next.
@@ -163,12 +160,6 @@ pub struct Node {
     /// Its link to the clients (and everything else) is up.
     pub link_up: bool,
 }
-
-/// How long the loop's pass on a gossip view change takes: the view
-/// changes that arrive meanwhile wait in the watch channel and are judged
-/// together by the next pass (a join feed brings a member per datagram,
-/// microseconds apart).
-pub const VIEW_PASS: Duration = Duration::from_millis(1);
 
 /// Most datagrams a stopped process's socket buffer holds.
 pub const QUEUE_LIMIT: usize = 1024;
@@ -231,7 +222,6 @@ impl Node {
             failures: 0,
             clearing: None,
             asked: false,
-            view_pass: None,
             gossip_wake: None,
             renew_wake: None,
         });

@@ -338,17 +338,9 @@ impl World {
                 run,
                 periodic,
             } => {
-                let now = self.now();
-                let n = &mut self.nodes[node];
+                let n = &self.nodes[node];
                 if n.run != run || n.process != Process::Running {
                     return Ok(());
-                }
-                // The pass the view changes waited for.
-                if let Some(sp) = n.speaker.as_mut()
-                    && let Some((busy, true)) = sp.view_pass
-                    && now >= busy
-                {
-                    sp.view_pass = Some((now + node::VIEW_PASS, false));
                 }
                 self.assess(node);
                 if periodic {
@@ -529,25 +521,7 @@ impl World {
             self.clock.at(w, Event::GossipWake { node: i, run });
         }
         if running && sp.view_moved() {
-            match sp.view_pass {
-                Some((busy, waiting)) if now < busy => {
-                    if !waiting {
-                        sp.view_pass = Some((busy, true));
-                        self.clock.at(
-                            busy,
-                            Event::Assess {
-                                node: i,
-                                run,
-                                periodic: false,
-                            },
-                        );
-                    }
-                }
-                _ => {
-                    sp.view_pass = Some((now + node::VIEW_PASS, false));
-                    self.assess(i);
-                }
-            }
+            self.assess(i);
         }
     }
 

@@ -66,12 +66,6 @@ pub struct Gossip {
     reseed: StdRng,
     /// Foca went idle: this member declared every other one down.
     idle: bool,
-    /// Members our own probe found silent while no third member could
-    /// probe them for us, and when they count as unanswered unless they
-    /// refuted the suspicion first: with two members alive, one lost
-    /// datagram fails a probe, and a live member refutes within a round
-    /// trip, while marking it costs lease writes on both sides.
-    confirming: BTreeMap<String, Instant>,
 }
 
 impl Gossip {
@@ -139,7 +133,6 @@ impl Gossip {
             changes: 0,
             reseed,
             idle: false,
-            confirming: BTreeMap::new(),
         })
     }
 
@@ -177,12 +170,11 @@ impl Gossip {
 
     /// When [`Gossip::tick`] has something to do next.
     pub fn next_wakeup(&self) -> Instant {
-        let timer = self.timers.peek().map(|Reverse((at, _))| *at);
-        let confirm = self.confirming.values().min().copied();
-        [timer, confirm]
-            .into_iter()
-            .flatten()
-            .fold(self.next_rejoin, Instant::min)
+        self.timers
+            .peek()
+            .map_or(self.next_rejoin, |Reverse((at, _))| {
+                (*at).min(self.next_rejoin)
+            })
     }
 
     /// Whether `node`'s speaker gossips from `ip`: its seed's (its Node's
@@ -238,18 +230,6 @@ impl Gossip {
                     self.record_probe(raised == 0);
                 }
                 self.probing = self.view.alive.len() > 1;
-            }
-        }
-        let due: Vec<String> = self
-            .confirming
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for node in due {
-            self.confirming.remove(&node);
-            if self.view.suspect.contains(&node) && self.view.unanswered.insert(node) {
-                self.changes += 1;
             }
         }
         if now >= self.next_rejoin {
@@ -515,15 +495,7 @@ impl Gossip {
         let count = raised.len();
         let before = self.view.unanswered.len();
         self.view.unanswered.retain(|n| suspect.contains(n));
-        self.confirming.retain(|n, _| suspect.contains(n));
-        // Alive: this member and the one probed, nobody to ask for an
-        // indirect probe.
-        if self.view.alive.len() <= 2 {
-            let at = now + self.timing.probe_rtt;
-            self.confirming.extend(raised.into_iter().map(|n| (n, at)));
-        } else {
-            self.view.unanswered.extend(raised);
-        }
+        self.view.unanswered.extend(raised);
         if count > 0 || before != self.view.unanswered.len() || suspect != self.view.suspect {
             self.changes += 1;
             self.view.suspect = suspect;
@@ -586,7 +558,6 @@ impl Gossip {
         self.probing = false;
         self.view.suspect.clear();
         self.view.unanswered.clear();
-        self.confirming.clear();
         // The verdicts made while cut off go with the foca that made them
         // (a member gossip does not know is judged by its lease); leaves
         // were said first-hand and stay.

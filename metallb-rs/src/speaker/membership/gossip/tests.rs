@@ -280,8 +280,8 @@ fn members_held_down_after_a_cut_are_reached_within_a_rejoin_period() {
     let cut = run(&mut members, settled, 3.5, Some(39));
     let held: Vec<String> = members[39].view().down.keys().cloned().collect();
     assert!(
-        (3..=super::super::DOWN_ANNOUNCE_FANOUT).contains(&held.len()),
-        "n39 should hold a few members down (more than the old fan-out of 2, at most one period's): {held:?}"
+        held.len() > super::super::DOWN_ANNOUNCE_FANOUT,
+        "n39 should hold more members down than one period's announces reach: {held:?}"
     );
     assert_eq!(members[39].identity().bump, 1, "n39 did not start afresh");
     let period = Timing::default().rejoin_period;
