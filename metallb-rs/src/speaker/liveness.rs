@@ -547,18 +547,18 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
         // Cut off as last known (the departed of the last pass): new
         // verdicts are this speaker's isolation, not the members' death.
         let cut_off = isolated_in(input.api_ok, v, weighed.as_ref());
-        let failed: BTreeSet<String> = v
-            .down
-            .iter()
-            .filter(|(_, d)| !d.left)
-            .map(|(n, _)| n.clone())
-            .collect();
-        if cut_off {
-            let new: Vec<String> = failed.difference(&judging.down).cloned().collect();
-            judging.distrusted.extend(new);
+        let failed = v.down.iter().filter(|(_, d)| !d.left).map(|(n, _)| n);
+        // Most passes find the same failed members as the last: nothing
+        // to remember anew then.
+        if !failed.clone().eq(judging.down.iter()) {
+            let failed: BTreeSet<String> = failed.cloned().collect();
+            if cut_off {
+                let new: Vec<String> = failed.difference(&judging.down).cloned().collect();
+                judging.distrusted.extend(new);
+            }
+            judging.distrusted.retain(|n| failed.contains(n));
+            judging.down = failed;
         }
-        judging.distrusted.retain(|n| failed.contains(n));
-        judging.down = failed;
     }
     let ctx = Context {
         now,
@@ -629,13 +629,20 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
         .iter()
         .any(|(_, e)| awaits_evidence(e, &ctx) && !sent_after(e));
     let (alive, gone) = alive(evidence, &ctx);
-    judging.departed = departed(&judging.departed, &gone, input.api_ok);
-    let voters = view.map(|v| {
-        voters(
-            known_speakers(input.nodes, v, input.leases),
-            &judging.departed,
-        )
-    });
+    let departed = departed(&judging.departed, &gone, input.api_ok);
+    // Weighed anew only when the departed changed: the known speakers
+    // are the same as at the start of this pass.
+    let voters = if departed == judging.departed {
+        weighed
+    } else {
+        judging.departed = departed;
+        view.map(|v| {
+            voters(
+                known_speakers(input.nodes, v, input.leases),
+                &judging.departed,
+            )
+        })
+    };
     let isolated = view.is_some_and(|v| isolated_in(input.api_ok, v, voters.as_ref()));
     Assessment {
         alive,

@@ -81,7 +81,7 @@ impl Gossip {
         now: Instant,
     ) -> Result<Self, MembershipError> {
         let identity = Identity {
-            node: node.clone(),
+            node: node.as_str().into(),
             addr,
             bump,
         };
@@ -101,7 +101,7 @@ impl Gossip {
         rng: StdRng,
         now: Instant,
     ) -> Result<Self, MembershipError> {
-        let node = identity.node.clone();
+        let node = identity.node.to_string();
         // Another stream than foca's own, as reproducible.
         let reseed = node.bytes().fold(identity.bump ^ 0x5eed, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -303,7 +303,7 @@ impl Gossip {
         let waiting: BTreeMap<String, SocketAddr> = self
             .foca
             .iter_members()
-            .map(|m| (m.id().node.clone(), m.id().addr))
+            .map(|m| (m.id().node.to_string(), m.id().addr))
             .collect();
         if let Err(e) = self.foca.leave_cluster(&mut self.runtime) {
             tracing::debug!(error = %e, "gossip leave");
@@ -356,7 +356,7 @@ impl Gossip {
                 return Err(DropReason::Decode);
             }
         };
-        if header.src.node != sender {
+        if *header.src.node != *sender {
             tracing::debug!(%from, %sender, claimed = %header.src.node, "dropped gossip packet in another member's name");
             return Err(DropReason::Rejected);
         }
@@ -384,25 +384,29 @@ impl Gossip {
         from: SocketAddr,
         now: Instant,
     ) -> Result<(), DropReason> {
-        if leaver.node == self.node {
+        if *leaver.node == *self.node {
             tracing::debug!(%from, "dropped a leave in this node's name: two speakers with one node name?");
             return Err(DropReason::Rejected);
         }
-        if sender != leaver.node || self.known.get(&leaver.node) != Some(&leaver) {
-            tracing::debug!(%from, %sender, leaver = ?leaver, known = ?self.known.get(&leaver.node), "dropped a leave: not the sender's own current identity");
+        if *sender != *leaver.node || self.known.get(&*leaver.node) != Some(&leaver) {
+            tracing::debug!(%from, %sender, leaver = ?leaver, known = ?self.known.get(&*leaver.node), "dropped a leave: not the sender's own current identity");
             return Err(DropReason::Rejected);
         }
         tracing::debug!(leaver = ?leaver, "member leaves");
-        self.left.insert(leaver.node.clone(), leaver.bump);
+        self.left.insert(leaver.node.to_string(), leaver.bump);
         // Foca's gossip of the leave may come first and make this the
         // last member (idle: started afresh, its verdicts dropped); the
         // leave, said first-hand, counts all the same.
-        let down = self.view.down.entry(leaver.node.clone()).or_insert(Down {
-            since: now,
-            left: true,
-        });
+        let down = self
+            .view
+            .down
+            .entry(leaver.node.to_string())
+            .or_insert(Down {
+                since: now,
+                left: true,
+            });
         down.left = true;
-        self.view.alive.remove(&leaver.node);
+        self.view.alive.remove(&*leaver.node);
         self.changes += 1;
         let down = std::iter::once(Member::down(leaver.clone()));
         if let Err(e) = self.foca.apply_many(down, true, &mut self.runtime) {
@@ -411,7 +415,7 @@ impl Gossip {
         let to = leaver.addr;
         let ack = Frame::LeaveAck {
             leaver,
-            by: self.node.clone(),
+            by: self.node.to_string(),
         };
         self.queue(to, &ack);
         Ok(())
@@ -445,15 +449,15 @@ impl Gossip {
             .foca
             .iter_membership_state()
             .any(|m| m.id().node == id.node);
-        if still_known || self.known.get(&id.node) != Some(id) {
+        if still_known || self.known.get(&*id.node) != Some(id) {
             return;
         }
-        self.known.remove(&id.node);
-        self.left.remove(&id.node);
-        self.announces.remove(&id.node);
-        self.view.down.remove(&id.node);
+        self.known.remove(&*id.node);
+        self.left.remove(&*id.node);
+        self.announces.remove(&*id.node);
+        self.view.down.remove(&*id.node);
         self.changes += 1;
-        self.forgotten.push(id.node.clone());
+        self.forgotten.push(id.node.to_string());
     }
 
     /// Moves what foca produced into the outbox, the timer heap and the
@@ -485,7 +489,7 @@ impl Gossip {
             .foca
             .iter_membership_state()
             .filter(|m| m.state() == foca::State::Suspect)
-            .map(|m| m.id().node.clone())
+            .map(|m| m.id().node.to_string())
             .collect();
         let raised: Vec<String> = if timer {
             suspect.difference(&self.view.suspect).cloned().collect()
@@ -569,31 +573,35 @@ impl Gossip {
         match notification {
             OwnedNotification::MemberUp(id) => {
                 tracing::info!(member = %id.node, addr = %id.addr, "member alive");
-                if self.left.get(&id.node).is_some_and(|bump| *bump != id.bump) {
-                    self.left.remove(&id.node);
+                if self
+                    .left
+                    .get(&*id.node)
+                    .is_some_and(|bump| *bump != id.bump)
+                {
+                    self.left.remove(&*id.node);
                 }
-                self.view.alive.insert(id.node.clone());
-                self.view.down.remove(&id.node);
+                self.view.alive.insert(id.node.to_string());
+                self.view.down.remove(&*id.node);
                 self.changes += 1;
-                self.known.insert(id.node.clone(), id);
+                self.known.insert(id.node.to_string(), id);
             }
             OwnedNotification::MemberDown(id) => {
-                let left = self.left.get(&id.node) == Some(&id.bump);
+                let left = self.left.get(&*id.node) == Some(&id.bump);
                 if left {
                     tracing::info!(member = %id.node, "member left");
                 } else {
                     tracing::warn!(member = %id.node, addr = %id.addr, "member failed: declared down");
                 }
-                self.view.alive.remove(&id.node);
+                self.view.alive.remove(&*id.node);
                 self.changes += 1;
                 self.view
                     .down
-                    .insert(id.node.clone(), Down { since: now, left });
-                self.known.insert(id.node.clone(), id);
+                    .insert(id.node.to_string(), Down { since: now, left });
+                self.known.insert(id.node.to_string(), id);
             }
             OwnedNotification::Rename(old, new) => {
                 tracing::debug!(previous = ?old, current = ?new, "member restarted");
-                self.known.insert(new.node.clone(), new);
+                self.known.insert(new.node.to_string(), new);
             }
             OwnedNotification::Active => tracing::info!("joined the gossip cluster"),
             OwnedNotification::Idle => {

@@ -61,7 +61,7 @@ impl Transport {
     /// logged, not fatal (UDP is best effort, and SWIM copes with loss).
     async fn send(&self, to: SocketAddr, frame: &[u8]) {
         let stamp = Stamp {
-            node: self.node.clone(),
+            node: self.node.to_string(),
             epoch: self.epoch,
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
         };
@@ -136,7 +136,7 @@ impl Runner {
         } = parts;
         let rng = StdRng::try_from_rng(&mut SysRng)
             .map_err(|e| MembershipError::Random(e.to_string()))?;
-        let node = identity.node.clone();
+        let node = identity.node.to_string();
         let epoch = identity.bump;
         Ok(Self {
             gossip: Gossip::with_identity(
@@ -236,7 +236,7 @@ impl Runner {
             self.transport.counters.count(DropReason::Rejected);
             return None;
         }
-        if stamp.node == self.gossip.identity().node {
+        if *stamp.node == *self.gossip.identity().node {
             tracing::debug!(%from, "dropped gossip datagram in this node's name: two speakers with one node name?");
             self.transport.counters.count(DropReason::Rejected);
             return None;

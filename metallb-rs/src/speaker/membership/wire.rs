@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One speaker instance: its node, where it listens, and which run of
@@ -14,8 +15,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// one everywhere instead of appearing beside it.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) struct Identity {
-    /// The Node name.
-    pub(crate) node: String,
+    /// The Node name, shared: foca compares members by it
+    /// ([`foca::Identity::addr`]) against every known member on each
+    /// update, so taking it must not copy the string.
+    pub(crate) node: Arc<str>,
     /// Where this instance receives datagrams.
     pub(crate) addr: SocketAddr,
     /// Which run: milliseconds since the epoch at start, plus one per
@@ -72,14 +75,18 @@ pub fn next_run(wall_ms: u64, last: Option<u64>) -> u64 {
 impl Identity {
     /// Instance `bump` ([`next_run`]) of `node`, listening on `addr`.
     pub(crate) fn new(node: String, addr: SocketAddr, bump: u64) -> Self {
-        Self { node, addr, bump }
+        Self {
+            node: node.into(),
+            addr,
+            bump,
+        }
     }
 
     /// The identity to announce to a seed: its real bump is unknown, and
     /// foca accepts an announce addressed to any identity of the node.
     pub(crate) fn seed(node: String, addr: SocketAddr) -> Self {
         Self {
-            node,
+            node: node.into(),
             addr,
             bump: 0,
         }
@@ -94,7 +101,7 @@ impl std::fmt::Debug for Identity {
 }
 
 impl foca::Identity for Identity {
-    type Addr = String;
+    type Addr = Arc<str>;
 
     // Opting in to automatic rejoin: a speaker the others wrongly
     // declared down (a long pause, a partition) comes back at once as
@@ -107,8 +114,8 @@ impl foca::Identity for Identity {
         })
     }
 
-    fn addr(&self) -> String {
-        self.node.clone()
+    fn addr(&self) -> Arc<str> {
+        Arc::clone(&self.node)
     }
 
     fn win_addr_conflict(&self, adversary: &Self) -> bool {
