@@ -164,6 +164,20 @@ pub async fn handle(
             Ok(u) => u,
             Err(e) => return error(e),
         };
+        // A cluster-scoped kind has no namespaced URL (kube-apiserver
+        // answers 404): authorizing such a URL with its namespace would
+        // let a RoleBinding grant what only a ClusterRoleBinding may.
+        if let Route::Resource(t) = &route
+            && !t.namespace.is_empty()
+            && s.registry
+                .get(&t.group, &t.version, &t.plural)
+                .is_some_and(|r| !r.namespaced)
+        {
+            return error(ApiError::not_found(
+                "the server could not find the requested resource",
+                uri.path(),
+            ));
+        }
         let request = match &route {
             Route::Resource(t) => gate::resource(&gate::ResourceCall {
                 method: &method,

@@ -336,3 +336,113 @@ async fn kubectl_auth_can_i_whoami_and_impersonation() {
     assert!(ok && out.trim() == "yes", "{out}");
     server.stop();
 }
+
+/// A RoleBinding grants in its namespace only: a cluster-scoped kind
+/// reached through a namespaced URL is not found (as kube-apiserver
+/// answers), and through its own URL a namespaced grant does not reach
+/// it.
+#[tokio::test]
+async fn a_namespaced_grant_reaches_no_cluster_scoped_kind() {
+    use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
+    use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+    let (server, admin) = start().await;
+    let node: Node = serde_json::from_value(json!({ "metadata": { "name": "n1" } })).expect("node");
+    Api::<Node>::all(admin.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node created");
+    let account: ServiceAccount =
+        serde_json::from_value(json!({ "metadata": { "name": "tenant" } })).expect("account");
+    Api::<ServiceAccount>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("account created");
+    let role: Role = serde_json::from_value(json!({
+        "metadata": { "name": "everything" },
+        "rules": [{ "apiGroups": ["*"], "resources": ["*"], "verbs": ["*"] }],
+    }))
+    .expect("role");
+    Api::<Role>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("role created");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "everything" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "everything" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "tenant", "namespace": "default" }],
+    }))
+    .expect("binding");
+    Api::<RoleBinding>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("binding created");
+    let tenant =
+        client_for(&service_account_kubeconfig(&admin, &server, "default", "tenant").await).await;
+    Api::<ConfigMap>::namespaced(tenant.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("the grant works in its namespace");
+
+    let label = Patch::Merge(json!({ "metadata": { "labels": { "owned": "yes" } } }));
+    let nodes_in_default = Api::<DynamicObject>::namespaced_with(
+        tenant.clone(),
+        "default",
+        &ApiResource::erase::<Node>(&()),
+    );
+    let refused = api_error(
+        nodes_in_default
+            .patch("n1", &PatchParams::default(), &label)
+            .await
+            .expect_err("nodes have no namespaced URL"),
+    );
+    assert_eq!(refused.code, 404, "{}", refused.message);
+    let refused = api_error(
+        Api::<Node>::all(tenant.clone())
+            .patch("n1", &PatchParams::default(), &label)
+            .await
+            .expect_err("a Role grants no cluster-scoped kind"),
+    );
+    assert_eq!(refused.code, 403, "{}", refused.message);
+    let labels = Api::<Node>::all(admin.clone())
+        .get("n1")
+        .await
+        .expect("node")
+        .metadata
+        .labels
+        .unwrap_or_default();
+    assert!(!labels.contains_key("owned"), "{labels:?}");
+
+    let escalate: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": { "name": "tenant-admin" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "tenant", "namespace": "default" }],
+    }))
+    .expect("cluster role binding");
+    let bindings_in_default = Api::<DynamicObject>::namespaced_with(
+        tenant.clone(),
+        "default",
+        &ApiResource::erase::<ClusterRoleBinding>(&()),
+    );
+    let refused = api_error(
+        bindings_in_default
+            .create(&PostParams::default(), &escalate)
+            .await
+            .expect_err("cluster role bindings have no namespaced URL"),
+    );
+    assert_eq!(refused.code, 404, "{}", refused.message);
+    let all_bindings =
+        Api::<DynamicObject>::all_with(tenant, &ApiResource::erase::<ClusterRoleBinding>(&()));
+    let refused = api_error(
+        all_bindings
+            .create(&PostParams::default(), &escalate)
+            .await
+            .expect_err("a Role grants no cluster role binding"),
+    );
+    assert_eq!(refused.code, 403, "{}", refused.message);
+    Api::<ClusterRoleBinding>::all(admin)
+        .get("tenant-admin")
+        .await
+        .expect_err("no binding was made");
+}
