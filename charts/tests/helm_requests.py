@@ -25,29 +25,15 @@ RELEASE = "metallb-rs"
 
 
 def pattern(path: str) -> str:
-    """/api/v1/namespaces/NS/secrets/sh.helm... -> .../secrets/{name}."""
+    """/api/v1/namespaces/NS/secrets/NAME -> /api/v1/namespaces/{ns}/secrets/{name}."""
     parts = path.split("/")
-    out = []
-    for i, p in enumerate(parts):
-        prev = parts[i - 1] if i else ""
-        if prev == "namespaces" and i + 1 < len(parts):
-            out.append("{ns}")
-        elif i >= 2 and out and out[-1] not in ("api", "apis", "") and re.match(r"^[a-z]+$", prev) and \
-                prev not in ("api", "apis", "namespaces") and not (parts[1] == "apis" and i <= 3) and \
-                not (parts[1] == "api" and i <= 2) and i == len(parts) - 1 and _is_name_slot(parts, i):
-            out.append("{name}")
-        else:
-            out.append(p)
-    return "/".join(out)
-
-
-def _is_name_slot(parts: list[str], i: int) -> bool:
-    # a name follows a resource plural: /api/v1/R/N, /api/v1/namespaces/NS/R/N, /apis/G/V/R/N, ...
-    base = 3 if parts[1] == "api" else 4
+    base = 3 if parts[1:2] == ["api"] else 4  # /api/V or /apis/G/V
     rest = parts[base:]
     if rest[:1] == ["namespaces"] and len(rest) >= 3:
-        rest = rest[2:]
-    return len(rest) == 2 and parts[i] == rest[1]
+        rest = ["namespaces", "{ns}"] + rest[2:]
+    if len(rest) in (2, 4):  # R/NAME or namespaces/{ns}/R/NAME
+        rest = rest[:-1] + ["{name}"]
+    return "/".join(parts[:base] + rest)
 
 
 def summary(log: list[dict]) -> list[str]:
@@ -81,8 +67,9 @@ def main() -> int:
         start = len(store.log)
         try:
             result = asyncio.run(action)
-            brief = {k: result[k] for k in ("version", "info") if isinstance(result, dict) and k in result} \
-                if isinstance(result, dict) else result
+            brief = result
+            if isinstance(result, dict) and "version" in result:
+                brief = {"version": result["version"], "status": result.get("info", {}).get("status")}
             print(f"== {name}: ok {str(brief)[:300]}")
         except Exception as e:  # noqa: BLE001 - report and go on
             failed += 1
