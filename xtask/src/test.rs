@@ -152,6 +152,7 @@ pub fn test_steps() -> Vec<Step> {
                 "target/fuzz-check",
             ]),
         ),
+        Step::new("Helm chart: lint, render drift check", helm_chart),
         Step::new("generated files up to date", || {
             let check = CheckArgs { check: true };
             codegen::gen_crds(&check)?;
@@ -159,6 +160,22 @@ pub fn test_steps() -> Vec<Step> {
             Ok(Outcome::Passed)
         }),
     ]
+}
+
+/// The chart through Helm's own library: lint, and rendered with default
+/// values (and with the Prometheus objects on) the same objects as the
+/// generated manifests (`charts/tests/render_check.py`).
+fn helm_chart() -> Result<Outcome> {
+    if let Some(why) = devenv::prereq::missing(&[devenv::prereq::Need::Helm]).pop() {
+        if devenv::prereq::ci() {
+            bail!("CI=true: {why}");
+        }
+        return Ok(Outcome::Skipped(why));
+    }
+    let script = tools::project_root().join("charts/tests/render_check.py");
+    tools::run_program("python3", &[&script.to_string_lossy()])
+        .context("the Helm chart drifted from the manifests or failed lint: see above")?;
+    Ok(Outcome::Passed)
 }
 
 /// Runs formatting and lint checks, every unit and integration test, the

@@ -14,8 +14,10 @@ use serde_json::{Value, json};
 pub const READER: &str = "metallb-metrics-reader";
 /// The Secret holding its token, which the PodMonitors name.
 pub const TOKEN_SECRET: &str = "metallb-metrics-token";
-/// The usage percentages that raise `MetalLBAddressPoolUsage<N>Percent`.
-pub const USAGE_THRESHOLDS: [u8; 3] = [75, 85, 95];
+/// The usage percentages that raise `MetalLBAddressPoolUsage<N>Percent`,
+/// with the severity each alert carries (upstream's, which alert
+/// routing keys on).
+pub const USAGE_THRESHOLDS: [(u8, &str); 3] = [(75, "warning"), (85, "warning"), (95, "critical")];
 
 /// Every object, in apply order.
 pub fn objects(namespace: &str) -> Vec<Value> {
@@ -88,6 +90,7 @@ fn rules(namespace: &str) -> Value {
             "alert": "MetalLBStaleConfig",
             "expr": format!("{} == 1", names::CONFIG_STALE),
             "for": "1m",
+            "labels": { "severity": "warning" },
             "annotations": {
                 "summary": "Stale config on {{ $labels.pod }}",
                 "description": format!("{who} has a stale config for > 1 minute"),
@@ -97,6 +100,7 @@ fn rules(namespace: &str) -> Value {
             "alert": "MetalLBConfigNotLoaded",
             "expr": format!("{} == 0", names::CONFIG_LOADED),
             "for": "1m",
+            "labels": { "severity": "warning" },
             "annotations": {
                 "summary": "Config on {{ $labels.pod }} has not been loaded",
                 "description": format!("{who} has not loaded for > 1 minute"),
@@ -106,17 +110,19 @@ fn rules(namespace: &str) -> Value {
             "alert": "MetalLBAddressPoolExhausted",
             "expr": format!("{} >= {}", names::ADDRESSES_IN_USE, names::ADDRESSES_TOTAL),
             "for": "1m",
+            "labels": { "severity": "critical" },
             "annotations": {
                 "summary": "Exhausted address pool on {{ $labels.pod }}",
                 "description": format!("{who} has exhausted address pool {{{{ $labels.pool }}}} for > 1 minute"),
             },
         }),
     ];
-    rules.extend(USAGE_THRESHOLDS.map(|percent| {
+    rules.extend(USAGE_THRESHOLDS.map(|(percent, severity)| {
         json!({
             "alert": format!("MetalLBAddressPoolUsage{percent}Percent"),
             "expr": format!("( {} / {} ) * 100 > {percent}", names::ADDRESSES_IN_USE, names::ADDRESSES_TOTAL),
             "for": "1m",
+            "labels": { "severity": severity },
             "annotations": {
                 "summary": "Address pool usage on {{ $labels.pod }}",
                 "description": format!("{who} has address pool {{{{ $labels.pool }}}} past {percent}% usage for > 1 minute"),
@@ -127,6 +133,7 @@ fn rules(namespace: &str) -> Value {
         "alert": "MetalLBBGPSessionDown",
         "expr": format!("{} == 0", names::BGP_SESSION_UP),
         "for": "1m",
+        "labels": { "severity": "critical" },
         "annotations": {
             "summary": "BGP session down on {{ $labels.pod }}",
             "description": format!("{who} has BGP session {{{{ $labels.peer }}}} down for > 1 minute"),
