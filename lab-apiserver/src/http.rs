@@ -310,12 +310,13 @@ async fn resource(
             Err(e) => error(ApiError::unsupported_media_type(e)),
         };
     }
-    // `kubectl create deployment` sends protobuf only.
+    // `kubectl create deployment` and Helm's release records (and their
+    // deletes) come as protobuf only.
     let decoded;
     let (body, ct) = if ct.contains("protobuf")
-        && method == Method::POST
-        && t.group == "apps"
-        && t.plural == "deployments"
+        && !body.is_empty()
+        && target.subresource.is_none()
+        && proto::decodes(&method, &t.group, &t.plural)
     {
         match proto::decode(body).and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string())) {
             Ok(json) => {

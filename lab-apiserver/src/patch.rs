@@ -54,17 +54,41 @@ pub fn apply(doc: &mut Value, patch: &Value, kind: PatchKind) -> Result<(), Stri
 
 /// The merge key of list fields that strategic merge patch merges by
 /// element instead of replacing (from the Kubernetes API's
-/// `x-kubernetes-patch-merge-key` markers on the kinds the lab serves).
-fn merge_key(field: &str) -> Option<&'static str> {
+/// `x-kubernetes-patch-merge-key` markers on the kinds the lab serves;
+/// a list without one, such as `tolerations`, is replaced whole).
+/// `ports` is two lists: a container's, keyed by `containerPort`, and a
+/// Service's, keyed by `port` - told apart by their elements.
+fn merge_key(field: &str, elements: &[Value]) -> Option<&'static str> {
     Some(match field {
-        "containers" | "initContainers" | "env" | "volumes" | "volumeMounts"
-        | "imagePullSecrets" => "name",
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "volumeMounts"
+        | "imagePullSecrets"
+        | "webhooks"
+        | "resourceClaims" => "name",
+        "ports" if elements.iter().any(|e| e.get("containerPort").is_some()) => "containerPort",
         "ports" => "port",
         "conditions" => "type",
         "ownerReferences" => "uid",
-        "tolerations" => "key",
+        "volumeDevices" => "devicePath",
+        "hostAliases" => "ip",
         _ => return None,
     })
+}
+
+/// Puts `list`'s elements in the order `order` gives by merge key `key`
+/// (a `$setElementOrder` directive); elements it does not name keep
+/// their relative order after those it does.
+fn set_order(list: &mut [Value], order: &[Value], key: &str) {
+    let rank = |e: &Value| {
+        e.get(key)
+            .and_then(|id| order.iter().position(|o| o.get(key) == Some(id)))
+            .unwrap_or(usize::MAX)
+    };
+    list.sort_by_key(rank);
 }
 
 fn strategic_merge(doc: &mut Value, patch: &Value) {
@@ -77,16 +101,27 @@ fn strategic_merge(doc: &mut Value, patch: &Value) {
     }
     let Value::Object(target) = doc else { return };
     for (key, value) in patch_map {
-        // Directives kubectl adds that only order or prune: the lab keeps
-        // the patch's own order and does not prune.
+        // `$retainKeys` prunes (the lab does not); `$setElementOrder` is
+        // applied after the lists are merged.
         if key.starts_with("$setElementOrder/") || key == "$retainKeys" || key == "$patch" {
+            continue;
+        }
+        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(existing)), Value::Array(gone)) =
+                (target.get_mut(field), value)
+            {
+                existing.retain(|e| !gone.contains(e));
+            }
             continue;
         }
         if value.is_null() {
             target.remove(key);
             continue;
         }
-        match (target.get_mut(key), value, merge_key(key)) {
+        let elements = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut both = elements(target.get(key));
+        both.extend(elements(Some(value)));
+        match (target.get_mut(key), value, merge_key(key, &both)) {
             (Some(Value::Array(existing)), Value::Array(items), Some(mk)) => {
                 merge_list(existing, items, mk)
             }
@@ -102,6 +137,17 @@ fn strategic_merge(doc: &mut Value, patch: &Value) {
                 }
                 target.insert(key.clone(), fresh);
             }
+        }
+    }
+    for (key, order) in patch_map {
+        let (Some(field), Value::Array(order)) = (key.strip_prefix("$setElementOrder/"), order)
+        else {
+            continue;
+        };
+        if let Some(Value::Array(list)) = target.get_mut(field)
+            && let Some(mk) = merge_key(field, list)
+        {
+            set_order(list, order, mk);
         }
     }
 }
@@ -180,6 +226,42 @@ mod tests {
         assert_eq!(
             doc,
             json!({ "spec": { "ports": [{ "port": 80, "name": "http", "protocol": "TCP" }, { "port": 8080 }], "selector": { "app": "a", "tier": "x" } } })
+        );
+    }
+
+    #[test]
+    fn strategic_merge_follows_each_lists_patch_strategy() {
+        // What Helm's 3-way patches send: webhooks merged by name, a
+        // container's ports by containerPort, tolerations replaced, the
+        // order set by a directive, a value dropped from a primitive list.
+        let mut doc = json!({
+            "webhooks": [{ "name": "a", "sideEffects": "None", "clientConfig": { "service": { "name": "s" } } },
+                         { "name": "b", "sideEffects": "None" }],
+            "spec": { "containers": [{ "name": "c", "ports": [{ "containerPort": 7472, "name": "monitoring" }],
+                                       "args": ["--x"] }],
+                      "tolerations": [{ "key": "k", "effect": "NoSchedule" }, { "key": "k", "effect": "NoExecute" }],
+                      "finalizers": ["f1", "f2"] },
+        });
+        let patch = json!({
+            "$setElementOrder/webhooks": [{ "name": "b" }, { "name": "a" }],
+            "webhooks": [{ "name": "a", "clientConfig": { "caBundle": "Q0E=" } }],
+            "spec": {
+                "containers": [{ "name": "c", "ports": [{ "containerPort": 7473, "name": "monitoring" }] }],
+                "tolerations": [{ "key": "other", "operator": "Exists" }],
+                "$deleteFromPrimitiveList/finalizers": ["f1"],
+            },
+        });
+        apply(&mut doc, &patch, PatchKind::StrategicMerge).expect("applies");
+        assert_eq!(
+            doc,
+            json!({
+                "webhooks": [{ "name": "b", "sideEffects": "None" },
+                             { "name": "a", "sideEffects": "None", "clientConfig": { "service": { "name": "s" }, "caBundle": "Q0E=" } }],
+                "spec": { "containers": [{ "name": "c", "args": ["--x"],
+                                           "ports": [{ "containerPort": 7472, "name": "monitoring" }, { "containerPort": 7473, "name": "monitoring" }] }],
+                          "tolerations": [{ "key": "other", "operator": "Exists" }],
+                          "finalizers": ["f2"] },
+            })
         );
     }
 

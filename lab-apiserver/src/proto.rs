@@ -1,10 +1,13 @@
-//! The protobuf bodies kubectl sends without a JSON fallback (`kubectl
-//! auth can-i`, `kubectl create token`, `kubectl auth whoami`, `kubectl
-//! create deployment`): the Kubernetes envelope (`k8s\0` +
-//! `runtime.Unknown`), the few review messages and the Deployment
-//! ([`workload`]), decoded to the JSON this server works with. Every
-//! other protobuf body still gets 415.
+//! The protobuf bodies real clients send without a JSON fallback
+//! (`kubectl auth can-i`, `kubectl create token`, `kubectl auth whoami`,
+//! `kubectl create deployment`, Helm's release Secrets and Namespaces):
+//! the Kubernetes envelope (`k8s\0` + `runtime.Unknown`), the few review
+//! messages, the Deployment ([`workload`]) and the core kinds
+//! ([`core`]), decoded to the JSON this server works with. Every other
+//! protobuf body still gets 415 ([`decodes`] says which are decoded).
 
+mod core;
+mod meta;
 mod workload;
 
 use prost::Message;
@@ -90,6 +93,20 @@ struct TokenRequest {
 
 const MAGIC: &[u8] = b"k8s\0";
 
+/// Whether [`decode`] reads a protobuf body of `method` on
+/// `group`/`plural`: creates and replaces of the kinds above, and the
+/// DeleteOptions of any delete.
+pub fn decodes(method: &axum::http::Method, group: &str, plural: &str) -> bool {
+    match *method {
+        axum::http::Method::POST | axum::http::Method::PUT => matches!(
+            (group, plural),
+            ("apps", "deployments") | ("", "secrets") | ("", "namespaces")
+        ),
+        axum::http::Method::DELETE => true,
+        _ => false,
+    }
+}
+
 /// The JSON form of a protobuf body, for the kinds listed above.
 pub fn decode(body: &[u8]) -> Result<Value, String> {
     let unknown = body
@@ -128,8 +145,14 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             json!({ "audiences": spec.audiences, "expirationSeconds": spec.expiration_seconds })
         }
         "SelfSubjectReview" => json!({}),
-        "Deployment" => {
-            let mut d = workload::deployment(raw).map_err(bad)?;
+        "Deployment" | "Secret" | "Namespace" | "DeleteOptions" => {
+            let mut d = match meta.kind.as_str() {
+                "Deployment" => workload::deployment(raw),
+                "Secret" => core::secret(raw),
+                "Namespace" => core::namespace(raw),
+                _ => meta::delete_options(raw),
+            }
+            .map_err(bad)?;
             d["apiVersion"] = json!(meta.api_version);
             d["kind"] = json!(meta.kind);
             return Ok(d);

@@ -2,23 +2,10 @@
 //! (it has no JSON fallback): the fields that command can set, decoded to
 //! JSON. Fields outside these messages are skipped by the decoder.
 
+use super::meta::{ObjectMeta, meta, put};
 use prost::Message;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-
-#[derive(Clone, PartialEq, Message)]
-pub(super) struct ObjectMeta {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    generate_name: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    namespace: Option<String>,
-    #[prost(btree_map = "string, string", tag = "11")]
-    labels: BTreeMap<String, String>,
-    #[prost(btree_map = "string, string", tag = "12")]
-    annotations: BTreeMap<String, String>,
-}
 
 #[derive(Clone, PartialEq, Message)]
 pub(super) struct LabelSelector {
@@ -94,30 +81,6 @@ pub(super) struct Deployment {
     metadata: Option<ObjectMeta>,
     #[prost(message, optional, tag = "2")]
     spec: Option<DeploymentSpec>,
-}
-
-/// `value` under `key` unless it is absent or empty.
-fn put(m: &mut Map<String, Value>, key: &str, value: Value) {
-    let empty = match &value {
-        Value::Null => true,
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
-    };
-    if !empty {
-        m.insert(key.to_owned(), value);
-    }
-}
-
-fn meta(m: Option<ObjectMeta>) -> Value {
-    let m = m.unwrap_or_default();
-    let mut out = Map::new();
-    put(&mut out, "name", json!(m.name));
-    put(&mut out, "generateName", json!(m.generate_name));
-    put(&mut out, "namespace", json!(m.namespace));
-    put(&mut out, "labels", json!(m.labels));
-    put(&mut out, "annotations", json!(m.annotations));
-    Value::Object(out)
 }
 
 fn container(c: Container) -> Value {

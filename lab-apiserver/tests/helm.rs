@@ -1,0 +1,208 @@
+//! The Helm chart (`charts/metallb-rs`) installed, upgraded and
+//! uninstalled through Helm's own library (helm-sdkpy, driven by
+//! `charts/tests/helm_action.py`) against the lab API server: a real
+//! client that writes its release records as protobuf Secrets, patches
+//! what an upgrade changes and deletes what an uninstall removes.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+
+const NS: &str = "metallb-system";
+
+/// Whether Helm's library for Python loads here.
+fn helm_available() -> bool {
+    Command::new("python3")
+        .args(["-c", "import helm_sdkpy, yaml"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs one Helm action (`charts/tests/helm_action.py`) off the
+/// runtime's threads; its JSON result.
+async fn helm(kubeconfig: &Path, action: &str, values: Option<Value>) -> Value {
+    let script = repo("charts/tests/helm_action.py");
+    let mut args = vec![
+        script.to_string_lossy().into_owned(),
+        kubeconfig.to_string_lossy().into_owned(),
+        action.to_owned(),
+    ];
+    args.extend(values.map(|v| v.to_string()));
+    let out = tokio::task::spawn_blocking(move || Command::new("python3").args(&args).output())
+        .await
+        .expect("joined")
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "helm {action} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("helm_action prints JSON")
+}
+
+/// The release records Helm keeps, as (name, status label).
+async fn releases(admin: &kube::Client) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = Api::<Secret>::namespaced(admin.clone(), NS)
+        .list(&ListParams::default().labels("owner=helm,name=metallb-rs"))
+        .await
+        .expect("secrets listed")
+        .items
+        .into_iter()
+        .map(|s| {
+            assert_eq!(s.type_.as_deref(), Some("helm.sh/release.v1"));
+            let status = s.metadata.labels.unwrap_or_default()["status"].clone();
+            (s.metadata.name.unwrap_or_default(), status)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The speaker's `--log-level`.
+fn log_level(ds: &DaemonSet) -> Option<String> {
+    let args = speaker_args(ds);
+    args.windows(2)
+        .find(|w| w[0] == "--log-level")
+        .map(|w| w[1].clone())
+}
+
+fn speaker_args(ds: &DaemonSet) -> Vec<String> {
+    ds.spec
+        .as_ref()
+        .expect("spec")
+        .template
+        .spec
+        .as_ref()
+        .expect("pod spec")
+        .containers[0]
+        .args
+        .clone()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_installs_upgrades_and_uninstalls_the_chart() {
+    if !helm_available() {
+        devenv::prereq::skip(
+            "Helm's library for Python is not installed (cargo xtask test installs PyPI helm-sdkpy)",
+        );
+        return;
+    }
+    let (server, admin) = start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig("lab")).expect("kubeconfig written");
+    // The release lives in the namespace, so the chart cannot own it.
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": NS,
+        "labels": { "pod-security.kubernetes.io/enforce": "privileged" } } }))
+    .expect("namespace");
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
+
+    let installed = helm(&kubeconfig, "install", None).await;
+    assert_eq!(installed["info"]["status"], "deployed", "{installed}");
+    assert_eq!(
+        releases(&admin).await,
+        [(
+            "sh.helm.release.v1.metallb-rs.v1".to_owned(),
+            "deployed".to_owned()
+        )]
+    );
+    let speakers = Api::<DaemonSet>::namespaced(admin.clone(), NS);
+    let speaker = speakers.get("speaker").await.expect("speaker DaemonSet");
+    let annotations = speaker.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("meta.helm.sh/release-name")
+            .map(String::as_str),
+        Some("metallb-rs")
+    );
+    assert_eq!(
+        speaker.metadata.labels.clone().unwrap_or_default()["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+    assert_eq!(log_level(&speaker).as_deref(), Some("info"));
+    Api::<Deployment>::namespaced(admin.clone(), NS)
+        .get("controller")
+        .await
+        .expect("controller Deployment");
+    let crds = Api::<CustomResourceDefinition>::all(admin.clone());
+    crds.get("ipaddresspools.metallb.io")
+        .await
+        .expect("CRDs installed");
+
+    let upgraded = helm(
+        &kubeconfig,
+        "upgrade",
+        Some(json!({ "speaker": { "logLevel": "debug" } })),
+    )
+    .await;
+    assert_eq!(upgraded["version"], 2, "{upgraded}");
+    let speaker = speakers.get("speaker").await.expect("speaker DaemonSet");
+    assert_eq!(log_level(&speaker).as_deref(), Some("debug"));
+    assert_eq!(
+        releases(&admin).await,
+        [
+            (
+                "sh.helm.release.v1.metallb-rs.v1".to_owned(),
+                "superseded".to_owned()
+            ),
+            (
+                "sh.helm.release.v1.metallb-rs.v2".to_owned(),
+                "deployed".to_owned()
+            ),
+        ]
+    );
+    let status = helm(&kubeconfig, "status", None).await;
+    assert_eq!(
+        (status["version"].clone(), status["info"]["status"].clone()),
+        (json!(2), json!("deployed"))
+    );
+
+    helm(&kubeconfig, "uninstall", None).await;
+    assert!(
+        speakers.get_opt("speaker").await.expect("get").is_none(),
+        "speaker left behind"
+    );
+    assert!(
+        Api::<Deployment>::namespaced(admin.clone(), NS)
+            .get_opt("controller")
+            .await
+            .expect("get")
+            .is_none(),
+        "controller left behind"
+    );
+    assert!(
+        Api::<ServiceAccount>::namespaced(admin.clone(), NS)
+            .get_opt("speaker")
+            .await
+            .expect("get")
+            .is_none(),
+        "ServiceAccount left behind"
+    );
+    assert!(
+        Api::<ClusterRole>::all(admin.clone())
+            .get_opt("metallb-system:speaker")
+            .await
+            .expect("get")
+            .is_none(),
+        "ClusterRole left behind"
+    );
+    assert_eq!(releases(&admin).await, []);
+    // As upstream's chart: the CRDs (and the users' pools) stay.
+    crds.get("ipaddresspools.metallb.io")
+        .await
+        .expect("CRDs kept");
+}
