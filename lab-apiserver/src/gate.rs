@@ -18,13 +18,22 @@ pub fn authenticate(s: &State, headers: &HeaderMap) -> Result<User, ApiError> {
                 .signer
                 .verify(token, jiff::Timestamp::now().as_second())
                 .map_err(|_| ApiError::unauthorized())?;
-            if let Some((ns, name)) = &claims.service_account
-                && s.store
-                    .get(&(String::new(), "serviceaccounts".into()), ns, name)
-                    .is_none()
-            {
-                // kube-apiserver refuses tokens of deleted accounts.
-                return Err(ApiError::unauthorized());
+            if let Some((ns, name)) = &claims.service_account {
+                // kube-apiserver refuses tokens of deleted accounts, and
+                // of a deleted account's namesake (tokens are bound to
+                // the account's UID).
+                let account = s
+                    .store
+                    .get(&(String::new(), "serviceaccounts".into()), ns, name);
+                let same = account.is_some_and(|a| {
+                    claims
+                        .account_uid
+                        .as_deref()
+                        .is_none_or(|uid| a["metadata"]["uid"].as_str() == Some(uid))
+                });
+                if !same {
+                    return Err(ApiError::unauthorized());
+                }
             }
             User::from_claims(&claims)
         }

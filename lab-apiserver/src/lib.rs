@@ -47,7 +47,7 @@ pub const SERVICE_CIDR_V6: &str = "fd00:10:96::/112";
 
 /// What the lab API server does differently from kube-apiserver.
 pub const DEVIATIONS: &str = "\
-- authentication by bearer tokens this server signs only (the admin kubeconfig's, and ServiceAccount tokens from the TokenRequest API; not JWTs, not bound to a pod; no client certificates, OIDC or webhook); aggregated ClusterRoles are not expanded
+- authentication by bearer tokens this server signs only (the admin kubeconfig's, and ServiceAccount tokens from the TokenRequest API, bound to the account's UID; not JWTs, not bound to a pod; no client certificates, OIDC or webhook); aggregated ClusterRoles are not expanded
 - JSON bodies, and protobuf only where real clients send nothing else (the review kinds, TokenRequest, `kubectl create deployment`'s Deployment, Helm's release Secrets and Namespaces, DeleteOptions); other protobuf and CBOR bodies get 415, so other `kubectl create <kind>` generators fail: use `kubectl apply -f`
 - Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, deployments, replicasets, daemonsets, statefulsets, jobs, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
 - /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2

@@ -126,20 +126,24 @@ pub fn token_request(
     name: &str,
     mut body: Value,
 ) -> Result<Value, ApiError> {
-    if s.store
+    let Some(account) = s
+        .store
         .get(&(String::new(), "serviceaccounts".into()), namespace, name)
-        .is_none()
-    {
+    else {
         return Err(ApiError::not_found("serviceaccounts", name));
-    }
+    };
+    let uid = account["metadata"]["uid"].as_str().map(str::to_owned);
     let seconds = body["spec"]["expirationSeconds"]
         .as_i64()
         .unwrap_or(3600)
         .max(600);
     let expires = jiff::Timestamp::now().as_second() + seconds;
-    let token = s
-        .signer
-        .sign(&Claims::service_account(namespace, name, Some(expires)));
+    let token = s.signer.sign(&Claims::service_account(
+        namespace,
+        name,
+        uid.as_deref(),
+        Some(expires),
+    ));
     let expiration = jiff::Timestamp::from_second(expires)
         .map(|t| t.to_string())
         .map_err(|e| ApiError::bad_request(format!("spec.expirationSeconds: {e}")))?;

@@ -208,6 +208,20 @@ async fn anonymous_and_bad_tokens_and_deleted_accounts_are_refused() {
             .expect_err("account gone"),
     );
     assert_eq!(refused.code, 401);
+    // Nor does it come back with an account of the same name.
+    let namesake: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({ "metadata": { "name": "speaker" } })).expect("account");
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(admin.clone(), "metallb-system")
+        .create(&PostParams::default(), &namesake)
+        .await
+        .expect("account recreated");
+    let refused = api_error(
+        pools(&speaker, "metallb-system")
+            .list(&ListParams::default())
+            .await
+            .expect_err("bound to the old account's UID"),
+    );
+    assert_eq!(refused.code, 401);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

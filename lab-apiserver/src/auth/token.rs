@@ -3,7 +3,8 @@
 //! base64url JSON, authenticated with HMAC-SHA256 under the server's key.
 //! A token verifies without server state, so tokens survive a restart of
 //! the API server that keeps its key file; a ServiceAccount token is
-//! accepted only while its ServiceAccount exists (checked by the caller).
+//! accepted only while its ServiceAccount exists with the UID it was
+//! issued for (checked by the caller).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -19,13 +20,21 @@ pub struct Claims {
     pub groups: Vec<String>,
     /// (namespace, name) of the ServiceAccount the token belongs to.
     pub service_account: Option<(String, String)>,
+    /// That ServiceAccount's UID when the token was issued: a token dies
+    /// with its account, also when one of the same name replaces it.
+    pub account_uid: Option<String>,
     /// Unix seconds after which the token is refused (None: never).
     pub expires: Option<i64>,
 }
 
 impl Claims {
-    /// A token for ServiceAccount `namespace/name`.
-    pub fn service_account(namespace: &str, name: &str, expires: Option<i64>) -> Self {
+    /// A token for ServiceAccount `namespace/name` (UID `uid`).
+    pub fn service_account(
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+        expires: Option<i64>,
+    ) -> Self {
         Self {
             user: format!("system:serviceaccount:{namespace}:{name}"),
             groups: vec![
@@ -33,6 +42,7 @@ impl Claims {
                 format!("system:serviceaccounts:{namespace}"),
             ],
             service_account: Some((namespace.into(), name.into())),
+            account_uid: uid.map(str::to_owned),
             expires,
         }
     }
@@ -43,6 +53,7 @@ impl Claims {
             user: user.into(),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
             service_account: None,
+            account_uid: None,
             expires: None,
         }
     }
@@ -51,7 +62,7 @@ impl Claims {
         json!({
             "user": self.user,
             "groups": self.groups,
-            "sa": self.service_account.as_ref().map(|(ns, n)| json!({ "namespace": ns, "name": n })),
+            "sa": self.service_account.as_ref().map(|(ns, n)| json!({ "namespace": ns, "name": n, "uid": self.account_uid })),
             "exp": self.expires,
         })
     }
@@ -70,6 +81,7 @@ impl Claims {
                     sa.get("name")?.as_str()?.to_owned(),
                 ))
             }),
+            account_uid: v["sa"]["uid"].as_str().map(str::to_owned),
             expires: v["exp"].as_i64(),
         })
     }
@@ -144,7 +156,7 @@ mod tests {
     #[test]
     fn tokens_verify_only_under_their_key_and_until_they_expire() {
         let signer = Signer::new(&Signer::random_secret());
-        let claims = Claims::service_account("metallb-system", "speaker", Some(100));
+        let claims = Claims::service_account("metallb-system", "speaker", Some("u-1"), Some(100));
         let token = signer.sign(&claims);
         assert_eq!(signer.verify(&token, 99), Ok(claims.clone()));
         assert_eq!(signer.verify(&token, 101), Err(Refused::Expired));
