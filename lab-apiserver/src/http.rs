@@ -723,10 +723,18 @@ async fn list(
     q: &HashMap<String, String>,
     view: View,
 ) -> Result<Value, ApiError> {
-    let (items, rv) = {
+    let page = {
         let s = lock(shared);
-        (select(&s, t, ns, q)?, s.store.resource_version())
+        let items = select(&s, t, ns, q)?;
+        crate::page::of(
+            items,
+            s.store.resource_version(),
+            q.get("limit").map(String::as_str),
+            q.get("continue").map(String::as_str),
+        )?
     };
-    let items = conversion::served(shared, t, items).await?;
-    Ok(view.many(t, items, rv))
+    let items = conversion::served(shared, t, page.items.clone()).await?;
+    let mut out = view.many(t, items, page.rv);
+    page.annotate(&mut out);
+    Ok(out)
 }

@@ -17,6 +17,7 @@ mod events;
 mod fanout;
 mod gate;
 mod http;
+mod page;
 mod patch;
 pub mod podlog;
 mod proto;
@@ -52,7 +53,7 @@ pub const DEVIATIONS: &str = "\
 - Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, deployments, replicasets, daemonsets, statefulsets, jobs, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
 - /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2
 - server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here, told apart by field name (and `ports` by its elements), applies `$setElementOrder` and `$deleteFromPrimitiveList`, and ignores `$retainKeys`
-- list ignores limit/continue and returns everything in one page; core/v1 Events lists also hold the events.k8s.io Events (converted, so `kubectl describe` shows them), watches do not
+- list pages with limit/continue, later pages showing the store as it is then (kube-apiserver keeps the first page's snapshot); core/v1 Events lists also hold the events.k8s.io Events (converted, so `kubectl describe` shows them), watches do not
 - `pods/log` serves what the node agent logged for the container (the lab backend's requests); `follow` and `previous` get what is there now
 - validating admission webhooks (ValidatingWebhookConfiguration) are called as kube-apiserver calls them; ValidatingAdmissionPolicy with its bindings is evaluated as kube-apiserver does (`admission::policy`: no params, variables, audit annotations or messageExpression; the lab's tokens carry no extra attributes); not served: MutatingWebhookConfiguration and the built-in admission plugins; matchConditions are ignored; only AdmissionReview and ConversionReview v1 are sent (admissionReviewVersions and conversionReviewVersions must list v1); sideEffects Some and Unknown are accepted (kube-apiserver's v1 API refuses them) and refuse dry runs
 - a webhook Service is reached at the address given for it (`--webhook-service NS/NAME=HOST:PORT[,HOST:PORT...]`, `Options::webhook_services`: the first address that accepts a connection), else at the first ready endpoint of its EndpointSlices, never through its cluster IP; an empty caBundle trusts nothing (no system roots); connection and TLS causes in errors are worded by the OS and rustls (an unknown or wrong CA reads as Go's `x509: certificate signed by unknown authority`)

@@ -675,3 +675,54 @@ async fn new_events_are_listed_as_core_events_of_their_object() {
         )]
     );
 }
+
+/// `limit` and `continue`: kube's client pages through a list in key
+/// order, and kube-runtime's watcher, which lists in pages of 500, sees
+/// every object of a longer list.
+#[tokio::test]
+async fn lists_page_with_limit_and_continue() {
+    let (_server, client) = start().await;
+    namespace(&client, "paged").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "paged");
+    let want: Vec<String> = (0..503).map(|i| format!("cm-{i:03}")).collect();
+    for name in want.iter().rev() {
+        cms.create(&PostParams::default(), &cm(name, json!({})))
+            .await
+            .expect("created");
+    }
+    let mut seen = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut params = ListParams::default().limit(200);
+        if let Some(t) = &token {
+            params = params.continue_token(t);
+        }
+        let page = cms.list(&params).await.expect("page");
+        pages += 1;
+        assert!(page.items.len() <= 200);
+        seen.extend(page.items.into_iter().filter_map(|c| c.metadata.name));
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!((pages, &seen), (3, &want));
+    let watched: Vec<ConfigMap> = watcher(cms.clone(), watcher::Config::default())
+        .take_while(|e| futures::future::ready(!matches!(e, Ok(watcher::Event::InitDone))))
+        .try_filter_map(|e| async move {
+            Ok(match e {
+                watcher::Event::InitApply(o) => Some(o),
+                _ => None,
+            })
+        })
+        .try_collect()
+        .await
+        .expect("watcher lists");
+    assert_eq!(watched.len(), 503);
+    let refused = cms
+        .list(&ListParams::default().limit(1).continue_token("forged"))
+        .await
+        .expect_err("a forged token");
+    assert_eq!(status_code(refused), 400);
+}
