@@ -663,6 +663,7 @@ fn review(
 
 pub(crate) fn selectors(
     q: &HashMap<String, String>,
+    t: &ResourceType,
 ) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(
         q.get("labelSelector")
@@ -676,6 +677,9 @@ pub(crate) fn selectors(
             .unwrap_or_default(),
     )
     .map_err(|e| ApiError::bad_request(format!("fieldSelector: {e}")))?;
+    fields
+        .check(&t.group, &t.plural)
+        .map_err(ApiError::bad_request)?;
     Ok((labels, fields))
 }
 
@@ -685,7 +689,7 @@ fn select(
     ns: &str,
     q: &HashMap<String, String>,
 ) -> Result<Vec<Value>, ApiError> {
-    let (labels, fields) = selectors(q)?;
+    let (labels, fields) = selectors(q, t)?;
     let scope = (t.namespaced && !ns.is_empty()).then_some(ns);
     let mut items: Vec<Value> = s
         .store

@@ -154,6 +154,22 @@ impl FieldSelector {
         Ok(FieldSelector(out))
     }
 
+    /// Refuses a field `group`/`plural` cannot be selected by, as
+    /// kube-apiserver does (`field label not supported: ...`): every kind
+    /// by `metadata.name` and `metadata.namespace`, some by a few more
+    /// ([`selectable`]). A selector that named any field would match
+    /// nothing useful there, and a client relying on it must hear so.
+    pub fn check(&self, group: &str, plural: &str) -> Result<(), String> {
+        match self
+            .0
+            .iter()
+            .find(|(path, _, _)| !selectable(group, plural, path))
+        {
+            Some((path, _, _)) => Err(format!("field label not supported: {path}")),
+            None => Ok(()),
+        }
+    }
+
     /// Whether `object` satisfies every term. Missing fields compare as "".
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(path, equal, value)| {
@@ -169,6 +185,48 @@ impl FieldSelector {
             (actual == *value) == *equal
         })
     }
+}
+
+/// Whether kube-apiserver selects `group`/`plural` by `field` (its field
+/// label conversions and selectable attributes; custom resources by the
+/// two metadata fields only here).
+pub fn selectable(group: &str, plural: &str, field: &str) -> bool {
+    const EVENT: &[&str] = &[
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ];
+    let more: &[&str] = match (group, plural) {
+        ("", "pods") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        ],
+        ("", "nodes") => &["spec.unschedulable"],
+        ("", "namespaces") => &["status.phase"],
+        ("", "secrets") => &["type"],
+        ("", "services") => &["spec.clusterIP", "spec.type"],
+        ("", "replicationcontrollers") | ("apps", "replicasets") => &["status.replicas"],
+        ("batch", "jobs") => &["status.successful"],
+        ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
+        ("", "events") | ("events.k8s.io", "events") => EVENT,
+        _ => &[],
+    };
+    field == "metadata.name" || field == "metadata.namespace" || more.contains(&field)
 }
 
 #[cfg(test)]
@@ -239,6 +297,37 @@ mod tests {
             FieldSelector::parse(sel).expect("parses").matches(&obj()),
             expected,
             "{sel}"
+        );
+    }
+
+    #[rstest]
+    #[case("", "pods", "spec.nodeName=w,metadata.name=p", None)]
+    #[case("", "pods", "status.phase!=Running", None)]
+    #[case("", "configmaps", "metadata.namespace=default", None)]
+    #[case("", "configmaps", "data.key=x", Some("data.key"))]
+    #[case("", "events", "involvedObject.name=web,type=Warning", None)]
+    #[case("", "secrets", "type=kubernetes.io/tls", None)]
+    #[case("apps", "deployments", "spec.replicas=1", Some("spec.replicas"))]
+    #[case(
+        "metallb.io",
+        "ipaddresspools",
+        "spec.autoAssign=true",
+        Some("spec.autoAssign")
+    )]
+    #[case("", "nodes", "spec.nodeName=w", Some("spec.nodeName"))]
+    fn fields_kube_apiserver_selects_by(
+        #[case] group: &str,
+        #[case] plural: &str,
+        #[case] sel: &str,
+        #[case] refused: Option<&str>,
+    ) {
+        assert_eq!(
+            FieldSelector::parse(sel)
+                .expect("parses")
+                .check(group, plural)
+                .err(),
+            refused.map(|f| format!("field label not supported: {f}")),
+            "{plural}: {sel}"
         );
     }
 }

@@ -37,7 +37,7 @@ pub async fn watch(
     view: View,
     sent: Arc<AtomicU64>,
 ) -> Response {
-    let (labels, fields) = match selectors(q) {
+    let (labels, fields) = match selectors(q, &t) {
         Ok(s) => s,
         Err(e) => return error(e),
     };
