@@ -122,6 +122,10 @@ pub struct ResourceCall<'a> {
     pub name: Option<&'a str>,
     /// `?watch=true`.
     pub watch: bool,
+    /// The name a list or watch selects (`fieldSelector=metadata.name=X`):
+    /// kube-apiserver authorizes it as a request for that name, so a
+    /// grant restricted by `resourceNames` allows watching one object.
+    pub selected: Option<&'a str>,
 }
 
 /// The RBAC request of a REST call.
@@ -143,6 +147,6 @@ pub fn resource(call: &ResourceCall<'_>) -> Request {
         resource: call.resource.into(),
         subresource: call.subresource.unwrap_or_default().into(),
         namespace: call.namespace.into(),
-        name: call.name.unwrap_or_default().into(),
+        name: call.name.or(call.selected).unwrap_or_default().into(),
     }
 }

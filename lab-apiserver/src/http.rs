@@ -178,6 +178,11 @@ pub async fn handle(
                 uri.path(),
             ));
         }
+        let q = query(&uri);
+        let selected = q
+            .get("fieldSelector")
+            .filter(|_| method == Method::GET)
+            .and_then(|f| FieldSelector::parse(f).ok());
         let request = match &route {
             Route::Resource(t) => gate::resource(&gate::ResourceCall {
                 method: &method,
@@ -186,9 +191,8 @@ pub async fn handle(
                 subresource: t.subresource.as_deref(),
                 namespace: &t.namespace,
                 name: t.name.as_deref(),
-                watch: query(&uri)
-                    .get("watch")
-                    .is_some_and(|w| w == "true" || w == "1"),
+                watch: q.get("watch").is_some_and(|w| w == "true" || w == "1"),
+                selected: selected.as_ref().and_then(|f| f.exact("metadata.name")),
             }),
             _ => gate::non_resource(&method, uri.path()),
         };

@@ -170,6 +170,14 @@ impl FieldSelector {
         }
     }
 
+    /// The value an equality term requires of `path`, if one does.
+    pub fn exact(&self, path: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(p, equal, _)| p == path && *equal)
+            .map(|(_, _, value)| value.as_str())
+    }
+
     /// Whether `object` satisfies every term. Missing fields compare as "".
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(path, equal, value)| {

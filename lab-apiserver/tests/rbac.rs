@@ -75,6 +75,27 @@ async fn service_accounts_get_what_the_manifests_grant_and_no_more() {
         )
     );
 
+    // A list or watch selecting one name is authorized for that name: the
+    // speaker reads metallb-excludel2 that way, and no other ConfigMap.
+    let configmaps = Api::<ConfigMap>::namespaced(speaker.clone(), "metallb-system");
+    configmaps
+        .list(&ListParams::default().fields("metadata.name=metallb-excludel2"))
+        .await
+        .expect("the speaker lists its ConfigMap by name");
+    for refused in [
+        ListParams::default(),
+        ListParams::default().fields("metadata.name=other"),
+        ListParams::default().fields("metadata.name!=metallb-excludel2"),
+    ] {
+        let e = api_error(
+            configmaps
+                .list(&refused)
+                .await
+                .expect_err("only metallb-excludel2"),
+        );
+        assert_eq!(e.code, 403, "{:?}: {}", refused.field_selector, e.message);
+    }
+
     // Reviews: the speaker asks about itself; the admin about anyone.
     let ssar: SelfSubjectAccessReview = serde_json::from_value(json!({ "spec": { "resourceAttributes": {
         "namespace": "metallb-system", "verb": "create", "group": "metallb.io", "resource": "servicel2statuses" } } }))

@@ -138,13 +138,17 @@ pub fn objects(namespace: &str) -> Vec<Value> {
                 &[crate::controller::run::CONFIG_STATE_NAME],
                 &["patch"],
             ),
-            // Created when missing; watched (by name, which RBAC cannot
-            // restrict) so a hand edit is written back.
-            rule(
+            // Watched by name (a list or watch selecting
+            // `metadata.name` is authorized as a request for that name)
+            // so a hand edit is written back; created when missing
+            // (RBAC cannot name what a create makes).
+            named(
                 &["metallb.io"],
                 &["configurationstates"],
-                &["list", "watch", "create"],
+                &[crate::controller::run::CONFIG_STATE_NAME],
+                &["list", "watch"],
             ),
+            rule(&["metallb.io"], &["configurationstates"], &["create"]),
             // The memberlist key Secret, created when missing (k8s::memberlist).
             named(&[""], &["secrets"], &[super::MEMBERLIST_SECRET], &["get"]),
             // The webhooks' certificate, made, read and renewed
@@ -194,8 +198,16 @@ pub fn objects(namespace: &str) -> Vec<Value> {
                 &["get", "list", "watch", "create"],
             ),
             rule(&["metallb.io"], &["configurationstates/status"], &["patch"]),
-            // memberlist key, BGP passwordSecret, metallb-excludel2.
-            rule(&[""], &["secrets", "configmaps"], READ),
+            // memberlist key, BGP passwordSecret (any name a BGPPeer
+            // gives).
+            rule(&[""], &["secrets"], READ),
+            // metallb-excludel2, watched by name.
+            named(
+                &[""],
+                &["configmaps"],
+                &[crate::speaker::run::EXCLUDE_CONFIGMAP],
+                READ,
+            ),
             // Its own Pod, the owner of its status objects.
             rule(&[""], &["pods"], &["get"]),
             // speaker::presence: its own lease `metallb-speaker-<node>`
