@@ -2,11 +2,14 @@
 //! (token, impersonation) and whether RBAC lets them ([`crate::auth`] does
 //! the deciding; this module reads the request and the store).
 
+use crate::auth::escalation;
 use crate::auth::rbac::{Policy, Request};
 use crate::auth::{self, Impersonation, User};
 use crate::error::ApiError;
+use crate::registry::ResourceType;
 use crate::state::State;
 use axum::http::{HeaderMap, Method};
+use serde_json::Value;
 
 /// The user behind `headers`: the token's, or the impersonated one when
 /// the token's user may impersonate it.
@@ -96,6 +99,63 @@ pub fn authorize(s: &State, user: &User, request: &Request) -> Result<(), ApiErr
     } else {
         Err(auth::forbidden(user, request))
     }
+}
+
+/// Escalation prevention for a write of an RBAC object
+/// ([`escalation`]): the writer must hold what it grants, or be allowed
+/// to `escalate` (roles) or `bind` (the role a binding names).
+pub fn rbac_write(
+    s: &State,
+    user: &User,
+    t: &ResourceType,
+    ns: &str,
+    object: &Value,
+) -> Result<(), ApiError> {
+    const GROUP: &str = "rbac.authorization.k8s.io";
+    if t.group != GROUP {
+        return Ok(());
+    }
+    let role_rules = |kind: &str, name: &str| {
+        let (plural, scope) = if kind == "Role" {
+            ("roles", ns)
+        } else {
+            ("clusterroles", "")
+        };
+        s.store
+            .get(&(GROUP.into(), plural.into()), scope, name)
+            .map(|r| r["rules"].as_array().cloned().unwrap_or_default())
+    };
+    let Some(demand) = escalation::demand(&t.plural, ns, object, role_rules) else {
+        return Ok(());
+    };
+    // One policy per scope the requests name, not one per request.
+    let here = policy(s, ns);
+    let cluster = policy(s, "");
+    let missing = escalation::not_held(&demand, |r| {
+        let p = if namespace_of(r).is_empty() {
+            &cluster
+        } else {
+            &here
+        };
+        auth::allowed(p, user, r)
+    });
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let shown: Vec<String> = missing.iter().take(10).map(|r| format!("{r:?}")).collect();
+    Err(ApiError::forbidden(format!(
+        "{}.{GROUP} {name:?} is forbidden: user {:?} (groups={:?}) is attempting to grant RBAC permissions not currently held: {}{}",
+        t.plural,
+        user.name,
+        user.groups,
+        shown.join(", "),
+        if missing.len() > shown.len() {
+            format!(" and {} more", missing.len() - shown.len())
+        } else {
+            String::new()
+        }
+    )))
 }
 
 /// A request outside the API.

@@ -138,15 +138,17 @@ fn changed(change: &Change<'_>, current: &Value) -> Result<Value, ApiError> {
 /// An [`immediate`] update, under the lock.
 fn update_now(
     s: &mut State,
-    dry_run: bool,
+    ctx: &Ctx<'_>,
     t: &ResourceType,
     (ns, name): (&str, &str),
     change: &Change<'_>,
     part: Part,
 ) -> Result<Value, ApiError> {
+    let dry_run = ctx.dry_run;
     let stored = s.stored(t, ns, name)?;
     let current = s.at_version(t, &stored);
     let prepared = s.prepare_update(t, name, changed(change, &current)?, part, &current)?;
+    crate::gate::rbac_write(s, ctx.user, t, ns, &prepared.object)?;
     if dry_run || prepared.unchanged {
         return Ok(if dry_run { prepared.object } else { current });
     }
@@ -182,6 +184,7 @@ pub async fn create(ctx: &Ctx<'_>, t: &ResourceType, ns: &str, body: Value) -> R
         let prepared = {
             let mut s = lock(ctx.shared);
             let prepared = s.prepare_create(t, ns, body)?;
+            crate::gate::rbac_write(&s, ctx.user, t, ns, &prepared)?;
             if immediate(&s, t) {
                 if ctx.dry_run {
                     return Ok(prepared);
@@ -234,12 +237,17 @@ pub async fn update(
             {
                 let mut s = lock(ctx.shared);
                 if immediate(&s, t) {
-                    return update_now(&mut s, ctx.dry_run, t, (ns, name), &change, part);
+                    return update_now(&mut s, ctx, t, (ns, name), &change, part);
                 }
             }
             let (current, stored_rv) = current(ctx, t, ns, name).await?;
             let body = changed(&change, &current)?;
-            let prepared = lock(ctx.shared).prepare_update(t, name, body, part, &current)?;
+            let prepared = {
+                let mut s = lock(ctx.shared);
+                let prepared = s.prepare_update(t, name, body, part, &current)?;
+                crate::gate::rbac_write(&s, ctx.user, t, ns, &prepared.object)?;
+                prepared
+            };
             let write = admission::Write {
                 t,
                 operation: Operation::Update,

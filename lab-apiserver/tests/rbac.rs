@@ -481,3 +481,144 @@ async fn a_namespaced_grant_reaches_no_cluster_scoped_kind() {
         .await
         .expect_err("no binding was made");
 }
+
+/// Escalation prevention: who may create roles and bindings grants only
+/// what they hold, unless they may `escalate` or `bind`.
+#[tokio::test]
+async fn rbac_writes_grant_only_what_the_writer_holds() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let (server, admin) = start().await;
+    let account: ServiceAccount =
+        serde_json::from_value(json!({ "metadata": { "name": "delegate" } })).expect("account");
+    Api::<ServiceAccount>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("account created");
+    let role = |name: &str, rules: serde_json::Value| -> Role {
+        serde_json::from_value(json!({ "metadata": { "name": name }, "rules": rules }))
+            .expect("role")
+    };
+    let binding = |name: &str, kind: &str, role: &str, who: &str| -> RoleBinding {
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role },
+            "subjects": [{ "kind": "ServiceAccount", "name": who, "namespace": "default" }],
+        }))
+        .expect("binding")
+    };
+    let roles = Api::<Role>::namespaced(admin.clone(), "default");
+    let bindings = Api::<RoleBinding>::namespaced(admin.clone(), "default");
+    // The delegate may manage roles and bindings, and read ConfigMaps.
+    roles
+        .create(
+            &PostParams::default(),
+            &role(
+                "delegate",
+                json!([
+                    { "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create", "update", "get"] },
+                    { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"] },
+                ]),
+            ),
+        )
+        .await
+        .expect("role created");
+    bindings
+        .create(
+            &PostParams::default(),
+            &binding("delegate", "Role", "delegate", "delegate"),
+        )
+        .await
+        .expect("binding created");
+    let delegate =
+        client_for(&service_account_kubeconfig(&admin, &server, "default", "delegate").await).await;
+    let as_delegate = Api::<Role>::namespaced(delegate.clone(), "default");
+    let binds_as_delegate = Api::<RoleBinding>::namespaced(delegate.clone(), "default");
+
+    // What it holds it may grant; what it does not, it may not.
+    as_delegate
+        .create(
+            &PostParams::default(),
+            &role(
+                "reader",
+                json!([{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"] }]),
+            ),
+        )
+        .await
+        .expect("granting a held permission");
+    let refused = api_error(
+        as_delegate
+            .create(
+                &PostParams::default(),
+                &role(
+                    "secrets",
+                    json!([{ "apiGroups": [""], "resources": ["secrets"], "verbs": ["get"] }]),
+                ),
+            )
+            .await
+            .expect_err("granting what it does not hold"),
+    );
+    assert_eq!(refused.code, 403, "{}", refused.message);
+    assert!(
+        refused.message.contains("not currently held"),
+        "{}",
+        refused.message
+    );
+    // Nor by widening a role it may update.
+    let mut widened = role(
+        "reader",
+        json!([{ "apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"] }]),
+    );
+    widened.metadata = as_delegate.get("reader").await.expect("reader").metadata;
+    let refused = api_error(
+        as_delegate
+            .replace("reader", &PostParams::default(), &widened)
+            .await
+            .expect_err("widening beyond what it holds"),
+    );
+    assert_eq!(refused.code, 403, "{}", refused.message);
+
+    // Bindings: a role whose permissions it holds, yes; cluster-admin, no.
+    binds_as_delegate
+        .create(
+            &PostParams::default(),
+            &binding("reader", "Role", "reader", "delegate"),
+        )
+        .await
+        .expect("binding a held role");
+    let refused = api_error(
+        binds_as_delegate
+            .create(
+                &PostParams::default(),
+                &binding("admin", "ClusterRole", "cluster-admin", "delegate"),
+            )
+            .await
+            .expect_err("binding cluster-admin"),
+    );
+    assert_eq!(refused.code, 403, "{}", refused.message);
+    // Unless it may `bind` that role.
+    roles
+        .create(
+            &PostParams::default(),
+            &role(
+                "binder",
+                json!([{ "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"], "resourceNames": ["cluster-admin"] }]),
+            ),
+        )
+        .await
+        .expect("role created");
+    bindings
+        .create(
+            &PostParams::default(),
+            &binding("binder", "Role", "binder", "delegate"),
+        )
+        .await
+        .expect("binding created");
+    binds_as_delegate
+        .create(
+            &PostParams::default(),
+            &binding("admin", "ClusterRole", "cluster-admin", "delegate"),
+        )
+        .await
+        .expect("bind allows it");
+}

@@ -16,6 +16,7 @@
 //! authenticated) is [`bootstrap::objects`].
 
 pub mod bootstrap;
+pub mod escalation;
 pub mod rbac;
 pub mod token;
 
