@@ -238,6 +238,17 @@ pub fn missing(needs: &[Need]) -> Vec<String> {
     needs.into_iter().filter_map(lacks).collect()
 }
 
+/// The `name`s of the `items` that `present` says are missing, joined
+/// with spaces; `None` when nothing is.
+fn absent<'a, T>(
+    items: &'a [T],
+    present: impl Fn(&'a T) -> bool,
+    name: impl Fn(&'a T) -> &'a str,
+) -> Option<String> {
+    let missing: Vec<&str> = items.iter().filter(|i| !present(i)).map(name).collect();
+    (!missing.is_empty()).then(|| missing.join(" "))
+}
+
 fn lacks(need: Need) -> Option<String> {
     match need {
         Need::Netns => crate::lab::netns::require_privileges().err().map(|e| {
@@ -265,32 +276,14 @@ fn lacks(need: Need) -> Option<String> {
         Need::Kubectl => (!on_path("kubectl")).then(|| {
             format!("the kubectl tests need kubectl on PATH (PyPI {KUBECTL_PYPI})")
         }),
-        Need::Lint => {
-            let absent: Vec<&str> = LINT_COMPONENTS
-                .iter()
-                .filter(|(_, subcommand)| !cargo_has(subcommand))
-                .map(|(component, _)| *component)
-                .collect();
-            (!absent.is_empty()).then(|| {
-                format!(
-                    "the lint steps need cargo fmt and cargo clippy: rustup component add {}",
-                    absent.join(" ")
-                )
-            })
-        }
-        Need::Helm => {
-            let absent: Vec<&str> = HELM_MODULES
-                .iter()
-                .filter(|(module, _)| !python_has(module))
-                .map(|(_, package)| *package)
-                .collect();
-            (!absent.is_empty()).then(|| {
-                format!(
-                    "the Helm chart checks need Helm's library for Python: python3 -m pip install --ignore-requires-python {}",
-                    absent.join(" ")
-                )
-            })
-        }
+        Need::Lint => absent(&LINT_COMPONENTS, |(_, sub)| cargo_has(sub), |(c, _)| c).map(|a| {
+            format!("the lint steps need cargo fmt and cargo clippy: rustup component add {a}")
+        }),
+        Need::Helm => absent(&HELM_MODULES, |(m, _)| python_has(m), |(_, p)| p).map(|a| {
+            format!(
+                "the Helm chart checks need Helm's library for Python: python3 -m pip install --ignore-requires-python {a}"
+            )
+        }),
         Need::Docker => {
             let answered = crate::runtime().and_then(|rt| {
                 rt.block_on(async {
