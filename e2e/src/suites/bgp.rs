@@ -1,11 +1,17 @@
-//! `BGP`: the native BGP speaker against the cluster's FRR router
-//! (`--protocol bgp`; the lab e2e always runs one): sessions, routes and
+//! `BGP`: the native BGP speaker against the cluster's FRR routers
+//! (`--protocol bgp`; the lab e2e always runs them): sessions, routes and
 //! their next hops, attributes, withdrawals, reachability through the
 //! router, restarts of either end.
 //!
-//! Every spec makes its own BGPPeer, pool and advertisement ([`Config`],
-//! removed afterwards). The pools lie outside every node network, as
-//! upstream's dev-env BGP pool: only the router's routes lead to them.
+//! Specs ported from upstream run against every router ([`routers`]:
+//! upstream's four in the lab) and carry upstream's Describe/It text; the
+//! others, which change or watch one router's side, run against the first
+//! router, the external host's. Every spec makes its own BGPPeers, pool
+//! and advertisement ([`Config`], removed afterwards). The pools lie
+//! outside every node network, as upstream's dev-env BGP pool: only the
+//! routers' routes lead to them.
+
+mod routers;
 
 use super::l2::{SERVICE_HTTP_PORT, backends, nodes, web_service};
 use crate::capture::{self, Capture, Segment};
@@ -13,10 +19,11 @@ use crate::external::{self, http_get, sample, speaker_metrics};
 use crate::metallb::{self, Config};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
-use devenv::frr::{ASN, AddressFamily, BgpPath};
+use devenv::frr::{ASN, AddressFamily, BgpPath, BgpRouter};
 use devenv::wait::{eventually, throughout};
 use ipnet::IpNet;
 use metallb_rs::net::bgp::{self, Message};
+use routers::Passwords;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -40,22 +47,42 @@ pub fn specs() -> Vec<Spec> {
         s(
             "should establish a session from every node",
             &["IPV4"],
-            sessions_up,
+            sessions_up_v4,
         ),
         s(
-            "should announce an ExternalTrafficPolicy=Cluster service from every node and withdraw it on delete",
+            "should establish a session from every node",
+            &["IPV6"],
+            sessions_up_v6,
+        ),
+        s(
+            "validate external containers are paired with nodes with Secret Ref set for BGPPeer CR",
+            &["IPV4"],
+            paired_with_secret_ref_v4,
+        ),
+        s(
+            "validate external containers are paired with nodes with Secret Ref set for BGPPeer CR",
+            &["IPV6"],
+            paired_with_secret_ref_v6,
+        ),
+        s(
+            "A service of protocol load balancer should work with ETP=cluster",
             &["IPV4"],
             etp_cluster_v4,
         ),
         s(
-            "should announce an ExternalTrafficPolicy=Cluster service from every node and withdraw it on delete",
+            "A service of protocol load balancer should work with ETP=cluster",
             &["IPV6"],
             etp_cluster_v6,
         ),
         s(
-            "should announce an ExternalTrafficPolicy=Local service only from nodes with an endpoint",
+            "A service of protocol load balancer should work with ETP=local",
             &["IPV4"],
-            etp_local,
+            etp_local_v4,
+        ),
+        s(
+            "A service of protocol load balancer should work with ETP=local",
+            &["IPV6"],
+            etp_local_v6,
         ),
         s(
             "should carry communities, large communities and localPref",
@@ -152,21 +179,54 @@ fn capture(ctx: &Ctx) -> Result<Capture> {
     )
 }
 
-/// A BGPPeer to the router (iBGP in AS 64512, like upstream's dev-env),
-/// the pool and an advertisement with `ad`.
-fn bgp_config<'a>(ctx: &'a Ctx, v6: bool, peer: Value, ad: Value) -> Result<Config<'a>> {
-    let mut config = Config::new(ctx)?;
-    let mut spec = json!({ "myASN": ASN, "peerASN": ASN, "peerAddress": router(ctx, v6)?.to_string(), "holdTime": hold_time() });
-    metallb::merge(&mut spec, &peer);
-    config.bgp_peer("frr", spec)?;
-    config.pool(
-        "bgp-test",
-        json!({ "addresses": [if v6 { POOL_V6 } else { POOL_V4 }] }),
-    )?;
+/// The spec's pool (outside every node network) and an advertisement of
+/// it with `ad`.
+fn pool_and_advertisement(config: &mut Config<'_>, pools: &[&str], ad: Value) -> Result<()> {
+    config.pool("bgp-test", json!({ "addresses": pools }))?;
     let mut ad_spec = json!({ "ipAddressPools": ["bgp-test"] });
     metallb::merge(&mut ad_spec, &ad);
-    config.bgp_advertisement("bgp-test", ad_spec)?;
+    config.bgp_advertisement("bgp-test", ad_spec)
+}
+
+fn pool_of(v6: bool) -> &'static str {
+    if v6 { POOL_V6 } else { POOL_V4 }
+}
+
+/// A BGPPeer to the first router only (the external host's: iBGP in AS
+/// 64512, like upstream's dev-env) with `peer` merged in, the pool and an
+/// advertisement with `ad`.
+fn bgp_config<'a>(ctx: &'a Ctx, v6: bool, peer: Value, ad: Value) -> Result<Config<'a>> {
+    let first = routers::routers(ctx, v6)?
+        .into_iter()
+        .take(1)
+        .collect::<Vec<_>>();
+    let mut config = Config::new(ctx)?;
+    let mut extra = json!({ "holdTime": hold_time() });
+    metallb::merge(&mut extra, &peer);
+    routers::add_peers(&mut config, &first, &[v6], Passwords::OneSecret, &extra)?;
+    pool_and_advertisement(&mut config, &[pool_of(v6)], ad)?;
     Ok(config)
+}
+
+/// BGPPeers to every router of the family, as upstream's specs pair
+/// with every FRR container, the pool and an advertisement with `ad`;
+/// returns the routers and the peer names too.
+fn all_routers_config<'a>(
+    ctx: &'a Ctx,
+    v6: bool,
+    ad: Value,
+) -> Result<(Config<'a>, Vec<BgpRouter>, Vec<String>)> {
+    let routers = routers::routers(ctx, v6)?;
+    let mut config = Config::new(ctx)?;
+    let peers = routers::add_peers(
+        &mut config,
+        &routers,
+        &[v6],
+        Passwords::OneSecret,
+        &json!({ "holdTime": hold_time() }),
+    )?;
+    pool_and_advertisement(&mut config, &[pool_of(v6)], ad)?;
+    Ok((config, routers, peers))
 }
 
 /// The addresses whose sessions with the router are Established.
@@ -211,12 +271,6 @@ fn wait_route(ctx: &Ctx, prefix: IpNet, next_hops: &BTreeSet<IpAddr>) -> Result<
     )
 }
 
-fn wait_no_route(ctx: &Ctx, prefix: IpNet) -> Result<()> {
-    eventually(WAIT, &format!("{prefix} withdrawn at the router"), || {
-        Ok(paths(ctx, prefix)?.is_empty().then_some(()))
-    })
-}
-
 fn host_route(ip: IpAddr) -> IpNet {
     IpNet::from(ip)
 }
@@ -239,13 +293,56 @@ fn announced_web(ctx: &Ctx) -> Result<(Config<'_>, IpAddr, BTreeSet<IpAddr>)> {
     Ok((config, ips[0], hops))
 }
 
-fn sessions_up(ctx: &Ctx) -> Result<()> {
-    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
-    wait_sessions(ctx, &all_hops(ctx, false))
+fn sessions_up(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (_config, routers, _) = all_routers_config(ctx, v6, json!({}))?;
+    routers::wait_sessions(ctx, &routers, &all_hops(ctx, v6), WAIT)
+}
+
+fn sessions_up_v4(ctx: &Ctx) -> Result<()> {
+    sessions_up(ctx, false)
+}
+
+fn sessions_up_v6(ctx: &Ctx) -> Result<()> {
+    sessions_up(ctx, true)
+}
+
+/// Upstream's "validate external containers are paired with nodes" with
+/// every password through a Secret (`passwordSecret`).
+fn paired_with_secret_ref(ctx: &Ctx, v6: bool) -> Result<()> {
+    let routers = routers::routers(ctx, v6)?;
+    let mut config = Config::new(ctx)?;
+    routers::add_peers(
+        &mut config,
+        &routers,
+        &[v6],
+        Passwords::AllSecrets,
+        &json!({ "holdTime": hold_time() }),
+    )?;
+    let hops = all_hops(ctx, v6);
+    routers::wait_sessions(ctx, &routers, &hops, WAIT)?;
+    for r in &routers {
+        let n = ctx.cluster().bgp_neighbors_on(&r.name)?;
+        ensure!(
+            hops.iter()
+                .all(|a| n.get(a).is_some_and(|s| s.authentication)),
+            "{} does not report TCP MD5 on every session",
+            r.name
+        );
+    }
+    Ok(())
+}
+
+fn paired_with_secret_ref_v4(ctx: &Ctx) -> Result<()> {
+    paired_with_secret_ref(ctx, false)
+}
+
+fn paired_with_secret_ref_v6(ctx: &Ctx) -> Result<()> {
+    paired_with_secret_ref(ctx, true)
 }
 
 fn check_cluster_policy(ctx: &Ctx, v6: bool) -> Result<()> {
-    let _config = bgp_config(ctx, v6, json!({}), json!({}))?;
+    let (_config, routers, mut peers) = all_routers_config(ctx, v6, json!({}))?;
+    peers.sort();
     backends(ctx, &[])?;
     let family = if v6 { "IPv6" } else { "IPv4" };
     let ips = web_service(
@@ -255,9 +352,9 @@ fn check_cluster_policy(ctx: &Ctx, v6: bool) -> Result<()> {
     )?;
     let ip = ips[0];
     let hops = all_hops(ctx, v6);
-    wait_route(ctx, host_route(ip), &hops)?;
-    // The router installed the route: the external host reaches the
-    // service through it.
+    routers::wait_route(ctx, &routers, host_route(ip), &hops, WAIT)?;
+    // The first router installed the route: the external host reaches
+    // the service through it.
     let body = eventually(WAIT, &format!("HTTP on {ip} through the router"), || {
         Ok(http_get(ctx, ip, SERVICE_HTTP_PORT, "/hostname").ok())
     })?;
@@ -265,21 +362,29 @@ fn check_cluster_policy(ctx: &Ctx, v6: bool) -> Result<()> {
         nodes(ctx).iter().any(|n| body.contains(n.as_str())),
         "{ip} served {body:?}, not a node's hostname"
     );
-    // One ServiceBGPStatus per node, naming the peer.
-    let statuses = eventually(WAIT, "a ServiceBGPStatus per node", || {
-        let s = metallb::bgp_statuses(ctx, "web")?;
-        Ok((s.len() == hops.len()).then_some(s))
-    })?;
-    for (node, peers) in &statuses {
-        ensure!(peers == &["frr"], "{node} reports peers {peers:?}");
-    }
+    // One ServiceBGPStatus per node, naming every peer.
+    let statuses = eventually(
+        WAIT,
+        "a ServiceBGPStatus per node naming every peer",
+        || {
+            let s = metallb::bgp_statuses(ctx, "web")?;
+            let complete = s.len() == hops.len()
+                && s.values().all(|p| {
+                    let mut p = p.clone();
+                    p.sort();
+                    p == peers
+                });
+            Ok(complete.then_some(s))
+        },
+    )?;
+    ensure!(statuses.len() == hops.len(), "statuses {statuses:?}");
     let events = metallb::events(ctx, "web", "nodeAssigned")?;
     ensure!(
         events.iter().any(|e| e.contains("with protocol \"bgp\"")),
         "no nodeAssigned event with protocol bgp: {events:?}"
     );
     metallb::delete_service(ctx, "web")?;
-    wait_no_route(ctx, host_route(ip))?;
+    routers::wait_route(ctx, &routers, host_route(ip), &BTreeSet::new(), WAIT)?;
     eventually(WAIT, "ServiceBGPStatus objects removed", || {
         Ok(metallb::bgp_statuses(ctx, "web")?.is_empty().then_some(()))
     })
@@ -293,17 +398,24 @@ fn etp_cluster_v6(ctx: &Ctx) -> Result<()> {
     check_cluster_policy(ctx, true)
 }
 
-fn etp_local(ctx: &Ctx) -> Result<()> {
-    let _config = bgp_config(ctx, false, json!({}), json!({}))?;
-    let addrs = node_addresses(ctx, false);
+fn etp_local(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (_config, routers, _) = all_routers_config(ctx, v6, json!({}))?;
+    let addrs = node_addresses(ctx, v6);
     let (first, first_ip) = addrs.first().context("no node")?.clone();
     backends(ctx, &[first.as_str()])?;
+    let family = if v6 { "IPv6" } else { "IPv4" };
     let ips = web_service(
         ctx,
         "web",
-        json!({ "spec": { "externalTrafficPolicy": "Local" } }),
+        json!({ "spec": { "externalTrafficPolicy": "Local", "ipFamilies": [family], "ipFamilyPolicy": "SingleStack" } }),
     )?;
-    wait_route(ctx, host_route(ips[0]), &BTreeSet::from([first_ip]))?;
+    routers::wait_route(
+        ctx,
+        &routers,
+        host_route(ips[0]),
+        &BTreeSet::from([first_ip]),
+        WAIT,
+    )?;
     eventually(
         WAIT,
         &format!("a ServiceBGPStatus from {first} only"),
@@ -314,11 +426,18 @@ fn etp_local(ctx: &Ctx) -> Result<()> {
     )
 }
 
+fn etp_local_v4(ctx: &Ctx) -> Result<()> {
+    etp_local(ctx, false)
+}
+
+fn etp_local_v6(ctx: &Ctx) -> Result<()> {
+    etp_local(ctx, true)
+}
+
 fn attributes(ctx: &Ctx) -> Result<()> {
-    let mut config = bgp_config(
+    let (mut config, routers, _) = all_routers_config(
         ctx,
         false,
-        json!({}),
         json!({ "localPref": 150, "communities": ["e2e-alias", "64512:100", "large:64512:1:2"] }),
     )?;
     config.community(
@@ -327,34 +446,54 @@ fn attributes(ctx: &Ctx) -> Result<()> {
     )?;
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
-    let p = eventually(WAIT, "the route with its attributes", || {
-        let p = paths(ctx, host_route(ips[0]))?;
-        Ok(p.iter().find(|p| p.communities.len() == 2).cloned())
-    })?;
-    ensure!(p.local_pref == Some(150), "LOCAL_PREF {:?}", p.local_pref);
-    let c: BTreeSet<&str> = p.communities.iter().map(String::as_str).collect();
-    ensure!(
-        c == BTreeSet::from(["64512:100", "65000:7"]),
-        "communities {c:?}"
-    );
-    ensure!(
-        p.large_communities == ["64512:1:2"],
-        "large communities {:?}",
-        p.large_communities
-    );
+    for r in &routers {
+        let p = eventually(
+            WAIT,
+            &format!("the route with its attributes at {}", r.name),
+            || {
+                let p = routers::paths(ctx, r, host_route(ips[0]))?;
+                Ok(p.iter().find(|p| p.communities.len() == 2).cloned())
+            },
+        )?;
+        // LOCAL_PREF goes to internal peers only (as upstream checks it
+        // on the iBGP routers only).
+        if !r.ebgp() {
+            ensure!(
+                p.local_pref == Some(150),
+                "{}: LOCAL_PREF {:?}",
+                r.name,
+                p.local_pref
+            );
+        }
+        let c: BTreeSet<&str> = p.communities.iter().map(String::as_str).collect();
+        ensure!(
+            c == BTreeSet::from(["64512:100", "65000:7"]),
+            "{}: communities {c:?}",
+            r.name
+        );
+        ensure!(
+            p.large_communities == ["64512:1:2"],
+            "{}: large communities {:?}",
+            r.name,
+            p.large_communities
+        );
+    }
     Ok(())
 }
 
 fn aggregation(ctx: &Ctx) -> Result<()> {
-    let _config = bgp_config(ctx, false, json!({}), json!({ "aggregationLength": 28 }))?;
+    let (_config, routers, _) = all_routers_config(ctx, false, json!({ "aggregationLength": 28 }))?;
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
     let agg = IpNet::new(ips[0], 28)?.trunc();
-    wait_route(ctx, agg, &all_hops(ctx, false))?;
-    ensure!(
-        paths(ctx, host_route(ips[0]))?.is_empty(),
-        "the host route was announced besides the aggregate"
-    );
+    routers::wait_route(ctx, &routers, agg, &all_hops(ctx, false), WAIT)?;
+    for r in &routers {
+        ensure!(
+            routers::paths(ctx, r, host_route(ips[0]))?.is_empty(),
+            "{}: the host route was announced besides the aggregate",
+            r.name
+        );
+    }
     Ok(())
 }
 
@@ -413,15 +552,17 @@ fn metrics(ctx: &Ctx) -> Result<()> {
 }
 
 fn dual_stack(ctx: &Ctx) -> Result<()> {
+    let all = ctx.cluster().bgp_routers();
     let mut config = Config::new(ctx)?;
-    for (name, v6) in [("frr-v4", false), ("frr-v6", true)] {
-        config.bgp_peer(
-            name,
-            json!({ "myASN": ASN, "peerASN": ASN, "peerAddress": router(ctx, v6)?.to_string(), "holdTime": hold_time() }),
-        )?;
-    }
-    config.pool("bgp-test", json!({ "addresses": [POOL_V4, POOL_V6] }))?;
-    config.bgp_advertisement("bgp-test", json!({ "ipAddressPools": ["bgp-test"] }))?;
+    let mut peers = routers::add_peers(
+        &mut config,
+        &all,
+        &[false, true],
+        Passwords::OneSecret,
+        &json!({ "holdTime": hold_time() }),
+    )?;
+    peers.sort();
+    pool_and_advertisement(&mut config, &[POOL_V4, POOL_V6], json!({}))?;
     backends(ctx, &[])?;
     let ips = web_service(
         ctx,
@@ -430,16 +571,27 @@ fn dual_stack(ctx: &Ctx) -> Result<()> {
     )?;
     ensure!(ips.len() == 2, "dual-stack service got {ips:?}");
     for ip in &ips {
-        wait_route(ctx, host_route(*ip), &all_hops(ctx, ip.is_ipv6()))?;
+        let of_family = routers::routers(ctx, ip.is_ipv6())?;
+        routers::wait_route(
+            ctx,
+            &of_family,
+            host_route(*ip),
+            &all_hops(ctx, ip.is_ipv6()),
+            WAIT,
+        )?;
     }
     let every = nodes(ctx);
     eventually(
         WAIT,
-        "a ServiceBGPStatus naming both peers from every node",
+        "a ServiceBGPStatus naming every peer of both families from every node",
         || {
             let statuses = metallb::bgp_statuses(ctx, "web")?;
             Ok((statuses.keys().eq(every.iter())
-                && statuses.values().all(|p| p == &["frr-v4", "frr-v6"]))
+                && statuses.values().all(|p| {
+                    let mut p = p.clone();
+                    p.sort();
+                    p == peers
+                }))
             .then_some(()))
         },
     )
@@ -486,11 +638,19 @@ impl Drop for RouterChange<'_> {
 
 fn md5_password(ctx: &Ctx) -> Result<()> {
     let hops = all_hops(ctx, false);
+    // The router's own password comes back afterwards (none: none).
+    let own = routers::routers(ctx, false)?
+        .into_iter()
+        .next()
+        .and_then(|r| r.password);
     let _router = RouterChange::per_neighbor(
         ctx,
         &hops,
         |a| format!("neighbor {a} password e2e-s3cret"),
-        |a| format!("no neighbor {a} password"),
+        |a| match &own {
+            Some(p) => format!("neighbor {a} password {p}"),
+            None => format!("no neighbor {a} password"),
+        },
     )?;
     {
         let capture = capture(ctx)?;
