@@ -639,31 +639,7 @@ mod tests {
     fn the_lab_router_peers_with_every_node_address() {
         let topology = netns::Topology::new("lab", 2);
         let plan = netns::plan(&topology).expect("plan");
-        let host = |h: &netns::HostPlan| netns::LabHost {
-            name: h.name.clone(),
-            namespace: h.namespace.clone(),
-            interfaces: h
-                .interfaces
-                .iter()
-                .map(|i| netns::LabInterface {
-                    name: i.name.clone(),
-                    bridge: i.bridge.clone(),
-                    mac: netns::Mac([2, 0, 0, 0, 0, 1]),
-                    addresses: i.addresses.clone(),
-                })
-                .collect(),
-        };
-        let mut hosts: Vec<netns::LabHost> = plan.hosts.iter().map(host).collect();
-        let external = hosts.pop().expect("external");
-        let lab = Lab {
-            name: "lab".into(),
-            net_namespace: plan.net_namespace.clone(),
-            bridges: plan.bridges.clone(),
-            nodes: hosts,
-            external,
-            routers: Vec::new(),
-            changes: Vec::new(),
-        };
+        let lab = Lab::planned(&plan, netns::Mac([2, 0, 0, 0, 0, 1])).expect("lab");
         let config = lab_router_config(&lab);
         assert_eq!(config.router_id, Some(Ipv4Addr::new(172, 30, 0, 2)));
         let addresses: Vec<String> = config

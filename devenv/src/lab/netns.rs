@@ -1095,24 +1095,40 @@ pub fn ensure(topology: &Topology) -> Result<Lab> {
     }
 
     // Read back what is there now.
-    let mut hosts = Vec::new();
+    let mut seen = std::collections::BTreeMap::new();
     for host in &plan.hosts {
         let host_links = match host_links_seen.remove(&host.namespace) {
             Some(unchanged) => unchanged,
             None => links(&host.namespace)?,
         };
+        seen.insert(host.namespace.clone(), host_links);
+    }
+    let mut lab = assemble(&plan, |host, iface| {
+        seen.get(&host.namespace)
+            .and_then(|l| find(l, &iface.name))
+            .and_then(|l| l.mac)
+            .ok_or_else(|| LabError::Parse {
+                command: format!("ip -j -n {} link show", host.namespace),
+                reason: format!("no MAC address for {}", iface.name),
+            })
+    })?;
+    lab.changes = changes;
+    Ok(lab)
+}
+
+/// The [`Lab`] of `plan` with each interface's MAC from `mac_of`.
+fn assemble(
+    plan: &Plan,
+    mut mac_of: impl FnMut(&HostPlan, &InterfacePlan) -> Result<Mac>,
+) -> Result<Lab> {
+    let mut hosts = Vec::new();
+    for host in &plan.hosts {
         let mut interfaces = Vec::new();
         for iface in &host.interfaces {
-            let mac = find(&host_links, &iface.name)
-                .and_then(|l| l.mac)
-                .ok_or_else(|| LabError::Parse {
-                    command: format!("ip -j -n {} link show", host.namespace),
-                    reason: format!("no MAC address for {}", iface.name),
-                })?;
             interfaces.push(LabInterface {
                 name: iface.name.clone(),
                 bridge: iface.bridge.clone(),
-                mac,
+                mac: mac_of(host, iface)?,
                 addresses: iface.addresses.clone(),
             });
         }
@@ -1136,14 +1152,23 @@ pub fn ensure(topology: &Topology) -> Result<Lab> {
         .pop()
         .ok_or_else(|| topology_error("nodes", "empty plan"))?;
     Ok(Lab {
-        name: plan.name,
-        net_namespace: plan.net_namespace,
-        bridges: plan.bridges,
+        name: plan.name.clone(),
+        net_namespace: plan.net_namespace.clone(),
+        bridges: plan.bridges.clone(),
         nodes: of(Role::Node),
         external,
         routers: of(Role::Router),
-        changes,
+        changes: Vec::new(),
     })
+}
+
+impl Lab {
+    /// The lab `plan` describes, as [`ensure`] would return it but made
+    /// without touching the machine: every MAC is `mac`. For deciding
+    /// code and its tests.
+    pub fn planned(plan: &Plan, mac: Mac) -> Result<Lab> {
+        assemble(plan, |_, _| Ok(mac))
+    }
 }
 
 /// Adds or corrects `routes` in `ns` (`ip route replace` where the route

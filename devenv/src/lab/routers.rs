@@ -210,36 +210,7 @@ mod tests {
     fn lab(routers: bool) -> Lab {
         let topology = netns::Topology::new("lab", 1).with_routers(routers);
         let plan = netns::plan(&topology).expect("plan");
-        let host = |h: &netns::HostPlan| LabHost {
-            name: h.name.clone(),
-            namespace: h.namespace.clone(),
-            interfaces: h
-                .interfaces
-                .iter()
-                .map(|i| netns::LabInterface {
-                    name: i.name.clone(),
-                    bridge: i.bridge.clone(),
-                    mac: netns::Mac([2, 0, 0, 0, 0, 1]),
-                    addresses: i.addresses.clone(),
-                })
-                .collect(),
-        };
-        let of = |role: netns::Role| -> Vec<LabHost> {
-            plan.hosts
-                .iter()
-                .filter(|h| h.role == role)
-                .map(host)
-                .collect()
-        };
-        Lab {
-            name: "lab".into(),
-            net_namespace: plan.net_namespace.clone(),
-            bridges: plan.bridges.clone(),
-            nodes: of(netns::Role::Node),
-            external: of(netns::Role::External).remove(0),
-            routers: of(netns::Role::Router),
-            changes: Vec::new(),
-        }
+        Lab::planned(&plan, netns::Mac([2, 0, 0, 0, 0, 1])).expect("lab")
     }
 
     #[test]
