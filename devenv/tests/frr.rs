@@ -459,6 +459,9 @@ fn a_bgp_lab_runs_frr_behind_the_cluster_handle_needs_root_and_frr() {
         assert!(n.values().all(|n| n.authentication), "{}: MD5", r.name);
     }
     let node = lab.nodes()[0].name.clone();
+    // The kernel drops the routes with the link; link_up puts them back.
+    lab.link_down(&node).expect("link down");
+    lab.link_up(&node).expect("link up");
     for target in all[2].addresses.iter().chain(&all[3].addresses) {
         // A connection to a closed port is refused by the router's kernel:
         // the SYN got there and the RST came back.

@@ -670,6 +670,17 @@ impl LabCluster {
         &self.lab.external.namespace
     }
 
+    /// Puts `node`'s routes to the BGP lab's multi-hop network back after
+    /// its link came up again (the kernel dropped them with the link).
+    fn restore_routes(&self, node: &str) -> Result<()> {
+        let host = self
+            .lab
+            .node(node)
+            .with_context(|| format!("no node {node:?} in lab {:?}", self.name))?;
+        netns::restore_routes(host)?;
+        Ok(())
+    }
+
     /// The lab's BGP router; an error when the lab runs none (not brought
     /// up with `--protocol bgp`).
     pub fn bgp_router(&self) -> Result<LabRouter> {
@@ -926,6 +937,7 @@ impl Cluster for LabCluster {
     fn node_up(&self, node: &str) -> Result<()> {
         let ns = self.namespace_of(node)?;
         netns::run("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
+        self.restore_routes(node)?;
         self.procs().signal(
             &format!("forward-{node}"),
             nix::sys::signal::Signal::SIGCONT,
@@ -945,7 +957,7 @@ impl Cluster for LabCluster {
     fn link_up(&self, node: &str) -> Result<()> {
         let ns = self.namespace_of(node)?;
         netns::run("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
-        Ok(())
+        self.restore_routes(node)
     }
 
     fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()> {

@@ -618,6 +618,8 @@ pub struct LabHost {
     pub namespace: String,
     /// Its NICs, `eth0` first.
     pub interfaces: Vec<LabInterface>,
+    /// Its planned static routes (see [`restore_routes`]).
+    pub routes: Vec<RoutePlan>,
 }
 
 impl LabHost {
@@ -1138,6 +1140,7 @@ fn assemble(
                 name: host.name.clone(),
                 namespace: host.namespace.clone(),
                 interfaces,
+                routes: host.routes.clone(),
             },
         ));
     }
@@ -1169,6 +1172,14 @@ impl Lab {
     pub fn planned(plan: &Plan, mac: Mac) -> Result<Lab> {
         assemble(plan, |_, _| Ok(mac))
     }
+}
+
+/// Puts `host`'s planned routes back: the kernel drops a route through
+/// a gateway when its link goes down, and does not restore it when the
+/// link comes back up (the specs that take a node's link down and up).
+/// Returns what it added.
+pub fn restore_routes(host: &LabHost) -> Result<Vec<String>> {
+    ensure_routes(&host.namespace, &host.routes)
 }
 
 /// Adds or corrects `routes` in `ns` (`ip route replace` where the route

@@ -14,9 +14,7 @@
 mod first_router;
 mod routers;
 
-use first_router::{
-    ebgp, md5_password, metrics, peer_node_selectors, router_restart, speaker_restart,
-};
+use first_router::{ebgp, md5_password, peer_node_selectors, router_restart, speaker_restart};
 
 use super::l2::{SERVICE_HTTP_PORT, backends, nodes, web_service};
 use crate::capture::{self, Capture, Segment};
@@ -107,7 +105,12 @@ pub fn specs() -> Vec<Spec> {
         s(
             "should expose session and prefix metrics",
             &["IPV4", "metrics"],
-            metrics,
+            metrics_v4,
+        ),
+        s(
+            "should expose session and prefix metrics",
+            &["IPV6", "metrics"],
+            metrics_v6,
         ),
         s(
             "should announce both families of a dual-stack service over both sessions",
@@ -447,6 +450,61 @@ fn aggregation(ctx: &Ctx) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Every node's speaker reports each router's session up with the
+/// service's prefix announced (upstream's metrics spec checks them per
+/// FRR container too).
+fn metrics(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (_config, routers, _) = all_routers_config(ctx, v6, json!({}))?;
+    backends(ctx, &[])?;
+    let family = if v6 { "IPv6" } else { "IPv4" };
+    let ips = web_service(
+        ctx,
+        "web",
+        json!({ "spec": { "ipFamilies": [family], "ipFamilyPolicy": "SingleStack" } }),
+    )?;
+    routers::wait_route(ctx, &routers, host_route(ips[0]), &all_hops(ctx, v6), WAIT)?;
+    for node in nodes(ctx) {
+        for r in &routers {
+            let address = r.address(v6).context("router of the family")?;
+            let peer = format!("peer=\"{}\"", std::net::SocketAddr::new(address, r.port));
+            eventually(
+                WAIT,
+                &format!("BGP metrics of {node}'s session with {}", r.name),
+                || {
+                    let text = speaker_metrics(ctx, &node)?;
+                    let up = sample(&text, "metallb_bgp_session_up", &[&peer]);
+                    let announced = sample(&text, "metallb_bgp_announced_prefixes_total", &[&peer]);
+                    let pending = sample(&text, "metallb_bgp_pending_prefixes_total", &[&peer]);
+                    let updates = sample(&text, "metallb_bgp_updates_total", &[&peer]);
+                    let announced_svc =
+                        sample(&text, "metallb_speaker_announced", &["protocol=\"bgp\""]);
+                    if up == Some(1.0)
+                        && announced == Some(1.0)
+                        && pending == Some(1.0)
+                        && updates.is_some_and(|u| u >= 1.0)
+                        && announced_svc == Some(1.0)
+                    {
+                        Ok(Some(()))
+                    } else {
+                        anyhow::bail!(
+                            "up {up:?} announced {announced:?} pending {pending:?} updates {updates:?} services {announced_svc:?}"
+                        )
+                    }
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn metrics_v4(ctx: &Ctx) -> Result<()> {
+    metrics(ctx, false)
+}
+
+fn metrics_v6(ctx: &Ctx) -> Result<()> {
+    metrics(ctx, true)
 }
 
 fn dual_stack(ctx: &Ctx) -> Result<()> {

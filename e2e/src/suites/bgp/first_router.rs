@@ -91,26 +91,6 @@ pub(super) fn peer_node_selectors(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn metrics(ctx: &Ctx) -> Result<()> {
-    let _announced = announced_web(ctx)?;
-    let peer = format!("peer=\"{}:179\"", router(ctx, false)?);
-    let node = nodes(ctx).into_iter().next().context("no node")?;
-    eventually(WAIT, "BGP metrics on the speaker", || {
-        let text = speaker_metrics(ctx, &node)?;
-        let up = sample(&text, "metallb_bgp_session_up", &[&peer]);
-        let announced = sample(&text, "metallb_bgp_announced_prefixes_total", &[&peer]);
-        let pending = sample(&text, "metallb_bgp_pending_prefixes_total", &[&peer]);
-        let updates = sample(&text, "metallb_bgp_updates_total", &[&peer]);
-        let announced_svc = sample(&text, "metallb_speaker_announced", &["protocol=\"bgp\""]);
-        Ok((up == Some(1.0)
-            && announced == Some(1.0)
-            && pending == Some(1.0)
-            && updates.is_some_and(|u| u >= 1.0)
-            && announced_svc == Some(1.0))
-        .then_some(()))
-    })
-}
-
 /// Router configuration made through vtysh for one spec, undone when
 /// dropped (pass, fail or panic).
 struct RouterChange<'a> {
