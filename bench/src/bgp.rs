@@ -439,10 +439,16 @@ fn round(
 /// with `--protocol bgp`), after one warm-up round; prints the figures.
 pub fn latency(cluster: &LabCluster, rounds: usize) -> Result<Latency> {
     let router = cluster.bgp_router()?;
-    let routers: Vec<IpAddr> = cluster
-        .router_addresses()
+    // The first router only (the one `router` queries), over IPv4.
+    let routers: Vec<frr::BgpRouter> = cluster
+        .bgp_routers()
         .into_iter()
-        .filter(IpAddr::is_ipv4)
+        .take(1)
+        .map(|mut r| {
+            r.addresses.retain(IpAddr::is_ipv4);
+            r
+        })
+        .filter(|r| !r.addresses.is_empty())
         .collect();
     let node_list = cluster.nodes();
     let names: Vec<String> = node_list.iter().map(|n| n.name.clone()).collect();

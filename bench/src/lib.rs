@@ -13,7 +13,6 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// The namespace benchmark services and pods live in.
@@ -81,7 +80,11 @@ async fn backends(client: &kube::Client, nodes: &[String]) -> Result<()> {
 /// a BGPPeer per router address, pool [`devenv::frr::POOL_NAME`] with the
 /// [`devenv::frr::POOL`] CIDRs of those families, a BGPAdvertisement),
 /// labelled [`LABEL`].
-pub async fn setup_bgp(client: &kube::Client, routers: &[IpAddr], nodes: &[String]) -> Result<()> {
+pub async fn setup_bgp(
+    client: &kube::Client,
+    routers: &[devenv::frr::BgpRouter],
+    nodes: &[String],
+) -> Result<()> {
     teardown(client).await?;
     backends(client, nodes).await?;
     let objects = devenv::frr::objects(metallb_rs::api::DEFAULT_NAMESPACE, routers, LABEL);

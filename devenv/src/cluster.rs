@@ -176,6 +176,32 @@ pub trait Cluster: Send + Sync {
     fn router_addresses(&self) -> Vec<IpAddr> {
         Vec::new()
     }
+    /// Every BGP router the speakers can peer with, the one of
+    /// [`Cluster::router_addresses`] first (the lab runs upstream's four:
+    /// iBGP and eBGP, single-hop and multi-hop); empty without a router.
+    fn bgp_routers(&self) -> Vec<frr::BgpRouter> {
+        let addresses = self.router_addresses();
+        if addresses.is_empty() {
+            return Vec::new();
+        }
+        vec![frr::BgpRouter::single("frr", &addresses)]
+    }
+    /// Runs `command` in the vtysh of router `router` (a name from
+    /// [`Cluster::bgp_routers`]).
+    fn vtysh_on(&self, router: &str, command: &str) -> Result<String> {
+        match self.bgp_routers().first() {
+            Some(first) if first.name == router => self.vtysh(command),
+            _ => bail!("cluster {:?} runs no BGP router {router:?}", self.name()),
+        }
+    }
+    /// Router `router`'s BGP neighbors, by address.
+    fn bgp_neighbors_on(&self, router: &str) -> Result<BTreeMap<IpAddr, NeighborStatus>> {
+        frr::parse_neighbors(&self.vtysh_on(router, frr::NEIGHBORS_COMMAND)?)
+    }
+    /// Router `router`'s BGP table of `family`.
+    fn bgp_routes_on(&self, router: &str, family: AddressFamily) -> Result<BgpRoutes> {
+        frr::parse_routes(&self.vtysh_on(router, &frr::routes_command(family))?)
+    }
     /// Runs `command` in the router's vtysh and returns its standard
     /// output; fails when vtysh does. Several commands go in one call
     /// separated by `\n` (vtysh runs each line in order), e.g.

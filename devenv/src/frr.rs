@@ -15,8 +15,14 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-/// Both ends use this ASN (iBGP, like upstream's dev-env).
+/// The speakers' ASN, and the iBGP routers' (like upstream's dev-env and
+/// e2e suite).
 pub const ASN: u32 = 64512;
+/// The eBGP routers' ASN (upstream's e2e `externalASN`: a 4-byte one, so
+/// every eBGP session also exercises the AS4 capability).
+pub const EXTERNAL_ASN: u32 = 4_200_000_000;
+/// The port bgpd listens on by default.
+pub const BGP_PORT: u16 = 179;
 /// The name of the dev-env's BGP pool.
 pub const POOL_NAME: &str = "dev-env-bgp";
 /// The BGP pools upstream's dev-env announces: outside every lab and docker
@@ -42,8 +48,13 @@ pub struct Neighbor {
 pub struct RouterConfig {
     /// FRR's `hostname` (also sent in the hostname capability).
     pub hostname: String,
-    /// Local ASN (and every neighbor's: iBGP).
+    /// Local ASN.
     pub asn: u32,
+    /// Every neighbor's ASN (the speakers'): equal to `asn` for iBGP.
+    pub peer_asn: u32,
+    /// The neighbors are more than one hop away over eBGP
+    /// (`neighbor X ebgp-multihop`); iBGP needs nothing.
+    pub ebgp_multihop: bool,
     /// `bgp router-id`; `None` lets FRR pick one of its IPv4 addresses
     /// (kind, where the container's address is known only once it runs).
     pub router_id: Option<Ipv4Addr>,
@@ -58,6 +69,8 @@ impl RouterConfig {
         Self {
             hostname: hostname.to_owned(),
             asn: ASN,
+            peer_asn: ASN,
+            ebgp_multihop: false,
             router_id,
             neighbors: node_addresses
                 .iter()
@@ -67,6 +80,14 @@ impl RouterConfig {
                 })
                 .collect(),
         }
+    }
+
+    /// The same router with a TCP MD5 `password` on every session.
+    pub fn with_password_for_all(mut self, password: &str) -> Self {
+        for n in &mut self.neighbors {
+            n.password = Some(password.to_owned());
+        }
+        self
     }
 
     /// The same router with a TCP MD5 `password` on the session to
@@ -125,8 +146,12 @@ pub fn frr_conf(config: &RouterConfig) -> Result<String> {
     conf.push_str(
         " no bgp ebgp-requires-policy\n no bgp default ipv4-unicast\n no bgp network import-check\n",
     );
+    let peer_asn = config.peer_asn;
     for n in &config.neighbors {
-        conf.push_str(&format!(" neighbor {} remote-as {asn}\n", n.address));
+        conf.push_str(&format!(" neighbor {} remote-as {peer_asn}\n", n.address));
+        if config.ebgp_multihop && peer_asn != asn {
+            conf.push_str(&format!(" neighbor {} ebgp-multihop\n", n.address));
+        }
         if let Some(p) = &n.password {
             conf.push_str(&format!(" neighbor {} password {p}\n", n.address));
         }
@@ -154,20 +179,88 @@ pub fn frr_conf(config: &RouterConfig) -> Result<String> {
     Ok(conf)
 }
 
-/// The dev-env's MetalLB objects for `router_addresses`: one BGPPeer per
-/// router address (`frr-v4`, `frr-v6`; myASN = peerASN = [`ASN`]), the pool
-/// [`POOL_NAME`] with the [`POOL`] CIDRs of the families the router has,
-/// and a BGPAdvertisement of every pool; each labelled `label`.
-pub fn objects(namespace: &str, router_addresses: &[IpAddr], label: (&str, &str)) -> Vec<Value> {
+/// A BGP router the speakers can peer with, as a BGPPeer sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BgpRouter {
+    /// Its name (`ibgp-single-hop`, ...; `frr` for kind's one router).
+    pub name: String,
+    /// Its addresses, one per family it has.
+    pub addresses: Vec<IpAddr>,
+    /// Its ASN (the BGPPeer's `peerASN`).
+    pub asn: u32,
+    /// The port it listens on (the BGPPeer's `peerPort`).
+    pub port: u16,
+    /// The TCP MD5 password it expects from every speaker.
+    pub password: Option<String>,
+    /// It is a routed hop away from the nodes.
+    pub multi_hop: bool,
+}
+
+impl BgpRouter {
+    /// kind's router: iBGP in [`ASN`] on the node network, no password.
+    pub fn single(name: &str, addresses: &[IpAddr]) -> Self {
+        Self {
+            name: name.to_owned(),
+            addresses: addresses.to_vec(),
+            asn: ASN,
+            port: BGP_PORT,
+            password: None,
+            multi_hop: false,
+        }
+    }
+
+    /// Its address of the family, if it has one.
+    pub fn address(&self, v6: bool) -> Option<IpAddr> {
+        self.addresses.iter().copied().find(|a| a.is_ipv6() == v6)
+    }
+
+    /// An external peer (another AS than the speakers').
+    pub fn ebgp(&self) -> bool {
+        self.asn != ASN
+    }
+
+    /// The BGPPeer needs `ebgpMultiHop` (an external peer a hop away), as
+    /// upstream's `PeersForContainers` decides it.
+    pub fn ebgp_multi_hop(&self) -> bool {
+        self.multi_hop && self.ebgp()
+    }
+
+    /// The BGPPeer spec for its `address` (without `password`): myASN
+    /// [`ASN`], its ASN, its port unless the default, `ebgpMultiHop` when
+    /// it needs it.
+    pub fn peer_spec(&self, address: IpAddr) -> Value {
+        let mut spec =
+            json!({ "myASN": ASN, "peerASN": self.asn, "peerAddress": address.to_string() });
+        if self.port != BGP_PORT {
+            spec["peerPort"] = json!(self.port);
+        }
+        if self.ebgp_multi_hop() {
+            spec["ebgpMultiHop"] = json!(true);
+        }
+        spec
+    }
+}
+
+/// The dev-env's MetalLB objects for `routers`: one BGPPeer per router
+/// address (`<router>-v4`, `<router>-v6`; [`BgpRouter::peer_spec`] with
+/// its password), the pool [`POOL_NAME`] with the [`POOL`] CIDRs of the
+/// families the routers have, and a BGPAdvertisement of every pool; each
+/// labelled `label`.
+pub fn objects(namespace: &str, routers: &[BgpRouter], label: (&str, &str)) -> Vec<Value> {
     let meta = |name: &str| json!({ "name": name, "namespace": namespace, "labels": { label.0: label.1 } });
-    let mut objects: Vec<Value> = router_addresses
+    let mut objects: Vec<Value> = routers
         .iter()
-        .map(|a| {
+        .flat_map(|r| r.addresses.iter().map(move |a| (r, *a)))
+        .map(|(r, a)| {
             let family = if a.is_ipv6() { "v6" } else { "v4" };
+            let mut spec = r.peer_spec(a);
+            if let Some(p) = &r.password {
+                spec["password"] = json!(p);
+            }
             json!({
                 "apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
-                "metadata": meta(&format!("frr-{family}")),
-                "spec": { "myASN": ASN, "peerASN": ASN, "peerAddress": a.to_string() },
+                "metadata": meta(&format!("{}-{family}", r.name)),
+                "spec": spec,
             })
         })
         .collect();
@@ -175,8 +268,9 @@ pub fn objects(namespace: &str, router_addresses: &[IpAddr], label: (&str, &str)
         .iter()
         .copied()
         .filter(|cidr| {
-            router_addresses
+            routers
                 .iter()
+                .flat_map(|r| &r.addresses)
                 .any(|a| a.is_ipv6() == cidr.contains(':'))
         })
         .collect();

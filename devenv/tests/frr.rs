@@ -436,6 +436,53 @@ fn a_bgp_lab_runs_frr_behind_the_cluster_handle_needs_root_and_frr() {
         .collect();
     assert_eq!(neighbors.keys().copied().collect::<BTreeSet<_>>(), expected);
     assert!(neighbors.values().all(|n| !n.established()));
+    // Upstream's four routers, each knowing every node; the multi-hop
+    // ones a routed hop away from the nodes, both families.
+    let all = lab.bgp_routers();
+    assert_eq!(
+        all.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+        [
+            "ibgp-single-hop",
+            "ebgp-single-hop",
+            "ibgp-multi-hop",
+            "ebgp-multi-hop"
+        ]
+    );
+    for r in &all {
+        let n = lab.bgp_neighbors_on(&r.name).expect("neighbors");
+        assert_eq!(
+            n.keys().copied().collect::<BTreeSet<_>>(),
+            expected,
+            "{}",
+            r.name
+        );
+        assert!(n.values().all(|n| n.authentication), "{}: MD5", r.name);
+    }
+    let node = lab.nodes()[0].name.clone();
+    // The kernel drops the routes with the link; link_up puts them back.
+    lab.link_down(&node).expect("link down");
+    lab.link_up(&node).expect("link up");
+    for target in all[2].addresses.iter().chain(&all[3].addresses) {
+        // A connection to a closed port is refused by the router's kernel:
+        // the SYN got there and the RST came back.
+        let connect = format!("echo > /dev/tcp/{target}/9");
+        let out = lab
+            .exec_on_node(&node, &["timeout", "3", "bash", "-c", &connect])
+            .expect("connect");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            err.contains("Connection refused"),
+            "{node} cannot reach {target}: {err}"
+        );
+        let hops = lab
+            .exec_on_node(&node, &["ip", "route", "get", &target.to_string()])
+            .expect("ip route get");
+        let via = String::from_utf8_lossy(&hops.stdout).into_owned();
+        assert!(
+            via.contains(" via "),
+            "{target} is not a routed hop away: {via}"
+        );
+    }
     assert!(
         lab.bgp_routes(AddressFamily::Ipv4)
             .expect("routes")
@@ -447,15 +494,16 @@ fn a_bgp_lab_runs_frr_behind_the_cluster_handle_needs_root_and_frr() {
 
     // The dev-env objects, created then replaced.
     let first = lab.apply_bgp_dev_env().expect("objects");
-    assert_eq!(
-        first,
-        [
-            "created BGPPeer metallb-system/frr-v4",
-            "created BGPPeer metallb-system/frr-v6",
-            "created IPAddressPool metallb-system/dev-env-bgp",
-            "created BGPAdvertisement metallb-system/empty",
-        ]
-    );
+    // A BGPPeer per family for each of the four routers.
+    let mut expected: Vec<String> = devenv::lab::routers::ROUTERS
+        .iter()
+        .flat_map(|r| {
+            ["v4", "v6"].map(|f| format!("created BGPPeer metallb-system/{}-{f}", r.name))
+        })
+        .collect();
+    expected.push("created IPAddressPool metallb-system/dev-env-bgp".into());
+    expected.push("created BGPAdvertisement metallb-system/empty".into());
+    assert_eq!(first, expected);
     assert!(
         lab.apply_bgp_dev_env()
             .expect("again")
@@ -475,7 +523,7 @@ fn a_bgp_lab_runs_frr_behind_the_cluster_handle_needs_root_and_frr() {
     // Layer2: the router goes, its objects can be deleted.
     let mut deleted = lab.remove_dev_env_config().expect("delete");
     deleted.sort();
-    assert_eq!(deleted.len(), 4, "{deleted:?}");
+    assert_eq!(deleted.len(), 10, "{deleted:?}");
     spec.protocol = Protocol::Layer2;
     let lab = up(&spec).expect("layer2 lab");
     assert!(lab.router_addresses().is_empty());
@@ -483,6 +531,8 @@ fn a_bgp_lab_runs_frr_behind_the_cluster_handle_needs_root_and_frr() {
     let err = lab.vtysh("show bgp summary").expect_err("no router");
     assert!(err.to_string().contains("--protocol bgp"), "{err}");
     assert!(!lab_dir(&name).join("frr").exists());
+    assert!(!lab_dir(&name).join("frr-ebgp-multi-hop").exists());
+    assert!(lab.bgp_routers().is_empty());
 
     // Back to BGP, then down removes FRR with the rest.
     spec.protocol = Protocol::Bgp;

@@ -41,6 +41,7 @@ pub mod prober;
 mod runner;
 pub mod spec;
 pub mod suites;
+pub mod upstream;
 
 pub use ctx::{Ctx, CtxFactory};
 pub use filter::Filter;

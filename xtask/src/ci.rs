@@ -86,6 +86,7 @@ fn kind_job(job: KindJob) -> Result<Outcome> {
             skip: Some(job.skip.into()),
             dry_run: false,
             list: false,
+            upstream_map: false,
             junit: Some(root.join(format!("target/e2e-kind-{}.xml", job.ip_family))),
             allow_empty: false,
         })

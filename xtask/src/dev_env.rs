@@ -222,31 +222,37 @@ fn lab_dev_env_config(lab: &LabCluster, protocol: flags::Protocol) -> Result<()>
         }
         return Ok(());
     }
-    let router = lab.bgp_router()?;
+    lab.bgp_router()?;
     let peers: Vec<String> = lab
         .nodes()
         .iter()
         .flat_map(|n| n.addresses.iter().map(ToString::to_string))
         .collect();
-    let addresses: Vec<String> = lab
-        .router_addresses()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
     println!(
-        "FRR (zebra + bgpd, AS {}) runs in namespace {} at {}, peering with {}",
-        devenv::frr::ASN,
-        router.namespace(),
-        addresses.join(" "),
+        "FRR routers (zebra + bgpd each) peering with {}:",
         peers.join(" ")
     );
+    for r in lab.bgp_routers() {
+        let addresses: Vec<String> = r.addresses.iter().map(ToString::to_string).collect();
+        let daemons = lab.bgp_router_named(&r.name)?;
+        println!(
+            "  {:<16} AS {:<10} port {} at {} in {}{}; vtysh --vty_socket {} -c 'show bgp summary'",
+            r.name,
+            r.asn,
+            r.port,
+            addresses.join(" "),
+            daemons.namespace(),
+            if r.multi_hop {
+                " (one routed hop away)"
+            } else {
+                ""
+            },
+            daemons.dir().display()
+        );
+    }
     for line in lab.apply_bgp_dev_env()? {
         println!("  {line}");
     }
-    println!(
-        "  router    vtysh --vty_socket {} -c 'show bgp summary'",
-        router.dir().display()
-    );
     Ok(())
 }
 

@@ -9,6 +9,12 @@ use std::sync::Arc;
 
 /// Runs the suites; fails when a test failed.
 pub fn run(args: &E2eArgs) -> Result<()> {
+    if args.upstream_map {
+        for line in e2e::upstream::render(e2e::upstream::UPSTREAM, &e2e::suites::all())? {
+            println!("{line}");
+        }
+        return Ok(());
+    }
     let opts = e2e::Options {
         focus: args.focus.clone(),
         skip: args.skip.clone(),

@@ -274,6 +274,9 @@ pub struct E2eArgs {
     /// Same as --dry-run
     #[arg(long)]
     pub list: bool,
+    /// Print which of our specs checks each of upstream's (MetalLB e2etest, native mode) and exit
+    #[arg(long)]
+    pub upstream_map: bool,
     /// Write a JUnit XML report here
     #[arg(long)]
     pub junit: Option<std::path::PathBuf>,

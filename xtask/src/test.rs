@@ -107,6 +107,7 @@ pub fn lab_e2e() -> Result<Outcome> {
         skip: None,
         dry_run: false,
         list: false,
+        upstream_map: false,
         junit: Some(tools::project_root().join("target/e2e-junit.xml")),
         allow_empty: false,
     };

@@ -77,6 +77,77 @@ line vty
 }
 
 #[test]
+fn an_ebgp_multi_hop_router_names_the_speakers_as_and_allows_more_hops() {
+    let v4: Vec<IpAddr> = nodes().into_iter().filter(IpAddr::is_ipv4).collect();
+    let mut config =
+        RouterConfig::new("ebgp-multi-hop", None, &v4).with_password_for_all("ebgp-test");
+    config.asn = EXTERNAL_ASN;
+    config.ebgp_multihop = true;
+    let conf = frr_conf(&config).expect("renders");
+    for line in [
+        "router bgp 4200000000\n",
+        " neighbor 172.30.0.10 remote-as 64512\n neighbor 172.30.0.10 ebgp-multihop\n neighbor 172.30.0.10 password ebgp-test\n",
+        " neighbor 172.30.0.11 remote-as 64512\n neighbor 172.30.0.11 ebgp-multihop\n neighbor 172.30.0.11 password ebgp-test\n",
+    ] {
+        assert!(conf.contains(line), "{line:?} missing:\n{conf}");
+    }
+    // iBGP sessions are multi-hop already: no ebgp-multihop line.
+    config.asn = ASN;
+    assert!(
+        !frr_conf(&config)
+            .expect("renders")
+            .contains("ebgp-multihop")
+    );
+}
+
+#[test]
+fn objects_carry_each_routers_password_port_and_multi_hop() {
+    let router = BgpRouter {
+        asn: EXTERNAL_ASN,
+        port: 180,
+        password: Some("ebgp-test".into()),
+        multi_hop: true,
+        ..BgpRouter::single("ebgp-multi-hop", &[ip("172.30.8.5")])
+    };
+    let objects = objects(
+        "metallb-system",
+        &[router],
+        ("metallb-rs.dev/dev-env", "lab"),
+    );
+    crate::kind::validate(&objects).expect("valid config");
+    let peer = objects
+        .iter()
+        .find(|o| o["kind"] == "BGPPeer")
+        .expect("peer");
+    assert_eq!(peer["metadata"]["name"], "ebgp-multi-hop-v4");
+    assert_eq!(
+        peer["spec"],
+        json!({ "myASN": 64512, "peerASN": 4_200_000_000_u32, "peerAddress": "172.30.8.5",
+                "peerPort": 180, "ebgpMultiHop": true, "password": "ebgp-test" })
+    );
+}
+
+#[rstest::rstest]
+#[case::ibgp_single_hop(ASN, 179, false, json!({ "myASN": 64512, "peerASN": 64512, "peerAddress": "172.30.0.2" }))]
+#[case::ebgp_single_hop(EXTERNAL_ASN, 179, false, json!({ "myASN": 64512, "peerASN": 4_200_000_000_u32, "peerAddress": "172.30.0.2" }))]
+#[case::ibgp_multi_hop(ASN, 180, true, json!({ "myASN": 64512, "peerASN": 64512, "peerAddress": "172.30.0.2", "peerPort": 180 }))]
+#[case::ebgp_multi_hop(EXTERNAL_ASN, 180, true, json!({ "myASN": 64512, "peerASN": 4_200_000_000_u32, "peerAddress": "172.30.0.2", "peerPort": 180, "ebgpMultiHop": true }))]
+fn peer_specs_follow_the_router(
+    #[case] asn: u32,
+    #[case] port: u16,
+    #[case] multi_hop: bool,
+    #[case] want: Value,
+) {
+    let router = BgpRouter {
+        asn,
+        port,
+        multi_hop,
+        ..BgpRouter::single("r", &[ip("172.30.0.2")])
+    };
+    assert_eq!(router.peer_spec(ip("172.30.0.2")), want);
+}
+
+#[test]
 fn a_single_family_gets_only_its_address_family() {
     let v4: Vec<IpAddr> = nodes().into_iter().filter(IpAddr::is_ipv4).collect();
     let conf = frr_conf(&RouterConfig::new("r", None, &v4)).expect("renders");
@@ -116,7 +187,10 @@ fn objects_peer_per_router_address_and_pool_the_router_families() {
     let label = ("metallb-rs.dev/dev-env", "lab");
     let dual = objects(
         "metallb-system",
-        &[ip("172.30.0.2"), ip("fc00:f853:ccd:e793::2")],
+        &[BgpRouter::single(
+            "frr",
+            &[ip("172.30.0.2"), ip("fc00:f853:ccd:e793::2")],
+        )],
         label,
     );
     crate::kind::validate(&dual).expect("valid config");
@@ -139,14 +213,22 @@ fn objects_peer_per_router_address_and_pool_the_router_families() {
             .all(|o| o["metadata"]["labels"]["metallb-rs.dev/dev-env"] == "lab")
     );
 
-    let v4 = objects("metallb-system", &[ip("172.30.0.2")], label);
+    let v4 = objects(
+        "metallb-system",
+        &[BgpRouter::single("frr", &[ip("172.30.0.2")])],
+        label,
+    );
     crate::kind::validate(&v4).expect("valid config");
     let pool = v4
         .iter()
         .find(|o| o["kind"] == "IPAddressPool")
         .expect("pool");
     assert_eq!(pool["spec"]["addresses"], json!(["192.168.10.0/24"]));
-    let v6 = objects("metallb-system", &[ip("fc00:f853:ccd:e793::2")], label);
+    let v6 = objects(
+        "metallb-system",
+        &[BgpRouter::single("frr", &[ip("fc00:f853:ccd:e793::2")])],
+        label,
+    );
     let pool = v6
         .iter()
         .find(|o| o["kind"] == "IPAddressPool")

@@ -215,7 +215,11 @@ async fn up_async(spec: &KindSpec) -> Result<KindCluster> {
         Protocol::Layer2 => layer2_objects(&spec.name, &parse_ranges(&ranges.dev_env)?)?,
         Protocol::Bgp => {
             let routers = start_frr(&docker, &spec.name, &dir, &node_names).await?;
-            frr::objects(NAMESPACE, &routers, (DEV_ENV_LABEL, &spec.name))
+            frr::objects(
+                NAMESPACE,
+                &[crate::frr::BgpRouter::single("frr", &routers)],
+                (DEV_ENV_LABEL, &spec.name),
+            )
         }
     };
     super::validate(&objects)?;

@@ -53,7 +53,7 @@ mod tests {
         ];
         let objects = objects(
             "metallb-system",
-            &routers,
+            &[crate::frr::BgpRouter::single("frr", &routers)],
             ("metallb-rs.dev/dev-env", "kind"),
         );
         super::super::validate(&objects).expect("valid config");

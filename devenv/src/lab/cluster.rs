@@ -3,9 +3,10 @@
 //! controller-manager stand-ins, node agents, metallb-rs controller and
 //! speakers; and the [`Cluster`] handle the e2e suites drive it through.
 
-use super::frr::{LabRouter, lab_router_config};
+use super::frr::LabRouter;
 use super::netns::{self, Family, Topology};
 use super::process::Processes;
+use super::routers;
 use crate::cluster::{Cluster, NodeInfo, PoolRanges, Protocol, StopSignal};
 use anyhow::{Context, Result, bail};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -33,9 +34,9 @@ pub struct LabSpec {
     pub log_level: String,
     /// Run the metallb-rs controller and speakers (off: only the cluster).
     pub metallb: bool,
-    /// Bgp: FRR runs in the external namespace, peering with every node
-    /// (see [`super::frr`]); Layer2: no router (one left running is
-    /// stopped).
+    /// Bgp: upstream's four FRR routers, one in the external namespace,
+    /// each peering with every node (see [`super::routers`]); Layer2: no
+    /// router (those left running are stopped).
     pub protocol: Protocol,
 }
 
@@ -208,28 +209,19 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
     }
     let topology = Topology::new(&spec.name, spec.nodes - 1)
         .with_family(spec.family)
-        .with_bridges(2);
+        .with_bridges(2)
+        .with_routers(spec.protocol == Protocol::Bgp);
     let lab = netns::ensure(&topology)?;
     let dir = lab_dir(&spec.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let procs = Processes::new(&dir);
     let kubeconfig = dir.join("kubeconfig");
     let bin = |b: &str| spec.bin_dir.join(b).display().to_string();
-    // The router first: a missing FRR fails before anything else starts.
-    let router = LabRouter::new(&dir, &lab.external.namespace);
-    if lab
-        .changes
-        .iter()
-        .any(|c| c == &format!("created namespace {}", lab.external.namespace))
-    {
-        router.stop();
-    }
+    // The routers first: a missing FRR fails before anything else starts.
     match spec.protocol {
-        Protocol::Bgp => router
-            .start(&lab_router_config(&lab))
-            .context("starting FRR in the external namespace")?,
+        Protocol::Bgp => routers::start(&lab, &dir)?,
         Protocol::Layer2 => {
-            router.remove()?;
+            routers::remove_all(&dir, &spec.name)?;
         }
     }
     // A recreated node namespace is a new namespace: what ran in the old
@@ -636,7 +628,7 @@ pub fn down(name: &str) -> Result<Vec<String>> {
     let dir = lab_dir(name);
     let procs = Processes::new(&dir);
     // bgpd before zebra, and what a crashed zebra left in the kernel.
-    let mut removed = LabRouter::new(&dir, &netns::external_namespace(name)).stop();
+    let mut removed = routers::stop_all(&dir, name);
     for p in procs.names() {
         procs.stop(&p, Duration::from_secs(2));
         removed.push(format!("process {p}"));
@@ -678,6 +670,17 @@ impl LabCluster {
         &self.lab.external.namespace
     }
 
+    /// Puts `node`'s routes to the BGP lab's multi-hop network back after
+    /// its link came up again (the kernel dropped them with the link).
+    fn restore_routes(&self, node: &str) -> Result<()> {
+        let host = self
+            .lab
+            .node(node)
+            .with_context(|| format!("no node {node:?} in lab {:?}", self.name))?;
+        netns::restore_routes(host)?;
+        Ok(())
+    }
+
     /// The lab's BGP router; an error when the lab runs none (not brought
     /// up with `--protocol bgp`).
     pub fn bgp_router(&self) -> Result<LabRouter> {
@@ -690,11 +693,20 @@ impl LabCluster {
         Ok(LabRouter::new(&self.dir, &self.lab.external.namespace))
     }
 
+    /// The daemons of router `name` (one of [`routers::ROUTERS`]); an error
+    /// when the lab runs no such router.
+    pub fn bgp_router_named(&self, name: &str) -> Result<LabRouter> {
+        self.bgp_router()?;
+        let spec = routers::spec(name)
+            .with_context(|| format!("lab {:?} has no BGP router {name:?}", self.name))?;
+        Ok(routers::lab_router(&self.dir, &self.name, spec))
+    }
+
     /// Creates (or replaces) the dev-env's BGP configuration: one BGPPeer
     /// per router address, the pool `dev-env-bgp` of the lab's families
     /// and a BGPAdvertisement; returns what it did, one line per object.
     pub fn apply_bgp_dev_env(&self) -> Result<Vec<String>> {
-        let routers = self.router_addresses();
+        let routers = self.bgp_routers();
         if routers.is_empty() {
             self.bgp_router()?;
         }
@@ -925,6 +937,7 @@ impl Cluster for LabCluster {
     fn node_up(&self, node: &str) -> Result<()> {
         let ns = self.namespace_of(node)?;
         netns::run("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
+        self.restore_routes(node)?;
         self.procs().signal(
             &format!("forward-{node}"),
             nix::sys::signal::Signal::SIGCONT,
@@ -944,7 +957,7 @@ impl Cluster for LabCluster {
     fn link_up(&self, node: &str) -> Result<()> {
         let ns = self.namespace_of(node)?;
         netns::run("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
-        Ok(())
+        self.restore_routes(node)
     }
 
     fn stop_speaker(&self, node: &str, signal: StopSignal) -> Result<()> {
@@ -1082,6 +1095,18 @@ impl Cluster for LabCluster {
 
     fn vtysh(&self, command: &str) -> Result<String> {
         self.bgp_router()?.vtysh(command)
+    }
+
+    fn bgp_routers(&self) -> Vec<crate::frr::BgpRouter> {
+        if self.protocol == Protocol::Bgp {
+            routers::bgp_routers(&self.lab)
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn vtysh_on(&self, router: &str, command: &str) -> Result<String> {
+        self.bgp_router_named(router)?.vtysh(command)
     }
 
     /// Stops bgpd and zebra (SIGTERM: peers get a Cease) and starts them

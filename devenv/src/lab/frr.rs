@@ -167,6 +167,10 @@ pub fn lab_router_config(lab: &Lab) -> RouterConfig {
 pub struct LabRouter {
     namespace: String,
     lab_dir: PathBuf,
+    /// `None`: the external host's router, whose files and processes keep
+    /// their unqualified names (`frr`, `frr-zebra`, `frr-bgpd`).
+    name: Option<String>,
+    port: u16,
 }
 
 impl LabRouter {
@@ -177,6 +181,28 @@ impl LabRouter {
         Self {
             namespace: namespace.to_owned(),
             lab_dir: lab_dir.to_owned(),
+            name: None,
+            port: frr::BGP_PORT,
+        }
+    }
+
+    /// Another router of the same lab, called `name` (its files in
+    /// `<lab_dir>/frr-<name>`, its processes `frr-<name>-zebra` and
+    /// `frr-<name>-bgpd`), bgpd listening on `port`.
+    pub fn named(lab_dir: &Path, namespace: &str, name: &str, port: u16) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            lab_dir: lab_dir.to_owned(),
+            name: Some(name.to_owned()),
+            port,
+        }
+    }
+
+    /// The process name of `daemon` ([`ZEBRA`] or [`BGPD`]) of this router.
+    fn process(&self, daemon: &str) -> String {
+        match &self.name {
+            None => daemon.to_owned(),
+            Some(n) => format!("frr-{n}-{}", daemon.trim_start_matches("frr-")),
         }
     }
 
@@ -190,7 +216,10 @@ impl LabRouter {
 
     /// FRR's state directory: `frr.conf`, `zebra.conf`, sockets, pid files.
     pub fn dir(&self) -> PathBuf {
-        self.lab_dir.join("frr")
+        match &self.name {
+            None => self.lab_dir.join("frr"),
+            Some(n) => self.lab_dir.join(format!("frr-{n}")),
+        }
     }
 
     /// The namespace FRR runs in.
@@ -205,7 +234,7 @@ impl LabRouter {
     /// Both daemons run.
     pub fn running(&self) -> bool {
         let procs = self.procs();
-        procs.pid(ZEBRA).is_some() && procs.pid(BGPD).is_some()
+        procs.pid(&self.process(ZEBRA)).is_some() && procs.pid(&self.process(BGPD)).is_some()
     }
 
     /// Writes `config` and starts whichever daemon is not running; bgpd is
@@ -228,7 +257,7 @@ impl LabRouter {
             &format!("hostname {}\n!\n", config.hostname),
         )?;
         if write_if_changed(&dir.join("frr.conf"), &conf)? {
-            self.stop_daemon(BGPD);
+            self.stop_daemon(&self.process(BGPD));
         }
         self.start_daemons(&bins)
     }
@@ -236,15 +265,20 @@ impl LabRouter {
     fn start_daemons(&self, bins: &Binaries) -> Result<()> {
         let procs = self.procs();
         let dir = self.dir();
-        if procs.pid(ZEBRA).is_none() {
+        let (zebra, bgpd) = (self.process(ZEBRA), self.process(BGPD));
+        if procs.pid(&zebra).is_none() {
             remove_files(&dir, &["zserv.api", "zebra.vty", "zebra.pid"]);
-            let pid = procs.ensure(ZEBRA, &zebra_argv(&bins.zebra, &self.namespace, &dir), &[])?;
-            self.wait_started(ZEBRA, pid, || Ok(dir.join("zserv.api").exists()))?;
+            let pid = procs.ensure(&zebra, &zebra_argv(&bins.zebra, &self.namespace, &dir), &[])?;
+            self.wait_started(&zebra, pid, || Ok(dir.join("zserv.api").exists()))?;
         }
-        if procs.pid(BGPD).is_none() {
+        if procs.pid(&bgpd).is_none() {
             remove_files(&dir, &["bgpd.vty", "bgpd.pid"]);
-            let pid = procs.ensure(BGPD, &bgpd_argv(&bins.bgpd, &self.namespace, &dir), &[])?;
-            self.wait_started(BGPD, pid, || {
+            let mut argv = bgpd_argv(&bins.bgpd, &self.namespace, &dir);
+            if self.port != frr::BGP_PORT {
+                argv.extend(["-p".to_owned(), self.port.to_string()]);
+            }
+            let pid = procs.ensure(&bgpd, &argv, &[])?;
+            self.wait_started(&bgpd, pid, || {
                 Ok(dir.join("bgpd.vty").exists()
                     && frr::parse_neighbors(&self.vtysh(frr::NEIGHBORS_COMMAND)?).is_ok())
             })?;
@@ -293,7 +327,11 @@ impl LabRouter {
         let pid = procs.pid(name);
         procs.stop(name, STOP_GRACE);
         if let Some(pid) = pid {
-            let daemon = name.trim_start_matches("frr-");
+            let daemon = if name.ends_with("zebra") {
+                "zebra"
+            } else {
+                "bgpd"
+            };
             let _ = std::fs::remove_dir_all(format!("/var/tmp/frr/{daemon}.{pid}"));
         }
         pid.is_some()
@@ -304,9 +342,14 @@ impl LabRouter {
     /// the namespace. Keeps the configuration. Returns what it stopped;
     /// never fails (it also runs on a half-removed lab).
     pub fn stop(&self) -> Vec<String> {
-        let had_pid_files = self.procs().names().iter().any(|n| n == BGPD || n == ZEBRA);
+        let (zebra, bgpd) = (self.process(ZEBRA), self.process(BGPD));
+        let had_pid_files = self
+            .procs()
+            .names()
+            .iter()
+            .any(|n| *n == bgpd || *n == zebra);
         let mut stopped = Vec::new();
-        for name in [BGPD, ZEBRA] {
+        for name in [&bgpd, &zebra] {
             if self.stop_daemon(name) {
                 stopped.push(format!("process {name}"));
             }
@@ -596,30 +639,7 @@ mod tests {
     fn the_lab_router_peers_with_every_node_address() {
         let topology = netns::Topology::new("lab", 2);
         let plan = netns::plan(&topology).expect("plan");
-        let host = |h: &netns::HostPlan| netns::LabHost {
-            name: h.name.clone(),
-            namespace: h.namespace.clone(),
-            interfaces: h
-                .interfaces
-                .iter()
-                .map(|i| netns::LabInterface {
-                    name: i.name.clone(),
-                    bridge: i.bridge.clone(),
-                    mac: netns::Mac([2, 0, 0, 0, 0, 1]),
-                    addresses: i.addresses.clone(),
-                })
-                .collect(),
-        };
-        let mut hosts: Vec<netns::LabHost> = plan.hosts.iter().map(host).collect();
-        let external = hosts.pop().expect("external");
-        let lab = Lab {
-            name: "lab".into(),
-            net_namespace: plan.net_namespace.clone(),
-            bridges: plan.bridges.clone(),
-            nodes: hosts,
-            external,
-            changes: Vec::new(),
-        };
+        let lab = Lab::planned(&plan, netns::Mac([2, 0, 0, 0, 0, 1])).expect("lab");
         let config = lab_router_config(&lab);
         assert_eq!(config.router_id, Some(Ipv4Addr::new(172, 30, 0, 2)));
         let addresses: Vec<String> = config

@@ -16,5 +16,6 @@ pub mod probe;
 pub mod process;
 pub mod proxy;
 pub mod rounds;
+pub mod routers;
 pub mod scheduler;
 pub mod workloads;

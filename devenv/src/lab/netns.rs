@@ -1,5 +1,6 @@
 //! The lab's network: one network namespace per node, an `external`
-//! namespace playing the outside client (and later the BGP router), and the
+//! namespace playing the outside client (and a BGP router), with a BGP lab
+//! three more routers and their routed hop ([`multihop`]), and the
 //! bridges joining them, which live in a namespace of their own
 //! (`<name>-net`) so that the root namespace never gets an address or a link
 //! on the lab segment (DESIGN.md, "Lab network rule").
@@ -37,7 +38,10 @@
 //! below the kernel's 15-character interface name limit, whatever the lab
 //! name.
 
+pub mod multihop;
+
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+pub use multihop::RoutePlan;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
@@ -183,6 +187,8 @@ pub struct Topology {
     pub bridges: usize,
     /// Subnets per bridge; needs at least `bridges` entries.
     pub subnets: Vec<BridgeSubnets>,
+    /// The BGP lab's extra routers and their routed hop ([`multihop`]).
+    pub routers: bool,
 }
 
 impl Topology {
@@ -195,7 +201,14 @@ impl Topology {
             family: Family::Dual,
             bridges: 1,
             subnets: default_subnets(),
+            routers: false,
         }
+    }
+
+    /// The same lab with (or without) the BGP lab's extra routers.
+    pub fn with_routers(mut self, routers: bool) -> Topology {
+        self.routers = routers;
+        self
     }
 
     /// The same lab with other address families.
@@ -233,6 +246,8 @@ pub enum Role {
     Node,
     /// The outside client / BGP router.
     External,
+    /// One of the BGP lab's other routers ([`multihop`]).
+    Router,
 }
 
 /// One bridge of the plan.
@@ -273,8 +288,10 @@ pub struct HostPlan {
     /// Namespace-wide sysctls `(key, value)`, set before the links exist so
     /// that `default` values are inherited.
     pub sysctls: Vec<(String, String)>,
-    /// Its NICs, one per bridge.
+    /// Its NICs, one per bridge (a router: on the bridges it stands on).
     pub interfaces: Vec<InterfacePlan>,
+    /// Its static routes.
+    pub routes: Vec<RoutePlan>,
 }
 
 /// Everything a lab network consists of.
@@ -288,8 +305,11 @@ pub struct Plan {
     pub net_sysctls: Vec<(String, String)>,
     /// The bridges.
     pub bridges: Vec<BridgePlan>,
-    /// Nodes first (in topology order), the external host last.
+    /// Nodes first (in topology order), then the external host, then the
+    /// routers.
     pub hosts: Vec<HostPlan>,
+    /// Bridges of the routers' networks (no node has a leg there).
+    pub router_bridges: Vec<BridgePlan>,
 }
 
 impl Plan {
@@ -390,7 +410,12 @@ pub fn plan(topology: &Topology) -> Result<Plan> {
                 ),
             ));
         }
-        if *node == net_ns || *node == ext_ns {
+        if *node == net_ns
+            || *node == ext_ns
+            || std::iter::once(multihop::GATEWAY)
+                .chain(multihop::BEHIND)
+                .any(|r| *node == multihop::namespace(name, r))
+        {
             return Err(topology_error(
                 &field,
                 format!("{node:?} is reserved for the lab's own namespaces"),
@@ -525,6 +550,7 @@ pub fn plan(topology: &Topology) -> Result<Plan> {
             role: Role::Node,
             sysctls: host_sysctls(Role::Node),
             interfaces: interfaces(Role::Node, host, &format!("n{i}"))?,
+            routes: Vec::new(),
         });
     }
     hosts.push(HostPlan {
@@ -533,7 +559,17 @@ pub fn plan(topology: &Topology) -> Result<Plan> {
         role: Role::External,
         sysctls: host_sysctls(Role::External),
         interfaces: interfaces(Role::External, EXTERNAL_HOST, "x")?,
+        routes: Vec::new(),
     });
+    let mut router_bridges = Vec::new();
+    if topology.routers {
+        let hop = multihop::plan(name, family, &subnets[0])?;
+        for h in hosts.iter_mut().filter(|h| h.role == Role::Node) {
+            h.routes = hop.node_routes.clone();
+        }
+        hosts.extend(hop.hosts);
+        router_bridges.push(hop.bridge);
+    }
 
     // The bridge namespace takes no part in IP: without IPv6 there, its
     // ports send no router solicitations or MLD reports onto the segment.
@@ -553,6 +589,7 @@ pub fn plan(topology: &Topology) -> Result<Plan> {
         net_sysctls,
         bridges,
         hosts,
+        router_bridges,
     })
 }
 
@@ -581,6 +618,8 @@ pub struct LabHost {
     pub namespace: String,
     /// Its NICs, `eth0` first.
     pub interfaces: Vec<LabInterface>,
+    /// Its planned static routes (see [`restore_routes`]).
+    pub routes: Vec<RoutePlan>,
 }
 
 impl LabHost {
@@ -611,6 +650,9 @@ pub struct Lab {
     pub nodes: Vec<LabHost>,
     /// The external host.
     pub external: LabHost,
+    /// The BGP lab's other routers ([`multihop`]: gateway first), empty
+    /// without them.
+    pub routers: Vec<LabHost>,
     /// What this `ensure` call changed, one line per action; empty when the
     /// lab was already healthy.
     pub changes: Vec<String>,
@@ -627,7 +669,13 @@ impl Lab {
         let mut all = vec![self.net_namespace.clone()];
         all.extend(self.nodes.iter().map(|n| n.namespace.clone()));
         all.push(self.external.namespace.clone());
+        all.extend(self.routers.iter().map(|r| r.namespace.clone()));
         all
+    }
+
+    /// The router host called `name`.
+    pub fn router(&self, name: &str) -> Option<&LabHost> {
+        self.routers.iter().find(|r| r.name == name)
     }
 }
 
@@ -938,7 +986,7 @@ pub fn ensure(topology: &Topology) -> Result<Lab> {
     let net = plan.net_namespace.as_str();
     changes.extend(apply_sysctls(net, &plan.net_sysctls)?);
     let net_links = links(net)?;
-    for bridge in &plan.bridges {
+    for bridge in plan.bridges.iter().chain(&plan.router_bridges) {
         let br = bridge.name.as_str();
         match find(&net_links, br) {
             Some(l) if l.kind.as_deref() == Some("bridge") => {
@@ -1042,50 +1090,119 @@ pub fn ensure(topology: &Topology) -> Result<Lab> {
                 changes.push(format!("{ns}: {dev} up"));
             }
         }
+        changes.extend(ensure_routes(ns, &host.routes)?);
         if changes.len() == host_changes_at {
             host_links_seen.insert(ns.to_owned(), host_links);
         }
     }
 
     // Read back what is there now.
-    let mut hosts = Vec::new();
+    let mut seen = std::collections::BTreeMap::new();
     for host in &plan.hosts {
         let host_links = match host_links_seen.remove(&host.namespace) {
             Some(unchanged) => unchanged,
             None => links(&host.namespace)?,
         };
+        seen.insert(host.namespace.clone(), host_links);
+    }
+    let mut lab = assemble(&plan, |host, iface| {
+        seen.get(&host.namespace)
+            .and_then(|l| find(l, &iface.name))
+            .and_then(|l| l.mac)
+            .ok_or_else(|| LabError::Parse {
+                command: format!("ip -j -n {} link show", host.namespace),
+                reason: format!("no MAC address for {}", iface.name),
+            })
+    })?;
+    lab.changes = changes;
+    Ok(lab)
+}
+
+/// The [`Lab`] of `plan` with each interface's MAC from `mac_of`.
+fn assemble(
+    plan: &Plan,
+    mut mac_of: impl FnMut(&HostPlan, &InterfacePlan) -> Result<Mac>,
+) -> Result<Lab> {
+    let mut hosts = Vec::new();
+    for host in &plan.hosts {
         let mut interfaces = Vec::new();
         for iface in &host.interfaces {
-            let mac = find(&host_links, &iface.name)
-                .and_then(|l| l.mac)
-                .ok_or_else(|| LabError::Parse {
-                    command: format!("ip -j -n {} link show", host.namespace),
-                    reason: format!("no MAC address for {}", iface.name),
-                })?;
             interfaces.push(LabInterface {
                 name: iface.name.clone(),
                 bridge: iface.bridge.clone(),
-                mac,
+                mac: mac_of(host, iface)?,
                 addresses: iface.addresses.clone(),
             });
         }
-        hosts.push(LabHost {
-            name: host.name.clone(),
-            namespace: host.namespace.clone(),
-            interfaces,
-        });
+        hosts.push((
+            host.role,
+            LabHost {
+                name: host.name.clone(),
+                namespace: host.namespace.clone(),
+                interfaces,
+                routes: host.routes.clone(),
+            },
+        ));
     }
-    let external = hosts
+    let of = |role: Role| -> Vec<LabHost> {
+        hosts
+            .iter()
+            .filter(|(r, _)| *r == role)
+            .map(|(_, h)| h.clone())
+            .collect()
+    };
+    let external = of(Role::External)
         .pop()
         .ok_or_else(|| topology_error("nodes", "empty plan"))?;
     Ok(Lab {
-        name: plan.name,
-        net_namespace: plan.net_namespace,
-        bridges: plan.bridges,
-        nodes: hosts,
+        name: plan.name.clone(),
+        net_namespace: plan.net_namespace.clone(),
+        bridges: plan.bridges.clone(),
+        nodes: of(Role::Node),
         external,
-        changes,
+        routers: of(Role::Router),
+        changes: Vec::new(),
     })
+}
+
+impl Lab {
+    /// The lab `plan` describes, as [`ensure`] would return it but made
+    /// without touching the machine: every MAC is `mac`. For deciding
+    /// code and its tests.
+    pub fn planned(plan: &Plan, mac: Mac) -> Result<Lab> {
+        assemble(plan, |_, _| Ok(mac))
+    }
+}
+
+/// Puts `host`'s planned routes back: the kernel drops a route through
+/// a gateway when its link goes down, and does not restore it when the
+/// link comes back up (the specs that take a node's link down and up).
+/// Returns what it added.
+pub fn restore_routes(host: &LabHost) -> Result<Vec<String>> {
+    ensure_routes(&host.namespace, &host.routes)
+}
+
+/// Adds or corrects `routes` in `ns` (`ip route replace` where the route
+/// is missing or goes elsewhere); returns the changes.
+fn ensure_routes(ns: &str, routes: &[RoutePlan]) -> Result<Vec<String>> {
+    let mut changes = Vec::new();
+    for r in routes {
+        let family = if r.destination.addr().is_ipv6() {
+            "-6"
+        } else {
+            "-4"
+        };
+        let dst = r.destination.to_string();
+        let gw = r.gateway.to_string();
+        let have = ip_json(&[family, "-n", ns, "route", "show", "exact", &dst])?;
+        let right =
+            have.len() == 1 && have[0].get("gateway").and_then(|g| g.as_str()) == Some(gw.as_str());
+        if !right {
+            ip(&[family, "-n", ns, "route", "replace", &dst, "via", &gw])?;
+            changes.push(format!("{ns}: route {dst} via {gw}"));
+        }
+    }
+    Ok(changes)
 }
 
 /// Parses `ip netns pids` output: one pid per line.
@@ -1309,6 +1426,7 @@ mod tests {
     #[case::no_nodes(Topology { nodes: vec![], ..Topology::new("lab", 1) }, "nodes")]
     #[case::foreign_node(Topology { nodes: vec!["other-x".into()], ..Topology::new("lab", 1) }, "nodes[0]")]
     #[case::reserved(Topology { nodes: vec!["lab-net".into()], ..Topology::new("lab", 1) }, "nodes[0]")]
+    #[case::reserved_router(Topology { nodes: vec!["lab-ibgp-multi-hop".into()], ..Topology::new("lab", 1) }, "nodes[0]")]
     #[case::duplicate(Topology { nodes: vec!["lab-a".into(), "lab-a".into()], ..Topology::new("lab", 1) }, "nodes[1]")]
     #[case::no_bridge(Topology::new("lab", 1).with_bridges(0), "bridges")]
     #[case::three_bridges(Topology::new("lab", 1).with_bridges(3), "bridges")]
@@ -1375,6 +1493,55 @@ mod tests {
         assert_eq!(
             display_command("ip", &["-n", "a b", "link"]),
             "ip -n \"a b\" link"
+        );
+    }
+
+    #[test]
+    fn a_bgp_lab_adds_the_routers_their_bridge_and_the_nodes_routes() {
+        let p = plan(&Topology::new("lab", 1).with_routers(true)).expect("plan");
+        assert_eq!(
+            p.namespaces(),
+            [
+                "lab-net",
+                "lab-control-plane",
+                "lab-worker",
+                "lab-external",
+                "lab-ebgp-single-hop",
+                "lab-ibgp-multi-hop",
+                "lab-ebgp-multi-hop"
+            ]
+        );
+        assert_eq!(p.router_bridges.len(), 1);
+        assert_eq!(p.router_bridges[0].name, multihop::BRIDGE);
+        let routes = |h: &HostPlan| -> Vec<String> {
+            h.routes
+                .iter()
+                .map(|r| format!("{} via {}", r.destination, r.gateway))
+                .collect()
+        };
+        for node in p.hosts.iter().filter(|h| h.role == Role::Node) {
+            assert_eq!(
+                routes(node),
+                [
+                    "172.30.8.0/24 via 172.30.0.3",
+                    "fc00:f853:ccd:e798::/64 via fc00:f853:ccd:e793::3"
+                ]
+            );
+        }
+        let external = p
+            .hosts
+            .iter()
+            .find(|h| h.role == Role::External)
+            .expect("external");
+        assert!(external.routes.is_empty());
+        // Without routers the lab is what it always was.
+        let plain = plan(&Topology::new("lab", 1)).expect("plan");
+        assert!(plain.router_bridges.is_empty());
+        assert!(
+            plain
+                .hosts
+                .iter()
+                .all(|h| h.routes.is_empty() && h.role != Role::Router)
         );
     }
 }

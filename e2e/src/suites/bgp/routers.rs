@@ -1,0 +1,183 @@
+//! The routers a BGP spec runs against: every router the cluster has
+//! (the lab: upstream's four, iBGP and eBGP, single-hop and multi-hop;
+//! kind: its one), a BGPPeer for each in the spec's family, as upstream's
+//! `PeersForContainers` makes them, and the checks run on each router in
+//! turn, as upstream's specs loop over `FRRContainers`.
+//!
+//! Every router expects a TCP MD5 password; [`SECRET_ROUTER`]'s BGPPeer
+//! takes it from a Secret (`passwordSecret`), the others inline, unless a
+//! spec asks for every one through a Secret ([`Passwords::AllSecrets`]).
+//! The routers themselves are set up once, with the lab; a spec only
+//! makes BGPPeers.
+
+use crate::Ctx;
+use crate::metallb::{self, Config};
+use anyhow::{Result, bail};
+use devenv::frr::{AddressFamily, BgpPath, BgpRouter};
+use devenv::wait::eventually;
+use ipnet::IpNet;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// The router whose BGPPeer names its password through `passwordSecret`.
+pub const SECRET_ROUTER: &str = "ebgp-multi-hop";
+
+/// How the BGPPeers carry the routers' passwords.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Passwords {
+    /// [`SECRET_ROUTER`]'s through a Secret, the others inline.
+    OneSecret,
+    /// Every one through a Secret (upstream's "with Secret Ref set").
+    AllSecrets,
+}
+
+/// Every BGP router of the cluster that has an address of the family; an
+/// error naming the cluster when it has none.
+pub fn routers(ctx: &Ctx, v6: bool) -> Result<Vec<BgpRouter>> {
+    let all = ctx.cluster().bgp_routers();
+    let of_family: Vec<BgpRouter> = all
+        .into_iter()
+        .filter(|r| r.address(v6).is_some())
+        .collect();
+    if of_family.is_empty() {
+        bail!(
+            "cluster {:?} has no {} BGP router (start it with --protocol bgp)",
+            ctx.cluster().name(),
+            if v6 { "IPv6" } else { "IPv4" }
+        );
+    }
+    Ok(of_family)
+}
+
+/// The Secret name upstream's `GetBGPPeerSecretName` gives a router's
+/// password: `<asn>-<port>-secret`.
+pub fn secret_name(router: &BgpRouter) -> String {
+    format!("{}-{}-secret", router.asn, router.port)
+}
+
+/// Creates a BGPPeer for each of `routers` and each family of `families`
+/// (`false`: IPv4) it has an address of, named `<router>-v4` /
+/// `<router>-v6` (with `extra` merged into each spec), and the Secrets
+/// `passwords` asks for; returns the peer names.
+pub fn add_peers(
+    config: &mut Config<'_>,
+    routers: &[BgpRouter],
+    families: &[bool],
+    passwords: Passwords,
+    extra: &Value,
+) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let mut secrets = BTreeSet::new();
+    for &v6 in families {
+        for r in routers {
+            let Some(address) = r.address(v6) else {
+                continue;
+            };
+            let mut spec = r.peer_spec(address);
+            if let Some(password) = &r.password {
+                if passwords == Passwords::AllSecrets || r.name == SECRET_ROUTER {
+                    let name = secret_name(r);
+                    if secrets.insert(name.clone()) {
+                        config.secret(
+                            &name,
+                            "kubernetes.io/basic-auth",
+                            json!({ "password": password }),
+                        )?;
+                    }
+                    spec["passwordSecret"] = json!({ "name": name });
+                } else {
+                    spec["password"] = json!(password);
+                }
+            }
+            metallb::merge(&mut spec, extra);
+            let name = format!("{}-{}", r.name, if v6 { "v6" } else { "v4" });
+            config.bgp_peer(&name, spec)?;
+            names.push(name);
+        }
+    }
+    if names.is_empty() {
+        bail!("no router has an address of the spec's families");
+    }
+    Ok(names)
+}
+
+/// The addresses whose sessions with `router` are Established.
+pub fn established(ctx: &Ctx, router: &BgpRouter) -> Result<BTreeSet<IpAddr>> {
+    Ok(ctx
+        .cluster()
+        .bgp_neighbors_on(&router.name)?
+        .into_values()
+        .filter(|n| n.established())
+        .map(|n| n.address)
+        .collect())
+}
+
+/// Waits until each of `routers` has Established sessions with exactly
+/// `from`.
+pub fn wait_sessions(
+    ctx: &Ctx,
+    routers: &[BgpRouter],
+    from: &BTreeSet<IpAddr>,
+    timeout: Duration,
+) -> Result<()> {
+    for r in routers {
+        eventually(
+            timeout,
+            &format!("BGP sessions of {} from {from:?}", r.name),
+            || {
+                let up = established(ctx, r)?;
+                if up == *from {
+                    Ok(Some(()))
+                } else {
+                    bail!("established: {up:?}")
+                }
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// `router`'s paths for `prefix`.
+pub fn paths(ctx: &Ctx, router: &BgpRouter, prefix: IpNet) -> Result<Vec<BgpPath>> {
+    let family = if prefix.addr().is_ipv6() {
+        AddressFamily::Ipv6
+    } else {
+        AddressFamily::Ipv4
+    };
+    Ok(ctx
+        .cluster()
+        .bgp_routes_on(&router.name, family)?
+        .remove(&prefix)
+        .unwrap_or_default())
+}
+
+/// Waits until each of `routers` holds `prefix` through exactly
+/// `next_hops` (none: withdrawn); returns each router's paths.
+pub fn wait_route(
+    ctx: &Ctx,
+    routers: &[BgpRouter],
+    prefix: IpNet,
+    next_hops: &BTreeSet<IpAddr>,
+    timeout: Duration,
+) -> Result<Vec<(String, Vec<BgpPath>)>> {
+    let mut out = Vec::new();
+    for r in routers {
+        let p = eventually(
+            timeout,
+            &format!("{prefix} via {next_hops:?} at {}", r.name),
+            || {
+                let p = paths(ctx, r, prefix)?;
+                let got: BTreeSet<IpAddr> = p.iter().flat_map(|p| p.nexthops.clone()).collect();
+                if got == *next_hops {
+                    Ok(Some(p))
+                } else {
+                    bail!("next hops {got:?}")
+                }
+            },
+        )?;
+        out.push((r.name.clone(), p));
+    }
+    Ok(out)
+}
