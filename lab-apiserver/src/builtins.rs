@@ -21,6 +21,28 @@ pub fn is_crd(t: &ResourceType) -> bool {
     t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions"
 }
 
+/// A Secret's `stringData` is write-only: kube-apiserver folds it into
+/// `data` (base64, over a `data` key of the same name) and never stores
+/// it.
+fn fold_string_data(obj: &mut Value) {
+    use base64::Engine as _;
+    let Some(strings) = obj
+        .as_object_mut()
+        .and_then(|o| o.remove("stringData"))
+        .and_then(|v| v.as_object().cloned())
+    else {
+        return;
+    };
+    if !obj["data"].is_object() {
+        obj["data"] = serde_json::json!({});
+    }
+    for (key, value) in strings {
+        let text = value.as_str().unwrap_or_default();
+        obj["data"][key] =
+            serde_json::json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
+}
+
 /// Defaults and checks of built-in kinds, on every create and update of
 /// the object (after the schema, before webhooks).
 pub fn check(t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
@@ -40,6 +62,7 @@ pub fn check(t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
                 ));
             }
         }
+        ("", "secrets") => fold_string_data(obj),
         ("apps", "deployments" | "replicasets" | "daemonsets" | "statefulsets")
         | ("batch", "jobs") => {
             workload_defaults(t, obj);

@@ -726,3 +726,40 @@ async fn lists_page_with_limit_and_continue() {
         .expect_err("a forged token");
     assert_eq!(status_code(refused), 400);
 }
+
+/// A Secret's stringData is folded into data and never stored, on create
+/// and update, as kube-apiserver does.
+#[tokio::test]
+async fn secret_string_data_is_folded_into_data() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (_server, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "bgp-password" },
+        "type": "kubernetes.io/basic-auth",
+        "data": { "username": "YWRtaW4=", "password": "b2xk" },
+        "stringData": { "password": "s3cret" },
+    }))
+    .expect("secret");
+    let created = secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("created");
+    let stored = secrets.get("bgp-password").await.expect("stored");
+    for s in [&created, &stored] {
+        assert!(s.string_data.is_none(), "stringData stored: {s:?}");
+        let data = s.data.clone().expect("data");
+        assert_eq!(data["password"].0, b"s3cret");
+        assert_eq!(data["username"].0, b"admin");
+    }
+    let patched = secrets
+        .patch(
+            "bgp-password",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "stringData": { "extra": "x" } })),
+        )
+        .await
+        .expect("patched");
+    assert!(patched.string_data.is_none());
+    assert_eq!(patched.data.expect("data")["extra"].0, b"x");
+}
