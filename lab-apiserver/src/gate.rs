@@ -111,7 +111,7 @@ pub fn rbac_write(
     ns: &str,
     object: &Value,
 ) -> Result<(), ApiError> {
-    const GROUP: &str = "rbac.authorization.k8s.io";
+    use escalation::GROUP;
     if t.group != GROUP {
         return Ok(());
     }

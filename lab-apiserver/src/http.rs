@@ -179,6 +179,7 @@ pub async fn handle(
             ));
         }
         let q = query(&uri);
+        let watching = q.get("watch").is_some_and(|w| w == "true" || w == "1");
         let selected = q
             .get("fieldSelector")
             .filter(|_| method == Method::GET)
@@ -191,7 +192,7 @@ pub async fn handle(
                 subresource: t.subresource.as_deref(),
                 namespace: &t.namespace,
                 name: t.name.as_deref(),
-                watch: q.get("watch").is_some_and(|w| w == "true" || w == "1"),
+                watch: watching,
                 selected: selected.as_ref().and_then(|f| f.exact("metadata.name")),
             }),
             _ => gate::non_resource(&method, uri.path()),
@@ -201,13 +202,7 @@ pub async fn handle(
         }
         let (verb, resource) = match &route {
             Route::Resource(t) => (
-                crate::traffic::verb(
-                    &method,
-                    t.name.is_some(),
-                    query(&uri)
-                        .get("watch")
-                        .is_some_and(|w| w == "true" || w == "1"),
-                ),
+                crate::traffic::verb(&method, t.name.is_some(), watching),
                 match &t.subresource {
                     Some(sub) => format!("{}/{sub}", t.plural),
                     None => t.plural.clone(),

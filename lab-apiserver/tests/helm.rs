@@ -68,6 +68,15 @@ async fn releases(admin: &kube::Client) -> Vec<(String, String)> {
     found
 }
 
+/// Fails unless `api` has no object `name`.
+async fn assert_gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let left = api.get_opt(name).await.expect("get");
+    assert!(left.is_none(), "{name} left behind: {left:?}");
+}
+
 /// The speaker's `--log-level`.
 fn log_level(ds: &DaemonSet) -> Option<String> {
     let args = speaker_args(ds);
@@ -172,34 +181,22 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
     );
 
     helm(&kubeconfig, "uninstall", None).await;
-    assert!(
-        speakers.get_opt("speaker").await.expect("get").is_none(),
-        "speaker left behind"
-    );
-    assert!(
-        Api::<Deployment>::namespaced(admin.clone(), NS)
-            .get_opt("controller")
-            .await
-            .expect("get")
-            .is_none(),
-        "controller left behind"
-    );
-    assert!(
-        Api::<ServiceAccount>::namespaced(admin.clone(), NS)
-            .get_opt("speaker")
-            .await
-            .expect("get")
-            .is_none(),
-        "ServiceAccount left behind"
-    );
-    assert!(
-        Api::<ClusterRole>::all(admin.clone())
-            .get_opt("metallb-system:speaker")
-            .await
-            .expect("get")
-            .is_none(),
-        "ClusterRole left behind"
-    );
+    assert_gone(&speakers, "speaker").await;
+    assert_gone(
+        &Api::<Deployment>::namespaced(admin.clone(), NS),
+        "controller",
+    )
+    .await;
+    assert_gone(
+        &Api::<ServiceAccount>::namespaced(admin.clone(), NS),
+        "speaker",
+    )
+    .await;
+    assert_gone(
+        &Api::<ClusterRole>::all(admin.clone()),
+        "metallb-system:speaker",
+    )
+    .await;
     assert_eq!(releases(&admin).await, []);
     // As upstream's chart: the CRDs (and the users' pools) stay.
     crds.get("ipaddresspools.metallb.io")

@@ -10,14 +10,11 @@
 use super::rbac::Request;
 use serde_json::Value;
 
-const GROUP: &str = "rbac.authorization.k8s.io";
+/// The RBAC API group.
+pub const GROUP: &str = "rbac.authorization.k8s.io";
 
 fn strings(v: &Value) -> Vec<&str> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
+    super::rbac::strings(v).collect()
 }
 
 /// Every request `rule` allows, one per verb, group, resource and name

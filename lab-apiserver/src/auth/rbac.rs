@@ -56,7 +56,8 @@ pub struct Policy {
     pub role_bindings: Vec<Value>,
 }
 
-fn strings(v: &Value) -> impl Iterator<Item = &str> {
+/// The strings of a JSON list (none when it is not one).
+pub(super) fn strings(v: &Value) -> impl Iterator<Item = &str> {
     v.as_array().into_iter().flatten().filter_map(Value::as_str)
 }
 
