@@ -726,7 +726,7 @@ async fn list(
     q: &HashMap<String, String>,
     view: View,
 ) -> Result<Value, ApiError> {
-    let page = {
+    let mut page = {
         let s = lock(shared);
         let items = select(&s, t, ns, q)?;
         crate::page::of(
@@ -736,7 +736,7 @@ async fn list(
             q.get("continue").map(String::as_str),
         )?
     };
-    let items = conversion::served(shared, t, page.items.clone()).await?;
+    let items = conversion::served(shared, t, std::mem::take(&mut page.items)).await?;
     let mut out = view.many(t, items, page.rv);
     page.annotate(&mut out);
     Ok(out)
