@@ -111,6 +111,15 @@ impl<'a> Config<'a> {
         )
     }
 
+    /// Creates an IPAddressPool carrying `labels` (for pool selectors).
+    pub fn pool_labelled(&mut self, name: &str, labels: Value, spec: Value) -> Result<()> {
+        self.create_object(
+            ApiResource::erase::<v1beta1::IPAddressPool>(&()),
+            name,
+            json!({ "metadata": { "labels": labels }, "spec": spec }),
+        )
+    }
+
     /// Creates an L2Advertisement.
     pub fn l2_advertisement(&mut self, name: &str, spec: Value) -> Result<()> {
         self.create(

@@ -13,6 +13,7 @@
 
 mod first_router;
 mod routers;
+mod service_selector;
 
 use first_router::{ebgp, md5_password, peer_node_selectors, router_restart, speaker_restart};
 
@@ -46,7 +47,7 @@ pub fn specs() -> Vec<Spec> {
     let s = |name: &'static str, tags: &'static [&'static str], f: fn(&Ctx) -> Result<()>| {
         Spec::new("BGP", name, tags, f)
     };
-    vec![
+    let mut specs = vec![
         s(
             "should establish a session from every node",
             &["IPV4"],
@@ -137,7 +138,9 @@ pub fn specs() -> Vec<Spec> {
             &["IPV4"],
             speaker_restart,
         ),
-    ]
+    ];
+    specs.extend(service_selector::specs());
+    specs
 }
 
 fn family_of(v6: bool) -> AddressFamily {

@@ -1,0 +1,512 @@
+//! Upstream's "BGP Service Selector" tables (`bgptests/service_selector.go`):
+//! which services a BGPAdvertisement announces when it selects services by
+//! label, alone or beside pool selectors, other advertisements of the same
+//! pool (communities, aggregation) and later changes to the selectors or
+//! the labels. Every entry peers with every router of its family and
+//! checks each router, as upstream loops over its FRR containers.
+
+use super::routers::{self, Passwords};
+use super::{WAIT, all_hops, hold_time, host_route};
+use crate::metallb::{self, Config};
+use crate::suites::l2::{SERVICE_HTTP_PORT, backends, names_a_node, web_service};
+use crate::{Ctx, Spec};
+use anyhow::{Context, Result, ensure};
+use devenv::frr::BgpRouter;
+use devenv::wait::{eventually, throughout};
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// How long a service must stay unannounced, as upstream's `Consistently`.
+const ABSENT_FOR: Duration = Duration::from_secs(5);
+
+/// A spec per table and family, named as upstream's `DescribeTable` and
+/// `Entry`.
+pub fn specs() -> Vec<Spec> {
+    macro_rules! table {
+        ($name:literal, $f:ident) => {{
+            fn v4(ctx: &Ctx) -> Result<()> {
+                $f(ctx, false)
+            }
+            fn v6(ctx: &Ctx) -> Result<()> {
+                $f(ctx, true)
+            }
+            [
+                Spec::new("BGP", concat!("Service Selector ", $name), &["IPV4"], v4),
+                Spec::new("BGP", concat!("Service Selector ", $name), &["IPV6"], v6),
+            ]
+        }};
+    }
+    [
+        table!("Pool and service selectors together", pool_and_service),
+        table!("Multiple service selectors", multiple_selectors),
+        table!(
+            "Service selector updates propagate to BGP routes by updating BGPAdvertisement ServiceSelectors",
+            advertisement_update
+        ),
+        table!(
+            "Service selector updates propagate to BGP routes by updating Service labels",
+            label_update
+        ),
+        table!(
+            "Service selectors with split aggregation length advertisements",
+            split_aggregation
+        ),
+        table!(
+            "Overlapping BGP advertisements where selected service gets all communities and staged gets shared only",
+            overlapping_communities
+        ),
+        table!(
+            "Non-overlapping BGP advertisements apply distinct communities by service selector",
+            distinct_communities
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Two pools of the family, as upstream's entries (a /24 and another /24
+/// in IPv4, two /116 in IPv6: outside every node network).
+fn two_pools(v6: bool) -> [&'static str; 2] {
+    if v6 {
+        ["fc00:f853:ccd:e799::/116", "fc00:f853:ccd:e800::/116"]
+    } else {
+        ["192.168.10.0/24", "192.168.20.0/24"]
+    }
+}
+
+/// BGPPeers to every router of the family (no pool, no advertisement).
+fn peered(ctx: &Ctx, v6: bool) -> Result<(Config<'_>, Vec<BgpRouter>)> {
+    let routers = routers::routers(ctx, v6)?;
+    let mut config = Config::new(ctx)?;
+    routers::add_peers(
+        &mut config,
+        &routers,
+        &[v6],
+        Passwords::OneSecret,
+        &json!({ "holdTime": hold_time() }),
+    )?;
+    Ok((config, routers))
+}
+
+/// A web service of the family with `labels`, from `pool` if given, and
+/// `extra` merged in; its address.
+fn service(ctx: &Ctx, name: &str, v6: bool, labels: Value, pool: Option<&str>) -> Result<IpAddr> {
+    service_with(ctx, name, v6, labels, pool, json!({}))
+}
+
+fn service_with(
+    ctx: &Ctx,
+    name: &str,
+    v6: bool,
+    labels: Value,
+    pool: Option<&str>,
+    extra: Value,
+) -> Result<IpAddr> {
+    let family = if v6 { "IPv6" } else { "IPv4" };
+    let mut body = json!({
+        "metadata": { "labels": labels },
+        "spec": { "ipFamilies": [family], "ipFamilyPolicy": "SingleStack" },
+    });
+    if let Some(pool) = pool {
+        body["metadata"]["annotations"] = json!({ "metallb.io/address-pool": pool });
+    }
+    metallb::merge(&mut body, &extra);
+    let ips = web_service(ctx, name, body)?;
+    ips.first()
+        .copied()
+        .with_context(|| format!("{name} got no address"))
+}
+
+/// Upstream's `validateService` for ETP=Cluster: every router holds the
+/// service's host route through every node, and the external host
+/// reaches it through the first router.
+fn advertised(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
+    routers::wait_route(
+        ctx,
+        routers,
+        host_route(ip),
+        &all_hops(ctx, ip.is_ipv6()),
+        WAIT,
+    )?;
+    let body = eventually(WAIT, &format!("HTTP on {ip} through the router"), || {
+        Ok(crate::external::http_get(ctx, ip, SERVICE_HTTP_PORT, "/hostname").ok())
+    })?;
+    ensure!(
+        names_a_node(ctx, &body),
+        "{ip} served {body:?}, not a node's hostname"
+    );
+    Ok(())
+}
+
+/// Which routers hold a route for `ip`'s host prefix.
+fn holders(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for r in routers {
+        if !routers::paths(ctx, r, host_route(ip))?.is_empty() {
+            out.push(r.name.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Upstream's `Consistently(checkServiceNotAdvertised)`: no router holds
+/// `ip` for [`ABSENT_FOR`] (called after something else of the same
+/// configuration was seen announced, so the absence is not mere delay).
+fn stays_unadvertised(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr, why: &str) -> Result<()> {
+    throughout(ABSENT_FOR, &format!("{ip} unannounced ({why})"), || {
+        let at = holders(ctx, routers, ip)?;
+        Ok((!at.is_empty()).then(|| format!("announced to {at:?}")))
+    })
+}
+
+/// Waits until no router holds `ip`.
+fn withdrawn(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
+    routers::wait_route(ctx, routers, host_route(ip), &BTreeSet::new(), WAIT).map(|_| ())
+}
+
+/// Merges `labels` into service `name`'s labels.
+fn relabel(ctx: &Ctx, name: &str, labels: Value) -> Result<()> {
+    let api: Api<Service> = Api::namespaced(ctx.client()?, ctx.namespace());
+    ctx.block_on(api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "labels": labels } })),
+    ))
+    .with_context(|| format!("relabelling service {name}"))?;
+    Ok(())
+}
+
+fn env(value: &str) -> Value {
+    json!({ "environment": value })
+}
+
+fn env_selector(value: &str) -> Value {
+    json!([{ "matchLabels": { "environment": value } }])
+}
+
+fn pool_and_service(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (mut config, routers) = peered(ctx, v6)?;
+    let [a, b] = two_pools(v6);
+    config.pool_labelled(
+        "pool-a",
+        json!({ "pool": "a" }),
+        json!({ "addresses": [a] }),
+    )?;
+    config.pool_labelled(
+        "pool-b",
+        json!({ "pool": "b" }),
+        json!({ "addresses": [b] }),
+    )?;
+    config.bgp_advertisement(
+        "adv-pool-a-expose-true",
+        json!({
+            "ipAddressPoolSelectors": [{ "matchLabels": { "pool": "a" } }],
+            "serviceSelectors": [{ "matchLabels": { "expose": "true" } }],
+        }),
+    )?;
+    backends(ctx, &[])?;
+    let matching = service(
+        ctx,
+        "svc-matching",
+        v6,
+        json!({ "expose": "true" }),
+        Some("pool-a"),
+    )?;
+    advertised(ctx, &routers, matching)?;
+    for (name, expose, pool, why) in [
+        ("svc-wrong-pool", "true", "pool-b", "pool selector mismatch"),
+        (
+            "svc-no-label",
+            "false",
+            "pool-a",
+            "service selector mismatch",
+        ),
+        ("svc-neither", "false", "pool-b", "both selectors mismatch"),
+    ] {
+        let ip = service(ctx, name, v6, json!({ "expose": expose }), Some(pool))?;
+        stays_unadvertised(ctx, &routers, ip, why)?;
+    }
+    advertised(ctx, &routers, matching)
+}
+
+fn multiple_selectors(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (mut config, routers) = peered(ctx, v6)?;
+    config.pool("bgp-test-pool", json!({ "addresses": [two_pools(v6)[0]] }))?;
+    config.bgp_advertisement(
+        "with-multiple-selectors",
+        json!({ "serviceSelectors": [
+            { "matchLabels": { "tier": "frontend" } },
+            { "matchLabels": { "tier": "backend" } },
+        ] }),
+    )?;
+    backends(ctx, &[])?;
+    let frontend = service(ctx, "frontend-svc", v6, json!({ "tier": "frontend" }), None)?;
+    let backend = service(ctx, "backend-svc", v6, json!({ "tier": "backend" }), None)?;
+    let other = service(ctx, "other-svc", v6, json!({ "tier": "other" }), None)?;
+    advertised(ctx, &routers, frontend)?;
+    advertised(ctx, &routers, backend)?;
+    stays_unadvertised(ctx, &routers, other, "no selector matches tier=other")
+}
+
+/// Creates the production and staged services of the update tables
+/// under an advertisement selecting production; checks only production
+/// is announced; returns both addresses.
+fn prod_and_staged(
+    ctx: &Ctx,
+    config: &mut Config<'_>,
+    routers: &[BgpRouter],
+    v6: bool,
+) -> Result<(IpAddr, IpAddr)> {
+    config.pool(
+        "bgp-update-pool",
+        json!({ "addresses": [two_pools(v6)[0]] }),
+    )?;
+    config.bgp_advertisement(
+        "adv-environment-selector",
+        json!({ "serviceSelectors": env_selector("production") }),
+    )?;
+    backends(ctx, &[])?;
+    let prod = service(ctx, "svc-update-prod", v6, env("production"), None)?;
+    let staged = service(ctx, "svc-update-staged", v6, env("staged"), None)?;
+    advertised(ctx, routers, prod)?;
+    stays_unadvertised(
+        ctx,
+        routers,
+        staged,
+        "staged must not match production selector",
+    )?;
+    Ok((prod, staged))
+}
+
+fn advertisement_update(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (mut config, routers) = peered(ctx, v6)?;
+    let (prod, staged) = prod_and_staged(ctx, &mut config, &routers, v6)?;
+    config.replace(
+        "BGPAdvertisement",
+        "adv-environment-selector",
+        json!({ "serviceSelectors": env_selector("staged") }),
+    )?;
+    advertised(ctx, &routers, staged)?;
+    withdrawn(ctx, &routers, prod)
+}
+
+fn label_update(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (mut config, routers) = peered(ctx, v6)?;
+    let (prod, staged) = prod_and_staged(ctx, &mut config, &routers, v6)?;
+    relabel(ctx, "svc-update-prod", env("staged"))?;
+    relabel(ctx, "svc-update-staged", env("production"))?;
+    advertised(ctx, &routers, staged)?;
+    withdrawn(ctx, &routers, prod)
+}
+
+fn split_aggregation(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (mut config, routers) = peered(ctx, v6)?;
+    let (pool, length, prod_ip, staged_ip) = if v6 {
+        (
+            super::POOL_V6,
+            124,
+            "fc00:f853:ccd:e799::1",
+            "fc00:f853:ccd:e799::2",
+        )
+    } else {
+        ("192.168.10.0/24", 24, "192.168.10.10", "192.168.10.20")
+    };
+    config.pool("selector-aggregation-pool", json!({ "addresses": [pool] }))?;
+    config.bgp_advertisement(
+        "adv-selector-only",
+        json!({
+            "ipAddressPools": ["selector-aggregation-pool"],
+            "serviceSelectors": env_selector("production"),
+        }),
+    )?;
+    let mut aggregating = json!({ "ipAddressPools": ["selector-aggregation-pool"] });
+    let field = if v6 {
+        "aggregationLengthV6"
+    } else {
+        "aggregationLength"
+    };
+    aggregating[field] = json!(length);
+    config.bgp_advertisement("adv-aggregation-only", aggregating)?;
+    backends(ctx, &[])?;
+    let pinned = |ip: &str| json!({ "spec": { "loadBalancerIP": ip } });
+    let prod = service_with(
+        ctx,
+        "selector-agg-svc-prod",
+        v6,
+        env("production"),
+        Some("selector-aggregation-pool"),
+        pinned(prod_ip),
+    )?;
+    let staged = service_with(
+        ctx,
+        "selector-agg-svc-staged",
+        v6,
+        env("staged"),
+        Some("selector-aggregation-pool"),
+        pinned(staged_ip),
+    )?;
+    ensure!(
+        prod.to_string() == prod_ip && staged.to_string() == staged_ip,
+        "the services got {prod} and {staged}, not the addresses they asked for"
+    );
+    advertised(ctx, &routers, prod)?;
+    let aggregate = IpNet::new(staged, length)?.trunc();
+    routers::wait_route(ctx, &routers, aggregate, &all_hops(ctx, v6), WAIT)?;
+    // The staged service matches the aggregating advertisement only: it
+    // is behind the aggregate and has no host route of its own.
+    ensure!(
+        holders(ctx, &routers, staged)?.is_empty(),
+        "{staged} was announced as a host route though only the aggregating advertisement selects it"
+    );
+    Ok(())
+}
+
+/// Waits until every router holds `ip` with `community` among its
+/// communities (`true`) or without it (`false`), as upstream's
+/// `validateService(Not)InRoutesForCommunity`.
+fn community_on(
+    ctx: &Ctx,
+    routers: &[BgpRouter],
+    ip: IpAddr,
+    community: &str,
+    present: bool,
+) -> Result<()> {
+    for r in routers {
+        eventually(
+            WAIT,
+            &format!(
+                "{ip} at {} {} community {community}",
+                r.name,
+                if present { "with" } else { "without" }
+            ),
+            || {
+                let paths = routers::paths(ctx, r, host_route(ip))?;
+                anyhow::ensure!(!paths.is_empty(), "no route");
+                let has = paths
+                    .iter()
+                    .all(|p| p.communities.iter().any(|c| c == community));
+                let lacks = paths
+                    .iter()
+                    .all(|p| p.communities.iter().all(|c| c != community));
+                Ok(if present { has } else { lacks }.then_some(()))
+            },
+        )?;
+    }
+    Ok(())
+}
+
+fn overlapping_communities(ctx: &Ctx, v6: bool) -> Result<()> {
+    const PROD_ONLY: &str = "65000:300";
+    const ALL: &str = "65000:400";
+    let (mut config, routers) = peered(ctx, v6)?;
+    let range = if v6 {
+        two_pools(true)[0]
+    } else {
+        "192.168.10.50-192.168.10.200"
+    };
+    config.pool("merge-pool", json!({ "addresses": [range] }))?;
+    config.bgp_advertisement(
+        "adv-merge-prod-community",
+        json!({
+            "ipAddressPools": ["merge-pool"],
+            "communities": [PROD_ONLY],
+            "serviceSelectors": env_selector("production"),
+        }),
+    )?;
+    config.bgp_advertisement(
+        "adv-merge-all-community",
+        json!({ "ipAddressPools": ["merge-pool"], "communities": [ALL] }),
+    )?;
+    routers::wait_sessions(ctx, &routers, &all_hops(ctx, v6), WAIT)?;
+    backends(ctx, &[])?;
+    let prod = service(
+        ctx,
+        "merge-svc-prod",
+        v6,
+        env("production"),
+        Some("merge-pool"),
+    )?;
+    let staged = service(
+        ctx,
+        "merge-svc-staged",
+        v6,
+        env("staged"),
+        Some("merge-pool"),
+    )?;
+    advertised(ctx, &routers, prod)?;
+    advertised(ctx, &routers, staged)?;
+    community_on(ctx, &routers, prod, PROD_ONLY, true)?;
+    community_on(ctx, &routers, prod, ALL, true)?;
+    community_on(ctx, &routers, staged, PROD_ONLY, false)?;
+    community_on(ctx, &routers, staged, ALL, true)
+}
+
+fn distinct_communities(ctx: &Ctx, v6: bool) -> Result<()> {
+    const PROD: &str = "65000:100";
+    const STAGED: &str = "65000:200";
+    let (mut config, routers) = peered(ctx, v6)?;
+    let [prod_range, staged_range] = if v6 {
+        two_pools(true)
+    } else {
+        [
+            "192.168.10.50-192.168.10.120",
+            "192.168.20.50-192.168.20.120",
+        ]
+    };
+    config.pool("nonoverlap-pool-prod", json!({ "addresses": [prod_range] }))?;
+    config.pool(
+        "nonoverlap-pool-staged",
+        json!({ "addresses": [staged_range] }),
+    )?;
+    for (ad, pool, community, environment) in [
+        (
+            "adv-nonoverlap-prod",
+            "nonoverlap-pool-prod",
+            PROD,
+            "production",
+        ),
+        (
+            "adv-nonoverlap-staged",
+            "nonoverlap-pool-staged",
+            STAGED,
+            "staged",
+        ),
+    ] {
+        config.bgp_advertisement(
+            ad,
+            json!({
+                "ipAddressPools": [pool],
+                "communities": [community],
+                "serviceSelectors": env_selector(environment),
+            }),
+        )?;
+    }
+    routers::wait_sessions(ctx, &routers, &all_hops(ctx, v6), WAIT)?;
+    backends(ctx, &[])?;
+    let prod = service(
+        ctx,
+        "nonoverlap-svc-prod",
+        v6,
+        env("production"),
+        Some("nonoverlap-pool-prod"),
+    )?;
+    let staged = service(
+        ctx,
+        "nonoverlap-svc-staged",
+        v6,
+        env("staged"),
+        Some("nonoverlap-pool-staged"),
+    )?;
+    advertised(ctx, &routers, prod)?;
+    advertised(ctx, &routers, staged)?;
+    community_on(ctx, &routers, prod, PROD, true)?;
+    community_on(ctx, &routers, prod, STAGED, false)?;
+    community_on(ctx, &routers, staged, STAGED, true)?;
+    community_on(ctx, &routers, staged, PROD, false)
+}
