@@ -111,6 +111,32 @@ impl<'a> Config<'a> {
         )
     }
 
+    /// Creates the object YAML document `doc` describes: a MetalLB kind
+    /// of any served version, or a Secret (a BGP password), in the
+    /// MetalLB namespace.
+    pub fn apply(&mut self, doc: &Value) -> Result<()> {
+        let (version, kind) = (
+            doc["apiVersion"].as_str().unwrap_or_default(),
+            doc["kind"].as_str().unwrap_or_default(),
+        );
+        let ar = resources()
+            .into_iter()
+            .chain(shared_resources())
+            .chain([ApiResource::erase::<v1beta1::BGPPeer>(&())])
+            .find(|ar| ar.api_version == version && ar.kind == kind)
+            .with_context(|| format!("{version} {kind} is no kind the suites create"))?;
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .with_context(|| format!("a {kind} without metadata.name"))?
+            .to_owned();
+        let mut body = doc.clone();
+        if let Some(o) = body.as_object_mut() {
+            o.remove("apiVersion");
+            o.remove("kind");
+        }
+        self.create_object(ar, &name, body)
+    }
+
     /// Creates an IPAddressPool carrying `labels` (for pool selectors).
     pub fn pool_labelled(&mut self, name: &str, labels: Value, spec: Value) -> Result<()> {
         self.create_object(

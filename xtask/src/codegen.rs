@@ -11,12 +11,17 @@ const CRD_DIR: &str = "manifests/crds";
 const NATIVE: &str = "manifests/metallb-native.yaml";
 const MANIFESTS: &str = "manifests";
 
-/// `cargo xtask gen-crds [--check]`.
+/// `cargo xtask gen-crds [--check]`: the CRDs and the book's field
+/// reference made from them.
 pub fn gen_crds(args: &CheckArgs) -> Result<()> {
-    let files = manifests::crd_files()?
+    let mut files: BTreeMap<PathBuf, String> = manifests::crd_files()?
         .into_iter()
         .map(|(name, text)| (Path::new(CRD_DIR).join(name), text))
         .collect();
+    files.insert(
+        PathBuf::from(crate::docs::REFERENCE),
+        crate::docs::current_reference()?,
+    );
     sync(files, Some(Path::new(CRD_DIR)), args, "gen-crds")
 }
 

@@ -42,10 +42,7 @@ pub fn build_lab_binaries(profile: Profile) -> Result<PathBuf> {
         args.extend(["-p", "lab-bench", "--release"]);
     }
     tools::cargo(&args)?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tools::project_root().join("target"));
-    Ok(target.join(match profile {
+    Ok(tools::target_dir().join(match profile {
         Profile::Debug => "debug",
         Profile::Release => "release",
     }))

@@ -19,6 +19,9 @@ pub enum Command {
     /// manifests/prometheus/ (PodMonitors, alerts, the metrics reader),
     /// manifests/networkpolicies/ (the controller's NetworkPolicy) and the kustomizations
     GenManifests(CheckArgs),
+    /// Build the documentation book (docs/, mdBook) into target/book, after checking its
+    /// links, includes and generated field reference
+    Docs,
     /// Run every check CI runs: fmt, clippy, unit and integration tests, drift checks, lab e2e
     Test(TestArgs),
     /// Create (or reuse) a dev cluster: the lab of network namespaces, or kind

@@ -7,6 +7,7 @@ mod build_images;
 mod ci;
 mod codegen;
 mod dev_env;
+mod docs;
 mod e2e;
 mod flags;
 mod setup;
@@ -26,6 +27,7 @@ fn main() -> Result<()> {
     match flags.command {
         Command::GenCrds(args) => codegen::gen_crds(&args),
         Command::GenManifests(args) => codegen::gen_manifests(&args),
+        Command::Docs => docs::run(),
         Command::Test(args) => test::run(&args),
         Command::DevEnv(args) => dev_env::run(&args),
         Command::DevEnvCleanup(args) => dev_env::cleanup(&args),

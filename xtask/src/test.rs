@@ -154,6 +154,10 @@ pub fn test_steps() -> Vec<Step> {
             ]),
         ),
         Step::new("Helm chart: lint, render drift check", helm_chart),
+        Step::new("book: structure, field reference, mdBook build", || {
+            crate::docs::run()?;
+            Ok(Outcome::Passed)
+        }),
         Step::new("generated files up to date", || {
             let check = CheckArgs { check: true };
             codegen::gen_crds(&check)?;

@@ -13,6 +13,14 @@ pub fn project_root() -> PathBuf {
         .unwrap_or(manifest_dir)
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR`, or `target` in the
+/// project root.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| project_root().join("target"))
+}
+
 /// Runs `cargo args...` in the project root, streaming its output, and
 /// fails naming the command when it exits non-zero. Without the variables
 /// `cargo run` set for xtask itself (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`,

@@ -6,6 +6,7 @@ use crate::spec::{Spec, Suite};
 pub mod bgp;
 pub mod configuration_state;
 pub mod devenv;
+pub mod docs;
 pub mod invalid_config;
 pub mod ip_assignment;
 pub mod l2;
@@ -30,6 +31,7 @@ pub const SUITES: &[Suite] = &[
     metrics::specs,
     quickstart::specs,
     workloads::specs,
+    docs::specs,
 ];
 
 /// Every spec of every registered suite.
