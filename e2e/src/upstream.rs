@@ -67,11 +67,13 @@ pub const UPSTREAM: &[Ported] = &[
         "BGP A service of protocol load balancer should work with ETP=cluster IPV6",
         "BGP A service of protocol load balancer should work with ETP=cluster [IPV6]",
     ),
-    missing(
+    same(
         "BGP A service of protocol load balancer should work with ETP=cluster IPV4 - request IPv4 via custom annotation",
+        "BGP A service of protocol load balancer should work with ETP=cluster - request IPv4 via custom annotation [IPV4]",
     ),
-    missing(
+    same(
         "BGP Service with ETP=cluster IPV4 - should not be announced from a node with a NetworkUnavailable condition",
+        "BGP Service with ETP=cluster - should not be announced from a node with a NetworkUnavailable condition [IPV4]",
     ),
     same(
         "BGP A service of protocol load balancer should work with ETP=local IPV4",
@@ -81,25 +83,37 @@ pub const UPSTREAM: &[Ported] = &[
         "BGP A service of protocol load balancer should work with ETP=local IPV6",
         "BGP A service of protocol load balancer should work with ETP=local [IPV6]",
     ),
-    missing("BGP A load balancer service should work with overlapping IPs IPV4"),
-    missing("BGP A load balancer service should work with overlapping IPs IPV6"),
-    missing(
+    same(
+        "BGP A load balancer service should work with overlapping IPs IPV4",
+        "BGP A load balancer service should work with overlapping IPs [IPV4]",
+    ),
+    same(
+        "BGP A load balancer service should work with overlapping IPs IPV6",
+        "BGP A load balancer service should work with overlapping IPs [IPV6]",
+    ),
+    same(
         "BGP validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes IPV4 - test AddressPool defined by address range",
+        "BGP validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes - test AddressPool defined by address range [IPV4]",
     ),
-    missing(
+    same(
         "BGP validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes IPV4 - test AddressPool defined by network prefix",
+        "BGP validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes - test AddressPool defined by network prefix [IPV4]",
     ),
-    missing(
+    same(
         "BGP validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes IPV6 - test AddressPool defined by address range",
+        "BGP validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes - test AddressPool defined by address range [IPV6]",
     ),
-    missing(
+    same(
         "BGP validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes IPV6 - test AddressPool defined by network prefix",
+        "BGP validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes - test AddressPool defined by network prefix [IPV6]",
     ),
-    missing(
+    same(
         "BGP configure peers with routerid and validate external containers are paired with nodes IPV4",
+        "BGP configure peers with routerid and validate external containers are paired with nodes [IPV4]",
     ),
-    missing(
+    same(
         "BGP configure peers with routerid and validate external containers are paired with nodes IPV6",
+        "BGP configure peers with routerid and validate external containers are paired with nodes [IPV6]",
     ),
     same(
         "BGP validate external containers are paired with nodes IPV4 with Secret Ref set for BGPPeer CR",
@@ -117,54 +131,70 @@ pub const UPSTREAM: &[Ported] = &[
         "BGP ServiceBGPStatus IPV6",
         "BGP A service of protocol load balancer should work with ETP=cluster [IPV6]",
     ),
-    missing(
+    same(
         "BGP validate configuration changes should work after subsequent configuration updates IPV4",
+        "BGP validate configuration changes should work after subsequent configuration updates [IPV4]",
     ),
-    missing(
+    same(
         "BGP validate configuration changes should work after subsequent configuration updates IPV6",
+        "BGP validate configuration changes should work after subsequent configuration updates [IPV6]",
     ),
-    partly(
+    same(
         "BGP validate configuration changes configure bgp advertisement and verify it gets propagated IPV4 - community and localpref",
-        "BGP should carry communities, large communities and localPref [IPV4]",
+        "BGP validate configuration changes configure bgp advertisement and verify it gets propagated - community and localpref [IPV4]",
     ),
-    partly(
+    same(
         "BGP validate configuration changes configure bgp advertisement and verify it gets propagated IPV4 - localpref",
-        "BGP should carry communities, large communities and localPref [IPV4]",
+        "BGP validate configuration changes configure bgp advertisement and verify it gets propagated - localpref [IPV4]",
     ),
-    partly(
+    same(
         "BGP validate configuration changes configure bgp advertisement and verify it gets propagated IPV4 - community",
-        "BGP should carry communities, large communities and localPref [IPV4]",
+        "BGP validate configuration changes configure bgp advertisement and verify it gets propagated - community [IPV4]",
     ),
-    partly(
+    same(
         "BGP validate configuration changes configure bgp advertisement and verify it gets propagated IPV4 - community from CRD",
-        "BGP should carry communities, large communities and localPref [IPV4]",
+        "BGP validate configuration changes configure bgp advertisement and verify it gets propagated - community from CRD [IPV4]",
     ),
-    missing(
+    same(
         "BGP validate configuration changes configure bgp advertisement and verify it gets propagated IPV4 - ip pool selector",
+        "BGP validate configuration changes configure bgp advertisement and verify it gets propagated - ip pool selector [IPV4]",
     ),
-    missing(
+    same(
         "BGP validate configuration changes configure bgp advertisement and verify it gets propagated IPV6 - community and localpref",
+        "BGP validate configuration changes configure bgp advertisement and verify it gets propagated - community and localpref [IPV6]",
     ),
-    missing(
+    same(
         "BGP validate configuration changes configure bgp advertisement and verify it gets propagated IPV6 - community",
+        "BGP validate configuration changes configure bgp advertisement and verify it gets propagated - community [IPV6]",
     ),
-    missing(
+    same(
         "BGP validate configuration changes configure bgp advertisement and verify it gets propagated IPV6 - community from CRD",
+        "BGP validate configuration changes configure bgp advertisement and verify it gets propagated - community from CRD [IPV6]",
     ),
-    missing(
+    same(
         "BGP validate configuration changes configure bgp advertisement and verify it gets propagated IPV6 - localpref",
+        "BGP validate configuration changes configure bgp advertisement and verify it gets propagated - localpref [IPV6]",
     ),
-    missing(
+    same(
         "BGP validate configuration changes IPV4 - overlapping bgp advertisements union communities for the same prefix",
+        "BGP validate configuration changes - overlapping bgp advertisements union communities for the same prefix [IPV4]",
     ),
-    missing(
+    same(
         "BGP BGP advertisement updates of communities and localpref and aggregation length IPV4",
+        "BGP BGP advertisement updates of communities and localpref and aggregation length [IPV4]",
     ),
-    missing(
+    same(
         "BGP BGP advertisement updates of communities and localpref and aggregation length IPV6",
+        "BGP BGP advertisement updates of communities and localpref and aggregation length [IPV6]",
     ),
-    missing("BGP A service of protocol load balancer should work with two protocols IPV4"),
-    missing("BGP A service of protocol load balancer should work with two protocols IPV6"),
+    same(
+        "BGP A service of protocol load balancer should work with two protocols IPV4",
+        "BGP A service of protocol load balancer should work with two protocols [IPV4]",
+    ),
+    same(
+        "BGP A service of protocol load balancer should work with two protocols IPV6",
+        "BGP A service of protocol load balancer should work with two protocols [IPV6]",
+    ),
     // e2etest/bgptests/bgp_multiprotocol.go and bgptests/unnummbered.go:
     // every spec there is DUALSTACK, FRR or BFD.
     // e2etest/bgptests/bgppeer_selector.go

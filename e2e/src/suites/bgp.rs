@@ -11,9 +11,11 @@
 //! outside every node network, as upstream's dev-env BGP pool: only the
 //! routers' routes lead to them.
 
+mod changes;
 mod first_router;
 mod routers;
 mod service_selector;
+mod services;
 
 use first_router::{ebgp, md5_password, peer_node_selectors, router_restart, speaker_restart};
 
@@ -140,6 +142,8 @@ pub fn specs() -> Vec<Spec> {
         ),
     ];
     specs.extend(service_selector::specs());
+    specs.extend(services::specs());
+    specs.extend(changes::specs());
     specs
 }
 

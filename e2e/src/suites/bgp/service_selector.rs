@@ -72,7 +72,7 @@ pub fn specs() -> Vec<Spec> {
 
 /// Two pools of the family, as upstream's entries (a /24 and another /24
 /// in IPv4, two /116 in IPv6: outside every node network).
-fn two_pools(v6: bool) -> [&'static str; 2] {
+pub(super) fn two_pools(v6: bool) -> [&'static str; 2] {
     if v6 {
         ["fc00:f853:ccd:e799::/116", "fc00:f853:ccd:e800::/116"]
     } else {
@@ -81,7 +81,7 @@ fn two_pools(v6: bool) -> [&'static str; 2] {
 }
 
 /// BGPPeers to every router of the family (no pool, no advertisement).
-fn peered(ctx: &Ctx, v6: bool) -> Result<(Config<'_>, Vec<BgpRouter>)> {
+pub(super) fn peered(ctx: &Ctx, v6: bool) -> Result<(Config<'_>, Vec<BgpRouter>)> {
     let routers = routers::routers(ctx, v6)?;
     let mut config = Config::new(ctx)?;
     routers::add_peers(
@@ -96,11 +96,17 @@ fn peered(ctx: &Ctx, v6: bool) -> Result<(Config<'_>, Vec<BgpRouter>)> {
 
 /// A web service of the family with `labels`, from `pool` if given, and
 /// `extra` merged in; its address.
-fn service(ctx: &Ctx, name: &str, v6: bool, labels: Value, pool: Option<&str>) -> Result<IpAddr> {
+pub(super) fn service(
+    ctx: &Ctx,
+    name: &str,
+    v6: bool,
+    labels: Value,
+    pool: Option<&str>,
+) -> Result<IpAddr> {
     service_with(ctx, name, v6, labels, pool, json!({}))
 }
 
-fn service_with(
+pub(super) fn service_with(
     ctx: &Ctx,
     name: &str,
     v6: bool,
@@ -126,7 +132,7 @@ fn service_with(
 /// Upstream's `validateService` for ETP=Cluster: every router holds the
 /// service's host route through every node, and the external host
 /// reaches it through the first router.
-fn advertised(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
+pub(super) fn advertised(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
     routers::wait_route(
         ctx,
         routers,
@@ -145,7 +151,7 @@ fn advertised(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
 }
 
 /// Which routers hold a route for `ip`'s host prefix.
-fn holders(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<Vec<String>> {
+pub(super) fn holders(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for r in routers {
         if !routers::paths(ctx, r, host_route(ip))?.is_empty() {
@@ -158,7 +164,12 @@ fn holders(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<Vec<String>> 
 /// Upstream's `Consistently(checkServiceNotAdvertised)`: no router holds
 /// `ip` for [`ABSENT_FOR`] (called after something else of the same
 /// configuration was seen announced, so the absence is not mere delay).
-fn stays_unadvertised(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr, why: &str) -> Result<()> {
+pub(super) fn stays_unadvertised(
+    ctx: &Ctx,
+    routers: &[BgpRouter],
+    ip: IpAddr,
+    why: &str,
+) -> Result<()> {
     throughout(ABSENT_FOR, &format!("{ip} unannounced ({why})"), || {
         let at = holders(ctx, routers, ip)?;
         Ok((!at.is_empty()).then(|| format!("announced to {at:?}")))
@@ -166,7 +177,7 @@ fn stays_unadvertised(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr, why: &str) -
 }
 
 /// Waits until no router holds `ip`.
-fn withdrawn(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
+pub(super) fn withdrawn(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
     routers::wait_route(ctx, routers, host_route(ip), &BTreeSet::new(), WAIT).map(|_| ())
 }
 
@@ -182,11 +193,11 @@ fn relabel(ctx: &Ctx, name: &str, labels: Value) -> Result<()> {
     Ok(())
 }
 
-fn env(value: &str) -> Value {
+pub(super) fn env(value: &str) -> Value {
     json!({ "environment": value })
 }
 
-fn env_selector(value: &str) -> Value {
+pub(super) fn env_selector(value: &str) -> Value {
     json!([{ "matchLabels": { "environment": value } }])
 }
 
@@ -370,7 +381,7 @@ fn split_aggregation(ctx: &Ctx, v6: bool) -> Result<()> {
 /// Waits until every router holds `ip` with `community` among its
 /// communities (`true`) or without it (`false`), as upstream's
 /// `validateService(Not)InRoutesForCommunity`.
-fn community_on(
+pub(super) fn community_on(
     ctx: &Ctx,
     routers: &[BgpRouter],
     ip: IpAddr,

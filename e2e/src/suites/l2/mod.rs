@@ -32,7 +32,7 @@ use watch::Watch;
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The ports the backends listen on (the services' targetPorts).
-const HTTP_PORT: u16 = 8080;
+pub(super) const HTTP_PORT: u16 = 8080;
 const UDP_PORT: u16 = 8081;
 /// The ports the services expose: not the targetPorts, so a reply proves
 /// the node's service proxy mapped one to the other.
@@ -418,7 +418,7 @@ fn mixed_protocols(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
-fn set_network_unavailable(ctx: &Ctx, node: &str, unavailable: bool) -> Result<()> {
+pub(super) fn set_network_unavailable(ctx: &Ctx, node: &str, unavailable: bool) -> Result<()> {
     let nodes: Api<Node> = Api::all(ctx.client()?);
     let patch = json!({ "status": { "conditions": [{
         "type": "NetworkUnavailable",

@@ -1,0 +1,277 @@
+//! Upstream's service-level BGP specs of `bgptests/bgp.go` that the
+//! suite's own did not cover: a requested address, a node whose network
+//! is unavailable, two services sharing one address, pools written as a
+//! range or a prefix, and one service announced by both protocols. Each
+//! runs against every router of its family.
+
+use super::service_selector::{advertised, holders, peered, service_with};
+use super::{WAIT, host_route, node_addresses};
+use crate::metallb::{self, Config};
+use crate::prober::Prober;
+use crate::suites::l2::{self, Net, backends, set_network_unavailable, web_service};
+use crate::{Ctx, Spec};
+use anyhow::{Context, Result, ensure};
+use devenv::frr::BgpRouter;
+use devenv::wait::{eventually, throughout};
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// The suite's specs, named as upstream's tables and entries.
+pub fn specs() -> Vec<Spec> {
+    let mut specs = vec![
+        Spec::new(
+            "BGP",
+            "A service of protocol load balancer should work with ETP=cluster - request IPv4 via custom annotation",
+            &["IPV4"],
+            requested_address,
+        ),
+        Spec::new(
+            "BGP",
+            "Service with ETP=cluster - should not be announced from a node with a NetworkUnavailable condition",
+            &["IPV4"],
+            network_unavailable,
+        ),
+    ];
+    macro_rules! table {
+        ($name:literal, $f:ident) => {{
+            fn v4(ctx: &Ctx) -> Result<()> {
+                $f(ctx, false)
+            }
+            fn v6(ctx: &Ctx) -> Result<()> {
+                $f(ctx, true)
+            }
+            [
+                Spec::new("BGP", $name, &["IPV4"], v4),
+                Spec::new("BGP", $name, &["IPV6"], v6),
+            ]
+        }};
+    }
+    specs.extend(table!(
+        "A load balancer service should work with overlapping IPs",
+        overlapping_ips
+    ));
+    specs.extend(table!(
+        "validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes - test AddressPool defined by address range",
+        pool_by_range
+    ));
+    specs.extend(table!(
+        "validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes - test AddressPool defined by network prefix",
+        pool_by_prefix
+    ));
+    specs.extend(table!(
+        "A service of protocol load balancer should work with two protocols",
+        two_protocols
+    ));
+    specs
+}
+
+/// Upstream's dev-env BGP pool of the family.
+fn pool(v6: bool) -> &'static str {
+    if v6 {
+        "fc00:f853:ccd:e799::/124"
+    } else {
+        "192.168.10.0/24"
+    }
+}
+
+/// BGPPeers to every router of the family, one pool with `addresses` and
+/// an advertisement of every pool (upstream's empty one).
+fn configured<'a>(
+    ctx: &'a Ctx,
+    v6: bool,
+    addresses: &[&str],
+) -> Result<(Config<'a>, Vec<BgpRouter>)> {
+    let (mut config, routers) = peered(ctx, v6)?;
+    config.pool("bgp-test", json!({ "addresses": addresses }))?;
+    config.bgp_advertisement("empty", json!({}))?;
+    backends(ctx, &[])?;
+    Ok((config, routers))
+}
+
+fn requested_address(ctx: &Ctx) -> Result<()> {
+    let (_config, routers) = configured(ctx, false, &[pool(false)])?;
+    let ip = service_with(
+        ctx,
+        "web",
+        false,
+        json!({}),
+        None,
+        json!({ "metadata": { "annotations": { "metallb.io/loadBalancerIPs": "192.168.10.100" } } }),
+    )?;
+    ensure!(
+        ip.to_string() == "192.168.10.100",
+        "the service got {ip}, not the address it asked for"
+    );
+    advertised(ctx, &routers, ip)
+}
+
+/// Restores the node's NetworkUnavailable condition when the spec ends,
+/// also on failure.
+struct Unavailable<'a> {
+    ctx: &'a Ctx,
+    node: String,
+}
+
+impl Drop for Unavailable<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = set_network_unavailable(self.ctx, &self.node, false) {
+            eprintln!("e2e: could not make {} available again: {e}", self.node);
+        }
+    }
+}
+
+fn network_unavailable(ctx: &Ctx) -> Result<()> {
+    let (_config, routers) = configured(ctx, false, &[pool(false)])?;
+    let ip = service_with(ctx, "web", false, json!({}), None, json!({}))?;
+    advertised(ctx, &routers, ip)?;
+    let nodes = node_addresses(ctx, false);
+    let (first, first_ip) = nodes.first().context("no node")?.clone();
+    let _restore = Unavailable {
+        ctx,
+        node: first.clone(),
+    };
+    set_network_unavailable(ctx, &first, true)?;
+    let others: BTreeSet<IpAddr> = nodes
+        .iter()
+        .filter(|(n, _)| *n != first)
+        .map(|(_, a)| *a)
+        .collect();
+    ensure!(!others.is_empty(), "the spec needs a second node");
+    // Every router keeps the route, now through the available nodes only.
+    super::routers::wait_route(ctx, &routers, host_route(ip), &others, WAIT)
+        .with_context(|| format!("{first} ({first_ip}) kept announcing {ip}"))?;
+    Ok(())
+}
+
+fn overlapping_ips(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (_config, routers) = configured(ctx, v6, &[pool(v6)])?;
+    // Upstream's `GetIPFromRangeByIndex(pool, 1)`: the pool's second
+    // address.
+    let shared = if v6 {
+        "fc00:f853:ccd:e799::1"
+    } else {
+        "192.168.10.1"
+    };
+    let on = |port: u16| {
+        json!({
+            "metadata": { "annotations": { "metallb.io/allow-shared-ip": "foo" } },
+            "spec": {
+                "loadBalancerIP": shared,
+                "ports": [{ "name": "http", "port": port, "targetPort": l2::HTTP_PORT, "protocol": "TCP" }],
+            },
+        })
+    };
+    let first = service_with(
+        ctx,
+        "first-service",
+        v6,
+        json!({}),
+        None,
+        on(l2::SERVICE_HTTP_PORT),
+    )?;
+    let second = service_with(
+        ctx,
+        "second-service",
+        v6,
+        json!({}),
+        None,
+        on(l2::SERVICE_HTTP_PORT + 1),
+    )?;
+    ensure!(
+        first.to_string() == shared && second == first,
+        "the services got {first} and {second}, not both {shared}"
+    );
+    advertised(ctx, &routers, first)?;
+    let body = eventually(
+        WAIT,
+        &format!(
+            "HTTP on {first}:{} through the router",
+            l2::SERVICE_HTTP_PORT + 1
+        ),
+        || Ok(crate::external::http_get(ctx, first, l2::SERVICE_HTTP_PORT + 1, "/hostname").ok()),
+    )?;
+    ensure!(
+        l2::names_a_node(ctx, &body),
+        "second-service served {body:?}"
+    );
+    Ok(())
+}
+
+/// Upstream's pool entries: the service's address lies in the pool and
+/// every router reaches it through every node.
+fn pool_entry(ctx: &Ctx, v6: bool, address: &str, contains: impl Fn(IpAddr) -> bool) -> Result<()> {
+    let (_config, routers) = configured(ctx, v6, &[address])?;
+    let ip = service_with(ctx, "external-local-lb", v6, json!({}), None, json!({}))?;
+    ensure!(contains(ip), "{ip} is outside the pool {address}");
+    advertised(ctx, &routers, ip)
+}
+
+fn pool_by_range(ctx: &Ctx, v6: bool) -> Result<()> {
+    let (range, first, last): (&str, IpAddr, IpAddr) = if v6 {
+        (
+            "fc00:f853:ccd:e799::0-fc00:f853:ccd:e799::18",
+            "fc00:f853:ccd:e799::".parse()?,
+            "fc00:f853:ccd:e799::18".parse()?,
+        )
+    } else {
+        (
+            "192.168.10.0-192.168.10.18",
+            "192.168.10.0".parse()?,
+            "192.168.10.18".parse()?,
+        )
+    };
+    pool_entry(ctx, v6, range, |ip| first <= ip && ip <= last)
+}
+
+fn pool_by_prefix(ctx: &Ctx, v6: bool) -> Result<()> {
+    let net: ipnet::IpNet = pool(v6).parse()?;
+    pool_entry(ctx, v6, pool(v6), |ip| net.contains(&ip))
+}
+
+/// Whether any node answers ARP or NDP for `ip` on the node network
+/// within a short window.
+fn answered_on_l2(ctx: &Ctx, ip: IpAddr) -> Result<bool> {
+    let window =
+        Prober::for_cluster(ctx.cluster().as_ref(), ip, "eth0")?.window(Duration::from_secs(1))?;
+    Ok(!window.macs().is_empty())
+}
+
+fn two_protocols(ctx: &Ctx, v6: bool) -> Result<()> {
+    // Upstream uses the layer 2 range here: an address on the nodes'
+    // network, where answering ARP/NDP means something.
+    let range = l2::pool(ctx, if v6 { Net::V6 } else { Net::V4 })?;
+    let (mut config, routers) = configured(ctx, v6, &[range.as_str()])?;
+    let family = if v6 { "IPv6" } else { "IPv4" };
+    let ips = web_service(
+        ctx,
+        "web",
+        json!({ "spec": { "ipFamilies": [family], "ipFamilyPolicy": "SingleStack" } }),
+    )?;
+    let ip = ips[0];
+    advertised(ctx, &routers, ip)?;
+    throughout(
+        Duration::from_secs(3),
+        &format!("{ip} unanswered on layer 2"),
+        || Ok(answered_on_l2(ctx, ip)?.then(|| "a node answered".to_owned())),
+    )?;
+    config.l2_advertisement("l2adv", json!({}))?;
+    eventually(
+        WAIT,
+        &format!("a node answering for {ip} on layer 2"),
+        || Ok(answered_on_l2(ctx, ip)?.then_some(())),
+    )?;
+    ensure!(
+        holders(ctx, &routers, ip)?.len() == routers.len(),
+        "{ip} left a router once layer 2 announced it too"
+    );
+    advertised(ctx, &routers, ip)?;
+    config.delete("L2Advertisement", "l2adv")?;
+    eventually(
+        Duration::from_secs(10),
+        &format!("no node answering for {ip} on layer 2"),
+        || Ok((!answered_on_l2(ctx, ip)?).then_some(())),
+    )?;
+    metallb::delete_service(ctx, "web")
+}
