@@ -415,18 +415,24 @@ pub const UPSTREAM: &[Ported] = &[
         "L2 different services sharing the same ip should advertise from the same node IPV6",
         "L2 should announce services sharing an IP from the same node [IPV6]",
     ),
-    partly(
+    same(
         "L2 metrics should be exposed by the controller IPV4 - Checking service",
-        "L2 should expose allocator, announcement and layer2 metrics, removed after delete [IPV4] [metrics]",
+        "L2 metrics should be exposed by the controller - Checking service [IPV4]",
     ),
-    missing("L2 metrics should be exposed by the controller IPV6 - Checking service"),
+    same(
+        "L2 metrics should be exposed by the controller IPV6 - Checking service",
+        "L2 metrics should be exposed by the controller - Checking service [IPV6]",
+    ),
     // Upstream has two entries of this name (autoAssign true and false).
-    partly(
+    same(
         "L2 validate requesting a specific address pool for Loadbalancer service IPV4",
-        "IP Assignment should assign from the pool requested by annotation, autoAssign or not [IPV4]",
+        "L2 validate requesting a specific address pool for Loadbalancer service [IPV4]",
     ),
     // Upstream has two entries of this name (autoAssign true and false).
-    missing("L2 validate requesting a specific address pool for Loadbalancer service IPV6"),
+    same(
+        "L2 validate requesting a specific address pool for Loadbalancer service IPV6",
+        "L2 validate requesting a specific address pool for Loadbalancer service [IPV6]",
+    ),
     // e2etest/l2tests/loadbalancer_class.go
     same(
         "LoadBalancer class A service with loadbalancer class should not get an ip",

@@ -16,6 +16,7 @@ mod presence;
 mod replay;
 mod skew;
 mod soak;
+mod tables;
 pub(super) mod watch;
 
 use crate::external::{self, forget_neighbor, http_get};
@@ -110,6 +111,7 @@ pub fn specs() -> Vec<Spec> {
     specs.extend(presence::specs());
     specs.extend(replay::specs());
     specs.extend(skew::specs());
+    specs.extend(tables::specs());
     specs.extend([
         Spec::new(
             "L2",
