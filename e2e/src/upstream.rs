@@ -446,31 +446,37 @@ pub const UPSTREAM: &[Ported] = &[
     missing("L2 Node Selector should work with multiple node selectors"),
     missing("L2 Node Selector should work when adding nodes"),
     // e2etest/l2tests/preferred_node.go
-    partly(
+    same(
         "L2 Preferred Node Selector should prefer the labeled node and fall back to the baseline election when the label is removed",
-        "L2 should prefer nodes by preferredNodeSelectors weight and fall back [IPV4]",
+        "L2 Preferred Node Selector should prefer the labeled node and fall back to the baseline election when the label is removed [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should behave like the baseline advertisement when no node matches the preferred selector",
+        "L2 Preferred Node Selector should behave like the baseline advertisement when no node matches the preferred selector [IPV4]",
     ),
-    partly(
+    same(
         "L2 Preferred Node Selector should fail over when the preferred node becomes unschedulable and reclaim when it returns",
-        "L2 should prefer nodes by preferredNodeSelectors weight and fall back [IPV4]",
+        "L2 Preferred Node Selector should fail over when the preferred node becomes unschedulable and reclaim when it returns [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should re-elect when the L2Advertisement spec changes at runtime",
+        "L2 Preferred Node Selector should re-elect when the L2Advertisement spec changes at runtime [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should respect nodeSelectors as a hard filter while preferredNodeSelectors orders the eligible set",
+        "L2 Preferred Node Selector should respect nodeSelectors as a hard filter while preferredNodeSelectors orders the eligible set [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should announce from the nodeSelectors set when it is disjoint from preferredNodeSelectors",
+        "L2 Preferred Node Selector should announce from the nodeSelectors set when it is disjoint from preferredNodeSelectors [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should sum weights across multiple L2Advertisements targeting the same pool",
+        "L2 Preferred Node Selector should sum weights across multiple L2Advertisements targeting the same pool [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should scope preferredNodeSelectors to services matching serviceSelectors",
+        "L2 Preferred Node Selector should scope preferredNodeSelectors to services matching serviceSelectors [IPV4]",
     ),
     // e2etest/l2tests/service_selector.go
     missing(

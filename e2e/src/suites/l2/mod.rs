@@ -10,8 +10,10 @@
 //! namespace.
 
 mod compound;
+mod election;
 mod failover;
 mod interfaces;
+mod preferred;
 mod presence;
 mod replay;
 mod skew;
@@ -112,6 +114,7 @@ pub fn specs() -> Vec<Spec> {
     specs.extend(replay::specs());
     specs.extend(skew::specs());
     specs.extend(tables::specs());
+    specs.extend(preferred::specs());
     specs.extend([
         Spec::new(
             "L2",
