@@ -439,12 +439,18 @@ pub const UPSTREAM: &[Ported] = &[
         "LoadBalancer class a service with loadbalancer class should not get an ip [IPV4]",
     ),
     // e2etest/l2tests/node_selector.go
-    partly(
+    same(
         "L2 Node Selector should work selecting one node",
-        "L2 should announce only from nodes matched by nodeSelectors [IPV4]",
+        "L2 Node Selector should work selecting one node [IPV4]",
     ),
-    missing("L2 Node Selector should work with multiple node selectors"),
-    missing("L2 Node Selector should work when adding nodes"),
+    same(
+        "L2 Node Selector should work with multiple node selectors",
+        "L2 Node Selector should work with multiple node selectors [IPV4]",
+    ),
+    same(
+        "L2 Node Selector should work when adding nodes",
+        "L2 Node Selector should work when adding nodes [IPV4]",
+    ),
     // e2etest/l2tests/preferred_node.go
     same(
         "L2 Preferred Node Selector should prefer the labeled node and fall back to the baseline election when the label is removed",
@@ -479,14 +485,17 @@ pub const UPSTREAM: &[Ported] = &[
         "L2 Preferred Node Selector should scope preferredNodeSelectors to services matching serviceSelectors [IPV4]",
     ),
     // e2etest/l2tests/service_selector.go
-    missing(
+    same(
         "L2-ServiceSelector Pool and Service Selectors together should only advertise services matching both pool and service selectors",
+        "L2-ServiceSelector Pool and Service Selectors together should only advertise services matching both pool and service selectors [IPV4]",
     ),
-    missing(
+    same(
         "L2-ServiceSelector Service selector filters election candidate nodes should announce from exactly one node when both advertisements match the service",
+        "L2-ServiceSelector Service selector filters election candidate nodes should announce from exactly one node when both advertisements match the service [IPV4]",
     ),
-    missing(
+    same(
         "L2-ServiceSelector Service selector filters election candidate nodes should not announce when no advertisement matches both service and node",
+        "L2-ServiceSelector Service selector filters election candidate nodes should not announce when no advertisement matches both service and node [IPV4]",
     ),
     same(
         "L2-ServiceSelector Service Selector should use OR logic for multiple selectors",

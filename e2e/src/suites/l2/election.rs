@@ -148,6 +148,54 @@ pub(super) fn stays_on(ctx: &Ctx, svc: &str, ips: &[IpAddr], node: &str) -> Resu
     Ok(())
 }
 
+/// Waits until `svc` has a ServiceL2Status (upstream's
+/// `Eventually(L2ForService).ShouldNot(HaveOccurred())`) and one node
+/// alone answers for it; returns that node.
+pub(super) fn announced(ctx: &Ctx, svc: &str, ips: &[IpAddr], wait: Duration) -> Result<String> {
+    let node = eventually(wait, &format!("{svc} announced"), || {
+        Ok(status_node(ctx, svc)?.ok())
+    })?;
+    Watch::new(ctx, ips, "eth0")?
+        .wait_only(&node)
+        .with_context(|| format!("{svc}'s status names {node}"))?;
+    Ok(node)
+}
+
+/// Fails unless `svc` has no ServiceL2Status
+/// (`pkgerr.IsNotFound(L2ForService)`) over `during`, and nobody
+/// answers for it over a prober window.
+pub(super) fn stays_unannounced(
+    ctx: &Ctx,
+    svc: &str,
+    ips: &[IpAddr],
+    during: Duration,
+) -> Result<()> {
+    throughout(during, &format!("{svc} not announced"), || {
+        let list = metallb::l2_statuses(ctx, svc)?;
+        Ok((!list.is_empty()).then(|| {
+            let nodes: Vec<_> = list
+                .iter()
+                .filter_map(|s| s.status.as_ref()?.node.clone())
+                .collect();
+            format!("{} ServiceL2Status objects, naming {nodes:?}", list.len())
+        }))
+    })?;
+    Watch::new(ctx, ips, "eth0")?
+        .expect_silent()
+        .with_context(|| format!("{svc} should not be announced"))
+}
+
+/// Waits until `svc` has no ServiceL2Status and nobody answers for it.
+pub(super) fn withdrawn(ctx: &Ctx, svc: &str, ips: &[IpAddr], wait: Duration) -> Result<()> {
+    eventually(wait, &format!("{svc} no longer announced"), || {
+        Ok(metallb::l2_statuses(ctx, svc)?.is_empty().then_some(()))
+    })?;
+    let watch = Watch::new(ctx, ips, "eth0")?;
+    eventually(wait, &format!("nobody answering for {svc}"), || {
+        Ok(watch.expect_silent().ok())
+    })
+}
+
 /// The first of the cluster's nodes that is not in `exclude`
 /// (upstream's `nonNaturalNode`).
 pub(super) fn other_node(ctx: &Ctx, exclude: &[&str]) -> Result<String> {

@@ -16,6 +16,7 @@ mod interfaces;
 mod preferred;
 mod presence;
 mod replay;
+mod selectors;
 mod skew;
 mod soak;
 mod tables;
@@ -115,6 +116,7 @@ pub fn specs() -> Vec<Spec> {
     specs.extend(skew::specs());
     specs.extend(tables::specs());
     specs.extend(preferred::specs());
+    specs.extend(selectors::specs());
     specs.extend([
         Spec::new(
             "L2",
