@@ -445,66 +445,87 @@ pub const UPSTREAM: &[Ported] = &[
         "L2 different services sharing the same ip should advertise from the same node IPV6",
         "L2 should announce services sharing an IP from the same node [IPV6]",
     ),
-    partly(
+    same(
         "L2 metrics should be exposed by the controller IPV4 - Checking service",
-        "L2 should expose allocator, announcement and layer2 metrics, removed after delete [IPV4] [metrics]",
+        "L2 metrics should be exposed by the controller - Checking service [IPV4]",
     ),
-    missing("L2 metrics should be exposed by the controller IPV6 - Checking service"),
+    same(
+        "L2 metrics should be exposed by the controller IPV6 - Checking service",
+        "L2 metrics should be exposed by the controller - Checking service [IPV6]",
+    ),
     // Upstream has two entries of this name (autoAssign true and false).
-    partly(
+    same(
         "L2 validate requesting a specific address pool for Loadbalancer service IPV4",
-        "IP Assignment should assign from the pool requested by annotation, autoAssign or not [IPV4]",
+        "L2 validate requesting a specific address pool for Loadbalancer service [IPV4]",
     ),
     // Upstream has two entries of this name (autoAssign true and false).
-    missing("L2 validate requesting a specific address pool for Loadbalancer service IPV6"),
+    same(
+        "L2 validate requesting a specific address pool for Loadbalancer service IPV6",
+        "L2 validate requesting a specific address pool for Loadbalancer service [IPV6]",
+    ),
     // e2etest/l2tests/loadbalancer_class.go
     same(
         "LoadBalancer class A service with loadbalancer class should not get an ip",
         "LoadBalancer class a service with loadbalancer class should not get an ip [IPV4]",
     ),
     // e2etest/l2tests/node_selector.go
-    partly(
+    same(
         "L2 Node Selector should work selecting one node",
-        "L2 should announce only from nodes matched by nodeSelectors [IPV4]",
+        "L2 Node Selector should work selecting one node [IPV4]",
     ),
-    missing("L2 Node Selector should work with multiple node selectors"),
-    missing("L2 Node Selector should work when adding nodes"),
+    same(
+        "L2 Node Selector should work with multiple node selectors",
+        "L2 Node Selector should work with multiple node selectors [IPV4]",
+    ),
+    same(
+        "L2 Node Selector should work when adding nodes",
+        "L2 Node Selector should work when adding nodes [IPV4]",
+    ),
     // e2etest/l2tests/preferred_node.go
-    partly(
+    same(
         "L2 Preferred Node Selector should prefer the labeled node and fall back to the baseline election when the label is removed",
-        "L2 should prefer nodes by preferredNodeSelectors weight and fall back [IPV4]",
+        "L2 Preferred Node Selector should prefer the labeled node and fall back to the baseline election when the label is removed [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should behave like the baseline advertisement when no node matches the preferred selector",
+        "L2 Preferred Node Selector should behave like the baseline advertisement when no node matches the preferred selector [IPV4]",
     ),
-    partly(
+    same(
         "L2 Preferred Node Selector should fail over when the preferred node becomes unschedulable and reclaim when it returns",
-        "L2 should prefer nodes by preferredNodeSelectors weight and fall back [IPV4]",
+        "L2 Preferred Node Selector should fail over when the preferred node becomes unschedulable and reclaim when it returns [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should re-elect when the L2Advertisement spec changes at runtime",
+        "L2 Preferred Node Selector should re-elect when the L2Advertisement spec changes at runtime [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should respect nodeSelectors as a hard filter while preferredNodeSelectors orders the eligible set",
+        "L2 Preferred Node Selector should respect nodeSelectors as a hard filter while preferredNodeSelectors orders the eligible set [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should announce from the nodeSelectors set when it is disjoint from preferredNodeSelectors",
+        "L2 Preferred Node Selector should announce from the nodeSelectors set when it is disjoint from preferredNodeSelectors [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should sum weights across multiple L2Advertisements targeting the same pool",
+        "L2 Preferred Node Selector should sum weights across multiple L2Advertisements targeting the same pool [IPV4]",
     ),
-    missing(
+    same(
         "L2 Preferred Node Selector should scope preferredNodeSelectors to services matching serviceSelectors",
+        "L2 Preferred Node Selector should scope preferredNodeSelectors to services matching serviceSelectors [IPV4]",
     ),
     // e2etest/l2tests/service_selector.go
-    missing(
+    same(
         "L2-ServiceSelector Pool and Service Selectors together should only advertise services matching both pool and service selectors",
+        "L2-ServiceSelector Pool and Service Selectors together should only advertise services matching both pool and service selectors [IPV4]",
     ),
-    missing(
+    same(
         "L2-ServiceSelector Service selector filters election candidate nodes should announce from exactly one node when both advertisements match the service",
+        "L2-ServiceSelector Service selector filters election candidate nodes should announce from exactly one node when both advertisements match the service [IPV4]",
     ),
-    missing(
+    same(
         "L2-ServiceSelector Service selector filters election candidate nodes should not announce when no advertisement matches both service and node",
+        "L2-ServiceSelector Service selector filters election candidate nodes should not announce when no advertisement matches both service and node [IPV4]",
     ),
     same(
         "L2-ServiceSelector Service Selector should use OR logic for multiple selectors",

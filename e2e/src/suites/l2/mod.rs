@@ -10,12 +10,16 @@
 //! namespace.
 
 mod compound;
+mod election;
 mod failover;
 mod interfaces;
+mod preferred;
 mod presence;
 mod replay;
+mod selectors;
 mod skew;
 mod soak;
+mod tables;
 pub(super) mod watch;
 
 use crate::external::{self, forget_neighbor, http_get};
@@ -110,6 +114,9 @@ pub fn specs() -> Vec<Spec> {
     specs.extend(presence::specs());
     specs.extend(replay::specs());
     specs.extend(skew::specs());
+    specs.extend(tables::specs());
+    specs.extend(preferred::specs());
+    specs.extend(selectors::specs());
     specs.extend([
         Spec::new(
             "L2",
