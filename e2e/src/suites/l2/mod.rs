@@ -429,11 +429,50 @@ fn set_network_unavailable(ctx: &Ctx, node: &str, unavailable: bool) -> Result<(
     Ok(())
 }
 
-fn set_label(ctx: &Ctx, node: &str, key: &str, value: Option<&str>) -> Result<()> {
+/// Sets label `key` on `node` to `value`, or removes it (`None`).
+pub(super) fn set_label(ctx: &Ctx, node: &str, key: &str, value: Option<&str>) -> Result<()> {
     let nodes: Api<Node> = Api::all(ctx.client()?);
     let patch = json!({ "metadata": { "labels": { key: value } } });
     ctx.block_on(nodes.patch(node, &PatchParams::default(), &Patch::Merge(patch)))?;
     Ok(())
+}
+
+/// Node labels a spec sets, removed when it drops them (the spec passed,
+/// failed or panicked), as upstream's `AfterEach` removes them.
+pub(super) struct NodeLabels<'a> {
+    ctx: &'a Ctx,
+    labelled: Vec<(String, String)>,
+}
+
+impl<'a> NodeLabels<'a> {
+    /// None yet.
+    pub(super) fn new(ctx: &'a Ctx) -> Self {
+        Self {
+            ctx,
+            labelled: Vec::new(),
+        }
+    }
+
+    /// Sets `key=value` on `node`, to be removed on drop (also when
+    /// setting it fails half-way).
+    pub(super) fn set(&mut self, node: &str, key: &str, value: &str) -> Result<()> {
+        let entry = (node.to_owned(), key.to_owned());
+        if !self.labelled.contains(&entry) {
+            self.labelled.push(entry);
+        }
+        set_label(self.ctx, node, key, Some(value))
+            .with_context(|| format!("labelling node {node} {key}={value}"))
+    }
+}
+
+impl Drop for NodeLabels<'_> {
+    fn drop(&mut self) {
+        for (node, key) in self.labelled.drain(..).rev() {
+            if let Err(e) = set_label(self.ctx, &node, &key, None) {
+                eprintln!("e2e: could not remove label {key} from node {node}: {e:#}");
+            }
+        }
+    }
 }
 
 fn pool_by_cidr(ctx: &Ctx) -> Result<()> {
@@ -628,41 +667,38 @@ fn preferred_nodes(ctx: &Ctx) -> Result<()> {
     let all = nodes(ctx);
     let preferred = all.last().context("nodes")?.clone();
     let label = "e2e.metallb.io/preferred";
-    set_label(ctx, &preferred, label, Some("true"))?;
-    let result = (|| -> Result<()> {
-        let _config = l2_config(
-            ctx,
-            &[pool(ctx, Net::V4)?.as_str()],
-            json!({ "preferredNodeSelectors": [{ "weight": 100, "preference": { "matchLabels": { label: "true" } } }] }),
-        )?;
-        backends(ctx, &[])?;
-        // Whatever the hash says, every service lands on the preferred node.
-        let mut watches = Vec::new();
-        for name in ["p1", "p2", "p3"] {
-            let ips = web_service(ctx, name, json!({}))?;
-            watches.push(Watch::new(ctx, &ips, "eth0")?);
-        }
+    let mut labels = NodeLabels::new(ctx);
+    labels.set(&preferred, label, "true")?;
+    let _config = l2_config(
+        ctx,
+        &[pool(ctx, Net::V4)?.as_str()],
+        json!({ "preferredNodeSelectors": [{ "weight": 100, "preference": { "matchLabels": { label: "true" } } }] }),
+    )?;
+    backends(ctx, &[])?;
+    // Whatever the hash says, every service lands on the preferred node.
+    let mut watches = Vec::new();
+    for name in ["p1", "p2", "p3"] {
+        let ips = web_service(ctx, name, json!({}))?;
+        watches.push(Watch::new(ctx, &ips, "eth0")?);
+    }
+    for w in &watches {
+        w.wait_only(&preferred)?;
+    }
+    // The preferred node becomes unusable: the others take over...
+    set_network_unavailable(ctx, &preferred, true)?;
+    let r = (|| -> Result<()> {
         for w in &watches {
-            w.wait_only(&preferred)?;
-        }
-        // The preferred node becomes unusable: the others take over...
-        set_network_unavailable(ctx, &preferred, true)?;
-        let r = (|| -> Result<()> {
-            for w in &watches {
-                w.wait_moved(&preferred)?;
-            }
-            Ok(())
-        })();
-        set_network_unavailable(ctx, &preferred, false)?;
-        r?;
-        // ...and it wins them back.
-        for w in &watches {
-            w.wait_only(&preferred)?;
+            w.wait_moved(&preferred)?;
         }
         Ok(())
     })();
-    set_label(ctx, &preferred, label, None)?;
-    result
+    set_network_unavailable(ctx, &preferred, false)?;
+    r?;
+    // ...and it wins them back.
+    for w in &watches {
+        w.wait_only(&preferred)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
