@@ -198,17 +198,21 @@ pub const UPSTREAM: &[Ported] = &[
     // e2etest/bgptests/bgp_multiprotocol.go and bgptests/unnummbered.go:
     // every spec there is DUALSTACK, FRR or BFD.
     // e2etest/bgptests/bgppeer_selector.go
-    missing(
+    same(
         "BGP Peer Selector A service IP will not be advertised to peers outside the BGPAdvertisement peers list IPV4",
+        "BGP Peer Selector A service IP will not be advertised to peers outside the BGPAdvertisement peers list [IPV4]",
     ),
-    missing(
+    same(
         "BGP Peer Selector A service IP will not be advertised to peers outside the BGPAdvertisement peers list IPV6",
+        "BGP Peer Selector A service IP will not be advertised to peers outside the BGPAdvertisement peers list [IPV6]",
     ),
-    missing(
+    same(
         "BGP Peer Selector A service advertised through two different bgpadvertisements to two different peers IPV4",
+        "BGP Peer Selector A service advertised through two different bgpadvertisements to two different peers [IPV4]",
     ),
-    missing(
+    same(
         "BGP Peer Selector A service advertised through two different bgpadvertisements to two different peers IPV6",
+        "BGP Peer Selector A service advertised through two different bgpadvertisements to two different peers [IPV6]",
     ),
     // e2etest/bgptests/metrics.go
     partly(
@@ -220,41 +224,49 @@ pub const UPSTREAM: &[Ported] = &[
         "BGP should expose session and prefix metrics [IPV6] [metrics]",
     ),
     // e2etest/bgptests/node_selector.go
-    missing(
+    same(
         "BGP Node Selector Two services, two distinct advertisements with different node selectors IPV4 - two on first, two on second",
+        "BGP Node Selector Two services, two distinct advertisements with different node selectors - two on first, two on second [IPV4]",
     ),
-    missing(
+    same(
         "BGP Node Selector Two services, two distinct advertisements with different node selectors IPV4 - one on first, two on second",
+        "BGP Node Selector Two services, two distinct advertisements with different node selectors - one on first, two on second [IPV4]",
     ),
-    missing(
+    same(
         "BGP Node Selector Two services, two distinct advertisements with different node selectors IPV4 - zero on first, two on second",
+        "BGP Node Selector Two services, two distinct advertisements with different node selectors - zero on first, two on second [IPV4]",
     ),
-    missing(
+    same(
         "BGP Node Selector Two services, two distinct advertisements with different node selectors IPV6 - one on first, two on second",
+        "BGP Node Selector Two services, two distinct advertisements with different node selectors - one on first, two on second [IPV6]",
     ),
-    missing(
+    same(
         "BGP Node Selector One service, one advertisement with node selector, labeling node IPV4",
+        "BGP Node Selector One service, one advertisement with node selector, labeling node [IPV4]",
     ),
-    missing(
+    same(
         "BGP Node Selector One service, one advertisement with node selector, labeling node IPV6",
+        "BGP Node Selector One service, one advertisement with node selector, labeling node [IPV6]",
     ),
-    missing(
+    same(
         "BGP Node Selector Two advertisements - updating one nodeSelector to non-matching withdraws its service without affecting the other IPV4",
+        "BGP Node Selector Two advertisements - updating one nodeSelector to non-matching withdraws its service without affecting the other [IPV4]",
     ),
-    missing(
+    same(
         "BGP Node Selector Two advertisements - updating one nodeSelector to non-matching withdraws its service without affecting the other IPV6",
+        "BGP Node Selector Two advertisements - updating one nodeSelector to non-matching withdraws its service without affecting the other [IPV6]",
     ),
-    partly(
+    same(
         "BGP Node Selector Peer selector IPV4 Should work with a limited set of nodes First to one, second to two",
-        "BGP should run sessions only from nodes matched by the peer's nodeSelectors [IPV4]",
+        "BGP Node Selector Peer selector Should work with a limited set of nodes First to one, second to two [IPV4]",
     ),
-    partly(
+    same(
         "BGP Node Selector Peer selector IPV4 Should work with a limited set of nodes First to one, second to one, third to three",
-        "BGP should run sessions only from nodes matched by the peer's nodeSelectors [IPV4]",
+        "BGP Node Selector Peer selector Should work with a limited set of nodes First to one, second to one, third to three [IPV4]",
     ),
-    partly(
+    same(
         "BGP Node Selector Peer selector IPV4 Should work with a limited set of nodes First to one, second to one, third to same as first",
-        "BGP should run sessions only from nodes matched by the peer's nodeSelectors [IPV4]",
+        "BGP Node Selector Peer selector Should work with a limited set of nodes First to one, second to one, third to same as first [IPV4]",
     ),
     // e2etest/bgptests/service_selector.go
     same(

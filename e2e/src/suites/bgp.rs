@@ -12,7 +12,27 @@
 //! routers' routes lead to them.
 
 mod changes;
+/// The two specs, `[IPV4]` and `[IPV6]`, of an upstream table whose
+/// entries are the families: `BGP <group> <table>`, each running
+/// `f(ctx, v6)`.
+macro_rules! family_table {
+    ($group:literal, $table:literal, $f:ident) => {{
+        fn v4(ctx: &crate::Ctx) -> anyhow::Result<()> {
+            $f(ctx, false)
+        }
+        fn v6(ctx: &crate::Ctx) -> anyhow::Result<()> {
+            $f(ctx, true)
+        }
+        [
+            crate::Spec::new("BGP", concat!($group, " ", $table), &["IPV4"], v4),
+            crate::Spec::new("BGP", concat!($group, " ", $table), &["IPV6"], v6),
+        ]
+    }};
+}
+
 mod first_router;
+mod node_selector;
+mod peer_selector;
 mod routers;
 mod service_selector;
 mod services;
@@ -144,6 +164,8 @@ pub fn specs() -> Vec<Spec> {
     specs.extend(service_selector::specs());
     specs.extend(services::specs());
     specs.extend(changes::specs());
+    specs.extend(node_selector::specs());
+    specs.extend(peer_selector::specs());
     specs
 }
 
@@ -242,6 +264,46 @@ fn all_routers_config<'a>(
     )?;
     pool_and_advertisement(&mut config, &[pool_of(v6)], ad)?;
     Ok((config, routers, peers))
+}
+
+/// Two pools of the family, as upstream's two-pool entries (a /24 and
+/// another /24 in IPv4, two /116 in IPv6: outside every node network).
+fn two_pools(v6: bool) -> [&'static str; 2] {
+    if v6 {
+        ["fc00:f853:ccd:e799::/116", "fc00:f853:ccd:e800::/116"]
+    } else {
+        ["192.168.10.0/24", "192.168.20.0/24"]
+    }
+}
+
+/// A web service of the family with `labels`, from `pool` if given; its
+/// address.
+fn service(ctx: &Ctx, name: &str, v6: bool, labels: Value, pool: Option<&str>) -> Result<IpAddr> {
+    service_with(ctx, name, v6, labels, pool, json!({}))
+}
+
+/// [`service`] with `extra` merged into the Service.
+fn service_with(
+    ctx: &Ctx,
+    name: &str,
+    v6: bool,
+    labels: Value,
+    pool: Option<&str>,
+    extra: Value,
+) -> Result<IpAddr> {
+    let family = if v6 { "IPv6" } else { "IPv4" };
+    let mut body = json!({
+        "metadata": { "labels": labels },
+        "spec": { "ipFamilies": [family], "ipFamilyPolicy": "SingleStack" },
+    });
+    if let Some(pool) = pool {
+        body["metadata"]["annotations"] = json!({ "metallb.io/address-pool": pool });
+    }
+    metallb::merge(&mut body, &extra);
+    let ips = web_service(ctx, name, body)?;
+    ips.first()
+        .copied()
+        .with_context(|| format!("{name} got no address"))
 }
 
 fn host_route(ip: IpAddr) -> IpNet {

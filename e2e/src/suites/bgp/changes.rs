@@ -7,7 +7,8 @@
 //! on the iBGP routers only, as upstream does (eBGP does not carry it).
 
 use super::routers::{self, Passwords};
-use super::service_selector::{advertised, peered, service_with};
+use super::routers::{advertised, peered};
+use super::service_with;
 use super::{WAIT, all_hops, hold_time, host_route};
 use crate::metallb::Config;
 use crate::suites::l2::backends;

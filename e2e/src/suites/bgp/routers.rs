@@ -10,16 +10,21 @@
 //! The routers themselves are set up once, with the lab; a spec only
 //! makes BGPPeers.
 
+use super::{WAIT, all_hops, hold_time, host_route};
 use crate::Ctx;
 use crate::metallb::{self, Config};
-use anyhow::{Result, bail};
+use crate::suites::l2::{SERVICE_HTTP_PORT, names_a_node};
+use anyhow::{Result, bail, ensure};
 use devenv::frr::{AddressFamily, BgpPath, BgpRouter};
-use devenv::wait::eventually;
+use devenv::wait::{eventually, throughout};
 use ipnet::IpNet;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::time::Duration;
+
+/// How long a service must stay unannounced, as upstream's `Consistently`.
+pub(super) const ABSENT_FOR: Duration = Duration::from_secs(5);
 
 /// The router whose BGPPeer names its password through `passwordSecret`.
 pub const SECRET_ROUTER: &str = "ebgp-multi-hop";
@@ -92,7 +97,7 @@ pub fn add_peers(
                 }
             }
             metallb::merge(&mut spec, extra);
-            let name = format!("{}-{}", r.name, if v6 { "v6" } else { "v4" });
+            let name = peer_name(r, v6);
             config.bgp_peer(&name, spec)?;
             names.push(name);
         }
@@ -101,6 +106,27 @@ pub fn add_peers(
         bail!("no router has an address of the spec's families");
     }
     Ok(names)
+}
+
+/// The name [`add_peers`] gives `router`'s BGPPeer of the family
+/// (`<router>-v4`, `<router>-v6`), for a BGPAdvertisement's `peers`.
+pub(super) fn peer_name(router: &BgpRouter, v6: bool) -> String {
+    format!("{}-{}", router.name, if v6 { "v6" } else { "v4" })
+}
+
+/// BGPPeers to every router of the family (no pool, no advertisement),
+/// as upstream's `PeersForContainers`; the configuration and the routers.
+pub(super) fn peered(ctx: &Ctx, v6: bool) -> Result<(Config<'_>, Vec<BgpRouter>)> {
+    let routers = routers(ctx, v6)?;
+    let mut config = Config::new(ctx)?;
+    add_peers(
+        &mut config,
+        &routers,
+        &[v6],
+        Passwords::OneSecret,
+        &json!({ "holdTime": hold_time() }),
+    )?;
+    Ok((config, routers))
 }
 
 /// The addresses whose sessions with `router` are Established.
@@ -180,4 +206,70 @@ pub fn wait_route(
         out.push((r.name.clone(), p));
     }
     Ok(out)
+}
+
+/// Upstream's `validateService` for ETP=Cluster: each of `routers` holds
+/// the service's host route through every node, and the external host
+/// reaches it (see [`advertised_from`]).
+pub(super) fn advertised(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
+    advertised_from(ctx, routers, ip, &all_hops(ctx, ip.is_ipv6()))
+}
+
+/// Upstream's `validateService` and `checkServiceOnlyOnNodes`: each of
+/// `routers` holds `ip`'s host route through exactly `next_hops` (the
+/// announcing nodes' addresses). When `routers` has the cluster's first
+/// router, whose routes are the external host's, the external host
+/// reaches `ip` through it and a backend answers (upstream fetches from
+/// each FRR container; ours can only from the external host).
+pub(super) fn advertised_from(
+    ctx: &Ctx,
+    routers: &[BgpRouter],
+    ip: IpAddr,
+    next_hops: &BTreeSet<IpAddr>,
+) -> Result<()> {
+    wait_route(ctx, routers, host_route(ip), next_hops, WAIT)?;
+    let first = ctx.cluster().bgp_routers().into_iter().next();
+    if !first.is_some_and(|f| routers.iter().any(|r| r.name == f.name)) {
+        return Ok(());
+    }
+    let body = eventually(WAIT, &format!("HTTP on {ip} through the router"), || {
+        Ok(crate::external::http_get(ctx, ip, SERVICE_HTTP_PORT, "/hostname").ok())
+    })?;
+    ensure!(
+        names_a_node(ctx, &body),
+        "{ip} served {body:?}, not a node's hostname"
+    );
+    Ok(())
+}
+
+/// Which of `routers` hold a route for `ip`'s host prefix.
+pub(super) fn holders(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for r in routers {
+        if !paths(ctx, r, host_route(ip))?.is_empty() {
+            out.push(r.name.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Upstream's `Consistently(checkServiceNotAdvertised)`: none of
+/// `routers` holds `ip` for [`ABSENT_FOR`] (call it after something else
+/// of the same configuration was seen announced, so the absence is not
+/// mere delay).
+pub(super) fn stays_unadvertised(
+    ctx: &Ctx,
+    routers: &[BgpRouter],
+    ip: IpAddr,
+    why: &str,
+) -> Result<()> {
+    throughout(ABSENT_FOR, &format!("{ip} unannounced ({why})"), || {
+        let at = holders(ctx, routers, ip)?;
+        Ok((!at.is_empty()).then(|| format!("announced to {at:?}")))
+    })
+}
+
+/// Waits until none of `routers` holds `ip`.
+pub(super) fn withdrawn(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
+    wait_route(ctx, routers, host_route(ip), &BTreeSet::new(), WAIT).map(|_| ())
 }

@@ -5,62 +5,56 @@
 //! the labels. Every entry peers with every router of its family and
 //! checks each router, as upstream loops over its FRR containers.
 
-use super::routers::{self, Passwords};
-use super::{WAIT, all_hops, hold_time, host_route};
-use crate::metallb::{self, Config};
-use crate::suites::l2::{SERVICE_HTTP_PORT, backends, names_a_node, web_service};
+use super::routers::{self, advertised, holders, peered, stays_unadvertised, withdrawn};
+use super::{WAIT, all_hops, host_route, service, service_with, two_pools};
+use crate::metallb::Config;
+use crate::suites::l2::backends;
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
 use devenv::frr::BgpRouter;
-use devenv::wait::{eventually, throughout};
+use devenv::wait::eventually;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::time::Duration;
-
-/// How long a service must stay unannounced, as upstream's `Consistently`.
-const ABSENT_FOR: Duration = Duration::from_secs(5);
 
 /// A spec per table and family, named as upstream's `DescribeTable` and
 /// `Entry`.
 pub fn specs() -> Vec<Spec> {
-    macro_rules! table {
-        ($name:literal, $f:ident) => {{
-            fn v4(ctx: &Ctx) -> Result<()> {
-                $f(ctx, false)
-            }
-            fn v6(ctx: &Ctx) -> Result<()> {
-                $f(ctx, true)
-            }
-            [
-                Spec::new("BGP", concat!("Service Selector ", $name), &["IPV4"], v4),
-                Spec::new("BGP", concat!("Service Selector ", $name), &["IPV6"], v6),
-            ]
-        }};
-    }
     [
-        table!("Pool and service selectors together", pool_and_service),
-        table!("Multiple service selectors", multiple_selectors),
-        table!(
+        family_table!(
+            "Service Selector",
+            "Pool and service selectors together",
+            pool_and_service
+        ),
+        family_table!(
+            "Service Selector",
+            "Multiple service selectors",
+            multiple_selectors
+        ),
+        family_table!(
+            "Service Selector",
             "Service selector updates propagate to BGP routes by updating BGPAdvertisement ServiceSelectors",
             advertisement_update
         ),
-        table!(
+        family_table!(
+            "Service Selector",
             "Service selector updates propagate to BGP routes by updating Service labels",
             label_update
         ),
-        table!(
+        family_table!(
+            "Service Selector",
             "Service selectors with split aggregation length advertisements",
             split_aggregation
         ),
-        table!(
+        family_table!(
+            "Service Selector",
             "Overlapping BGP advertisements where selected service gets all communities and staged gets shared only",
             overlapping_communities
         ),
-        table!(
+        family_table!(
+            "Service Selector",
             "Non-overlapping BGP advertisements apply distinct communities by service selector",
             distinct_communities
         ),
@@ -68,117 +62,6 @@ pub fn specs() -> Vec<Spec> {
     .into_iter()
     .flatten()
     .collect()
-}
-
-/// Two pools of the family, as upstream's entries (a /24 and another /24
-/// in IPv4, two /116 in IPv6: outside every node network).
-pub(super) fn two_pools(v6: bool) -> [&'static str; 2] {
-    if v6 {
-        ["fc00:f853:ccd:e799::/116", "fc00:f853:ccd:e800::/116"]
-    } else {
-        ["192.168.10.0/24", "192.168.20.0/24"]
-    }
-}
-
-/// BGPPeers to every router of the family (no pool, no advertisement).
-pub(super) fn peered(ctx: &Ctx, v6: bool) -> Result<(Config<'_>, Vec<BgpRouter>)> {
-    let routers = routers::routers(ctx, v6)?;
-    let mut config = Config::new(ctx)?;
-    routers::add_peers(
-        &mut config,
-        &routers,
-        &[v6],
-        Passwords::OneSecret,
-        &json!({ "holdTime": hold_time() }),
-    )?;
-    Ok((config, routers))
-}
-
-/// A web service of the family with `labels`, from `pool` if given, and
-/// `extra` merged in; its address.
-pub(super) fn service(
-    ctx: &Ctx,
-    name: &str,
-    v6: bool,
-    labels: Value,
-    pool: Option<&str>,
-) -> Result<IpAddr> {
-    service_with(ctx, name, v6, labels, pool, json!({}))
-}
-
-pub(super) fn service_with(
-    ctx: &Ctx,
-    name: &str,
-    v6: bool,
-    labels: Value,
-    pool: Option<&str>,
-    extra: Value,
-) -> Result<IpAddr> {
-    let family = if v6 { "IPv6" } else { "IPv4" };
-    let mut body = json!({
-        "metadata": { "labels": labels },
-        "spec": { "ipFamilies": [family], "ipFamilyPolicy": "SingleStack" },
-    });
-    if let Some(pool) = pool {
-        body["metadata"]["annotations"] = json!({ "metallb.io/address-pool": pool });
-    }
-    metallb::merge(&mut body, &extra);
-    let ips = web_service(ctx, name, body)?;
-    ips.first()
-        .copied()
-        .with_context(|| format!("{name} got no address"))
-}
-
-/// Upstream's `validateService` for ETP=Cluster: every router holds the
-/// service's host route through every node, and the external host
-/// reaches it through the first router.
-pub(super) fn advertised(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
-    routers::wait_route(
-        ctx,
-        routers,
-        host_route(ip),
-        &all_hops(ctx, ip.is_ipv6()),
-        WAIT,
-    )?;
-    let body = eventually(WAIT, &format!("HTTP on {ip} through the router"), || {
-        Ok(crate::external::http_get(ctx, ip, SERVICE_HTTP_PORT, "/hostname").ok())
-    })?;
-    ensure!(
-        names_a_node(ctx, &body),
-        "{ip} served {body:?}, not a node's hostname"
-    );
-    Ok(())
-}
-
-/// Which routers hold a route for `ip`'s host prefix.
-pub(super) fn holders(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for r in routers {
-        if !routers::paths(ctx, r, host_route(ip))?.is_empty() {
-            out.push(r.name.clone());
-        }
-    }
-    Ok(out)
-}
-
-/// Upstream's `Consistently(checkServiceNotAdvertised)`: no router holds
-/// `ip` for [`ABSENT_FOR`] (called after something else of the same
-/// configuration was seen announced, so the absence is not mere delay).
-pub(super) fn stays_unadvertised(
-    ctx: &Ctx,
-    routers: &[BgpRouter],
-    ip: IpAddr,
-    why: &str,
-) -> Result<()> {
-    throughout(ABSENT_FOR, &format!("{ip} unannounced ({why})"), || {
-        let at = holders(ctx, routers, ip)?;
-        Ok((!at.is_empty()).then(|| format!("announced to {at:?}")))
-    })
-}
-
-/// Waits until no router holds `ip`.
-pub(super) fn withdrawn(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
-    routers::wait_route(ctx, routers, host_route(ip), &BTreeSet::new(), WAIT).map(|_| ())
 }
 
 /// Merges `labels` into service `name`'s labels.

@@ -4,7 +4,8 @@
 //! range or a prefix, and one service announced by both protocols. Each
 //! runs against every router of its family.
 
-use super::service_selector::{advertised, holders, peered, service_with};
+use super::routers::{advertised, holders, peered};
+use super::service_with;
 use super::{WAIT, host_route, node_addresses};
 use crate::metallb::{self, Config};
 use crate::prober::Prober;

@@ -30,13 +30,13 @@ pub(super) fn v4(describe: &'static str, it: &'static str, run: fn(&Ctx) -> Resu
 /// the guard drops (pass, fail or panic). Made with the keys the spec
 /// uses, it first takes them off every node, in case an interrupted run
 /// left them behind.
-pub(super) struct NodeLabels<'a> {
+pub(in crate::suites) struct NodeLabels<'a> {
     ctx: &'a Ctx,
     set: Vec<(String, String)>,
 }
 
 impl<'a> NodeLabels<'a> {
-    pub(super) fn new(ctx: &'a Ctx, keys: &[&str]) -> Result<Self> {
+    pub(in crate::suites) fn new(ctx: &'a Ctx, keys: &[&str]) -> Result<Self> {
         for node in super::nodes(ctx) {
             for key in keys {
                 set_label(ctx, &node, key, None)
@@ -50,7 +50,7 @@ impl<'a> NodeLabels<'a> {
     }
 
     /// Sets `key=value` on `node`.
-    pub(super) fn add(&mut self, node: &str, key: &str, value: &str) -> Result<()> {
+    pub(in crate::suites) fn add(&mut self, node: &str, key: &str, value: &str) -> Result<()> {
         // Recorded first: a patch that fails after reaching the API
         // server is still undone.
         if !self.set.iter().any(|(n, k)| n == node && k == key) {
@@ -61,7 +61,7 @@ impl<'a> NodeLabels<'a> {
     }
 
     /// Takes `key` off `node`.
-    pub(super) fn remove(&mut self, node: &str, key: &str) -> Result<()> {
+    pub(in crate::suites) fn remove(&mut self, node: &str, key: &str) -> Result<()> {
         set_label(self.ctx, node, key, None)
             .with_context(|| format!("removing label {key} from {node}"))?;
         self.set.retain(|(n, k)| !(n == node && k == key));

@@ -11,6 +11,7 @@
 
 mod compound;
 mod election;
+pub(super) use election::NodeLabels;
 mod failover;
 mod interfaces;
 mod preferred;
@@ -436,7 +437,8 @@ pub(super) fn set_network_unavailable(ctx: &Ctx, node: &str, unavailable: bool) 
     Ok(())
 }
 
-fn set_label(ctx: &Ctx, node: &str, key: &str, value: Option<&str>) -> Result<()> {
+/// Sets label `key` on `node` to `value`, or removes it (`None`).
+pub(super) fn set_label(ctx: &Ctx, node: &str, key: &str, value: Option<&str>) -> Result<()> {
     let nodes: Api<Node> = Api::all(ctx.client()?);
     let patch = json!({ "metadata": { "labels": { key: value } } });
     ctx.block_on(nodes.patch(node, &PatchParams::default(), &Patch::Merge(patch)))?;
@@ -635,41 +637,38 @@ fn preferred_nodes(ctx: &Ctx) -> Result<()> {
     let all = nodes(ctx);
     let preferred = all.last().context("nodes")?.clone();
     let label = "e2e.metallb.io/preferred";
-    set_label(ctx, &preferred, label, Some("true"))?;
-    let result = (|| -> Result<()> {
-        let _config = l2_config(
-            ctx,
-            &[pool(ctx, Net::V4)?.as_str()],
-            json!({ "preferredNodeSelectors": [{ "weight": 100, "preference": { "matchLabels": { label: "true" } } }] }),
-        )?;
-        backends(ctx, &[])?;
-        // Whatever the hash says, every service lands on the preferred node.
-        let mut watches = Vec::new();
-        for name in ["p1", "p2", "p3"] {
-            let ips = web_service(ctx, name, json!({}))?;
-            watches.push(Watch::new(ctx, &ips, "eth0")?);
-        }
+    let mut labels = NodeLabels::new(ctx, &[label])?;
+    labels.add(&preferred, label, "true")?;
+    let _config = l2_config(
+        ctx,
+        &[pool(ctx, Net::V4)?.as_str()],
+        json!({ "preferredNodeSelectors": [{ "weight": 100, "preference": { "matchLabels": { label: "true" } } }] }),
+    )?;
+    backends(ctx, &[])?;
+    // Whatever the hash says, every service lands on the preferred node.
+    let mut watches = Vec::new();
+    for name in ["p1", "p2", "p3"] {
+        let ips = web_service(ctx, name, json!({}))?;
+        watches.push(Watch::new(ctx, &ips, "eth0")?);
+    }
+    for w in &watches {
+        w.wait_only(&preferred)?;
+    }
+    // The preferred node becomes unusable: the others take over...
+    set_network_unavailable(ctx, &preferred, true)?;
+    let r = (|| -> Result<()> {
         for w in &watches {
-            w.wait_only(&preferred)?;
-        }
-        // The preferred node becomes unusable: the others take over...
-        set_network_unavailable(ctx, &preferred, true)?;
-        let r = (|| -> Result<()> {
-            for w in &watches {
-                w.wait_moved(&preferred)?;
-            }
-            Ok(())
-        })();
-        set_network_unavailable(ctx, &preferred, false)?;
-        r?;
-        // ...and it wins them back.
-        for w in &watches {
-            w.wait_only(&preferred)?;
+            w.wait_moved(&preferred)?;
         }
         Ok(())
     })();
-    set_label(ctx, &preferred, label, None)?;
-    result
+    set_network_unavailable(ctx, &preferred, false)?;
+    r?;
+    // ...and it wins them back.
+    for w in &watches {
+        w.wait_only(&preferred)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
