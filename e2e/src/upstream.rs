@@ -123,14 +123,8 @@ pub const UPSTREAM: &[Ported] = &[
         "BGP validate external containers are paired with nodes IPV6 with Secret Ref set for BGPPeer CR",
         "BGP validate external containers are paired with nodes with Secret Ref set for BGPPeer CR [IPV6]",
     ),
-    partly(
-        "BGP ServiceBGPStatus IPV4",
-        "BGP A service of protocol load balancer should work with ETP=cluster [IPV4]",
-    ),
-    partly(
-        "BGP ServiceBGPStatus IPV6",
-        "BGP A service of protocol load balancer should work with ETP=cluster [IPV6]",
-    ),
+    same("BGP ServiceBGPStatus IPV4", "BGP ServiceBGPStatus [IPV4]"),
+    same("BGP ServiceBGPStatus IPV6", "BGP ServiceBGPStatus [IPV6]"),
     same(
         "BGP validate configuration changes should work after subsequent configuration updates IPV4",
         "BGP validate configuration changes should work after subsequent configuration updates [IPV4]",
@@ -215,13 +209,13 @@ pub const UPSTREAM: &[Ported] = &[
         "BGP Peer Selector A service advertised through two different bgpadvertisements to two different peers [IPV6]",
     ),
     // e2etest/bgptests/metrics.go
-    partly(
+    same(
         "BGP metrics metrics should be exposed by the controller IPV4 - Checking service",
-        "BGP should expose session and prefix metrics [IPV4] [metrics]",
+        "BGP metrics metrics should be exposed by the controller - Checking service [IPV4]",
     ),
-    partly(
+    same(
         "BGP metrics metrics should be exposed by the controller IPV6 - Checking service",
-        "BGP should expose session and prefix metrics [IPV6] [metrics]",
+        "BGP metrics metrics should be exposed by the controller - Checking service [IPV6]",
     ),
     // e2etest/bgptests/node_selector.go
     same(

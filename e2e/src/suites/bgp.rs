@@ -126,13 +126,13 @@ pub fn specs() -> Vec<Spec> {
             peer_node_selectors,
         ),
         s(
-            "should expose session and prefix metrics",
-            &["IPV4", "metrics"],
+            "metrics metrics should be exposed by the controller - Checking service",
+            &["IPV4"],
             metrics_v4,
         ),
         s(
-            "should expose session and prefix metrics",
-            &["IPV6", "metrics"],
+            "metrics metrics should be exposed by the controller - Checking service",
+            &["IPV6"],
             metrics_v6,
         ),
         s(
@@ -521,11 +521,74 @@ fn aggregation(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
-/// Every node's speaker reports each router's session up with the
-/// service's prefix announced (upstream's metrics spec checks them per
-/// FRR container too).
+/// Upstream's "should be exposed by the controller": before any service
+/// the controller counts the pool's addresses (none in use) and every
+/// speaker has each router's session up with nothing announced; with a
+/// service, one address is in use and every speaker reports the prefix
+/// announced to each router, its updates and the service announced.
 fn metrics(ctx: &Ctx, v6: bool) -> Result<()> {
-    let (_config, routers, _) = all_routers_config(ctx, v6, json!({}))?;
+    // Upstream's dev-env pools: 256 and 16 addresses.
+    let (pool, total) = if v6 {
+        ("fc00:f853:ccd:e799::/124", 16.0)
+    } else {
+        ("192.168.10.0/24", 256.0)
+    };
+    let routers = routers::routers(ctx, v6)?;
+    let mut config = Config::new(ctx)?;
+    routers::add_peers(
+        &mut config,
+        &routers,
+        &[v6],
+        Passwords::OneSecret,
+        &json!({ "holdTime": hold_time() }),
+    )?;
+    config.pool("bgp-test", json!({ "addresses": [pool] }))?;
+    config.bgp_advertisement("empty", json!({}))?;
+    routers::wait_sessions(ctx, &routers, &all_hops(ctx, v6), WAIT)?;
+    let in_use = |want: f64| {
+        eventually(
+            WAIT,
+            &format!("the controller's gauges: {want} of {total} addresses in use"),
+            || {
+                let text = ctx.cluster().controller_metrics()?;
+                let pool = "pool=\"bgp-test\"";
+                let used = sample(&text, "metallb_allocator_addresses_in_use_total", &[pool]);
+                let all = sample(&text, "metallb_allocator_addresses_total", &[pool]);
+                if used == Some(want) && all == Some(total) {
+                    Ok(Some(()))
+                } else {
+                    anyhow::bail!("in use {used:?}, total {all:?}")
+                }
+            },
+        )
+    };
+    in_use(0.0)?;
+    let peer_label = |r: &BgpRouter| -> Result<String> {
+        let address = r.address(v6).context("router of the family")?;
+        Ok(format!(
+            "peer=\"{}\"",
+            std::net::SocketAddr::new(address, r.port)
+        ))
+    };
+    for node in nodes(ctx) {
+        for r in &routers {
+            let peer = peer_label(r)?;
+            eventually(
+                WAIT,
+                &format!("{node}'s session with {} up, nothing announced", r.name),
+                || {
+                    let text = speaker_metrics(ctx, &node)?;
+                    let up = sample(&text, "metallb_bgp_session_up", &[&peer]);
+                    let announced = sample(&text, "metallb_bgp_announced_prefixes_total", &[&peer]);
+                    if up == Some(1.0) && announced == Some(0.0) {
+                        Ok(Some(()))
+                    } else {
+                        anyhow::bail!("up {up:?} announced {announced:?}")
+                    }
+                },
+            )?;
+        }
+    }
     backends(ctx, &[])?;
     let family = if v6 { "IPv6" } else { "IPv4" };
     let ips = web_service(
@@ -533,11 +596,12 @@ fn metrics(ctx: &Ctx, v6: bool) -> Result<()> {
         "web",
         json!({ "spec": { "ipFamilies": [family], "ipFamilyPolicy": "SingleStack" } }),
     )?;
+    in_use(1.0)?;
     routers::wait_route(ctx, &routers, host_route(ips[0]), &all_hops(ctx, v6), WAIT)?;
+    let service = format!("service=\"{}/web\"", ctx.namespace());
     for node in nodes(ctx) {
         for r in &routers {
-            let address = r.address(v6).context("router of the family")?;
-            let peer = format!("peer=\"{}\"", std::net::SocketAddr::new(address, r.port));
+            let peer = peer_label(r)?;
             eventually(
                 WAIT,
                 &format!("BGP metrics of {node}'s session with {}", r.name),
@@ -545,20 +609,21 @@ fn metrics(ctx: &Ctx, v6: bool) -> Result<()> {
                     let text = speaker_metrics(ctx, &node)?;
                     let up = sample(&text, "metallb_bgp_session_up", &[&peer]);
                     let announced = sample(&text, "metallb_bgp_announced_prefixes_total", &[&peer]);
-                    let pending = sample(&text, "metallb_bgp_pending_prefixes_total", &[&peer]);
                     let updates = sample(&text, "metallb_bgp_updates_total", &[&peer]);
-                    let announced_svc =
-                        sample(&text, "metallb_speaker_announced", &["protocol=\"bgp\""]);
+                    let announced_svc = sample(
+                        &text,
+                        "metallb_speaker_announced",
+                        &["protocol=\"bgp\"", &service, &format!("node=\"{node}\"")],
+                    );
                     if up == Some(1.0)
                         && announced == Some(1.0)
-                        && pending == Some(1.0)
                         && updates.is_some_and(|u| u >= 1.0)
                         && announced_svc == Some(1.0)
                     {
                         Ok(Some(()))
                     } else {
                         anyhow::bail!(
-                            "up {up:?} announced {announced:?} pending {pending:?} updates {updates:?} services {announced_svc:?}"
+                            "up {up:?} announced {announced:?} updates {updates:?} service {announced_svc:?}"
                         )
                     }
                 },

@@ -1,8 +1,9 @@
 //! Upstream's service-level BGP specs of `bgptests/bgp.go` that the
 //! suite's own did not cover: a requested address, a node whose network
 //! is unavailable, two services sharing one address, pools written as a
-//! range or a prefix, and one service announced by both protocols. Each
-//! runs against every router of its family.
+//! range or a prefix, one service announced by both protocols, and the
+//! ServiceBGPStatus objects as peers, advertisements and the service
+//! change. Each runs against every router of its family.
 
 use super::routers::{advertised, holders, peered};
 use super::service_with;
@@ -65,6 +66,7 @@ pub fn specs() -> Vec<Spec> {
         "A service of protocol load balancer should work with two protocols",
         two_protocols
     ));
+    specs.extend(table!("ServiceBGPStatus", bgp_status));
     specs
 }
 
@@ -275,4 +277,99 @@ fn two_protocols(ctx: &Ctx, v6: bool) -> Result<()> {
         || Ok((!answered_on_l2(ctx, ip)?).then_some(())),
     )?;
     metallb::delete_service(ctx, "web")
+}
+
+/// Waits until every node of `nodes` has a ServiceBGPStatus for `svc`
+/// naming exactly `peers` (none: no status at all).
+fn statuses_name(ctx: &Ctx, svc: &str, nodes: &[String], peers: &BTreeSet<String>) -> Result<()> {
+    eventually(
+        WAIT,
+        &format!("ServiceBGPStatus of {svc} on {nodes:?} naming {peers:?}"),
+        || check_statuses(ctx, svc, nodes, peers).map(|v| v.is_none().then_some(())),
+    )
+}
+
+/// What is wrong with the statuses of `svc` on `nodes` (see
+/// [`statuses_name`]), if anything.
+fn check_statuses(
+    ctx: &Ctx,
+    svc: &str,
+    nodes: &[String],
+    peers: &BTreeSet<String>,
+) -> Result<Option<String>> {
+    let statuses = metallb::bgp_statuses(ctx, svc)?;
+    for node in nodes {
+        let named: Option<BTreeSet<String>> =
+            statuses.get(node).map(|p| p.iter().cloned().collect());
+        let ok = match &named {
+            None => peers.is_empty(),
+            Some(named) => !peers.is_empty() && named == peers,
+        };
+        if !ok {
+            return Ok(Some(format!("{node}: {named:?}")));
+        }
+    }
+    Ok(None)
+}
+
+/// Upstream's `ServiceBGPStatus` table: a status per node naming every
+/// peer the service is announced to; a peer named by the advertisement
+/// that does not exist changes nothing; a deleted peer leaves the
+/// statuses; a node the advertisement stops selecting loses its status;
+/// deleting the service deletes them all.
+fn bgp_status(ctx: &Ctx, v6: bool) -> Result<()> {
+    let routers = super::routers::routers(ctx, v6)?;
+    let mut config = Config::new(ctx)?;
+    let names = super::routers::add_peers(
+        &mut config,
+        &routers,
+        &[v6],
+        super::routers::Passwords::OneSecret,
+        &json!({ "holdTime": super::hold_time() }),
+    )?;
+    config.pool("bgp-test", json!({ "addresses": [pool(v6)] }))?;
+    config.bgp_advertisement("empty", json!({}))?;
+    backends(ctx, &[])?;
+    let ip = service_with(ctx, "external-local-lb", v6, json!({}), None, json!({}))?;
+    let net: ipnet::IpNet = pool(v6).parse()?;
+    ensure!(net.contains(&ip), "{ip} is outside {net}");
+    let nodes = l2::nodes(ctx);
+    let mut peers: BTreeSet<String> = names.iter().cloned().collect();
+    statuses_name(ctx, "external-local-lb", &nodes, &peers)?;
+
+    let mut listed: Vec<String> = names.clone();
+    listed.push("dummy".to_owned());
+    config.replace("BGPAdvertisement", "empty", json!({ "peers": listed }))?;
+    throughout(
+        Duration::from_secs(5),
+        "the statuses after naming a peer that does not exist",
+        || check_statuses(ctx, "external-local-lb", &nodes, &peers),
+    )?;
+
+    let first = names.first().context("no peer")?.clone();
+    config.delete("BGPPeer", &first)?;
+    peers.remove(&first);
+    statuses_name(ctx, "external-local-lb", &nodes, &peers)?;
+
+    let (dropped, kept) = nodes.split_first().context("no node")?;
+    config.replace(
+        "BGPAdvertisement",
+        "empty",
+        json!({
+            "peers": listed,
+            "nodeSelectors": [{ "matchExpressions": [{
+                "key": "kubernetes.io/hostname", "operator": "In", "values": kept,
+            }] }],
+        }),
+    )?;
+    statuses_name(
+        ctx,
+        "external-local-lb",
+        std::slice::from_ref(dropped),
+        &BTreeSet::new(),
+    )?;
+    statuses_name(ctx, "external-local-lb", kept, &peers)?;
+
+    metallb::delete_service(ctx, "external-local-lb")?;
+    statuses_name(ctx, "external-local-lb", &nodes, &BTreeSet::new())
 }
