@@ -109,58 +109,76 @@ pub async fn watch(
     }
     let live_shared = shared.clone();
     let collection = t.collection();
-    // The state: the receiver, the last resourceVersion sent, and whether
-    // the watch ended (after an ERROR event the client relists).
-    let live = futures::stream::unfold((rx, rv_now, false), move |(mut rx, last_rv, ended)| {
-        let shared = live_shared.clone();
-        let t = t.clone();
-        let collection = collection.clone();
-        let scope = scope.clone();
-        let matches = matches.clone();
-        async move {
-            if ended {
-                return None;
-            }
-            loop {
-                let next = if bookmarks {
-                    tokio::time::timeout(Duration::from_secs(5), rx.recv())
-                        .await
-                        .ok()
-                } else {
-                    Some(rx.recv().await)
-                };
-                match next {
-                    None => {
-                        let rv = lock(&shared).store.resource_version();
-                        let mark = json!({ "kind": t.kind, "apiVersion": t.api_version(), "metadata": { "resourceVersion": rv.to_string() } });
-                        return Some((Ok(watch_line("BOOKMARK", &mark)), (rx, last_rv, false)));
-                    }
-                    Some(Ok(e)) => {
-                        if e.rv <= last_rv
-                            || e.collection != collection
-                            || scope.as_deref().is_some_and(|n| n != e.namespace)
-                        {
-                            continue;
+    // The state: the receiver, the last resourceVersion sent, the last
+    // one taken from the channel (sent or filtered out), and whether the
+    // watch ended (after an ERROR event the client relists).
+    let live = futures::stream::unfold(
+        (rx, rv_now, rv_now, false),
+        move |(mut rx, last_rv, mut taken, ended)| {
+            let shared = live_shared.clone();
+            let t = t.clone();
+            let collection = collection.clone();
+            let scope = scope.clone();
+            let matches = matches.clone();
+            async move {
+                if ended {
+                    return None;
+                }
+                loop {
+                    let next = if bookmarks {
+                        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                            .await
+                            .ok()
+                    } else {
+                        Some(rx.recv().await)
+                    };
+                    match next {
+                        None => {
+                            let rv = {
+                                // Events are sent under the lock: an empty
+                                // channel here means every commit of the
+                                // collection so far was taken.
+                                let s = lock(&shared);
+                                bookmark_version(s.store.resource_version(), !rx.is_empty(), taken)
+                            };
+                            let mark = json!({ "kind": t.kind, "apiVersion": t.api_version(), "metadata": { "resourceVersion": rv.to_string() } });
+                            return Some((
+                                Ok(watch_line("BOOKMARK", &mark)),
+                                (rx, last_rv, taken, false),
+                            ));
                         }
-                        let rendered = render(&lock(&shared), &t, &e, &matches);
-                        if let Some(r) = rendered {
-                            return Some(match lines(&shared, &t, vec![r], view).await {
-                                Ok(mut out) => {
-                                    (Ok(out.pop().unwrap_or_default()), (rx, e.rv, false))
-                                }
-                                Err(error) => (Ok(error), (rx, e.rv, true)),
-                            });
+                        Some(Ok(e)) => {
+                            taken = taken.max(e.rv);
+                            if e.rv <= last_rv
+                                || e.collection != collection
+                                || scope.as_deref().is_some_and(|n| n != e.namespace)
+                            {
+                                continue;
+                            }
+                            let rendered = render(&lock(&shared), &t, &e, &matches);
+                            if let Some(r) = rendered {
+                                return Some(match lines(&shared, &t, vec![r], view).await {
+                                    Ok(mut out) => (
+                                        Ok(out.pop().unwrap_or_default()),
+                                        (rx, e.rv, taken, false),
+                                    ),
+                                    Err(error) => (Ok(error), (rx, e.rv, taken, true)),
+                                });
+                            }
                         }
+                        Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
+                            let status = ApiError::gone("watch fell behind: relist").to_status();
+                            return Some((
+                                Ok(watch_line("ERROR", &status)),
+                                (rx, last_rv, taken, true),
+                            ));
+                        }
+                        Some(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
                     }
-                    Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
-                        let status = ApiError::gone("watch fell behind: relist").to_status();
-                        return Some((Ok(watch_line("ERROR", &status)), (rx, last_rv, true)));
-                    }
-                    Some(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
                 }
             }
-        }
-    });
+        },
+    );
     let live = live.inspect(move |_| {
         sent.fetch_add(1, Ordering::Relaxed);
     });
@@ -171,6 +189,15 @@ pub async fn watch(
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The resourceVersion of a bookmark: the store's, unless events of the
+/// collection are still queued for this watch, in which case the last
+/// one it took. A client that restarts from a bookmark resumes after its
+/// version, so a bookmark past a queued event would make it miss that
+/// event.
+fn bookmark_version(store: u64, queued: bool, taken: u64) -> u64 {
+    if queued { taken } else { store }
 }
 
 /// A watch event before conversion: type, object (as `at_version` gives
@@ -215,4 +242,20 @@ fn render(
         (k, true, _) => k.as_str(),
     };
     Some((kind, s.at_version(t, &e.object), e.rv))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bookmark_version;
+
+    #[test]
+    fn a_bookmark_never_passes_a_queued_event() {
+        // Nothing queued: every commit was taken (sent or filtered out),
+        // so the store's version is safe and lets the client skip the
+        // filtered ones.
+        assert_eq!(bookmark_version(40, false, 31), 40);
+        // Version 35 committed and queued, not yet sent: a bookmark at
+        // 40 would make a restarted watch resume after it.
+        assert_eq!(bookmark_version(40, true, 31), 31);
+    }
 }
