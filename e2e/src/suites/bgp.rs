@@ -238,9 +238,7 @@ fn bgp_config<'a>(ctx: &'a Ctx, v6: bool, peer: Value, ad: Value) -> Result<Conf
         .take(1)
         .collect::<Vec<_>>();
     let mut config = Config::new(ctx)?;
-    let mut extra = json!({ "holdTime": hold_time() });
-    metallb::merge(&mut extra, &peer);
-    routers::add_peers(&mut config, &first, &[v6], Passwords::OneSecret, &extra)?;
+    routers::add_peers(&mut config, &first, &[v6], Passwords::OneSecret, &peer)?;
     pool_and_advertisement(&mut config, &[pool_of(v6)], ad)?;
     Ok(config)
 }
@@ -253,15 +251,8 @@ fn all_routers_config<'a>(
     v6: bool,
     ad: Value,
 ) -> Result<(Config<'a>, Vec<BgpRouter>, Vec<String>)> {
-    let routers = routers::routers(ctx, v6)?;
-    let mut config = Config::new(ctx)?;
-    let peers = routers::add_peers(
-        &mut config,
-        &routers,
-        &[v6],
-        Passwords::OneSecret,
-        &json!({ "holdTime": hold_time() }),
-    )?;
+    let (mut config, routers, peers) =
+        routers::peered_with(ctx, v6, Passwords::OneSecret, &json!({}))?;
     pool_and_advertisement(&mut config, &[pool_of(v6)], ad)?;
     Ok((config, routers, peers))
 }
@@ -333,15 +324,7 @@ fn sessions_up_v6(ctx: &Ctx) -> Result<()> {
 /// Upstream's "validate external containers are paired with nodes" with
 /// every password through a Secret (`passwordSecret`).
 fn paired_with_secret_ref(ctx: &Ctx, v6: bool) -> Result<()> {
-    let routers = routers::routers(ctx, v6)?;
-    let mut config = Config::new(ctx)?;
-    routers::add_peers(
-        &mut config,
-        &routers,
-        &[v6],
-        Passwords::AllSecrets,
-        &json!({ "holdTime": hold_time() }),
-    )?;
+    let (_config, routers, _) = routers::peered_with(ctx, v6, Passwords::AllSecrets, &json!({}))?;
     let hops = all_hops(ctx, v6);
     routers::wait_sessions(ctx, &routers, &hops, WAIT)?;
     for r in &routers {
@@ -533,15 +516,7 @@ fn metrics(ctx: &Ctx, v6: bool) -> Result<()> {
     } else {
         ("192.168.10.0/24", 256.0)
     };
-    let routers = routers::routers(ctx, v6)?;
-    let mut config = Config::new(ctx)?;
-    routers::add_peers(
-        &mut config,
-        &routers,
-        &[v6],
-        Passwords::OneSecret,
-        &json!({ "holdTime": hold_time() }),
-    )?;
+    let (mut config, routers) = routers::peered(ctx, v6)?;
     config.pool("bgp-test", json!({ "addresses": [pool] }))?;
     config.bgp_advertisement("empty", json!({}))?;
     routers::wait_sessions(ctx, &routers, &all_hops(ctx, v6), WAIT)?;
@@ -649,7 +624,7 @@ fn dual_stack(ctx: &Ctx) -> Result<()> {
         &all,
         &[false, true],
         Passwords::OneSecret,
-        &json!({ "holdTime": hold_time() }),
+        &json!({}),
     )?;
     peers.sort();
     pool_and_advertisement(&mut config, &[POOL_V4, POOL_V6], json!({}))?;

@@ -9,8 +9,7 @@
 use super::routers::{self, Passwords};
 use super::routers::{advertised, peered};
 use super::service_with;
-use super::{WAIT, all_hops, hold_time, host_route};
-use crate::metallb::Config;
+use super::{WAIT, all_hops, host_route};
 use crate::suites::l2::backends;
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, bail, ensure};
@@ -117,14 +116,11 @@ pub fn specs() -> Vec<Spec> {
 }
 
 fn router_id(ctx: &Ctx, v6: bool) -> Result<()> {
-    let routers = routers::routers(ctx, v6)?;
-    let mut config = Config::new(ctx)?;
-    routers::add_peers(
-        &mut config,
-        &routers,
-        &[v6],
+    let (_config, routers, _) = routers::peered_with(
+        ctx,
+        v6,
         Passwords::OneSecret,
-        &json!({ "holdTime": hold_time(), "routerID": "10.10.10.1" }),
+        &json!({ "routerID": "10.10.10.1" }),
     )?;
     let hops = all_hops(ctx, v6);
     routers::wait_sessions(ctx, &routers, &hops, WAIT)?;

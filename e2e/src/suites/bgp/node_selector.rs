@@ -22,7 +22,7 @@
 use super::routers::{
     self, ABSENT_FOR, Passwords, advertised, advertised_from, peered, stays_unadvertised, withdrawn,
 };
-use super::{WAIT, all_hops, hold_time, node_addresses, service, two_pools};
+use super::{WAIT, all_hops, node_addresses, service, two_pools};
 use crate::metallb::Config;
 use crate::suites::l2::{NodeLabels, backends};
 use crate::{Ctx, Spec};
@@ -140,6 +140,33 @@ fn hops(nodes: &[(String, IpAddr)]) -> BTreeSet<IpAddr> {
     nodes.iter().map(|(_, a)| *a).collect()
 }
 
+/// Two pools, `first-pool` and `second-pool`, each with an advertisement
+/// selecting the nodes of `first` and `second`, and a service from each
+/// (`first-lb`, `second-lb`); the configuration, the routers and the two
+/// addresses.
+fn two_advertisements<'a>(
+    ctx: &'a Ctx,
+    v6: bool,
+    first: &[(String, IpAddr)],
+    second: &[(String, IpAddr)],
+) -> Result<(Config<'a>, Vec<devenv::frr::BgpRouter>, IpAddr, IpAddr)> {
+    let (mut config, routers) = peered(ctx, v6)?;
+    for (name, pool, nodes) in [
+        ("first", two_pools(v6)[0], first),
+        ("second", two_pools(v6)[1], second),
+    ] {
+        config.pool(&format!("{name}-pool"), json!({ "addresses": [pool] }))?;
+        config.bgp_advertisement(
+            &format!("{name}-adv"),
+            json!({ "nodeSelectors": selectors_for(nodes), "ipAddressPools": [format!("{name}-pool")] }),
+        )?;
+    }
+    backends(ctx, &[])?;
+    let first = service(ctx, "first-lb", v6, json!({}), Some("first-pool"))?;
+    let second = service(ctx, "second-lb", v6, json!({}), Some("second-pool"))?;
+    Ok((config, routers, first, second))
+}
+
 /// "Two services, two distinct advertisements with different node
 /// selectors": each pool's advertisement selects `first` / `second` (node
 /// indexes); each service is announced from its advertisement's nodes
@@ -149,21 +176,8 @@ fn hops(nodes: &[(String, IpAddr)]) -> BTreeSet<IpAddr> {
 fn two_services(ctx: &Ctx, v6: bool, first: &[usize], second: &[usize]) -> Result<()> {
     let first_nodes = pick(ctx, v6, first)?;
     let second_nodes = pick(ctx, v6, second)?;
-    let (mut config, routers) = peered(ctx, v6)?;
-    let [first_pool, second_pool] = two_pools(v6);
-    config.pool("first-pool", json!({ "addresses": [first_pool] }))?;
-    config.pool("second-pool", json!({ "addresses": [second_pool] }))?;
-    config.bgp_advertisement(
-        "first-adv",
-        json!({ "nodeSelectors": selectors_for(&first_nodes), "ipAddressPools": ["first-pool"] }),
-    )?;
-    config.bgp_advertisement(
-        "second-adv",
-        json!({ "nodeSelectors": selectors_for(&second_nodes), "ipAddressPools": ["second-pool"] }),
-    )?;
-    backends(ctx, &[])?;
-    let first_ip = service(ctx, "first-lb", v6, json!({}), Some("first-pool"))?;
-    let second_ip = service(ctx, "second-lb", v6, json!({}), Some("second-pool"))?;
+    let (_config, routers, first_ip, second_ip) =
+        two_advertisements(ctx, v6, &first_nodes, &second_nodes)?;
     let services = [(first_ip, &first_nodes), (second_ip, &second_nodes)];
     for (ip, nodes) in services {
         if !nodes.is_empty() {
@@ -216,21 +230,7 @@ fn labeling_node(ctx: &Ctx, v6: bool) -> Result<()> {
 /// withdrawal; here after it, once the update has taken effect.)
 fn selector_to_non_matching(ctx: &Ctx, v6: bool) -> Result<()> {
     let every = node_addresses(ctx, v6);
-    let (mut config, routers) = peered(ctx, v6)?;
-    let [first_pool, second_pool] = two_pools(v6);
-    config.pool("first-pool", json!({ "addresses": [first_pool] }))?;
-    config.pool("second-pool", json!({ "addresses": [second_pool] }))?;
-    config.bgp_advertisement(
-        "first-adv",
-        json!({ "nodeSelectors": selectors_for(&every), "ipAddressPools": ["first-pool"] }),
-    )?;
-    config.bgp_advertisement(
-        "second-adv",
-        json!({ "nodeSelectors": selectors_for(&every), "ipAddressPools": ["second-pool"] }),
-    )?;
-    backends(ctx, &[])?;
-    let first = service(ctx, "first-lb", v6, json!({}), Some("first-pool"))?;
-    let second = service(ctx, "second-lb", v6, json!({}), Some("second-pool"))?;
+    let (mut config, routers, first, second) = two_advertisements(ctx, v6, &every, &every)?;
     advertised(ctx, &routers, first)?;
     advertised(ctx, &routers, second)?;
     config.replace(
@@ -273,7 +273,7 @@ fn limited_nodes(ctx: &Ctx, per_router: &[&[usize]]) -> Result<()> {
             std::slice::from_ref(r),
             &[v6],
             Passwords::OneSecret,
-            &json!({ "holdTime": hold_time(), "nodeSelectors": selectors_for(nodes) }),
+            &json!({ "nodeSelectors": selectors_for(nodes) }),
         )?;
     }
     let selected: Vec<BTreeSet<IpAddr>> =

@@ -10,7 +10,7 @@
 //! The routers themselves are set up once, with the lab; a spec only
 //! makes BGPPeers.
 
-use super::{WAIT, all_hops, hold_time, host_route};
+use super::{WAIT, all_hops, host_route};
 use crate::Ctx;
 use crate::metallb::{self, Config};
 use crate::suites::l2::{SERVICE_HTTP_PORT, names_a_node};
@@ -64,8 +64,8 @@ pub fn secret_name(router: &BgpRouter) -> String {
 
 /// Creates a BGPPeer for each of `routers` and each family of `families`
 /// (`false`: IPv4) it has an address of, named `<router>-v4` /
-/// `<router>-v6` (with `extra` merged into each spec), and the Secrets
-/// `passwords` asks for; returns the peer names.
+/// `<router>-v6` (the specs' hold time, then `extra` merged into each
+/// spec), and the Secrets `passwords` asks for; returns the peer names.
 pub fn add_peers(
     config: &mut Config<'_>,
     routers: &[BgpRouter],
@@ -81,6 +81,7 @@ pub fn add_peers(
                 continue;
             };
             let mut spec = r.peer_spec(address);
+            spec["holdTime"] = json!(super::hold_time());
             if let Some(password) = &r.password {
                 if passwords == Passwords::AllSecrets || r.name == SECRET_ROUTER {
                     let name = secret_name(r);
@@ -117,16 +118,22 @@ pub(super) fn peer_name(router: &BgpRouter, v6: bool) -> String {
 /// BGPPeers to every router of the family (no pool, no advertisement),
 /// as upstream's `PeersForContainers`; the configuration and the routers.
 pub(super) fn peered(ctx: &Ctx, v6: bool) -> Result<(Config<'_>, Vec<BgpRouter>)> {
+    let (config, routers, _) = peered_with(ctx, v6, Passwords::OneSecret, &json!({}))?;
+    Ok((config, routers))
+}
+
+/// [`peered`] with the passwords as `passwords` says and `extra` merged
+/// into each BGPPeer; the peer names too.
+pub(super) fn peered_with<'a>(
+    ctx: &'a Ctx,
+    v6: bool,
+    passwords: Passwords,
+    extra: &Value,
+) -> Result<(Config<'a>, Vec<BgpRouter>, Vec<String>)> {
     let routers = routers(ctx, v6)?;
     let mut config = Config::new(ctx)?;
-    add_peers(
-        &mut config,
-        &routers,
-        &[v6],
-        Passwords::OneSecret,
-        &json!({ "holdTime": hold_time() }),
-    )?;
-    Ok((config, routers))
+    let names = add_peers(&mut config, &routers, &[v6], passwords, extra)?;
+    Ok((config, routers, names))
 }
 
 /// The addresses whose sessions with `router` are Established.

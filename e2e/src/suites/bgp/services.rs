@@ -10,7 +10,7 @@ use super::service_with;
 use super::{WAIT, host_route, node_addresses};
 use crate::metallb::{self, Config};
 use crate::prober::Prober;
-use crate::suites::l2::{self, Net, backends, set_network_unavailable, web_service};
+use crate::suites::l2::{self, Net, backends, set_network_unavailable};
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
 use devenv::frr::BgpRouter;
@@ -246,13 +246,7 @@ fn two_protocols(ctx: &Ctx, v6: bool) -> Result<()> {
     // network, where answering ARP/NDP means something.
     let range = l2::pool(ctx, if v6 { Net::V6 } else { Net::V4 })?;
     let (mut config, routers) = configured(ctx, v6, &[range.as_str()])?;
-    let family = if v6 { "IPv6" } else { "IPv4" };
-    let ips = web_service(
-        ctx,
-        "web",
-        json!({ "spec": { "ipFamilies": [family], "ipFamilyPolicy": "SingleStack" } }),
-    )?;
-    let ip = ips[0];
+    let ip = service_with(ctx, "web", v6, json!({}), None, json!({}))?;
     advertised(ctx, &routers, ip)?;
     throughout(
         Duration::from_secs(3),
@@ -318,15 +312,8 @@ fn check_statuses(
 /// statuses; a node the advertisement stops selecting loses its status;
 /// deleting the service deletes them all.
 fn bgp_status(ctx: &Ctx, v6: bool) -> Result<()> {
-    let routers = super::routers::routers(ctx, v6)?;
-    let mut config = Config::new(ctx)?;
-    let names = super::routers::add_peers(
-        &mut config,
-        &routers,
-        &[v6],
-        super::routers::Passwords::OneSecret,
-        &json!({ "holdTime": super::hold_time() }),
-    )?;
+    let (mut config, _, names) =
+        super::routers::peered_with(ctx, v6, super::routers::Passwords::OneSecret, &json!({}))?;
     config.pool("bgp-test", json!({ "addresses": [pool(v6)] }))?;
     config.bgp_advertisement("empty", json!({}))?;
     backends(ctx, &[])?;
