@@ -351,9 +351,9 @@ pub const UPSTREAM: &[Ported] = &[
         "IP Assignment IPV4 Assignment should remove the ip from a service assign it to a free one when deleting the service",
         "IP Assignment should release the IP when the service is deleted and hand it to a waiting service [IPV4]",
     ),
-    partly(
+    same(
         "IP Assignment IPV4 Assignment should preseve the same external ip after controller restart",
-        "IP Assignment should preserve every IP across a controller restart [IPV4]",
+        "IP Assignment should preseve the same external ip after controller restart [IPV4]",
     ),
     same(
         "IP Assignment IPV4 Assignment should reconsider services when sharing the ip and conditions change",
