@@ -583,9 +583,9 @@ pub const UPSTREAM: &[Ported] = &[
         "Webhooks For Community reject an update to an invalid Community in large format",
         "Webhooks should refuse an invalid Community, on create and on update, and a duplicate alias",
     ),
-    partly(
+    same(
         "Webhooks For Community reject Community duplications in legacy format",
-        "Webhooks should refuse an invalid Community, on create and on update, and a duplicate alias",
+        "Webhooks For Community reject Community duplications in legacy format",
     ),
     same(
         "Webhooks namespace validation Should reject creating IPAddressPool in a different namespace",
