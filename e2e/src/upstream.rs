@@ -425,7 +425,7 @@ pub const UPSTREAM: &[Ported] = &[
         "L2 type=Loadbalancer should process the status as L2ServiceStatus along with service",
         "L2 should process the status as L2ServiceStatus along with service [IPV4] [L2ServiceStatus]",
     ),
-    partly(
+    same(
         "L2 type=Loadbalancer should work for ExternalTrafficPolicy=Local",
         "L2 should work for ExternalTrafficPolicy=Local [IPV4]",
     ),
