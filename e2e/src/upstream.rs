@@ -441,9 +441,9 @@ pub const UPSTREAM: &[Ported] = &[
         "L2 type=Loadbalancer It should be work when adding NodeExcludeBalancers label to a node",
         "L2 should not be announced from a node excluded from external load balancers, and come back [IPV4]",
     ),
-    partly(
+    same(
         "L2 validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes AddressPool defined by address range",
-        "L2 should work for ExternalTrafficPolicy=Cluster [IPV4]",
+        "L2 validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes AddressPool defined by address range [IPV4]",
     ),
     same(
         "L2 validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes AddressPool defined by network prefix",
