@@ -345,9 +345,9 @@ pub const UPSTREAM: &[Ported] = &[
         "IP Assignment IPV4 Assignment should remove the ip from a service assign it to a free one when deleting the service",
         "IP Assignment should release the IP when the service is deleted and hand it to a waiting service [IPV4]",
     ),
-    partly(
+    same(
         "IP Assignment IPV4 Assignment should preseve the same external ip after controller restart",
-        "IP Assignment should preserve every IP across a controller restart [IPV4]",
+        "IP Assignment should preseve the same external ip after controller restart [IPV4]",
     ),
     same(
         "IP Assignment IPV4 Assignment should reconsider services when sharing the ip and conditions change",
@@ -394,9 +394,9 @@ pub const UPSTREAM: &[Ported] = &[
         "L2-interface selector Interface Selector Validate the LB IP's mac",
         "L2-interface selector should announce from the selected interface only, with its MAC, and report it [IPV4]",
     ),
-    partly(
+    same(
         "L2-interface selector Interface Selector Modify L2 interface",
-        "L2-interface selector should announce from the selected interface only, with its MAC, and report it [IPV4]",
+        "L2-interface selector Interface Selector Modify L2 interface [IPV4]",
     ),
     same(
         "L2-interface selector Interface Selector Specify not existing interfaces",
@@ -406,9 +406,9 @@ pub const UPSTREAM: &[Ported] = &[
         "L2-interface selector Interface Selector Address pool connected with two L2 advertisements",
         "L2-interface selector should announce from both interfaces of two advertisements [IPV4]",
     ),
-    partly(
+    same(
         "L2-interface selector Interface Selector node selector",
-        "L2-interface selector should follow the node selected by the advertisement [IPV4]",
+        "L2-interface selector Interface Selector node selector [IPV4]",
     ),
     // e2etest/l2tests/l2.go
     same(
@@ -419,7 +419,7 @@ pub const UPSTREAM: &[Ported] = &[
         "L2 type=Loadbalancer should process the status as L2ServiceStatus along with service",
         "L2 should process the status as L2ServiceStatus along with service [IPV4] [L2ServiceStatus]",
     ),
-    partly(
+    same(
         "L2 type=Loadbalancer should work for ExternalTrafficPolicy=Local",
         "L2 should work for ExternalTrafficPolicy=Local [IPV4]",
     ),
@@ -435,9 +435,9 @@ pub const UPSTREAM: &[Ported] = &[
         "L2 type=Loadbalancer It should be work when adding NodeExcludeBalancers label to a node",
         "L2 should not be announced from a node excluded from external load balancers, and come back [IPV4]",
     ),
-    partly(
+    same(
         "L2 validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes AddressPool defined by address range",
-        "L2 should work for ExternalTrafficPolicy=Cluster [IPV4]",
+        "L2 validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes AddressPool defined by address range [IPV4]",
     ),
     same(
         "L2 validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes AddressPool defined by network prefix",
@@ -577,9 +577,9 @@ pub const UPSTREAM: &[Ported] = &[
         "Webhooks For Community reject an update to an invalid Community in large format",
         "Webhooks should refuse an invalid Community, on create and on update, and a duplicate alias",
     ),
-    partly(
+    same(
         "Webhooks For Community reject Community duplications in legacy format",
-        "Webhooks should refuse an invalid Community, on create and on update, and a duplicate alias",
+        "Webhooks For Community reject Community duplications in legacy format",
     ),
     same(
         "Webhooks namespace validation Should reject creating IPAddressPool in a different namespace",

@@ -33,6 +33,12 @@ pub fn specs() -> Vec<Spec> {
         ),
         Spec::new(
             "IP Assignment",
+            "should preseve the same external ip after controller restart",
+            &["IPV4"],
+            restart_keeps_holders,
+        ),
+        Spec::new(
+            "IP Assignment",
             "should assign from the pool requested by annotation, autoAssign or not",
             &["IPV4"],
             requested_pool,
@@ -99,6 +105,61 @@ fn restart_preserves(ctx: &Ctx) -> Result<()> {
     for (i, ips) in before.iter().enumerate() {
         let now = metallb::ingress(&metallb::get_service(ctx, &format!("s{i}"))?);
         ensure!(&now == ips, "s{i} moved from {ips:?} to {now:?}");
+    }
+    Ok(())
+}
+
+/// Upstream's five restarts: two services hold the pool's two addresses,
+/// two wait for one; after each restart the holders keep theirs and the
+/// waiting ones get none (held for 10 s, as upstream's `Consistently`).
+fn restart_keeps_holders(ctx: &Ctx) -> Result<()> {
+    const RESTARTS: usize = 5;
+    let mut config = Config::new(ctx)?;
+    config.pool(
+        "assignment-controller-reset-test-pool",
+        json!({ "addresses": ["192.168.10.100/32", "192.168.20.200/32"] }),
+    )?;
+    let holders = [
+        ("service-a", "192.168.10.100"),
+        ("service-b", "192.168.20.200"),
+    ];
+    for (svc, want) in holders {
+        create_service(ctx, svc, json!({}))?;
+        let ips = wait_for_ips(ctx, svc, WAIT)?;
+        ensure!(
+            ips == [want.parse::<std::net::IpAddr>()?],
+            "{svc} got {ips:?}"
+        );
+    }
+    let waiting = ["service-c", "service-d"];
+    for svc in waiting {
+        create_service(ctx, svc, json!({}))?;
+        eventually(WAIT, &format!("AllocationFailed on {svc}"), || {
+            let e = metallb::events(ctx, svc, "AllocationFailed")?;
+            Ok((!e.is_empty()).then_some(()))
+        })?;
+    }
+    for round in 1..=RESTARTS {
+        ctx.cluster().restart_controller()?;
+        throughout(
+            Duration::from_secs(10),
+            &format!("the addresses after restart {round}"),
+            || {
+                for (svc, want) in holders {
+                    let now = metallb::ingress(&metallb::get_service(ctx, svc)?);
+                    if now != [want.parse::<std::net::IpAddr>()?] {
+                        return Ok(Some(format!("{svc} has {now:?}, not {want}")));
+                    }
+                }
+                for svc in waiting {
+                    let now = metallb::ingress(&metallb::get_service(ctx, svc)?);
+                    if !now.is_empty() {
+                        return Ok(Some(format!("{svc}, waiting, got {now:?}")));
+                    }
+                }
+                Ok(None)
+            },
+        )?;
     }
     Ok(())
 }

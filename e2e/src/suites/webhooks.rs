@@ -37,6 +37,10 @@ pub fn specs() -> Vec<Spec> {
             communities,
         ),
         spec(
+            "For Community reject Community duplications in legacy format",
+            community_duplications,
+        ),
+        spec(
             "should refuse creating each MetalLB kind outside the MetalLB namespace",
             other_namespace,
         ),
@@ -168,6 +172,26 @@ fn communities(ctx: &Ctx) -> Result<()> {
     refused(
         config.community("e2e-wh-dup", aliases("e2e-one", "1111:3333")),
         &["duplicate definition of community alias", "e2e-one"],
+    )?;
+    Ok(())
+}
+
+/// Upstream's duplicate alias, in one Community and across two: refused
+/// with "duplicate definition of community" both times.
+fn community_duplications(ctx: &Ctx) -> Result<()> {
+    let mut config = Config::new(ctx)?;
+    let dup = json!({ "name": "DUP_COMMUNITY", "value": "1111:2222" });
+    refused(
+        config.community(
+            "community-webhooks-test",
+            json!({ "communities": [dup, dup] }),
+        ),
+        &["duplicate definition of community", "DUP_COMMUNITY"],
+    )?;
+    config.community("community-webhooks-test1", json!({ "communities": [dup] }))?;
+    refused(
+        config.community("community-webhooks-test2", json!({ "communities": [dup] })),
+        &["duplicate definition of community", "DUP_COMMUNITY"],
     )?;
     Ok(())
 }

@@ -43,6 +43,8 @@ pub(super) fn specs() -> Vec<Spec> {
             "should not announce from interfaces excluded by the metallb-excludel2 ConfigMap",
             interface_excluded,
         ),
+        s("Interface Selector Modify L2 interface", modify_interface),
+        s("Interface Selector node selector", move_node_selector),
     ]
 }
 
@@ -243,4 +245,68 @@ fn interface_excluded(ctx: &Ctx) -> Result<()> {
     })();
     let _ = ctx.block_on(cms.delete("metallb-excludel2", &DeleteParams::default()));
     result
+}
+
+/// Upstream's "Modify L2 interface": one service, its advertisement's
+/// interface changed at runtime from one network to the other and back;
+/// each time the address answers on the selected one only.
+fn modify_interface(ctx: &Ctx) -> Result<()> {
+    let mut config = interface_config(ctx, &[])?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let mut created = false;
+    for (on, off) in [("eth0", "eth1"), ("eth1", "eth0"), ("eth0", "eth1")] {
+        let spec = json!({ "interfaces": [on] });
+        if created {
+            config.replace("L2Advertisement", "with-interfaces", spec)?;
+        } else {
+            config.l2_advertisement("with-interfaces", spec)?;
+            created = true;
+        }
+        let node = Watch::new(ctx, &ips, on)?
+            .settled()
+            .with_context(|| format!("selected {on}"))?;
+        Watch::new(ctx, &ips, off)?
+            .expect_silent()
+            .with_context(|| format!("selected {on}, {node} still answers on {off}"))?;
+        let names = eventually(WAIT, &format!("status interfaces [{on}]"), || {
+            let names = status_interfaces(ctx, "web").unwrap_or_default();
+            Ok((names == [on]).then_some(names))
+        })?;
+        ensure!(names == [on], "status interfaces {names:?}");
+    }
+    Ok(())
+}
+
+/// Upstream's "node selector": one service, its advertisement's node
+/// selector changed at runtime to each node in turn; the announcement
+/// follows, and the address stays reachable.
+fn move_node_selector(ctx: &Ctx) -> Result<()> {
+    let mut config = interface_config(ctx, &[])?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    for (i, target) in super::nodes(ctx).iter().enumerate() {
+        let spec = json!({
+            "interfaces": ["eth1"],
+            "nodeSelectors": [{ "matchLabels": { "kubernetes.io/hostname": target } }],
+        });
+        if i == 0 {
+            config.l2_advertisement("with-interfaces", spec)?;
+        } else {
+            config.replace("L2Advertisement", "with-interfaces", spec)?;
+        }
+        Watch::new(ctx, &ips, "eth1")?
+            .wait_only(target)
+            .with_context(|| format!("selected {target}"))?;
+        let node = eventually(WAIT, &format!("the status naming {target}"), || {
+            Ok(metallb::l2_statuses(ctx, "web")?
+                .first()
+                .and_then(|o| o.status.as_ref()?.node.clone())
+                .filter(|n| n == target))
+        })?;
+        ensure!(&node == target, "status names {node}, selected {target}");
+        let body = super::reachable(ctx, ips[0])?;
+        ensure!(super::names_a_node(ctx, &body), "served by {body:?}");
+    }
+    Ok(())
 }

@@ -48,7 +48,41 @@ pub(super) fn specs() -> Vec<Spec> {
     ]
     .into_iter()
     .flatten()
+    .chain([Spec::new(
+        "L2",
+        "validate different AddressPools for type=Loadbalancer set different AddressPools ranges modes AddressPool defined by address range",
+        &["IPV4"],
+        pool_by_range,
+    )])
     .collect()
+}
+
+/// Upstream's range entry: a pool of the cluster's IPv4 and IPv6 ranges
+/// (`FIRST-LAST`), an empty advertisement; the service's address lies in
+/// the IPv4 range, one node alone answers for it, and it is reachable.
+fn pool_by_range(ctx: &Ctx) -> Result<()> {
+    let v4 = range(ctx, false)?;
+    let mut addresses = vec![v4.clone()];
+    addresses.extend(pool(ctx, Net::V6).ok());
+    let mut config = Config::new(ctx)?;
+    config.pool("l2-test", json!({ "addresses": addresses }))?;
+    config.l2_advertisement("empty", json!({}))?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "external-local-lb", json!({ "spec": family(false) }))?;
+    let ip = ips[0];
+    let count = in_range(&v4, 0)?.1;
+    let within = (0..count).map(|i| in_range(&v4, i).map(|r| r.0));
+    ensure!(
+        within.collect::<Result<Vec<_>>>()?.contains(&ip),
+        "{ip} is not in the pool's range {v4}"
+    );
+    let node = Watch::new(ctx, &ips, "eth0")?.settled()?;
+    let body = reachable(ctx, ip)?;
+    ensure!(
+        super::names_a_node(ctx, &body),
+        "{ip} (announced by {node}) served {body:?}, not a backend"
+    );
+    Ok(())
 }
 
 fn family(v6: bool) -> serde_json::Value {
