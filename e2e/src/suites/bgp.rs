@@ -59,8 +59,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// The hold time of the specs' BGPPeers: a session that ends without a
 /// NOTIFICATION lingers this long at the router.
 const HOLD_TIME: Duration = Duration::from_secs(9);
-/// Inside upstream's dev-env BGP pool (192.168.10.0/24,
-/// fc00:f853:ccd:e799::/124).
+/// Inside upstream's dev-env BGP pool ([`upstream_pool`]).
 const POOL_V4: &str = "192.168.10.0/28";
 const POOL_V6: &str = "fc00:f853:ccd:e799::/124";
 
@@ -223,6 +222,16 @@ fn pool_and_advertisement(config: &mut Config<'_>, pools: &[&str], ad: Value) ->
     let mut ad_spec = json!({ "ipAddressPools": ["bgp-test"] });
     metallb::merge(&mut ad_spec, &ad);
     config.bgp_advertisement("bgp-test", ad_spec)
+}
+
+/// Upstream's dev-env BGP pool of the family (`v4PoolAddresses`,
+/// `v6PoolAddresses`: 256 and 16 addresses), which its specs use whole.
+fn upstream_pool(v6: bool) -> &'static str {
+    if v6 {
+        "fc00:f853:ccd:e799::/124"
+    } else {
+        "192.168.10.0/24"
+    }
 }
 
 fn pool_of(v6: bool) -> &'static str {
@@ -511,11 +520,7 @@ fn aggregation(ctx: &Ctx) -> Result<()> {
 /// announced to each router, its updates and the service announced.
 fn metrics(ctx: &Ctx, v6: bool) -> Result<()> {
     // Upstream's dev-env pools: 256 and 16 addresses.
-    let (pool, total) = if v6 {
-        ("fc00:f853:ccd:e799::/124", 16.0)
-    } else {
-        ("192.168.10.0/24", 256.0)
-    };
+    let (pool, total) = (upstream_pool(v6), if v6 { 16.0 } else { 256.0 });
     let (mut config, routers) = routers::peered(ctx, v6)?;
     config.pool("bgp-test", json!({ "addresses": [pool] }))?;
     config.bgp_advertisement("empty", json!({}))?;

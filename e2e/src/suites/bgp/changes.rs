@@ -7,14 +7,13 @@
 //! on the iBGP routers only, as upstream does (eBGP does not carry it).
 
 use super::routers::{self, Passwords};
-use super::routers::{advertised, peered};
+use super::routers::{advertised, has_community, paths_hold, peered};
 use super::service_with;
-use super::{WAIT, all_hops, host_route};
+use super::{WAIT, all_hops, host_route, upstream_pool};
 use crate::suites::l2::backends;
 use crate::{Ctx, Spec};
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use devenv::frr::{BgpPath, BgpRouter};
-use devenv::wait::eventually;
 use ipnet::IpNet;
 use serde_json::{Value, json};
 use std::net::IpAddr;
@@ -211,45 +210,6 @@ impl Attributes {
     }
 }
 
-/// The names FRR prints well-known community values under (`show bgp`
-/// JSON uses the RFC's names, older releases camel case).
-fn printed(value: &str) -> &[&str] {
-    match value {
-        "65535:65281" => &["no-export", "noExport"],
-        "65535:65282" => &["no-advertise", "noAdvertise"],
-        "65535:65283" => &["local-AS", "localAs"],
-        "65535:0" => &["graceful-shutdown", "gracefulShutdown"],
-        _ => &[],
-    }
-}
-
-fn has_community(path: &BgpPath, value: &str) -> bool {
-    path.communities
-        .iter()
-        .any(|c| c == value || printed(value).contains(&c.as_str()))
-}
-
-/// Waits until `check` holds for `prefix`'s paths at every router.
-fn paths_hold(
-    ctx: &Ctx,
-    routers: &[BgpRouter],
-    prefix: IpNet,
-    what: &str,
-    check: impl Fn(&BgpRouter, &[BgpPath]) -> Result<()>,
-) -> Result<()> {
-    for r in routers {
-        eventually(WAIT, &format!("{prefix} at {}: {what}", r.name), || {
-            let paths = routers::paths(ctx, r, prefix)?;
-            if paths.is_empty() {
-                bail!("no route");
-            }
-            check(r, &paths)?;
-            Ok(Some(()))
-        })?;
-    }
-    Ok(())
-}
-
 fn propagated(ctx: &Ctx, v6: bool, attrs: Attributes) -> Result<()> {
     let (with, without) = if v6 {
         (
@@ -367,7 +327,7 @@ fn union_communities(ctx: &Ctx) -> Result<()> {
     let (mut config, routers) = peered(ctx, false)?;
     config.pool(
         "bgp-overlap-pool",
-        json!({ "addresses": ["192.168.10.0/24"] }),
+        json!({ "addresses": [upstream_pool(false)] }),
     )?;
     for (name, community) in [("overlap-adv-a", A), ("overlap-adv-b", B)] {
         config.bgp_advertisement(
@@ -398,10 +358,11 @@ fn union_communities(ctx: &Ctx) -> Result<()> {
 
 fn updates(ctx: &Ctx, v6: bool) -> Result<()> {
     const CUSTOM: &str = "123:456";
-    let (pool, length, ip) = if v6 {
-        ("fc00:f853:ccd:e799::/124", 124, "fc00:f853:ccd:e799::")
+    let pool = upstream_pool(v6);
+    let (length, ip) = if v6 {
+        (124, "fc00:f853:ccd:e799::")
     } else {
-        ("192.168.10.0/24", 24, "192.168.10.0")
+        (24, "192.168.10.0")
     };
     let (mut config, routers) = peered(ctx, v6)?;
     config.pool("bgp-test", json!({ "addresses": [pool] }))?;

@@ -280,3 +280,42 @@ pub(super) fn stays_unadvertised(
 pub(super) fn withdrawn(ctx: &Ctx, routers: &[BgpRouter], ip: IpAddr) -> Result<()> {
     wait_route(ctx, routers, host_route(ip), &BTreeSet::new(), WAIT).map(|_| ())
 }
+
+/// The names FRR prints well-known community values under (`show bgp`
+/// JSON uses the RFC's names, older releases camel case).
+fn printed(value: &str) -> &[&str] {
+    match value {
+        "65535:65281" => &["no-export", "noExport"],
+        "65535:65282" => &["no-advertise", "noAdvertise"],
+        "65535:65283" => &["local-AS", "localAs"],
+        "65535:0" => &["graceful-shutdown", "gracefulShutdown"],
+        _ => &[],
+    }
+}
+
+pub(super) fn has_community(path: &BgpPath, value: &str) -> bool {
+    path.communities
+        .iter()
+        .any(|c| c == value || printed(value).contains(&c.as_str()))
+}
+
+/// Waits until `check` holds for `prefix`'s paths at every router.
+pub(super) fn paths_hold(
+    ctx: &Ctx,
+    routers: &[BgpRouter],
+    prefix: IpNet,
+    what: &str,
+    check: impl Fn(&BgpRouter, &[BgpPath]) -> Result<()>,
+) -> Result<()> {
+    for r in routers {
+        eventually(WAIT, &format!("{prefix} at {}: {what}", r.name), || {
+            let paths = paths(ctx, r, prefix)?;
+            if paths.is_empty() {
+                bail!("no route");
+            }
+            check(r, &paths)?;
+            Ok(Some(()))
+        })?;
+    }
+    Ok(())
+}

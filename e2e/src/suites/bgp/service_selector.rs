@@ -12,7 +12,6 @@ use crate::suites::l2::backends;
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
 use devenv::frr::BgpRouter;
-use devenv::wait::eventually;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, Patch, PatchParams};
@@ -271,28 +270,22 @@ pub(super) fn community_on(
     community: &str,
     present: bool,
 ) -> Result<()> {
-    for r in routers {
-        eventually(
-            WAIT,
-            &format!(
-                "{ip} at {} {} community {community}",
-                r.name,
-                if present { "with" } else { "without" }
-            ),
-            || {
-                let paths = routers::paths(ctx, r, host_route(ip))?;
-                anyhow::ensure!(!paths.is_empty(), "no route");
-                let has = paths
-                    .iter()
-                    .all(|p| p.communities.iter().any(|c| c == community));
-                let lacks = paths
-                    .iter()
-                    .all(|p| p.communities.iter().all(|c| c != community));
-                Ok(if present { has } else { lacks }.then_some(()))
-            },
-        )?;
-    }
-    Ok(())
+    let what = format!(
+        "{} community {community}",
+        if present { "with" } else { "without" }
+    );
+    routers::paths_hold(ctx, routers, host_route(ip), &what, |_, paths| {
+        let has: Vec<bool> = paths
+            .iter()
+            .map(|p| routers::has_community(p, community))
+            .collect();
+        ensure!(
+            has.iter().all(|h| *h == present),
+            "communities {:?}",
+            paths.iter().map(|p| &p.communities).collect::<Vec<_>>()
+        );
+        Ok(())
+    })
 }
 
 fn overlapping_communities(ctx: &Ctx, v6: bool) -> Result<()> {

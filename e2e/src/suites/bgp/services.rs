@@ -7,7 +7,7 @@
 
 use super::routers::{advertised, holders, peered};
 use super::service_with;
-use super::{WAIT, host_route, node_addresses};
+use super::{WAIT, host_route, node_addresses, upstream_pool};
 use crate::metallb::{self, Config};
 use crate::prober::Prober;
 use crate::suites::l2::{self, Net, backends, set_network_unavailable};
@@ -70,15 +70,6 @@ pub fn specs() -> Vec<Spec> {
     specs
 }
 
-/// Upstream's dev-env BGP pool of the family.
-fn pool(v6: bool) -> &'static str {
-    if v6 {
-        "fc00:f853:ccd:e799::/124"
-    } else {
-        "192.168.10.0/24"
-    }
-}
-
 /// BGPPeers to every router of the family, one pool with `addresses` and
 /// an advertisement of every pool (upstream's empty one).
 fn configured<'a>(
@@ -94,7 +85,7 @@ fn configured<'a>(
 }
 
 fn requested_address(ctx: &Ctx) -> Result<()> {
-    let (_config, routers) = configured(ctx, false, &[pool(false)])?;
+    let (_config, routers) = configured(ctx, false, &[upstream_pool(false)])?;
     let ip = service_with(
         ctx,
         "web",
@@ -126,7 +117,7 @@ impl Drop for Unavailable<'_> {
 }
 
 fn network_unavailable(ctx: &Ctx) -> Result<()> {
-    let (_config, routers) = configured(ctx, false, &[pool(false)])?;
+    let (_config, routers) = configured(ctx, false, &[upstream_pool(false)])?;
     let ip = service_with(ctx, "web", false, json!({}), None, json!({}))?;
     advertised(ctx, &routers, ip)?;
     let nodes = node_addresses(ctx, false);
@@ -149,7 +140,7 @@ fn network_unavailable(ctx: &Ctx) -> Result<()> {
 }
 
 fn overlapping_ips(ctx: &Ctx, v6: bool) -> Result<()> {
-    let (_config, routers) = configured(ctx, v6, &[pool(v6)])?;
+    let (_config, routers) = configured(ctx, v6, &[upstream_pool(v6)])?;
     // Upstream's `GetIPFromRangeByIndex(pool, 1)`: the pool's second
     // address.
     let shared = if v6 {
@@ -229,8 +220,8 @@ fn pool_by_range(ctx: &Ctx, v6: bool) -> Result<()> {
 }
 
 fn pool_by_prefix(ctx: &Ctx, v6: bool) -> Result<()> {
-    let net: ipnet::IpNet = pool(v6).parse()?;
-    pool_entry(ctx, v6, pool(v6), |ip| net.contains(&ip))
+    let net: ipnet::IpNet = upstream_pool(v6).parse()?;
+    pool_entry(ctx, v6, upstream_pool(v6), |ip| net.contains(&ip))
 }
 
 /// Whether any node answers ARP or NDP for `ip` on the node network
@@ -314,11 +305,11 @@ fn check_statuses(
 fn bgp_status(ctx: &Ctx, v6: bool) -> Result<()> {
     let (mut config, _, names) =
         super::routers::peered_with(ctx, v6, super::routers::Passwords::OneSecret, &json!({}))?;
-    config.pool("bgp-test", json!({ "addresses": [pool(v6)] }))?;
+    config.pool("bgp-test", json!({ "addresses": [upstream_pool(v6)] }))?;
     config.bgp_advertisement("empty", json!({}))?;
     backends(ctx, &[])?;
     let ip = service_with(ctx, "external-local-lb", v6, json!({}), None, json!({}))?;
-    let net: ipnet::IpNet = pool(v6).parse()?;
+    let net: ipnet::IpNet = upstream_pool(v6).parse()?;
     ensure!(net.contains(&ip), "{ip} is outside {net}");
     let nodes = l2::nodes(ctx);
     let mut peers: BTreeSet<String> = names.iter().cloned().collect();

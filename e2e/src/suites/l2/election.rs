@@ -98,13 +98,7 @@ pub(super) fn status_node(ctx: &Ctx, svc: &str) -> Result<std::result::Result<St
 /// Upstream's `waitForNaturalWinner`: the node announcing `svc` once its
 /// status names one, which the external host sees alone answering.
 pub(super) fn winner(ctx: &Ctx, svc: &str, ips: &[IpAddr]) -> Result<String> {
-    let node = eventually(ELECTION_WAIT, &format!("a node announcing {svc}"), || {
-        Ok(status_node(ctx, svc)?.ok())
-    })?;
-    Watch::new(ctx, ips, "eth0")?
-        .wait_only(&node)
-        .with_context(|| format!("{svc}'s status names {node}"))?;
-    Ok(node)
+    announced(ctx, svc, ips, ELECTION_WAIT)
 }
 
 /// `Eventually(announcingNode(svc)).Should(Equal(node))`, and the
