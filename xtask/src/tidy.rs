@@ -144,6 +144,7 @@ const DECIDING: &[&str] = &[
     "metallb-rs/src/speaker/announcer/ownership.rs",
     "metallb-rs/src/speaker/status.rs",
     "metallb-rs/src/speaker/events.rs",
+    "metallb-rs/src/speaker/bfd",
     "metallb-rs/src/speaker/bgp/advertise",
     "metallb-rs/src/speaker/bgp/updates",
     "metallb-rs/src/net/arp.rs",
