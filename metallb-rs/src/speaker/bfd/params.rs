@@ -6,10 +6,8 @@ use super::packet::Hops;
 use std::fmt;
 use std::time::Duration;
 
-// Upstream leaves unset fields to FRR (design/bgp-bfd.md says so); the
-// interval defaults are the ones api/v1beta1/bfdprofile_types.go
-// documents, the multiplier the one design/bgp-bfd.md shows, and the
-// minimum TTL is FRR's documented default.
+// Upstream leaves unset fields to FRR; the figures are the FRR defaults
+// its e2e suite expects (BFDProfileWithDefaults, e2etest/pkg/config/parse.go).
 /// receiveInterval when the profile sets none.
 pub const DEFAULT_RECEIVE_INTERVAL: Duration = Duration::from_millis(300);
 /// transmitInterval when the profile sets none.
