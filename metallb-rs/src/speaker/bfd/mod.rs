@@ -15,9 +15,9 @@
 //! routes it to a session by discriminator, sends what the session asks,
 //! and sleeps until [`Session::next_wake`]; the same code then runs under
 //! tokio and in a deterministic test. It uses only `std`, so it compiles
-//! and tests on its own. Hand-rolled because the one Rust BFD crate
-//! (rust-bfd) is a young async daemon with its own I/O, not a sans-I/O
-//! core.
+//! and tests on its own. Hand-rolled: the one Rust BFD crate found
+//! (rust-bfd, three commits, its own async daemon) is neither maintained
+//! nor free of I/O.
 //!
 //! Not run: echo mode, Demand mode (a peer's D bit is ignored, ours is
 //! never set) and authentication (BFDProfile cannot configure it; packets

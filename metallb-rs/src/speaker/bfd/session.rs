@@ -71,6 +71,17 @@ pub struct Counters {
     pub discarded: u64,
 }
 
+/// Why a packet goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reason {
+    /// The transmit timer (or AdminDown's first word): carries our Poll
+    /// while one runs.
+    Periodic,
+    /// The answer to the peer's Poll; never carries a Poll of ours
+    /// (§6.8.7: P and F are not set together).
+    Final,
+}
+
 /// What the last packet from the peer said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Remote {
@@ -230,8 +241,9 @@ impl Session {
     }
 
     /// Timers: the detection time and the periodic transmission. `jitter`
-    /// is a random number in [0, 1) drawn by the caller, applied to the
-    /// interval that starts if a packet goes out now.
+    /// is a fresh random number in [0, 1) drawn by the caller for each
+    /// call, applied to the interval that starts if a packet goes out now.
+    #[must_use = "the actions are the packets to send and the state changes to act on"]
     pub fn on_timer(&mut self, now: Instant, jitter: f64) -> Vec<Action> {
         let mut out = Vec::new();
         if self.detection_deadline().is_some_and(|at| now >= at) {
@@ -247,13 +259,14 @@ impl Session {
         if self.next_tx().is_some_and(|at| now >= at) {
             self.last_tx = Some(now);
             self.tx_reduction = jitter_reduction(self.advertised.2, jitter);
-            out.push(self.send(self.polling, false));
+            out.push(self.send(Reason::Periodic));
         }
         out
     }
 
     /// A decoded packet from this session's peer that passed the TTL
     /// rule (§6.8.6 from the discriminator check on).
+    #[must_use = "the actions are the packets to send and the state changes to act on"]
     pub fn on_packet(&mut self, now: Instant, packet: &ControlPacket) -> Vec<Action> {
         let mut out = Vec::new();
         if packet.your_discriminator != 0 && packet.your_discriminator != self.local.get() {
@@ -293,7 +306,7 @@ impl Session {
         // Demand mode is not run: the D bit changes nothing. A Poll is
         // answered at once, outside the periodic schedule.
         if packet.poll {
-            out.push(self.send(false, true));
+            out.push(self.send(Reason::Final));
         }
         out
     }
@@ -302,6 +315,7 @@ impl Session {
     /// AdminDown at once (not Up, we slow to one packet a second, slower
     /// than the peer may allow us to be silent), then for one of its
     /// detection times, then nothing.
+    #[must_use = "the actions are the packets to send and the state changes to act on"]
     pub fn admin_down(&mut self, now: Instant) -> Vec<Action> {
         let mut out = Vec::new();
         if self.state != State::AdminDown {
@@ -309,13 +323,14 @@ impl Session {
             self.set_state(State::AdminDown, Diagnostic::AdministrativelyDown, &mut out);
             if self.next_tx().is_some() {
                 self.last_tx = Some(now);
-                out.push(self.send(false, false));
+                out.push(self.send(Reason::Periodic));
             }
         }
         out
     }
 
     /// Leave AdminDown for Down, starting over.
+    #[must_use = "the actions are the packets to send and the state changes to act on"]
     pub fn admin_up(&mut self) -> Vec<Action> {
         let mut out = Vec::new();
         if self.state == State::AdminDown {
@@ -332,14 +347,14 @@ impl Session {
         self.refresh_intervals();
     }
 
-    fn send(&mut self, poll: bool, final_: bool) -> Action {
+    fn send(&mut self, reason: Reason) -> Action {
         self.counters.control_packets_out += 1;
         let (tx, rx, mult) = self.advertised;
         Action::Send(ControlPacket {
             diagnostic: self.diagnostic,
             state: self.state,
-            poll,
-            final_,
+            poll: reason == Reason::Periodic && self.polling,
+            final_: reason == Reason::Final,
             control_plane_independent: false,
             demand: false,
             detect_mult: mult,
