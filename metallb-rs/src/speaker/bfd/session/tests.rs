@@ -19,7 +19,7 @@ fn at(ms: u64) -> Instant {
 
 fn ms(d: Duration) -> String {
     let us = d.as_micros();
-    if us % 1000 == 0 {
+    if us.is_multiple_of(1000) {
         format!("{}", us / 1000)
     } else {
         format!("{}.{:03}", us / 1000, us % 1000)
