@@ -633,3 +633,5 @@ fn counters_count_what_the_metrics_report() {
         }
     );
 }
+
+mod pair;
