@@ -66,8 +66,10 @@ impl Default for Params {
     }
 }
 
-/// Whether the peer is directly connected: the BGPPeer's ebgpMultiHop
-/// decides, as it picks the port and the TTL rule.
+/// Whether the peer is directly connected; it picks the port and the TTL
+/// rule. The caller decides from the BGP peer: eBGP multihop, or iBGP to
+/// an address on no connected network, is multihop (as FRR's bgpd, which
+/// upstream runs, decides).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reach {
     /// RFC 5881: port 3784, TTL 255 only.

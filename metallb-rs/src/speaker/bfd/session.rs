@@ -311,10 +311,11 @@ impl Session {
         out
     }
 
-    /// Take the session down by configuration (§6.8.16): the peer hears
-    /// AdminDown at once (not Up, we slow to one packet a second, slower
-    /// than the peer may allow us to be silent), then for one of its
-    /// detection times, then nothing.
+    /// Take the session down by configuration (§6.8.16). The peer hears
+    /// AdminDown at once: out of Up we slow to one packet a second, which
+    /// its detection time of us may not allow for. Then it hears it for
+    /// one such detection time, so one gets through a lossy path, then
+    /// nothing.
     #[must_use = "the actions are the packets to send and the state changes to act on"]
     pub fn admin_down(&mut self, now: Instant) -> Vec<Action> {
         let mut out = Vec::new();
@@ -427,8 +428,8 @@ impl Session {
             Some(last) => last + self.tx_interval().mul_f64(1.0 - self.tx_reduction),
         };
         match self.admin_down_at {
-            // The peer's detection time of us, so it hears AdminDown
-            // before it would call the path dead.
+            // The peer's detection time of us, as long as it could be
+            // waiting to hear from us at all.
             Some(since) if self.state == State::AdminDown => {
                 let window = self.tx_interval() * u32::from(self.advertised.2);
                 (at < since + window).then_some(at)
