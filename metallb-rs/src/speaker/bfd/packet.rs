@@ -419,85 +419,33 @@ mod tests {
             f(&mut b);
             b
         };
+        let d = |length, datagram| DecodeError::LengthPastDatagram { length, datagram };
+        #[rustfmt::skip]
         let rows: &[(&str, Vec<u8>, DecodeError, &str)] = &[
-            (
-                "empty",
-                vec![],
-                DecodeError::TooShort { len: 0 },
-                "0 bytes is shorter than a BFD control packet (24)",
-            ),
-            (
-                "23 bytes",
-                good[..23].to_vec(),
-                DecodeError::TooShort { len: 23 },
-                "23 bytes is shorter than a BFD control packet (24)",
-            ),
-            (
-                "version 0",
-                with(|b| b[0] &= 0x1f),
-                DecodeError::Version(0),
-                "BFD version 0, only version 1 is spoken",
-            ),
-            (
-                "version 2",
-                with(|b| b[0] = 0x40),
-                DecodeError::Version(2),
-                "BFD version 2, only version 1 is spoken",
-            ),
-            (
-                "length 23",
-                with(|b| b[3] = 23),
-                DecodeError::LengthTooSmall(23),
-                "length field 23 is below the minimum of 24",
-            ),
-            (
-                "length 26",
-                with(|b| b[3] = 26),
-                DecodeError::LengthPastDatagram {
-                    length: 26,
-                    datagram: 24,
-                },
-                "length field 26 exceeds the 24-byte datagram",
-            ),
-            (
-                "detect mult 0",
-                with(|b| b[2] = 0),
-                DecodeError::ZeroDetectMult,
-                "detect multiplier is zero",
-            ),
-            (
-                "multipoint",
-                with(|b| b[1] |= MULTIPOINT),
-                DecodeError::Multipoint,
-                "multipoint bit is set",
-            ),
-            (
-                "my discr 0",
-                with(|b| b[4..8].fill(0)),
-                DecodeError::ZeroMyDiscriminator,
-                "my discriminator is zero",
-            ),
-            (
-                "your discr 0 in Up",
-                with(|b| b[8..12].fill(0)),
-                DecodeError::ZeroYourDiscriminator(State::Up),
-                "your discriminator is zero in state Up (allowed only in Down or AdminDown)",
-            ),
-            (
-                "your discr 0 in Init",
-                with(|b| {
-                    b[8..12].fill(0);
-                    b[1] = 0x80
-                }),
-                DecodeError::ZeroYourDiscriminator(State::Init),
-                "your discriminator is zero in state Init (allowed only in Down or AdminDown)",
-            ),
-            (
-                "auth bit",
-                with(|b| b[1] |= AUTH),
-                DecodeError::Authentication,
-                "authentication bit is set but BFD authentication is not configured (BFDProfile has no authentication)",
-            ),
+            ("empty", vec![], DecodeError::TooShort { len: 0 },
+             "0 bytes is shorter than a BFD control packet (24)"),
+            ("23 bytes", good[..23].to_vec(), DecodeError::TooShort { len: 23 },
+             "23 bytes is shorter than a BFD control packet (24)"),
+            ("version 0", with(|b| b[0] &= 0x1f), DecodeError::Version(0),
+             "BFD version 0, only version 1 is spoken"),
+            ("version 2", with(|b| b[0] = 0x40), DecodeError::Version(2),
+             "BFD version 2, only version 1 is spoken"),
+            ("length 23", with(|b| b[3] = 23), DecodeError::LengthTooSmall(23),
+             "length field 23 is below the minimum of 24"),
+            ("length 26", with(|b| b[3] = 26), d(26, 24),
+             "length field 26 exceeds the 24-byte datagram"),
+            ("detect mult 0", with(|b| b[2] = 0), DecodeError::ZeroDetectMult,
+             "detect multiplier is zero"),
+            ("multipoint", with(|b| b[1] |= MULTIPOINT), DecodeError::Multipoint,
+             "multipoint bit is set"),
+            ("my discr 0", with(|b| b[4..8].fill(0)), DecodeError::ZeroMyDiscriminator,
+             "my discriminator is zero"),
+            ("your discr 0 in Up", with(|b| b[8..12].fill(0)), DecodeError::ZeroYourDiscriminator(State::Up),
+             "your discriminator is zero in state Up (allowed only in Down or AdminDown)"),
+            ("your discr 0 in Init", with(|b| { b[8..12].fill(0); b[1] = 0x80 }), DecodeError::ZeroYourDiscriminator(State::Init),
+             "your discriminator is zero in state Init (allowed only in Down or AdminDown)"),
+            ("auth bit", with(|b| b[1] |= AUTH), DecodeError::Authentication,
+             "authentication bit is set but BFD authentication is not configured (BFDProfile has no authentication)"),
         ];
         for (name, bytes, want, message) in rows {
             let got = ControlPacket::decode(bytes);
