@@ -1,11 +1,22 @@
 //! Repository hygiene as tests that read the source tree: the invariants
 //! ARCHITECTURE.md promises (where unsafe code lives, which modules talk
-//! to the API server, that deciding modules do no I/O), file sizes, module
+//! to the API server, that deciding modules do no I/O and import no I/O
+//! module), module dependencies in every crate (no import cycle between
+//! sibling modules: `deps`), file and function sizes (`size`), module
 //! docs, and no pointer a reader cannot follow (issue numbers, sections
 //! of documents that are not in the tree). Each failure names the file and
 //! the rule, so the fix is either the code or ARCHITECTURE.md, on purpose.
+//! The offenders the tree still has are listed in `known`, which only
+//! shrinks.
 
+mod deps;
+mod known;
+mod lex;
+mod size;
+
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The workspace's own source files (not `target/`, not fuzz's lock).
 fn rust_files(under: &str) -> Vec<PathBuf> {
@@ -47,35 +58,14 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", rel(path)))
 }
 
-/// The code of a file without `//` comments and string literals' insides
-/// (good enough for the patterns below; a rule broken only inside a string
-/// is not broken).
-fn code_of(text: &str) -> String {
-    text.lines()
-        .map(|line| {
-            let line = line.split("//").next().unwrap_or_default();
-            let mut out = String::new();
-            let mut in_str = false;
-            for c in line.chars() {
-                if c == '"' {
-                    in_str = !in_str;
-                    out.push(c);
-                } else if !in_str {
-                    out.push(c);
-                }
-            }
-            out
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The files of `files` (relative paths) whose code matches `bad`, minus
-/// those matching one of `allowed` (path prefixes).
+/// The files of `files` (relative paths) whose code (no comments, no
+/// string literals' insides: a rule broken only inside a string is not
+/// broken) matches `bad`, minus those matching one of `allowed` (path
+/// prefixes).
 fn offenders(files: &[PathBuf], bad: &[&str], allowed: &[&str]) -> Vec<String> {
     files
         .iter()
-        .map(|f| (rel(f), code_of(&read(f))))
+        .map(|f| (rel(f), lex::strip(&read(f))))
         .filter(|(path, _)| !allowed.iter().any(|a| path.starts_with(a)))
         .filter_map(|(path, code)| {
             let hits: Vec<&str> = bad.iter().copied().filter(|b| code.contains(b)).collect();
@@ -127,34 +117,57 @@ fn only_the_io_modules_touch_the_kubernetes_api() {
     );
 }
 
-/// The deciding modules: pure, not async, no sockets, files or clients.
-const DECIDING: &[&str] = &[
-    "metallb-rs/src/allocator/",
-    "metallb-rs/src/config/",
-    "metallb-rs/src/service.rs",
-    "metallb-rs/src/certs.rs",
-    "metallb-rs/src/tls/policy.rs",
-    "metallb-rs/src/metrics/access.rs",
-    "metallb-rs/src/controller/converge",
-    "metallb-rs/src/speaker/plan",
-    "metallb-rs/src/speaker/election",
-    "metallb-rs/src/speaker/liveness.rs",
-    "metallb-rs/src/speaker/uplink.rs",
-    "metallb-rs/src/speaker/garp.rs",
-    "metallb-rs/src/speaker/announcer/ownership.rs",
-    "metallb-rs/src/speaker/status.rs",
-    "metallb-rs/src/speaker/events.rs",
-    "metallb-rs/src/speaker/bfd",
-    "metallb-rs/src/speaker/bgp/advertise",
-    "metallb-rs/src/speaker/bgp/updates",
-    "metallb-rs/src/net/arp.rs",
-    "metallb-rs/src/net/ndp.rs",
-    "metallb-rs/src/net/ethernet.rs",
-    "metallb-rs/src/net/bgp",
-];
+/// metallb-rs's deciding modules (pure, not async, no sockets, files or
+/// clients) and the modules that do I/O, as ARCHITECTURE.md draws them;
+/// the most specific entry wins (`config` decides, `config::load` reads
+/// files). A deciding module may not import an I/O module.
+const METALLB_RS_LAYERS: deps::Layers = deps::Layers {
+    deciding: &[
+        "allocator",
+        "config",
+        "service",
+        "certs",
+        "tls::policy",
+        "metrics::access",
+        "controller::converge",
+        "speaker::plan",
+        "speaker::election",
+        "speaker::liveness",
+        "speaker::uplink",
+        "speaker::garp",
+        "speaker::announcer::ownership",
+        "speaker::status",
+        "speaker::events",
+        "speaker::bfd",
+        "speaker::bgp::advertise",
+        "speaker::bgp::updates",
+        "net::arp",
+        "net::ndp",
+        "net::ethernet",
+        "net::bgp",
+    ],
+    io: &[
+        "k8s",
+        "controller::run",
+        "speaker::run",
+        "speaker::presence",
+        "speaker::renewal",
+        "speaker::membership",
+        "speaker::announcer",
+        "speaker::bgp",
+        "net::packet",
+        "net::iface",
+        "metrics::serve",
+        "metrics::health",
+        "metrics::process",
+        "tls",
+        "report",
+        "config::load",
+    ],
+};
 
 /// What a deciding module must not contain.
-const IO: &[&str] = &[
+const IO_TOKENS: &[&str] = &[
     "async fn",
     ".await",
     "tokio::",
@@ -173,36 +186,18 @@ fn deciding_modules_do_no_io() {
         .into_iter()
         .filter(|f| {
             let path = rel(f);
-            DECIDING.iter().any(|d| path.starts_with(d))
-                // Reading the files is `config::load`'s one job.
-                && path != "metallb-rs/src/config/load.rs"
+            let under = path.strip_prefix("metallb-rs/src/").unwrap_or(&path);
+            deps::module_of(under).is_some_and(|m| METALLB_RS_LAYERS.is_deciding(&m))
                 // Tests may do what they like.
-                && !path.ends_with("tests.rs")
-                && !path.contains("/tests/")
+                && !deps::is_test_file(under)
         })
         .collect();
     assert!(files.len() > 20, "the deciding modules moved: {files:?}");
-    let found = offenders(&files, IO, &[]);
+    let found = offenders(&files, IO_TOKENS, &[]);
     assert!(
         found.is_empty(),
         "I/O or async in a deciding module (move it to a run module and hand the result in):\n{}",
         found.join("\n")
-    );
-}
-
-/// Modules split before they become hard to read.
-#[test]
-fn no_metallb_rs_source_file_is_over_700_lines() {
-    let long: Vec<String> = rust_files("metallb-rs/src")
-        .iter()
-        .map(|f| (rel(f), read(f).lines().count()))
-        .filter(|(_, n)| *n > 700)
-        .map(|(p, n)| format!("{p}: {n} lines"))
-        .collect();
-    assert!(
-        long.is_empty(),
-        "split these along the decide/do seam:\n{}",
-        long.join("\n")
     );
 }
 
@@ -327,11 +322,213 @@ fn nothing_depends_on_xtask() {
     assert!(offenders.is_empty(), "{offenders:?} depend on xtask");
 }
 
+/// A workspace crate under the dependency and size rules.
+struct Crate {
+    /// Its directory: every `.rs` file under it has the size rules.
+    dir: &'static str,
+    /// Its module tree, for the dependency rules (`None`: the fuzz
+    /// targets, each a crate of one file).
+    src: Option<&'static str>,
+    layers: deps::Layers<'static>,
+    /// Its offenders today, each with its fix; the list only shrinks.
+    known: &'static [known::Known],
+}
+
+/// No layers declared: only the cycle and size rules apply.
+const NO_LAYERS: deps::Layers = deps::Layers {
+    deciding: &[],
+    io: &[],
+};
+
+const CRATES: &[Crate] = &[
+    Crate {
+        dir: "metallb-rs",
+        src: Some("metallb-rs/src"),
+        layers: METALLB_RS_LAYERS,
+        known: known::METALLB_RS,
+    },
+    Crate {
+        dir: "devenv",
+        src: Some("devenv/src"),
+        layers: deps::Layers {
+            // What ARCHITECTURE.md says decides without I/O.
+            deciding: &[
+                "frr",
+                "docker::ranges",
+                "kind::config",
+                "lab::played",
+                "lab::workloads::plan",
+                "lab::workloads::daemonset",
+            ],
+            io: &[
+                "cluster",
+                "docker",
+                "image",
+                "kind::apply",
+                "kind::cluster",
+                "lab::agent",
+                "lab::backend",
+                "lab::cluster",
+                "lab::endpoints",
+                "lab::forward",
+                "lab::frr",
+                "lab::healthcheck",
+                "lab::netns",
+                "lab::nodelifecycle",
+                "lab::process",
+                "lab::routers",
+                "lab::scheduler",
+                "lab::workloads",
+            ],
+        },
+        known: known::DEVENV,
+    },
+    Crate {
+        dir: "e2e",
+        src: Some("e2e/src"),
+        layers: deps::Layers {
+            deciding: &["prober::window", "filter"],
+            io: &[
+                "backend",
+                "link",
+                "prober",
+                "capture",
+                "metallb",
+                "namespaces",
+            ],
+        },
+        known: known::E2E,
+    },
+    Crate {
+        dir: "lab-apiserver",
+        src: Some("lab-apiserver/src"),
+        layers: deps::Layers {
+            deciding: &[
+                "selector",
+                "page",
+                "patch",
+                "schema",
+                "auth::rbac",
+                "auth::escalation",
+                "admission::rules",
+            ],
+            io: &["http", "watch", "tls", "admission::client"],
+        },
+        known: known::LAB_APISERVER,
+    },
+    Crate {
+        dir: "bench",
+        src: Some("bench/src"),
+        layers: NO_LAYERS,
+        known: known::BENCH,
+    },
+    Crate {
+        dir: "sim",
+        src: Some("sim/src"),
+        layers: NO_LAYERS,
+        known: known::SIM,
+    },
+    Crate {
+        dir: "xtask",
+        src: Some("xtask/src"),
+        layers: NO_LAYERS,
+        known: known::XTASK,
+    },
+    Crate {
+        dir: "crd-cel",
+        src: Some("crd-cel/src"),
+        layers: NO_LAYERS,
+        known: known::CRD_CEL,
+    },
+    Crate {
+        dir: "fuzz",
+        src: None,
+        layers: NO_LAYERS,
+        known: known::FUZZ,
+    },
+];
+
+/// Every dependency and size finding of each crate of `CRATES`, in its
+/// order; computed once for the tests that read them.
+fn all_findings() -> &'static [Vec<deps::Finding>] {
+    static FOUND: OnceLock<Vec<Vec<deps::Finding>>> = OnceLock::new();
+    FOUND.get_or_init(|| CRATES.iter().map(findings).collect())
+}
+
+/// Every dependency and size finding of one crate.
+fn findings(c: &Crate) -> Vec<deps::Finding> {
+    let files = rust_files(c.dir);
+    let mut out = Vec::new();
+    let mut tree = Vec::new();
+    for f in &files {
+        let (path, text) = (rel(f), read(f));
+        out.extend(size::long_file(&path, &text));
+        out.extend(size::long_functions(&path, &text));
+        if let Some(under) = c.src.and_then(|src| path.strip_prefix(&format!("{src}/"))) {
+            tree.push((under.to_string(), text));
+        }
+    }
+    if let Some(src) = c.src {
+        out.extend(deps::check(src, &tree, &c.layers));
+    }
+    out
+}
+
+/// What kind of finding a key is, for the failure's first words.
+fn kind_of(key: &str) -> &'static str {
+    match key.split(':').next() {
+        Some("cycle") => "import cycle",
+        Some("deciding") => "deciding module importing an I/O module",
+        Some("file") => "file over 700 lines",
+        _ => "function over 100 lines",
+    }
+}
+
+/// Sibling modules import one way, deciding modules import no I/O module,
+/// files stay under 700 lines and functions under 100, in every crate:
+/// the offenders listed in `tidy/known.rs` aside, and that list only
+/// shrinks (`the_known_offenders_are_still_there`).
 #[test]
-fn code_of_drops_comments_and_string_contents() {
-    assert_eq!(
-        code_of(r#"let x = "unsafe "; // unsafe "#).trim_end(),
-        r#"let x = "";"#
-    );
-    assert_eq!(code_of("unsafe { f() }"), "unsafe { f() }");
+fn no_new_import_cycles_layer_breaks_or_oversized_code() {
+    let mut new = Vec::new();
+    for (c, found) in CRATES.iter().zip(all_findings()) {
+        let known: BTreeSet<&str> = c.known.iter().map(|k| k.key).collect();
+        for f in found {
+            if !known.contains(f.key.as_str()) {
+                new.push(format!("new {}: fix it\n{}", kind_of(&f.key), f.message));
+            }
+        }
+    }
+    assert!(new.is_empty(), "{}", new.join("\n\n"));
+}
+
+#[test]
+fn the_known_offenders_are_still_there() {
+    let mut gone = Vec::new();
+    for (c, found) in CRATES.iter().zip(all_findings()) {
+        let found: BTreeSet<&str> = found.iter().map(|f| f.key.as_str()).collect();
+        for k in c.known.iter().filter(|k| !found.contains(k.key)) {
+            gone.push(format!(
+                "{}: `{}` is gone (its fix: {}): remove it from the list in xtask/src/tidy/known.rs",
+                c.dir, k.key, k.fix
+            ));
+        }
+    }
+    assert!(gone.is_empty(), "{}", gone.join("\n"));
+}
+
+/// The crate list above names every workspace member.
+#[test]
+fn every_workspace_crate_is_checked() {
+    let manifest = read(&root().join("Cargo.toml"));
+    let members = manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("members"))
+        .unwrap_or_default();
+    for member in members.split('"').skip(1).step_by(2) {
+        assert!(
+            CRATES.iter().any(|c| c.dir == member),
+            "add {member} to CRATES in xtask/src/tidy.rs"
+        );
+    }
 }
