@@ -3,8 +3,9 @@ against the API server of KUBECONFIG: what the chart tests in
 lab-apiserver/tests/helm.rs run.
 
 Usage: python3 charts/tests/helm_action.py KUBECONFIG ACTION [VALUES_JSON]
-ACTION: install | upgrade | status | history | uninstall. Prints the
-action's result as JSON; exits 1 with Helm's error on failure.
+ACTION: install | upgrade | status | history | rollback | uninstall
+(rollback goes back to revision 1). Prints the action's result as JSON;
+exits 1 with Helm's error on failure.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main() -> int:
         "upgrade": lambda: helm.Upgrade(cfg).run(RELEASE, chart, values=values, wait=False),
         "status": lambda: helm.Status(cfg).run(RELEASE),
         "history": lambda: helm.History(cfg).run(RELEASE),
+        "rollback": lambda: helm.Rollback(cfg).run(RELEASE, 1),
         "uninstall": lambda: helm.Uninstall(cfg).run(RELEASE, wait=False),
     }[action]
     try:

@@ -1,5 +1,5 @@
-//! The Helm chart (`charts/metallb-rs`) installed, upgraded and
-//! uninstalled through Helm's own library (helm-sdkpy, driven by
+//! The Helm chart (`charts/metallb-rs`) installed, upgraded, rolled back
+//! and uninstalled through Helm's own library (helm-sdkpy, driven by
 //! `charts/tests/helm_action.py`) against the lab API server: a real
 //! client that writes its release records as protobuf Secrets, patches
 //! what an upgrade changes and deletes what an uninstall removes.
@@ -28,8 +28,8 @@ fn helm_available() -> bool {
 }
 
 /// Runs one Helm action (`charts/tests/helm_action.py`) off the
-/// runtime's threads; its JSON result.
-async fn helm(kubeconfig: &Path, action: &str, values: Option<Value>) -> Value {
+/// runtime's threads; its JSON result, or Helm's error.
+async fn try_helm(kubeconfig: &Path, action: &str, values: Option<Value>) -> Result<Value, String> {
     let script = repo("charts/tests/helm_action.py");
     let mut args = vec![
         script.to_string_lossy().into_owned(),
@@ -41,13 +41,21 @@ async fn helm(kubeconfig: &Path, action: &str, values: Option<Value>) -> Value {
         .await
         .expect("joined")
         .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "helm {action} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("helm_action prints JSON")
+    if !out.status.success() {
+        return Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(serde_json::from_slice(&out.stdout).expect("helm_action prints JSON"))
+}
+
+/// [`try_helm`], which must succeed.
+async fn helm(kubeconfig: &Path, action: &str, values: Option<Value>) -> Value {
+    try_helm(kubeconfig, action, values)
+        .await
+        .unwrap_or_else(|e| panic!("helm {action} failed: {e}"))
 }
 
 /// The release records Helm keeps, as (name, status label).
@@ -100,7 +108,7 @@ fn speaker_args(ds: &DaemonSet) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn helm_installs_upgrades_and_uninstalls_the_chart() {
+async fn helm_installs_upgrades_rolls_back_and_uninstalls_the_chart() {
     if !helm_available() {
         devenv::prereq::skip(
             "Helm's library for Python is not installed (cargo xtask test installs PyPI helm-sdkpy)",
@@ -179,6 +187,44 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
         (status["version"].clone(), status["info"]["status"].clone()),
         (json!(2), json!("deployed"))
     );
+
+    // Back to revision 1: Helm applies its objects again (a patch of
+    // every object the upgrade changed) and records revision 3.
+    let rolled = try_helm(&kubeconfig, "rollback", None).await;
+    let speaker = speakers.get("speaker").await.expect("speaker DaemonSet");
+    assert_eq!(
+        log_level(&speaker).as_deref(),
+        Some("info"),
+        "revision 1's speaker log level is back ({rolled:?})"
+    );
+    let records = releases(&admin).await;
+    let names: Vec<&str> = records.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "sh.helm.release.v1.metallb-rs.v1",
+            "sh.helm.release.v1.metallb-rs.v2",
+            "sh.helm.release.v1.metallb-rs.v3"
+        ],
+        "{rolled:?}"
+    );
+    match rolled {
+        Ok(_) => {
+            let status = helm(&kubeconfig, "status", None).await;
+            assert_eq!(
+                (status["version"].clone(), status["info"]["status"].clone()),
+                (json!(3), json!("deployed"))
+            );
+        }
+        // FIXME: helm-sdkpy 0.1.32, the newest, runs Helm v4's rollback
+        // without a wait strategy, and Helm refuses to wait with none
+        // after applying the old objects; when a release of it sets one,
+        // the arm above is the one that runs.
+        Err(e) => assert!(
+            e.contains("wait strategy not set"),
+            "rollback failed for another reason than helm-sdkpy's: {e}"
+        ),
+    }
 
     helm(&kubeconfig, "uninstall", None).await;
     assert_gone(&speakers, "speaker").await;
