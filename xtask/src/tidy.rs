@@ -126,6 +126,8 @@ const METALLB_RS_LAYERS: deps::Layers = deps::Layers {
         "allocator",
         "config",
         "service",
+        "service_key",
+        "event",
         "certs",
         "tls::policy",
         "metrics::access",

@@ -19,7 +19,7 @@ pub use service::{FamilyPolicy, Port, ServiceFamily, ServiceInfo, SharingKey};
 pub use space::Family;
 
 use crate::config::Pool;
-use crate::service::ServiceKey;
+use crate::service_key::ServiceKey;
 use freeset::to_u128;
 use space::AddressSpace;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -3,7 +3,7 @@
 //! `crate::service`), tests write it by hand.
 
 use super::space::Family;
-use crate::service::ServiceKey;
+use crate::service_key::ServiceKey;
 use std::collections::BTreeMap;
 use std::fmt;
 

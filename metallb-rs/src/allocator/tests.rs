@@ -19,7 +19,7 @@
 use super::*;
 use crate::api::v1beta1::IPAddressPool;
 use crate::config::{Config, Options, Resources};
-use crate::service::ServiceKey;
+use crate::service_key::ServiceKey;
 use rstest::rstest;
 
 /// Pools from lines `name: ADDR... [avoidBuggy] [manual] [priority=N]

@@ -7,7 +7,7 @@
 use crate::allocator::{
     AllocError, Allocator, FamilyPolicy, ServiceFamily, ServiceInfo, SharingKey,
 };
-use crate::k8s::events::EventSpec;
+use crate::event::EventSpec;
 use crate::service::{self, ServiceKey, annotation};
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Service};
 use std::collections::BTreeMap;

@@ -519,7 +519,7 @@ impl Runner {
         self.metrics.k8s.updates.inc();
         let reference = Recorder::reference(svc.as_ref());
         for ev in &decision.events {
-            if ev.type_ == crate::k8s::events::EventType::Warning {
+            if ev.type_ == crate::event::EventType::Warning {
                 tracing::warn!(service = %key, reason = %ev.reason, "{}", ev.message);
             } else {
                 tracing::info!(service = %key, reason = %ev.reason, "{}", ev.message);

@@ -26,45 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-/// Normal or Warning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventType {
-    /// Something worked.
-    Normal,
-    /// Something the user should look at.
-    Warning,
-}
-
-/// An event to publish, as decided by a pure module.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventSpec {
-    /// Normal or Warning.
-    pub type_: EventType,
-    /// Upstream's reason, e.g. `IPAllocated`.
-    pub reason: String,
-    /// Upstream's message text.
-    pub message: String,
-}
-
-impl EventSpec {
-    /// A Normal event.
-    pub fn normal(reason: &str, message: impl Into<String>) -> Self {
-        Self {
-            type_: EventType::Normal,
-            reason: reason.to_owned(),
-            message: message.into(),
-        }
-    }
-
-    /// A Warning event.
-    pub fn warning(reason: &str, message: impl Into<String>) -> Self {
-        Self {
-            type_: EventType::Warning,
-            reason: reason.to_owned(),
-            message: message.into(),
-        }
-    }
-}
+pub use crate::event::{EventSpec, EventType};
 
 /// Events are folded into a series when repeated within this window.
 const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);

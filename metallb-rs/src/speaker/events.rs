@@ -8,7 +8,7 @@
 //!    interfaces a service's L2Advertisements name exist on none of this
 //!    node's eligible interfaces (upstream's layer 2 `SetBalancer`).
 
-use crate::k8s::events::EventSpec;
+use crate::event::EventSpec;
 use std::net::IpAddr;
 
 /// The protocols a speaker announces with, as upstream names them.

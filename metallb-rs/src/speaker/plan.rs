@@ -13,7 +13,7 @@ use crate::api::v1beta1::{
     MetalLBServiceBGPStatus, MetalLBServiceL2Status, ServiceBGPStatus, ServiceL2Status,
 };
 use crate::config::Config;
-use crate::k8s::events::EventSpec;
+use crate::event::EventSpec;
 use crate::service::{self as svcs, ServiceKey};
 use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;

@@ -17,24 +17,8 @@ const SPLIT_SUITE: &str =
 
 pub const METALLB_RS: &[Known] = &[
     Known {
-        key: "cycle: allocator, service",
-        fix: "service.rs reads a Service into allocator's plain types and allocator names ServiceKey: move ServiceKey below both (or the allocator's input types into service)",
-    },
-    Known {
         key: "cycle: speaker::liveness, speaker::presence",
         fix: "presence takes LeaseState from liveness and liveness takes Mark from presence: move the lease's plain data (LeaseState, Mark) into a pure module both import",
-    },
-    Known {
-        key: "deciding: controller::converge -> k8s::events",
-        fix: "move EventSpec out of k8s::events into a pure module (the recorder imports it from there)",
-    },
-    Known {
-        key: "deciding: speaker::events -> k8s::events",
-        fix: "move EventSpec out of k8s::events into a pure module (the recorder imports it from there)",
-    },
-    Known {
-        key: "deciding: speaker::plan -> k8s::events",
-        fix: "move EventSpec out of k8s::events into a pure module (the recorder imports it from there)",
     },
     Known {
         key: "deciding: speaker::liveness -> speaker::presence",

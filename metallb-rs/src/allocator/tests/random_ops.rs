@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::allocator::freeset::is_buggy_v4;
-use crate::service::ServiceKey;
+use crate::service_key::ServiceKey;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 

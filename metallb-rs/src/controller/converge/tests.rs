@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::config::{Config, Options, Resources};
-use crate::k8s::events::EventType;
+use crate::event::EventType;
 use crate::service::ServiceKey;
 use rstest::rstest;
 
