@@ -105,8 +105,8 @@ pub fn binaries() -> Result<Binaries> {
             vtysh,
         }),
         _ => bail!(
-            "FRR is not installed (zebra, bgpd and bfdd in {} and vtysh on PATH): install the `frr` \
-             package (Debian/Ubuntu: `apt-get install frr`; its services need not run)",
+            "FRR is not installed (zebra, bgpd and bfdd in {} and vtysh on PATH): install the \
+             `frr` package (Debian/Ubuntu: `apt-get install frr`; its services need not run)",
             DAEMON_DIRS.join(" or ")
         ),
     }
