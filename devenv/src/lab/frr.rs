@@ -1,15 +1,14 @@
 //! The lab's BGP router: FRR's zebra, bgpd and bfdd running in the lab's
-//! external namespace, so the external host is both the client and the router the
-//! speakers peer with (as upstream's FRR container on the kind network).
-//! zebra installs the BGP routes into the external namespace's kernel
+//! external namespace, so the external host is both the client and the
+//! router the speakers peer with (as upstream's FRR container on the kind
+//! network). zebra installs the BGP routes into the external namespace's kernel
 //! table: `curl` from there goes through the announcing nodes, ECMP over
 //! all of them.
 //!
 //! The daemons run in the foreground under [`Processes`] (`frr-zebra`,
 //! `frr-bgpd`, `frr-bfdd`: pid files and logs with the lab's), with every
-//! path FRR
-//! would otherwise share with a system FRR or another lab given explicitly
-//! in `<lab dir>/frr` (config, zserv socket, vty sockets, pid files), and
+//! path FRR would otherwise share with a system FRR or another lab given
+//! explicitly in `<lab dir>/frr` (config, zserv socket, vty sockets, pid files), and
 //! no TCP vty (`-P 0`). They run as FRR's own user [`USER`]: zebra refuses
 //! `-u root` (root is not in FRR's vty group), so the state directory is
 //! handed to that user. vtysh (as root) reaches them through the sockets
@@ -384,8 +383,8 @@ impl LabRouter {
     }
 
     /// Stops bgpd (its peers get a Cease and its routes are withdrawn),
-    /// then bfdd, then zebra, and flushes BGP routes a crashed zebra may have left in
-    /// the namespace. Keeps the configuration. Returns what it stopped;
+    /// then bfdd, then zebra, and flushes BGP routes a crashed zebra may
+    /// have left in the namespace. Keeps the configuration. Returns what it stopped;
     /// never fails (it also runs on a half-removed lab).
     pub fn stop(&self) -> Vec<String> {
         let (zebra, bgpd, bfdd) = (
