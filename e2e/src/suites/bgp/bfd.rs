@@ -5,6 +5,8 @@
 //! session up with the speaker's timers, while every speaker's
 //! `metallb_bfd_*` metrics show the sessions up with packets both ways.
 //! Echo mode, which the native speaker does not implement, is refused.
+//! When the routers turn BFD off, the speakers' metrics show their
+//! sessions down.
 //!
 //! Beyond upstream, what BFD is for: a node's link cut ([`LinkCut`]) is
 //! seen by the routers within about the detection time, and they drop
@@ -78,6 +80,16 @@ pub fn specs() -> Vec<Spec> {
             "BFD should work with the given bfd profile - full params",
             "IPV6",
             |ctx| works(ctx, true, Profile::FullParams)
+        ),
+        entry!(
+            "metrics BFD metrics from FRR - default",
+            "IPV4",
+            |ctx| metrics_when_router_stops(ctx, false)
+        ),
+        entry!(
+            "metrics BFD metrics from FRR - default",
+            "IPV6",
+            |ctx| metrics_when_router_stops(ctx, true)
         ),
         entry!(
             "BFD should refuse the given bfd profile - echo mode enabled",
@@ -222,6 +234,45 @@ fn speakers_report_up(ctx: &Ctx, routers: &[BgpRouter], v6: bool) -> Result<()> 
                     match router::session_metrics_wrong(&text, r, v6) {
                         None => Ok(Some(())),
                         Some(wrong) => bail!("{wrong}"),
+                    }
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Upstream's "BFD metrics from FRR": the speakers' BFD metrics with
+/// the sessions up, then, once the routers turn BFD off, every speaker's
+/// session with them not up and counted down at least once.
+fn metrics_when_router_stops(ctx: &Ctx, v6: bool) -> Result<()> {
+    let hops = all_hops(ctx, v6);
+    let routers = routers::routers(ctx, v6)?;
+    let bfd = RouterBfd::enable(ctx, &routers, &list(&hops), &BfdProfile::new(ROUTER_PROFILE))?;
+    let (mut config, routers, _) =
+        routers::peered_with(ctx, v6, Passwords::OneSecret, &json!({ "bfdProfile": "bar" }))?;
+    config.bfd_profile("bar", json!({}))?;
+    pool_and_advertisement(&mut config, &[pool_of(v6)], json!({}))?;
+    backends(ctx, &[])?;
+    let ip = super::service(ctx, "web", v6, json!({}), None)?;
+    advertised(ctx, &routers, ip)?;
+    router::wait_up(ctx, &routers, &hops, WAIT)?;
+    speakers_report_up(ctx, &routers, v6)?;
+    drop(bfd);
+    for node in nodes(ctx) {
+        for r in &routers {
+            eventually(
+                WAIT,
+                &format!("{node}'s BFD session with {} down in its metrics", r.name),
+                || {
+                    let text = speaker_metrics(ctx, &node)?;
+                    let up = router::speaker_sample(&text, "metallb_bfd_session_up", r, v6);
+                    let down =
+                        router::speaker_sample(&text, "metallb_bfd_session_down_events", r, v6);
+                    if up == Some(0.0) && down.is_some_and(|d| d >= 1.0) {
+                        Ok(Some(()))
+                    } else {
+                        bail!("session_up {up:?} session_down_events {down:?}")
                     }
                 },
             )?;
