@@ -20,6 +20,8 @@
 //! an error for every next hop it cannot register, which would slow it
 //! down more than the announcers differ.
 
+pub mod bfd;
+
 use super::{percentile, service, setup_bgp, teardown};
 use anyhow::{Context, Result, bail};
 use devenv::cluster::Cluster;

@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
+pub mod bfd;
+
 /// The speakers' ASN, and the iBGP routers' (like upstream's dev-env and
 /// e2e suite).
 pub const ASN: u32 = 64512;

@@ -11,7 +11,7 @@ mod common;
 
 use devenv::frr::{self, AddressFamily};
 use devenv::lab::cluster::{down, lab_dir};
-use devenv::lab::frr::{BGPD, LabRouter, ZEBRA, lab_router_config};
+use devenv::lab::frr::{BFDD, BGPD, LabRouter, ZEBRA, lab_router_config};
 use devenv::lab::netns::{self, LabHost, Topology};
 use devenv::lab::process::Processes;
 use devenv::wait::eventually;
@@ -55,6 +55,36 @@ fn record(name: &str, content: &str) {
         std::fs::create_dir_all(dir).expect("record dir");
         std::fs::write(dir.join(name), content).expect("record");
     }
+}
+
+/// The router's bfdd takes the BFD commands the e2e specs run: every
+/// neighbor gets a BFD session (never up: the peers run no bfdd, and the
+/// BGP sessions stay), shown by `show bfd peers json` with the profile's
+/// timers; turning BFD off removes every session.
+fn check_bfd_commands(router: &LabRouter, peers: &[IpAddr]) {
+    use devenv::frr::bfd;
+    let profile = bfd::BfdProfile::new("test").with_timers(200, 4);
+    let on = bfd::enable_commands(&profile, frr::ASN, peers).expect("renders");
+    router.vtysh(&on).expect("BFD on");
+    let sessions = eventually(WAIT, "a BFD session per neighbor", || {
+        let s = bfd::parse_peers(&router.vtysh(bfd::PEERS_COMMAND)?)?;
+        Ok(peers.iter().all(|p| s.contains_key(p)).then_some(s))
+    })
+    .expect("BFD sessions");
+    for p in peers {
+        let s = &sessions[p];
+        assert!(!s.up() && !s.multihop, "{s:?}");
+        assert_eq!(s.detect_multiplier, Some(4), "{s:?}");
+    }
+    router
+        .vtysh(&bfd::disable_commands("test", frr::ASN, peers))
+        .expect("BFD off");
+    eventually(WAIT, "no BFD session left", || {
+        Ok(bfd::parse_peers(&router.vtysh(bfd::PEERS_COMMAND)?)?
+            .is_empty()
+            .then_some(()))
+    })
+    .expect("BFD sessions gone");
 }
 
 /// A bgpd without zebra in node `i`'s namespace: announces the VIPs (with
@@ -185,10 +215,10 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
 
     router.start(&config).expect("FRR starts");
     let procs = Processes::new(&dir);
-    let pids = (procs.pid(ZEBRA), procs.pid(BGPD));
+    let pids = (procs.pid(ZEBRA), procs.pid(BGPD), procs.pid(BFDD));
     router.start(&config).expect("second start");
     assert_eq!(
-        (procs.pid(ZEBRA), procs.pid(BGPD)),
+        (procs.pid(ZEBRA), procs.pid(BGPD), procs.pid(BFDD)),
         pids,
         "nothing restarted"
     );
@@ -201,6 +231,7 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
         .wait_established(&peers, WAIT)
         .expect("every session up");
     assert!(neighbors[&address(n1, false)].authentication, "TCP MD5");
+    check_bfd_commands(&router, &peers);
     // bgpd's vty socket answers as vtysh does, several commands on one
     // connection, and reports errors.
     let mut vty = router.bgpd_vty().expect("vty socket");
@@ -397,7 +428,10 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
 
     // Stop: no daemon, no BGP route left.
     let stopped = router.stop();
-    assert_eq!(stopped, ["process frr-bgpd", "process frr-zebra"]);
+    assert_eq!(
+        stopped,
+        ["process frr-bgpd", "process frr-bfdd", "process frr-zebra"]
+    );
     assert!(!router.running());
     assert!(router.kernel_routes().expect("ip").is_empty());
     assert!(router.vtysh(frr::NEIGHBORS_COMMAND).is_err());

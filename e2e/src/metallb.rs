@@ -179,6 +179,11 @@ impl<'a> Config<'a> {
         self.create(ApiResource::erase::<v1beta1::BGPPeer>(&()), name, spec)
     }
 
+    /// Creates a BFDProfile (BGPPeers name it in `bfdProfile`).
+    pub fn bfd_profile(&mut self, name: &str, spec: Value) -> Result<()> {
+        self.create(ApiResource::erase::<v1beta1::BFDProfile>(&()), name, spec)
+    }
+
     /// Creates a Community (aliases).
     pub fn community(&mut self, name: &str, spec: Value) -> Result<()> {
         self.create(ApiResource::erase::<v1beta1::Community>(&()), name, spec)

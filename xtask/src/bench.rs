@@ -44,7 +44,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             // Throughput first, in namespaces of its own, while the lab
             // has no BGP configuration yet and idles.
             lab_bench::bgp::throughput(bin_dir, args.runs.unwrap_or(3), args.prefixes)?;
-            lab_bench::bgp::latency(lab, args.runs.unwrap_or(10)).map(drop)
+            lab_bench::bgp::latency(lab, args.runs.unwrap_or(10))?;
+            // Last: it takes nodes' links down, and each run without BFD
+            // waits out a hold time.
+            lab_bench::bgp::bfd::link_cut(lab, args.runs.unwrap_or(5)).map(drop)
         }),
     }
 }

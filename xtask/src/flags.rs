@@ -75,7 +75,8 @@ pub enum BenchTarget {
     Scale,
     /// Time until an address answers from another node after SIGKILL, SIGTERM or link loss (lab, root)
     Failover,
-    /// BGP: service to route in FRR and back; UPDATE throughput of our session vs FRR's `network`s (lab, root, FRR)
+    /// BGP: service to route in FRR and back; UPDATE throughput of our session vs FRR's `network`s;
+    /// a node's link cut to its path gone, with BFD vs the hold time (lab, root, FRR)
     Bgp,
 }
 
@@ -98,8 +99,8 @@ pub struct BenchArgs {
     /// Back-to-back requests per target for the rate (arp)
     #[arg(long, default_value_t = 20000)]
     pub burst: usize,
-    /// Runs per disruption (failover, default 10); announce/withdraw rounds (bgp, default 10)
-    /// and runs of each announcer (bgp, default 3)
+    /// Runs per disruption (failover, default 10); announce/withdraw rounds (bgp, default 10),
+    /// runs of each announcer (bgp, default 3) and link cuts with and without BFD (bgp, default 5)
     #[arg(long)]
     pub runs: Option<usize>,
     /// Prefixes each announcer sends (bgp)

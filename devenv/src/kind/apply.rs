@@ -213,6 +213,8 @@ pub async fn delete_metallb_config_except(
     delete_all!(v1beta1::L2Advertisement);
     delete_all!(v1beta1::BGPAdvertisement);
     delete_all!(v1beta2::BGPPeer);
+    // After the peers that name them.
+    delete_all!(v1beta1::BFDProfile);
     Ok(deleted)
 }
 

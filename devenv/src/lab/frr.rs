@@ -1,14 +1,14 @@
-//! The lab's BGP router: FRR's zebra and bgpd running in the lab's external
-//! namespace, so the external host is both the client and the router the
-//! speakers peer with (as upstream's FRR container on the kind network).
-//! zebra installs the BGP routes into the external namespace's kernel
+//! The lab's BGP router: FRR's zebra, bgpd and bfdd running in the lab's
+//! external namespace, so the external host is both the client and the
+//! router the speakers peer with (as upstream's FRR container on the kind
+//! network). zebra installs the BGP routes into the external namespace's kernel
 //! table: `curl` from there goes through the announcing nodes, ECMP over
 //! all of them.
 //!
-//! Both daemons run in the foreground under [`Processes`] (`frr-zebra`,
-//! `frr-bgpd`: pid files and logs with the lab's), with every path FRR
-//! would otherwise share with a system FRR or another lab given explicitly
-//! in `<lab dir>/frr` (config, zserv socket, vty sockets, pid files), and
+//! The daemons run in the foreground under [`Processes`] (`frr-zebra`,
+//! `frr-bgpd`, `frr-bfdd`: pid files and logs with the lab's), with every
+//! path FRR would otherwise share with a system FRR or another lab given
+//! explicitly in `<lab dir>/frr` (config, zserv socket, vty sockets, pid files), and
 //! no TCP vty (`-P 0`). They run as FRR's own user [`USER`]: zebra refuses
 //! `-u root` (root is not in FRR's vty group), so the state directory is
 //! handed to that user. vtysh (as root) reaches them through the sockets
@@ -21,8 +21,17 @@
 //!     -z <dir>/zserv.api -i <dir>/zebra.pid --vty_socket <dir> -P 0 --log stdout
 //! ip netns exec <lab>-external /usr/lib/frr/bgpd -u frr -g frr -f <dir>/frr.conf \
 //!     -z <dir>/zserv.api -i <dir>/bgpd.pid --vty_socket <dir> -P 0 --log stdout
+//! ip netns exec <lab>-external /usr/lib/frr/bfdd -u frr -g frr -f <dir>/bfdd.conf \
+//!     -z <dir>/zserv.api -i <dir>/bfdd.pid --vty_socket <dir> -P 0 --log stdout \
+//!     --bfdctl <dir>/bfdd.sock
 //! vtysh --vty_socket <dir> -c 'show bgp neighbors json'
 //! ```
+//!
+//! bfdd runs on every router, idle until a spec turns BFD on for some
+//! neighbors through vtysh (`crate::frr::bfd`): bgpd asks it for sessions
+//! through zebra, so it needs no configuration of its own at start, and
+//! its control socket (`--bfdctl`) is in the router's directory so that
+//! the lab's routers and a system FRR do not share one.
 //!
 //! [`Vty`] talks to a daemon's vty socket directly, as vtysh does, for
 //! callers that poll (the BGP benchmark): a query takes well under a
@@ -38,10 +47,16 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod vty;
+
+pub use vty::{Vty, vty_reply, vty_request};
+
 /// Process name of zebra under [`Processes`].
 pub const ZEBRA: &str = "frr-zebra";
 /// Process name of bgpd under [`Processes`].
 pub const BGPD: &str = "frr-bgpd";
+/// Process name of bfdd under [`Processes`].
+pub const BFDD: &str = "frr-bfdd";
 /// The user FRR's daemons run as.
 pub const USER: &str = "frr";
 /// The lab router's FRR hostname.
@@ -60,16 +75,20 @@ pub struct Binaries {
     pub zebra: PathBuf,
     /// bgpd.
     pub bgpd: PathBuf,
+    /// bfdd, FRR's BFD daemon.
+    pub bfdd: PathBuf,
     /// vtysh.
     pub vtysh: PathBuf,
 }
 
-/// Finds zebra, bgpd and vtysh; the error says which package to install.
+/// Finds zebra, bgpd, bfdd and vtysh; the error says which package to
+/// install.
 pub fn binaries() -> Result<Binaries> {
-    let daemons = DAEMON_DIRS
-        .iter()
-        .map(Path::new)
-        .find(|d| d.join("zebra").is_file() && d.join("bgpd").is_file());
+    let daemons = DAEMON_DIRS.iter().map(Path::new).find(|d| {
+        ["zebra", "bgpd", "bfdd"]
+            .iter()
+            .all(|daemon| d.join(daemon).is_file())
+    });
     let vtysh = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default()
@@ -81,11 +100,12 @@ pub fn binaries() -> Result<Binaries> {
         (Some(d), Some(vtysh)) => Ok(Binaries {
             zebra: d.join("zebra"),
             bgpd: d.join("bgpd"),
+            bfdd: d.join("bfdd"),
             vtysh,
         }),
         _ => bail!(
-            "FRR is not installed (zebra and bgpd in {} and vtysh on PATH): install the `frr` \
-             package (Debian/Ubuntu: `apt-get install frr`; its services need not run)",
+            "FRR is not installed (zebra, bgpd and bfdd in {} and vtysh on PATH): install the \
+             `frr` package (Debian/Ubuntu: `apt-get install frr`; its services need not run)",
             DAEMON_DIRS.join(" or ")
         ),
     }
@@ -141,6 +161,15 @@ pub fn bgpd_argv(bgpd: &Path, namespace: &str, dir: &Path) -> Vec<String> {
     daemon_argv(bgpd, namespace, dir, "frr.conf", "bgpd.pid")
 }
 
+/// bfdd's command line in `namespace`, state in `dir`: its control
+/// socket there too, not in `/var/run/frr` where every bfdd of the
+/// machine would look for it.
+pub fn bfdd_argv(bfdd: &Path, namespace: &str, dir: &Path) -> Vec<String> {
+    let mut argv = daemon_argv(bfdd, namespace, dir, "bfdd.conf", "bfdd.pid");
+    argv.extend(["--bfdctl".to_owned(), path_str(&dir.join("bfdd.sock"))]);
+    argv
+}
+
 /// The lab router's configuration: a neighbor for every address of every
 /// node's `eth0`, router-id the external host's IPv4 address on `eth0`
 /// (in an IPv6-only lab, the one it would have).
@@ -187,8 +216,8 @@ impl LabRouter {
     }
 
     /// Another router of the same lab, called `name` (its files in
-    /// `<lab_dir>/frr-<name>`, its processes `frr-<name>-zebra` and
-    /// `frr-<name>-bgpd`), bgpd listening on `port`.
+    /// `<lab_dir>/frr-<name>`, its processes `frr-<name>-zebra`,
+    /// `frr-<name>-bgpd` and `frr-<name>-bfdd`), bgpd listening on `port`.
     pub fn named(lab_dir: &Path, namespace: &str, name: &str, port: u16) -> Self {
         Self {
             namespace: namespace.to_owned(),
@@ -198,7 +227,8 @@ impl LabRouter {
         }
     }
 
-    /// The process name of `daemon` ([`ZEBRA`] or [`BGPD`]) of this router.
+    /// The process name of `daemon` ([`ZEBRA`], [`BGPD`] or [`BFDD`]) of
+    /// this router.
     fn process(&self, daemon: &str) -> String {
         match &self.name {
             None => daemon.to_owned(),
@@ -231,10 +261,12 @@ impl LabRouter {
         Processes::new(&self.lab_dir)
     }
 
-    /// Both daemons run.
+    /// Every daemon runs.
     pub fn running(&self) -> bool {
         let procs = self.procs();
-        procs.pid(&self.process(ZEBRA)).is_some() && procs.pid(&self.process(BGPD)).is_some()
+        [ZEBRA, BGPD, BFDD]
+            .iter()
+            .all(|d| procs.pid(&self.process(d)).is_some())
     }
 
     /// Writes `config` and starts whichever daemon is not running; bgpd is
@@ -256,6 +288,11 @@ impl LabRouter {
             &dir.join("zebra.conf"),
             &format!("hostname {}\n!\n", config.hostname),
         )?;
+        // Profiles and peers come later, from specs, through vtysh.
+        write_if_changed(
+            &dir.join("bfdd.conf"),
+            &format!("hostname {}\n!\n", config.hostname),
+        )?;
         if write_if_changed(&dir.join("frr.conf"), &conf)? {
             self.stop_daemon(&self.process(BGPD));
         }
@@ -270,6 +307,15 @@ impl LabRouter {
             remove_files(&dir, &["zserv.api", "zebra.vty", "zebra.pid"]);
             let pid = procs.ensure(&zebra, &zebra_argv(&bins.zebra, &self.namespace, &dir), &[])?;
             self.wait_started(&zebra, pid, || Ok(dir.join("zserv.api").exists()))?;
+        }
+        // Before bgpd: bgpd registers its BFD sessions through zebra,
+        // which hands them to bfdd (and replays them when bfdd connects
+        // later, so the order is for a quiet log, not for correctness).
+        let bfdd = self.process(BFDD);
+        if procs.pid(&bfdd).is_none() {
+            remove_files(&dir, &["bfdd.vty", "bfdd.pid", "bfdd.sock"]);
+            let pid = procs.ensure(&bfdd, &bfdd_argv(&bins.bfdd, &self.namespace, &dir), &[])?;
+            self.wait_started(&bfdd, pid, || Ok(dir.join("bfdd.vty").exists()))?;
         }
         if procs.pid(&bgpd).is_none() {
             remove_files(&dir, &["bgpd.vty", "bgpd.pid"]);
@@ -327,29 +373,32 @@ impl LabRouter {
         let pid = procs.pid(name);
         procs.stop(name, STOP_GRACE);
         if let Some(pid) = pid {
-            let daemon = if name.ends_with("zebra") {
-                "zebra"
-            } else {
-                "bgpd"
-            };
+            let daemon = ["zebra", "bfdd"]
+                .into_iter()
+                .find(|d| name.ends_with(*d))
+                .unwrap_or("bgpd");
             let _ = std::fs::remove_dir_all(format!("/var/tmp/frr/{daemon}.{pid}"));
         }
         pid.is_some()
     }
 
     /// Stops bgpd (its peers get a Cease and its routes are withdrawn),
-    /// then zebra, and flushes BGP routes a crashed zebra may have left in
-    /// the namespace. Keeps the configuration. Returns what it stopped;
+    /// then bfdd, then zebra, and flushes BGP routes a crashed zebra may
+    /// have left in the namespace. Keeps the configuration. Returns what it stopped;
     /// never fails (it also runs on a half-removed lab).
     pub fn stop(&self) -> Vec<String> {
-        let (zebra, bgpd) = (self.process(ZEBRA), self.process(BGPD));
+        let (zebra, bgpd, bfdd) = (
+            self.process(ZEBRA),
+            self.process(BGPD),
+            self.process(BFDD),
+        );
         let had_pid_files = self
             .procs()
             .names()
             .iter()
-            .any(|n| *n == bgpd || *n == zebra);
+            .any(|n| *n == bgpd || *n == zebra || *n == bfdd);
         let mut stopped = Vec::new();
-        for name in [&bgpd, &zebra] {
+        for name in [&bgpd, &bfdd, &zebra] {
             if self.stop_daemon(name) {
                 stopped.push(format!("process {name}"));
             }
@@ -385,7 +434,7 @@ impl LabRouter {
         Ok(removed)
     }
 
-    /// Stops both daemons and starts them again from the configuration on
+    /// Stops every daemon and starts them again from the configuration on
     /// disk; returns once bgpd answers. Sessions drop and come back.
     pub fn restart(&self) -> Result<()> {
         let bins = binaries()?;
@@ -486,84 +535,6 @@ impl LabRouter {
     }
 }
 
-/// The request for `command` on an FRR vty socket: the command and a NUL
-/// (what vtysh writes). One line only: vtysh splits lines itself.
-pub fn vty_request(command: &str) -> Result<Vec<u8>> {
-    if command.contains(['\0', '\n']) {
-        bail!("vty command {command:?}: one line without NUL, please");
-    }
-    let mut bytes = command.as_bytes().to_vec();
-    bytes.push(0);
-    Ok(bytes)
-}
-
-/// A complete vty reply in `buf`: its output and status (0 is success,
-/// as FRR's `CMD_SUCCESS`). A daemon ends each reply with three NULs and
-/// the status byte; `None` while that end has not arrived.
-pub fn vty_reply(buf: &[u8]) -> Option<(&[u8], u8)> {
-    match buf {
-        [body @ .., 0, 0, 0, status] => Some((body, *status)),
-        _ => None,
-    }
-}
-
-/// A connection to one FRR daemon's vty socket (`<dir>/bgpd.vty`), spoken
-/// the way vtysh speaks it. One command takes a fraction of a millisecond
-/// where a vtysh process takes tens: for benchmarks that poll the router.
-pub struct Vty {
-    stream: std::os::unix::net::UnixStream,
-    path: PathBuf,
-}
-
-impl Vty {
-    /// How long a reply may take (a busy bgpd answers between its jobs).
-    pub const TIMEOUT: Duration = Duration::from_secs(10);
-
-    /// Connects to the vty socket at `path`.
-    pub fn connect(path: &Path) -> Result<Self> {
-        let stream = std::os::unix::net::UnixStream::connect(path)
-            .with_context(|| format!("connecting to FRR's vty socket {}", path.display()))?;
-        stream.set_read_timeout(Some(Self::TIMEOUT))?;
-        stream.set_write_timeout(Some(Self::TIMEOUT))?;
-        Ok(Self {
-            stream,
-            path: path.to_owned(),
-        })
-    }
-
-    /// Runs `command` (one line) and returns its output; fails when the
-    /// daemon reports an error (unknown command, ...).
-    pub fn command(&mut self, command: &str) -> Result<String> {
-        use std::io::{Read, Write};
-        let path = self.path.display();
-        self.stream
-            .write_all(&vty_request(command)?)
-            .with_context(|| format!("sending {command:?} to {path}"))?;
-        let mut buf = Vec::with_capacity(8192);
-        let mut chunk = [0u8; 65536];
-        loop {
-            let n = self
-                .stream
-                .read(&mut chunk)
-                .with_context(|| format!("reading the reply to {command:?} from {path}"))?;
-            if n == 0 {
-                bail!("{path} closed the connection during {command:?}");
-            }
-            buf.extend_from_slice(&chunk[..n]);
-            if let Some((body, status)) = vty_reply(&buf) {
-                let text = String::from_utf8_lossy(body).into_owned();
-                if status != 0 {
-                    bail!(
-                        "{command:?} on {path} failed (status {status}): {}",
-                        text.trim()
-                    );
-                }
-                return Ok(text);
-            }
-        }
-    }
-}
-
 /// Writes `content` to `path` unless it already holds exactly that;
 /// returns whether it wrote.
 fn write_if_changed(path: &Path, content: &str) -> Result<bool> {
@@ -613,26 +584,6 @@ mod tests {
         ] {
             assert!(bgpd.contains(part), "{part} missing: {bgpd}");
         }
-    }
-
-    #[test]
-    fn vty_requests_end_in_nul_and_replies_in_three_nuls_and_a_status() {
-        assert_eq!(
-            vty_request("show bgp summary json").expect("one line"),
-            b"show bgp summary json\0"
-        );
-        assert!(vty_request("configure\nrouter bgp 1").is_err());
-        assert!(vty_request("a\0b").is_err());
-        assert_eq!(vty_reply(b"{}\n\0\0\0\0"), Some((&b"{}\n"[..], 0)));
-        assert_eq!(
-            vty_reply(b"% Unknown command\n\0\0\0\x02"),
-            Some((&b"% Unknown command\n"[..], 2))
-        );
-        assert_eq!(vty_reply(b"\0\0\0\0"), Some((&b""[..], 0)));
-        // Not complete yet: the end marker has not arrived (whole).
-        assert_eq!(vty_reply(b"{\"peers\":"), None);
-        assert_eq!(vty_reply(b"{}\0\0"), None);
-        assert_eq!(vty_reply(b"{}\0\0\0"), None);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! outside every node network, as upstream's dev-env BGP pool: only the
 //! routers' routes lead to them.
 
+mod bfd;
 mod changes;
 /// The two specs, `[IPV4]` and `[IPV6]`, of an upstream table whose
 /// entries are the families: `BGP <group> <table>`, each running
@@ -165,6 +166,7 @@ pub fn specs() -> Vec<Spec> {
     specs.extend(changes::specs());
     specs.extend(node_selector::specs());
     specs.extend(peer_selector::specs());
+    specs.extend(bfd::specs());
     specs
 }
 

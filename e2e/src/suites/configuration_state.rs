@@ -1,5 +1,7 @@
 //! `ConfigurationState`: upstream's suite of the same name (the cases
-//! its native-mode CI runs; the BFD and FRR-only ones wait for BFD), plus
+//! its native-mode CI runs, and its two BFD profile references, which
+//! native mode checks now that its speaker runs BFD; not the FRR-only
+//! ones), plus
 //! the warning rule: what a configuration names but does not have is a
 //! warning condition on a valid state, never an invalid one.
 //!
@@ -42,6 +44,14 @@ pub fn specs() -> Vec<Spec> {
         spec(
             "all ConfigurationStates should report valid with a valid BGP peer config",
             valid_peer,
+        ),
+        spec(
+            "speaker should have invalid result when BFD profile is missing",
+            missing_bfd_profile,
+        ),
+        spec(
+            "speaker should have invalid result when valid BGPPeer BFD profile reference is broken at runtime",
+            broken_bfd_profile_reference,
         ),
         spec("should self-heal after deletion", self_heal),
         spec(
@@ -257,6 +267,43 @@ fn valid_peer(ctx: &Ctx) -> Result<()> {
         json!({ "password": "MySecurePassword123" }),
     )?;
     all_states_valid(ctx)
+}
+
+/// A peer naming a BFD profile that does not exist makes every speaker's
+/// configuration invalid, naming peer and profile (upstream checks the
+/// first node's; every speaker reads every peer); the profile's creation
+/// makes it valid again.
+fn missing_bfd_profile(ctx: &Ctx) -> Result<()> {
+    all_states_valid(ctx)?;
+    let mut config = Config::new(ctx)?;
+    let mut spec = peer(PEER_ADDRESS, None, None);
+    spec["bfdProfile"] = json!("my-bfd-profile");
+    config.bgp_peer("peer1", spec)?;
+    wait_for(
+        ctx,
+        &speakers_then_controller_valid(ctx, invalid(&["peer1", "my-bfd-profile"])),
+    )?;
+    config.bfd_profile("my-bfd-profile", json!({}))?;
+    all_states_valid(ctx)
+}
+
+/// A valid peer and profile, then the peer pointed at a profile that does
+/// not exist: every speaker turns invalid naming both, the controller
+/// (which does not read peers' profiles) stays valid.
+fn broken_bfd_profile_reference(ctx: &Ctx) -> Result<()> {
+    all_states_valid(ctx)?;
+    let mut config = Config::new(ctx)?;
+    config.bfd_profile("bfd-profile", json!({}))?;
+    let mut spec = peer(PEER_ADDRESS, None, None);
+    spec["bfdProfile"] = json!("bfd-profile");
+    config.bgp_peer("bgp-bfd", spec.clone())?;
+    all_states_valid(ctx)?;
+    spec["bfdProfile"] = json!("new-bfd-profile");
+    config.replace("BGPPeer", "bgp-bfd", spec)?;
+    wait_for(
+        ctx,
+        &speakers_then_controller_valid(ctx, invalid(&["bgp-bfd", "new-bfd-profile"])),
+    )
 }
 
 fn self_heal(ctx: &Ctx) -> Result<()> {
