@@ -44,6 +44,7 @@ fn config(l: &TcpListener, peer_asn: u32) -> SessionConfig {
         password: None,
         ebgp_multi_hop: false,
         dual_stack_address_family: true,
+        bfd_profile: None,
     };
     session_config(
         &peer,
@@ -506,6 +507,7 @@ fn session_config_follows_the_peer() {
         password: None,
         ebgp_multi_hop: false,
         dual_stack_address_family: false,
+        bfd_profile: None,
     };
     let c = session_config(&peer, NodeAddresses::default());
     assert_eq!(c.dial.ttl, 1);
