@@ -342,7 +342,7 @@ impl BfdMetrics {
             ),
             packets_dropped: int_counter_vec(
                 registry,
-                "metallb_bfd_packets_dropped_total",
+                "metallb_rs_bfd_packets_dropped_total",
                 "BFD datagrams that reached no session, by reason",
                 &["reason"],
             ),

@@ -11,7 +11,7 @@
 //! signal ([`Links::path`]); BGP never waits for BFD, as FRR's default.
 //!
 //! Bounded: each session's queue holds [`QUEUE`] datagrams, and what does
-//! not fit is dropped and counted (`metallb_bfd_packets_dropped_total`);
+//! not fit is dropped and counted (`metallb_rs_bfd_packets_dropped_total`);
 //! the routing maps hold one entry per configured peer. Sends never wait
 //! (a full socket buffer loses the packet, as the path might), receives
 //! wait only for readiness, and a socket that cannot be bound is retried
