@@ -269,7 +269,10 @@ impl Links {
             let kept = match (wanted.get(&name), self.links.get_mut(&name)) {
                 (Some(want), Some(link)) if want.same_path(&link.config) => {
                     if want.profile != link.config.profile {
-                        tracing::info!(peer = name, "BFD profile changed: reconfiguring the session");
+                        tracing::info!(
+                            peer = name,
+                            "BFD profile changed: reconfiguring the session"
+                        );
                         link.config.profile = want.profile;
                         link.profile.send_replace(want.profile);
                     }
@@ -376,7 +379,10 @@ impl Links {
         if let Some(stop) = link.stop.take() {
             let _ = stop.send(());
         }
-        if tokio::time::timeout(STOP_WAIT, &mut link.task).await.is_err() {
+        if tokio::time::timeout(STOP_WAIT, &mut link.task)
+            .await
+            .is_err()
+        {
             link.task.abort();
         }
         let peer = link.config.peer;

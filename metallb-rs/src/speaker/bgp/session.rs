@@ -307,7 +307,15 @@ async fn run(
     let first = Duration::from_millis(500);
     let mut backoff = first;
     loop {
-        match connection(&cfg, &routes, &status, (&mut stop, &mut path_lost), &metrics).await {
+        match connection(
+            &cfg,
+            &routes,
+            &status,
+            (&mut stop, &mut path_lost),
+            &metrics,
+        )
+        .await
+        {
             Ended::Stopped => break,
             Ended::Failed(why, was_up) => {
                 metrics.session_up.with_label_values(&[&label]).set(0);

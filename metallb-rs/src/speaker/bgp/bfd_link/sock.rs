@@ -142,8 +142,9 @@ pub(super) fn on_connected_network(peer: IpAddr) -> bool {
         }
     };
     let ip = |a: &Option<SockaddrStorage>| a.as_ref().and_then(socket_addr).map(|s| s.ip());
-    addresses.into_iter().any(|ifa| {
-        match (peer, ip(&ifa.address), ip(&ifa.netmask)) {
+    addresses
+        .into_iter()
+        .any(|ifa| match (peer, ip(&ifa.address), ip(&ifa.netmask)) {
             (IpAddr::V4(p), Some(IpAddr::V4(a)), Some(IpAddr::V4(m))) => {
                 let m = u32::from(m);
                 u32::from(p) & m == u32::from(a) & m
@@ -153,6 +154,5 @@ pub(super) fn on_connected_network(peer: IpAddr) -> bool {
                 u128::from(p) & m == u128::from(a) & m
             }
             _ => false,
-        }
-    })
+        })
 }

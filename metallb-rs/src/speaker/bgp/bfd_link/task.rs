@@ -179,13 +179,33 @@ impl Out<'_> {
         let labels = [self.label, BFD_VRF];
         let m = self.metrics;
         for (counter, before, after) in [
-            (&m.control_packet_input, seen.control_packets_in, now.control_packets_in),
-            (&m.control_packet_output, seen.control_packets_out, now.control_packets_out),
-            (&m.echo_packet_input, seen.echo_packets_in, now.echo_packets_in),
-            (&m.echo_packet_output, seen.echo_packets_out, now.echo_packets_out),
+            (
+                &m.control_packet_input,
+                seen.control_packets_in,
+                now.control_packets_in,
+            ),
+            (
+                &m.control_packet_output,
+                seen.control_packets_out,
+                now.control_packets_out,
+            ),
+            (
+                &m.echo_packet_input,
+                seen.echo_packets_in,
+                now.echo_packets_in,
+            ),
+            (
+                &m.echo_packet_output,
+                seen.echo_packets_out,
+                now.echo_packets_out,
+            ),
             (&m.session_up_events, seen.up_events, now.up_events),
             (&m.session_down_events, seen.down_events, now.down_events),
-            (&m.zebra_notifications, seen.notifications, now.notifications),
+            (
+                &m.zebra_notifications,
+                seen.notifications,
+                now.notifications,
+            ),
         ] {
             counter
                 .with_label_values(&labels)

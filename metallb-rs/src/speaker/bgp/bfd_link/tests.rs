@@ -20,8 +20,18 @@ fn reach_follows_the_peer() {
     let rows = [
         ("direct eBGP", Distance::Direct, false, Reach::SingleHop),
         ("eBGP multihop", Distance::MultiHop, true, Reach::MultiHop),
-        ("iBGP on a connected network", Distance::Internal, true, Reach::SingleHop),
-        ("iBGP further away", Distance::Internal, false, Reach::MultiHop),
+        (
+            "iBGP on a connected network",
+            Distance::Internal,
+            true,
+            Reach::SingleHop,
+        ),
+        (
+            "iBGP further away",
+            Distance::Internal,
+            false,
+            Reach::MultiHop,
+        ),
     ];
     for (name, distance, connected, want) in rows {
         assert_eq!(reach(distance, connected), want, "{name}");
@@ -82,9 +92,15 @@ fn a_peer_with_a_profile_asks_for_a_link_with_its_values() {
     let distance = |asn, multihop| {
         link_config(&peer(asn, multihop, Some(profile.clone()))).map(|l| l.distance)
     };
-    assert_eq!(distance(PeerAsn::Fixed(64513), true), Some(Distance::MultiHop));
+    assert_eq!(
+        distance(PeerAsn::Fixed(64513), true),
+        Some(Distance::MultiHop)
+    );
     assert_eq!(distance(PeerAsn::External, false), Some(Distance::Direct));
-    assert_eq!(distance(PeerAsn::Fixed(64512), false), Some(Distance::Internal));
+    assert_eq!(
+        distance(PeerAsn::Fixed(64512), false),
+        Some(Distance::Internal)
+    );
     assert_eq!(distance(PeerAsn::Internal, false), Some(Distance::Internal));
 }
 
@@ -149,7 +165,10 @@ async fn two_ends_come_up_and_one_sees_the_other_die() {
     drop(a);
     wait_for(&b, State::Down, Duration::from_secs(1)).await;
     let took = died.elapsed();
-    assert!(took >= Duration::from_millis(100), "down too early: {took:?}");
+    assert!(
+        took >= Duration::from_millis(100),
+        "down too early: {took:?}"
+    );
     assert_eq!(*path_b.borrow(), 1, "the BGP session is told once");
 
     let get = |c: &prometheus::IntCounterVec| c.with_label_values(&["127.0.0.1", "default"]).get();
