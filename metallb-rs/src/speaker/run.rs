@@ -567,7 +567,8 @@ impl Runner {
                     .collect();
                 let bfd = peers
                     .iter()
-                    .filter_map(|p| bgp::bfd_link::link_config(p))
+                    .copied()
+                    .filter_map(bgp::bfd_link::link_config)
                     .collect();
                 (sessions, bfd)
             }
