@@ -24,7 +24,7 @@ mod tests;
 
 use crate::config::Peer;
 use crate::metrics::BfdMetrics;
-use crate::speaker::bfd::{self, ControlPacket, Profile, Reach, State};
+use crate::speaker::bfd::{self, Change, ControlPacket, Profile, Reach, State};
 use rand::rngs::{StdRng, SysRng};
 use rand::{RngExt as _, SeedableRng as _};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -99,6 +99,16 @@ pub fn reach(distance: Distance, on_connected_network: bool) -> Reach {
         Distance::Internal if on_connected_network => Reach::SingleHop,
         Distance::Internal => Reach::MultiHop,
     }
+}
+
+/// Whether a state change must close the BGP session riding on BFD: the
+/// session left Up because the path failed (detection time, or the peer
+/// saying Down), not because either side took BFD down administratively
+/// (ours on removing the profile, or the peer's AdminDown): RFC 5882
+/// §3.2 keeps the client session up then. `remote` is the peer's state
+/// after the change.
+pub fn closes_bgp(change: &Change, remote: State) -> bool {
+    change.session_lost() && change.to != State::AdminDown && remote != State::AdminDown
 }
 
 /// One peer's BFD session as configured.

@@ -103,7 +103,7 @@ pub(super) async fn run(ctx: LinkCtx) {
         let actions = tokio::select! {
             _ = &mut stop => {
                 let actions = session.admin_down(now());
-                out.act(&socket, &actions);
+                out.act(&socket, &actions, session.remote_state());
                 out.publish(&mut published, session.counters());
                 break;
             }
@@ -127,7 +127,7 @@ pub(super) async fn run(ctx: LinkCtx) {
                 session.on_timer(now(), jitter.random::<f64>())
             }
         };
-        out.act(&socket, &actions);
+        out.act(&socket, &actions, session.remote_state());
         out.publish(&mut published, session.counters());
     }
     metrics
@@ -147,7 +147,8 @@ struct Out<'a> {
 }
 
 impl Out<'_> {
-    fn act(&self, socket: &std::net::UdpSocket, actions: &[Action]) {
+    /// Carries out `actions`; `remote` is the peer's state after them.
+    fn act(&self, socket: &std::net::UdpSocket, actions: &[Action], remote: State) {
         for a in actions {
             match a {
                 // Never waits: a packet the socket cannot take now is lost,
@@ -163,7 +164,7 @@ impl Out<'_> {
                         .session_up
                         .with_label_values(&[self.label, BFD_VRF])
                         .set(i64::from(c.to == State::Up));
-                    if c.session_lost() {
+                    if super::closes_bgp(c, remote) {
                         tracing::warn!(peer = self.name, address = %self.dest.ip(), diagnostic = ?c.diagnostic, "BFD session down: closing the BGP session");
                         self.lost.send_modify(|n| *n += 1);
                     } else {

@@ -16,6 +16,63 @@ fn the_echo_mode_refusals_of_config_and_bfd_agree() {
 }
 
 #[test]
+fn only_a_failed_path_closes_the_bgp_session() {
+    use bfd::Diagnostic;
+    let change = |from, to, diagnostic| bfd::Change {
+        from,
+        to,
+        diagnostic,
+    };
+    let expired = Diagnostic::ControlDetectionTimeExpired;
+    let signalled = Diagnostic::NeighborSignaledSessionDown;
+    let rows = [
+        (
+            "detection time expired",
+            change(State::Up, State::Down, expired),
+            State::Down,
+            true,
+        ),
+        (
+            "the peer says Down",
+            change(State::Up, State::Down, signalled),
+            State::Down,
+            true,
+        ),
+        (
+            "the peer's AdminDown",
+            change(State::Up, State::Down, signalled),
+            State::AdminDown,
+            false,
+        ),
+        (
+            "our AdminDown",
+            change(
+                State::Up,
+                State::AdminDown,
+                Diagnostic::AdministrativelyDown,
+            ),
+            State::Up,
+            false,
+        ),
+        (
+            "coming up",
+            change(State::Init, State::Up, Diagnostic::None),
+            State::Up,
+            false,
+        ),
+        (
+            "Init lost",
+            change(State::Init, State::Down, expired),
+            State::Down,
+            false,
+        ),
+    ];
+    for (name, c, remote, want) in rows {
+        assert_eq!(closes_bgp(&c, remote), want, "{name}");
+    }
+}
+
+#[test]
 fn reach_follows_the_peer() {
     let rows = [
         ("direct eBGP", Distance::Direct, false, Reach::SingleHop),
@@ -191,4 +248,38 @@ async fn two_ends_come_up_and_one_sees_the_other_die() {
         .session_up_events
         .remove_label_values(&["127.0.0.1", "default"]);
     assert!(gone.is_err(), "the series outlived its session");
+}
+
+#[tokio::test]
+async fn the_peers_admin_down_keeps_the_bgp_session() {
+    let (port_a, port_b) = (free_port(), free_port());
+    let ports = |mine, theirs| Ports {
+        single_hop: mine,
+        peer_single_hop: theirs,
+        ..Ports::default()
+    };
+    let mut a = Links::new(ports(port_a, port_b), BfdMetrics::new(&Registry::new()));
+    let mut b = Links::new(ports(port_b, port_a), BfdMetrics::new(&Registry::new()));
+    let path_a = a.path("peer");
+    let path_b = b.path("peer");
+    a.set(vec![loopback(50)]).await;
+    b.set(vec![loopback(50)]).await;
+    wait_for(&a, State::Up, Duration::from_secs(5)).await;
+    wait_for(&b, State::Up, Duration::from_secs(5)).await;
+    // `a` loses its profile: it sends AdminDown, `b` goes Down at once
+    // (well before its detection time would) and keeps BGP up, as does `a`.
+    let mut state_b = b.watch_state("peer").expect("a session");
+    a.set(vec![]).await;
+    let down = tokio::time::timeout(
+        Duration::from_millis(100),
+        state_b.wait_for(|s| *s == State::Down),
+    )
+    .await;
+    assert!(matches!(down, Ok(Ok(_))), "{:?}", b.state("peer"));
+    assert_eq!(
+        *path_b.borrow(),
+        0,
+        "the peer's AdminDown is no path failure"
+    );
+    assert_eq!(*path_a.borrow(), 0, "our own AdminDown is no path failure");
 }
