@@ -6,9 +6,10 @@
 //! does for the BGP connection). One listener per address family and port
 //! (3784 single hop, 4784 multihop) reads each datagram with its TTL and
 //! routes it to a session by Your Discriminator, or by source address
-//! while the peer does not know ours yet. When a session goes from Up to
-//! Down, the peer's BGP session closes at once through its `path_lost`
-//! signal ([`Links::path`]); BGP never waits for BFD, as FRR's default.
+//! while the peer does not know ours yet. When a session leaves Up because
+//! the path failed ([`closes_bgp`]), the peer's BGP session closes at once
+//! through its `path_lost` signal ([`Links::path`]); BGP never waits for
+//! BFD, as FRR's default.
 //!
 //! Bounded: each session's queue holds [`QUEUE`] datagrams, and what does
 //! not fit is dropped and counted (`metallb_rs_bfd_packets_dropped_total`);
