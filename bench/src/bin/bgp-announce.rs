@@ -61,6 +61,7 @@ fn main() -> Result<()> {
         password: None,
         ebgp_multi_hop: false,
         dual_stack_address_family: false,
+        bfd_profile: None,
     };
     let config = session_config(&peer, NodeAddresses::default());
     let rt = tokio::runtime::Runtime::new()?;

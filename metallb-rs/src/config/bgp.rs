@@ -376,13 +376,34 @@ pub fn timers(
     Ok((Some(hold), Some(keepalive)))
 }
 
-/// A validated BFD profile (kept for reference checks; the native speaker
-/// does not run BFD).
+/// A validated BFD profile: the values the native speaker's BFD session
+/// runs with (milliseconds for intervals; unset fields take upstream's
+/// defaults there). echoMode is refused, so an accepted profile has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BfdProfile {
     /// The object's name.
     pub name: String,
+    /// spec.receiveInterval, ms.
+    pub receive_interval: Option<u32>,
+    /// spec.transmitInterval, ms.
+    pub transmit_interval: Option<u32>,
+    /// spec.detectMultiplier.
+    pub detect_multiplier: Option<u32>,
+    /// spec.echoInterval, ms (kept for the record: echo mode is not run).
+    pub echo_interval: Option<u32>,
+    /// spec.passiveMode.
+    pub passive_mode: Option<bool>,
+    /// spec.minimumTtl (multihop sessions only).
+    pub minimum_ttl: Option<u32>,
 }
+
+/// Why echoMode is refused. The speaker's BFD module words the same
+/// refusal; a test there checks the two agree (config cannot import the
+/// speaker: the speaker imports config).
+pub const ECHO_MODE_REFUSAL: &str = "echoMode is not supported by the metallb-rs native BFD: set echoMode false \
+     (echo packets are looped back through the peer's forwarding plane, which needs \
+     raw packet I/O this speaker does not do; control packets at transmitInterval \
+     still detect a failed path)";
 
 pub(super) fn bfd_profile(
     p: &v1beta1::BFDProfile,
@@ -406,5 +427,16 @@ pub(super) fn bfd_profile(
     range(s.echo_interval, 10, 60000, "echoInterval");
     range(s.detect_multiplier, 2, 255, "detectMultiplier");
     range(s.minimum_ttl, 1, 254, "minimumTtl");
-    (errors.len() == before).then(|| BfdProfile { name: p.name_any() })
+    if s.echo_mode == Some(true) {
+        errors.push(ConfigError::new(&obj, "spec.echoMode", ECHO_MODE_REFUSAL));
+    }
+    (errors.len() == before).then(|| BfdProfile {
+        name: p.name_any(),
+        receive_interval: s.receive_interval,
+        transmit_interval: s.transmit_interval,
+        detect_multiplier: s.detect_multiplier,
+        echo_interval: s.echo_interval,
+        passive_mode: s.passive_mode,
+        minimum_ttl: s.minimum_ttl,
+    })
 }

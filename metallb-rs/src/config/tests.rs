@@ -122,9 +122,8 @@ fn errors(docs: &str) -> Vec<String> {
 #[case::peer_secret_no_key(&format!("{}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: metallb-system}}\ntype: kubernetes.io/basic-auth\nstringData: {{username: x}}", peer("peerASN: 1, peerAddress: 10.1.0.1, passwordSecret: {name: s}")),
     r#"spec.passwordSecret: secret "s" has no key "password""#)]
 #[case::peer_secret_other_namespace(&peer("peerASN: 1, peerAddress: 10.1.0.1, passwordSecret: {name: s, namespace: kube-system}"), "spec.passwordSecret: secret kube-system/s: the secret must be in the MetalLB namespace")]
-#[case::peer_bfd_unsupported(&format!("{}---\napiVersion: metallb.io/v1beta1\nkind: BFDProfile\nmetadata: {{name: fast, namespace: metallb-system}}\nspec: {{}}", peer("peerASN: 1, peerAddress: 10.1.0.1, bfdProfile: fast")),
-    r#"spec.bfdProfile: BFD (profile "fast") is not supported by the metallb-rs native BGP speaker"#)]
-#[case::peer_bfd_missing(&peer("peerASN: 1, peerAddress: 10.1.0.1, bfdProfile: slow"), r#"spec.bfdProfile: bfdprofile "slow" does not exist"#)]
+#[case::peer_bfd_missing(&peer("peerASN: 1, peerAddress: 10.1.0.1, bfdProfile: slow"),
+    r#"bgppeer "metallb-system/peer": spec.bfdProfile: bfdprofile "slow" does not exist: create it or remove spec.bfdProfile"#)]
 #[case::peer_vrf_unsupported(&peer("peerASN: 1, peerAddress: 10.1.0.1, vrf: red"), "spec.vrf: VRF peering is not supported by the metallb-rs native BGP speaker")]
 #[case::peer_interface_unsupported(&peer("peerASN: 1, interface: eth0"), "spec.interface: unnumbered BGP peering is not supported")]
 #[case::peer_graceful_restart_unsupported(&peer("peerASN: 1, peerAddress: 10.1.0.1, enableGracefulRestart: true"), "spec.enableGracefulRestart: graceful restart is not supported")]
@@ -136,6 +135,8 @@ fn errors(docs: &str) -> Vec<String> {
     r#"bgppeer "metallb-system/old": spec.peerAddress: invalid IP address "nowhere""#
 )]
 // BFDProfile (objects read from the API skip our schema check)
+#[case::bfd_profile_echo_mode_refused(&format!("{}---\napiVersion: metallb.io/v1beta1\nkind: BFDProfile\nmetadata: {{name: fast, namespace: metallb-system}}\nspec: {{echoMode: true}}", peer("peerASN: 1, peerAddress: 10.1.0.1, bfdProfile: fast")),
+    r#"bfdprofile "metallb-system/fast": spec.echoMode: echoMode is not supported by the metallb-rs native BFD: set echoMode false (echo packets are looped back"#)]
 #[case::bfd_profile_range_from_config(&format!("{}---\napiVersion: metallb.io/v1beta1\nkind: BFDProfile\nmetadata: {{name: b, namespace: metallb-system}}\nspec: {{detectMultiplier: 1}}", POOL),
     "spec.detectMultiplier")]
 // Files
@@ -160,6 +161,34 @@ fn a_valid_set_has_no_errors() {
         peer("peerASN: 64501, peerAddress: 10.1.0.1, holdTime: 90s, keepaliveTime: 30s")
     );
     assert_eq!(errors(&docs), Vec::<String>::new());
+}
+
+#[test]
+fn a_peer_carries_its_bfd_profile_values() {
+    let docs = format!(
+        "apiVersion: metallb.io/v1beta1\nkind: BFDProfile\nmetadata: {{name: fast, namespace: metallb-system}}\nspec: {{receiveInterval: 150, transmitInterval: 200, detectMultiplier: 5, echoMode: false, passiveMode: true, minimumTtl: 10}}\n---\n{}---\n{}",
+        peer("peerASN: 64501, peerAddress: 10.1.0.1, bfdProfile: fast"),
+        peer("peerASN: 64501, peerAddress: 10.1.0.2").replace("name: peer", "name: plain"),
+    );
+    let mut loaded = Loaded::default();
+    loaded.add_text(Path::new("t.yaml"), &docs, &Schemas::compile());
+    let config = Config::build(&loaded.resources, &Options::default()).expect("valid");
+    let profile = |name: &str| {
+        let peer = config.peers.iter().find(|p| p.name == name).expect("peer");
+        peer.bfd_profile.clone()
+    };
+    let want = super::BfdProfile {
+        name: "fast".into(),
+        receive_interval: Some(150),
+        transmit_interval: Some(200),
+        detect_multiplier: Some(5),
+        echo_interval: None,
+        passive_mode: Some(true),
+        minimum_ttl: Some(10),
+    };
+    assert_eq!(profile("peer"), Some(want.clone()));
+    assert_eq!(profile("plain"), None);
+    assert_eq!(config.bfd_profiles.get("fast"), Some(&want));
 }
 
 #[test]

@@ -270,7 +270,105 @@ pub struct BgpMetrics {
     /// desired count whenever the routes change, and keeps it while the
     /// session is down).
     pub pending_prefixes: IntGaugeVec,
+    /// The BFD sessions beside the BGP sessions.
+    pub bfd: BfdMetrics,
 }
+
+/// `metallb_bfd_*`: one series per BFD peer, labelled as upstream's FRR
+/// collector labels them (`peer`: the peer's address without port;
+/// `vrf`: always `default`, VRF peering being refused).
+#[derive(Clone)]
+pub struct BfdMetrics {
+    /// 1 while the session is Up.
+    pub session_up: IntGaugeVec,
+    /// Control packets accepted from the peer.
+    pub control_packet_input: IntCounterVec,
+    /// Control packets sent.
+    pub control_packet_output: IntCounterVec,
+    /// Echo packets received (echo mode is refused: stays 0).
+    pub echo_packet_input: IntCounterVec,
+    /// Echo packets sent (stays 0, as above).
+    pub echo_packet_output: IntCounterVec,
+    /// Transitions into Up.
+    pub session_up_events: IntCounterVec,
+    /// Transitions out of Init or Up into Down.
+    pub session_down_events: IntCounterVec,
+    /// State changes the BGP side heard of (FRR's zebra notifications).
+    pub zebra_notifications: IntCounterVec,
+    /// Datagrams on the BFD ports that reached no session, by reason;
+    /// not an upstream family (FRR drops them silently).
+    pub packets_dropped: IntCounterVec,
+}
+
+impl BfdMetrics {
+    /// Registers them in `registry`.
+    pub fn new(registry: &Registry) -> Self {
+        let labels = &["peer", "vrf"];
+        let counter = |name: &str, help: &str| int_counter_vec(registry, name, help, labels);
+        Self {
+            session_up: int_gauge_vec(
+                registry,
+                "metallb_bfd_session_up",
+                "BFD session state (1 is up, 0 is down)",
+                labels,
+            ),
+            control_packet_input: counter(
+                "metallb_bfd_control_packet_input",
+                "Number of received BFD control packets",
+            ),
+            control_packet_output: counter(
+                "metallb_bfd_control_packet_output",
+                "Number of sent BFD control packets",
+            ),
+            echo_packet_input: counter(
+                "metallb_bfd_echo_packet_input",
+                "Number of received BFD echo packets",
+            ),
+            echo_packet_output: counter(
+                "metallb_bfd_echo_packet_output",
+                "Number of sent BFD echo packets",
+            ),
+            session_up_events: counter(
+                "metallb_bfd_session_up_events",
+                "Number of BFD session up events",
+            ),
+            session_down_events: counter(
+                "metallb_bfd_session_down_events",
+                "Number of BFD session down events",
+            ),
+            zebra_notifications: counter(
+                "metallb_bfd_zebra_notifications",
+                "Number of BFD zebra notifications",
+            ),
+            packets_dropped: int_counter_vec(
+                registry,
+                "metallb_rs_bfd_packets_dropped_total",
+                "BFD datagrams that reached no session, by reason",
+                &["reason"],
+            ),
+        }
+    }
+
+    /// Removes a peer's series (its BFD session is gone).
+    pub fn forget(&self, peer: &str) {
+        let labels = &[peer, BFD_VRF];
+        let _ = self.session_up.remove_label_values(labels);
+        for c in [
+            &self.control_packet_input,
+            &self.control_packet_output,
+            &self.echo_packet_input,
+            &self.echo_packet_output,
+            &self.session_up_events,
+            &self.session_down_events,
+            &self.zebra_notifications,
+        ] {
+            let _ = c.remove_label_values(labels);
+        }
+    }
+}
+
+/// The `vrf` label of every BFD series.
+pub const BFD_VRF: &str = "default";
 
 /// What `metallb_bgp_updates_total` grows by when `announced` prefixes
 /// are sent and `withdrawn` withdrawn in one go: upstream's native speaker
@@ -309,6 +407,7 @@ impl BgpMetrics {
                 "Number of prefixes that should be advertised on the BGP session",
                 &["peer"],
             ),
+            bfd: BfdMetrics::new(registry),
         }
     }
 

@@ -557,17 +557,25 @@ impl Runner {
     /// Runs a BGP session for each BGPPeer that selects this node.
     async fn sync_peers(&mut self) {
         let me = self.node_view.iter().find(|n| n.name == self.opts.node);
-        let wanted = match (&self.config, me) {
+        let (sessions, bfd) = match (&self.config, me) {
             (Some(config), Some(me)) => {
                 let addresses = self.node_addresses();
-                advertise::peers_for_node(config, me)
-                    .into_iter()
+                let peers = advertise::peers_for_node(config, me);
+                let sessions = peers
+                    .iter()
                     .map(|p| bgp::session_config(p, addresses))
-                    .collect()
+                    .collect();
+                let bfd = peers
+                    .iter()
+                    .copied()
+                    .filter_map(bgp::bfd_link::link_config)
+                    .collect();
+                (sessions, bfd)
             }
-            _ => Vec::new(),
+            _ => (Vec::new(), Vec::new()),
         };
-        self.bgp.set_peers(wanted).await;
+        self.bgp.set_peers(sessions).await;
+        self.bgp.set_bfd(bfd).await;
     }
 
     /// This node's InternalIPs: next hops for the family a session's own

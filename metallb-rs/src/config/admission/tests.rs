@@ -32,8 +32,12 @@ fn community(name: &str, alias: &str, value: &str) -> String {
 }
 
 fn bfd(name: &str) -> String {
+    bfd_spec(name, "")
+}
+
+fn bfd_spec(name: &str, spec: &str) -> String {
     format!(
-        "apiVersion: metallb.io/v1beta1\nkind: BFDProfile\nmetadata: {{name: {name}, namespace: {NS}}}\nspec: {{}}"
+        "apiVersion: metallb.io/v1beta1\nkind: BFDProfile\nmetadata: {{name: {name}, namespace: {NS}}}\nspec: {{{spec}}}"
     )
 }
 
@@ -137,10 +141,9 @@ use Operation::{Create, Delete, Update};
 #[case::peer_duplicate_on_disjoint_nodes(
     &format!("{}\n---\n{}\n---\n{}", node("n1", "a"), node("n2", "b"), peer("p", "peerAddress: 10.1.0.1, nodeSelectors: [{matchLabels: {zone: a}}]")),
     Create, &peer("q", "peerAddress: 10.1.0.1, nodeSelectors: [{matchLabels: {zone: b}}]"), "allowed")]
-#[case::peer_bfd_profile_denied(&bfd("fast"), Create, &peer("p", "peerAddress: 10.1.0.1, bfdProfile: fast"),
-    r#"denied: bgppeer "metallb-system/p": spec.bfdProfile: BFD (profile "fast") is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile"#)]
+#[case::peer_bfd_profile_allowed(&bfd("fast"), Create, &peer("p", "peerAddress: 10.1.0.1, bfdProfile: fast"), "allowed")]
 #[case::peer_bfd_profile_not_yet_created("", Create, &peer("p", "peerAddress: 10.1.0.1, bfdProfile: slow"),
-    r#"denied: bgppeer "metallb-system/p": spec.bfdProfile: bfdprofile "slow" does not exist (and BFD is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile)"#)]
+    r#"denied: bgppeer "metallb-system/p": spec.bfdProfile: bfdprofile "slow" does not exist: create it or remove spec.bfdProfile"#)]
 #[case::peer_bfd_profile_kept_on_an_unrelated_edit(&format!("{}\n---\n{}", bfd("fast"), peer("p", "peerAddress: 10.1.0.1, bfdProfile: fast")), Create, &pool("extra", "10.9.0.0/24"), "allowed")]
 #[case::peer_password_secret_unseen("", Create, &peer("p", "peerAddress: 10.1.0.1, passwordSecret: {name: s}"), "allowed")]
 #[case::peer_password_and_secret("", Create, &peer("p", "peerAddress: 10.1.0.1, password: x, passwordSecret: {name: s}"),
@@ -149,6 +152,9 @@ use Operation::{Create, Delete, Update};
     r#"denied: bgppeer "metallb-system/p": spec.peerAddress: invalid IP address "10.1.0.300"; warning: bgppeer "metallb-system/p": spec.disableMP: deprecated and has no effect: remove it"#)]
 // BFDProfile
 #[case::bfd_create("", Create, &bfd("fast"), "allowed")]
+#[case::bfd_create_with_values("", Create, &bfd_spec("fast", "receiveInterval: 150, transmitInterval: 200, detectMultiplier: 5, echoMode: false, passiveMode: true, minimumTtl: 10"), "allowed")]
+#[case::bfd_echo_mode_denied("", Create, &bfd_spec("echo", "echoMode: true"),
+    &format!(r#"denied: bfdprofile "metallb-system/echo": spec.echoMode: {}"#, crate::config::ECHO_MODE_REFUSAL))]
 #[case::bfd_delete_in_use(&format!("{}\n---\n{}", bfd("fast"), peer("p", "peerAddress: 10.1.0.1, bfdProfile: fast")), Delete, &bfd("fast"),
     r#"denied: bfdprofile "metallb-system/fast": cannot delete: used by bgppeer "p" (spec.bfdProfile): remove the reference first"#)]
 #[case::bfd_delete_unused(&format!("{}\n---\n{}", bfd("fast"), peer("p", "peerAddress: 10.1.0.1")), Delete, &bfd("fast"), "allowed")]

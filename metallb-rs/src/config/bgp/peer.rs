@@ -44,6 +44,8 @@ pub struct Peer {
     pub ebgp_multi_hop: bool,
     /// Carry both address families on this session.
     pub dual_stack_address_family: bool,
+    /// The BFD profile to run beside the session, when set.
+    pub bfd_profile: Option<BfdProfile>,
 }
 
 pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -174,23 +176,23 @@ pub(super) fn peer(
         &mut err,
     );
     unsupported(s.local_asn.is_some(), "spec.localASN", "local-as", &mut err);
-    if let Some(name) = s.bfd_profile.as_deref().filter(|n| !n.is_empty()) {
-        if bfd_profiles.contains_key(name) {
-            err(
-                "spec.bfdProfile",
-                format!(
-                    "BFD (profile {name:?}) is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile"
-                ),
-            );
-        } else {
-            err(
-                "spec.bfdProfile",
-                format!(
-                    "bfdprofile {name:?} does not exist (and BFD is not supported by the metallb-rs native BGP speaker: remove spec.bfdProfile)"
-                ),
-            );
-        }
-    }
+    // The profile's values travel with the peer, so that a changed
+    // profile reaches the session as a changed peer.
+    let bfd_profile = match s.bfd_profile.as_deref().filter(|n| !n.is_empty()) {
+        None => None,
+        Some(name) => match bfd_profiles.get(name) {
+            Some(profile) => Some(profile.clone()),
+            None => {
+                err(
+                    "spec.bfdProfile",
+                    format!(
+                        "bfdprofile {name:?} does not exist: create it or remove spec.bfdProfile"
+                    ),
+                );
+                None
+            }
+        },
+    };
 
     let address = match s.peer_address.as_deref() {
         None | Some("") => {
@@ -330,6 +332,7 @@ pub(super) fn peer(
         password,
         ebgp_multi_hop: s.ebgp_multi_hop.unwrap_or(false),
         dual_stack_address_family: s.dual_stack_address_family.unwrap_or(false),
+        bfd_profile,
     })
 }
 

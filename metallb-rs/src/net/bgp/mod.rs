@@ -141,6 +141,8 @@ pub mod code {
     pub const CEASE_PEER_DECONFIGURED: u8 = 3;
     /// Cease: other configuration change.
     pub const CEASE_CONFIG_CHANGE: u8 = 6;
+    /// Cease: BFD Down (RFC 9384), the path under the session failed.
+    pub const CEASE_BFD_DOWN: u8 = 10;
 }
 
 impl Notification {
@@ -188,6 +190,7 @@ impl fmt::Display for Notification {
             (CEASE, CEASE_ADMIN_SHUTDOWN) => "cease: administrative shutdown",
             (CEASE, CEASE_PEER_DECONFIGURED) => "cease: peer de-configured",
             (CEASE, CEASE_CONFIG_CHANGE) => "cease: other configuration change",
+            (CEASE, CEASE_BFD_DOWN) => "cease: BFD down",
             (CEASE, _) => "cease",
             _ => "unknown error",
         };

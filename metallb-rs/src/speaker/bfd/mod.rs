@@ -11,9 +11,10 @@
 //!
 //! Pure: time is an argument (`Instant`s handed in, never read here),
 //! randomness for jitter is an argument, and there is no socket, thread or
-//! task. The caller owns the UDP sockets, reads a datagram and its TTL,
-//! routes it to a session by discriminator, sends what the session asks,
-//! and sleeps until [`Session::next_wake`]; the same code then runs under
+//! task. The caller (`speaker::bgp::bfd_link`) owns the UDP sockets,
+//! reads a datagram and its TTL, routes it to a session by discriminator,
+//! sends what the session asks, and sleeps until
+//! [`Session::next_wake`]; the same code then runs under
 //! tokio and in a deterministic test. It uses only `std`, so it compiles
 //! and tests on its own. Hand-rolled: the one Rust BFD crate found
 //! (rust-bfd, three commits, its own async daemon) is neither maintained

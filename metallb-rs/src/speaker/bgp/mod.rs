@@ -6,12 +6,15 @@
 //! - [`updates`] (pure): route changes as UPDATE messages.
 //! - [`session`]: the finite state machine over TCP ([`socket`]: source
 //!   address, TTL, TCP MD5).
+//! - [`bfd_link`]: BFD beside the sessions of peers with a BFDProfile;
+//!   a path failure it sees closes the BGP session at once.
 //! - [`Speaker`] (here): the sessions and the per-peer tables, built from
 //!   every service's contribution (several services may share an
 //!   aggregated prefix); a service's change reaches the sessions as the
 //!   prefixes it touched, never as a whole table.
 
 pub mod advertise;
+pub mod bfd_link;
 pub mod session;
 pub mod socket;
 pub mod updates;
@@ -45,13 +48,18 @@ pub struct NodeAddresses {
     pub v6: Option<Ipv6Addr>,
 }
 
-/// The session a BGPPeer asks for.
-pub fn session_config(peer: &Peer, node: NodeAddresses) -> SessionConfig {
-    let ebgp = match peer.peer_asn {
+/// Whether the BGPPeer is external.
+pub fn ebgp(peer: &Peer) -> bool {
+    match peer.peer_asn {
         PeerAsn::Fixed(a) => a != peer.my_asn,
         PeerAsn::External => true,
         PeerAsn::Internal => false,
-    };
+    }
+}
+
+/// The session a BGPPeer asks for.
+pub fn session_config(peer: &Peer, node: NodeAddresses) -> SessionConfig {
+    let ebgp = ebgp(peer);
     let own = if peer.address.is_ipv4() {
         Afi::Ipv4
     } else {
@@ -105,6 +113,8 @@ pub fn node_addresses(addresses: impl IntoIterator<Item = IpAddr>) -> NodeAddres
 pub struct Speaker {
     metrics: BgpMetrics,
     sessions: BTreeMap<String, Session>,
+    /// The BFD sessions beside them.
+    bfd: bfd_link::Links,
     /// Each announced service's addresses and routes per peer.
     services: BTreeMap<ServiceKey, (Vec<IpAddr>, PeerRoutes)>,
     /// Per peer: prefix -> the services asking for it, with attributes.
@@ -118,6 +128,7 @@ impl Speaker {
     /// No sessions yet.
     pub fn new(metrics: BgpMetrics) -> Self {
         Self {
+            bfd: bfd_link::Links::new(bfd_link::Ports::default(), metrics.bfd.clone()),
             metrics,
             sessions: BTreeMap::new(),
             services: BTreeMap::new(),
@@ -150,14 +161,23 @@ impl Speaker {
                 }
             }
         }
+        self.bfd.retain_paths(|name| wanted.contains_key(name));
         for (name, cfg) in wanted {
             if !self.sessions.contains_key(&name) {
                 tracing::info!(peer = name, address = %cfg.dial.peer, "starting BGP session");
                 let routes = self.desired.entry(name.clone()).or_default().clone();
-                self.sessions
-                    .insert(name, Session::start(cfg, routes, self.metrics.clone()));
+                let path = self.bfd.path(&name);
+                let s = Session::start_with_path(cfg, routes, self.metrics.clone(), path);
+                self.sessions.insert(name, s);
             }
         }
+    }
+
+    /// Runs exactly these BFD sessions beside the BGP sessions (call after
+    /// [`Speaker::set_peers`]); a changed profile reconfigures its BFD
+    /// session without touching the BGP session.
+    pub async fn set_bfd(&mut self, wanted: Vec<bfd_link::LinkConfig>) {
+        self.bfd.set(wanted).await;
     }
 
     /// Sets what `key` announces: its addresses `ips` as `routes` (empty:
@@ -268,6 +288,7 @@ impl Speaker {
             ))
         });
         futures::future::join_all(stops).await;
+        self.bfd.shutdown().await;
     }
 }
 

@@ -196,13 +196,30 @@ impl Session {
     /// Starts connecting to the peer, which should have `routes` (the
     /// caller may go on changing them).
     pub fn start(config: SessionConfig, routes: DesiredRoutes, metrics: BgpMetrics) -> Session {
+        // No sender: no path failure is ever signalled.
+        Session::start_with_path(config, routes, metrics, watch::channel(0).1)
+    }
+
+    /// As [`Session::start`], and an Established session closes (Cease,
+    /// BFD Down) whenever `path_lost` changes: BFD saw the path fail.
+    /// Losses before the session is Established are ignored, as BGP does
+    /// not wait for BFD.
+    pub fn start_with_path(
+        config: SessionConfig,
+        routes: DesiredRoutes,
+        metrics: BgpMetrics,
+        path_lost: watch::Receiver<u64>,
+    ) -> Session {
         let (status_tx, status_rx) = watch::channel(Status::default());
         let (stop_tx, stop_rx) = oneshot::channel();
         let task = tokio::spawn(run(
             config.clone(),
             routes.clone(),
             status_tx,
-            stop_rx,
+            Signals {
+                stop: stop_rx,
+                path_lost,
+            },
             metrics,
         ));
         Session {
@@ -263,13 +280,24 @@ enum Ended {
     Failed(String, bool),
 }
 
+/// What ends a connection from outside: the speaker's stop, and BFD's
+/// path failures.
+struct Signals {
+    stop: oneshot::Receiver<Notification>,
+    path_lost: watch::Receiver<u64>,
+}
+
 async fn run(
     cfg: SessionConfig,
     routes: DesiredRoutes,
     status: watch::Sender<Status>,
-    mut stop: oneshot::Receiver<Notification>,
+    signals: Signals,
     metrics: BgpMetrics,
 ) {
+    let Signals {
+        mut stop,
+        mut path_lost,
+    } = signals;
     let label = cfg.label();
     metrics.session_up.with_label_values(&[&label]).set(0);
     metrics
@@ -279,7 +307,15 @@ async fn run(
     let first = Duration::from_millis(500);
     let mut backoff = first;
     loop {
-        match connection(&cfg, &routes, &status, &mut stop, &metrics).await {
+        match connection(
+            &cfg,
+            &routes,
+            &status,
+            (&mut stop, &mut path_lost),
+            &metrics,
+        )
+        .await
+        {
             Ended::Stopped => break,
             Ended::Failed(why, was_up) => {
                 metrics.session_up.with_label_values(&[&label]).set(0);
@@ -407,7 +443,10 @@ async fn connection(
     cfg: &SessionConfig,
     routes: &DesiredRoutes,
     status: &watch::Sender<Status>,
-    stop: &mut oneshot::Receiver<Notification>,
+    (stop, path_lost): (
+        &mut oneshot::Receiver<Notification>,
+        &mut watch::Receiver<u64>,
+    ),
     metrics: &BgpMetrics,
 ) -> Ended {
     let fail = |why: String| Ended::Failed(why, false);
@@ -511,6 +550,8 @@ async fn connection(
     tracing::info!(peer = cfg.name, address = %cfg.dial.peer, ibgp, hold = ?hold, families = ?families, "BGP session established");
     metrics.session_up.with_label_values(&[&label]).set(1);
     status.send_modify(|s| s.established = true);
+    // Only a failure from now on closes this session.
+    path_lost.mark_unchanged();
     let shape = Shape {
         my_asn: cfg.my_asn,
         ibgp,
@@ -538,6 +579,7 @@ async fn connection(
         routes,
         status,
         stop,
+        path_lost,
         metrics,
         label,
     })

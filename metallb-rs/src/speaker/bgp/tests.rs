@@ -44,6 +44,7 @@ fn config(l: &TcpListener, peer_asn: u32) -> SessionConfig {
         password: None,
         ebgp_multi_hop: false,
         dual_stack_address_family: true,
+        bfd_profile: None,
     };
     session_config(
         &peer,
@@ -506,6 +507,7 @@ fn session_config_follows_the_peer() {
         password: None,
         ebgp_multi_hop: false,
         dual_stack_address_family: false,
+        bfd_profile: None,
     };
     let c = session_config(&peer, NodeAddresses::default());
     assert_eq!(c.dial.ttl, 1);
@@ -601,4 +603,31 @@ fn desired_routes_hand_over_only_changes() {
     d.replace(table(&[("10.0.0.2/32", None)]));
     let changed: Vec<IpNet> = d.take_changes().into_iter().map(|(p, _)| p).collect();
     assert_eq!(changed, vec![q]);
+}
+
+/// BFD seeing the path fail closes an Established session at once with
+/// Cease/BFD Down, and the session reconnects; a loss signalled before
+/// the session was Established is not held against it (BGP does not wait
+/// for BFD).
+#[tokio::test]
+async fn a_bfd_path_loss_closes_the_established_session() {
+    let l = listener(None);
+    let (lost, path) = tokio::sync::watch::channel(0u64);
+    lost.send_modify(|n| *n += 1);
+    let s = Session::start_with_path(
+        config(&l, 64512),
+        DesiredRoutes::new(table(&[("192.168.10.5/32", None)])),
+        BgpMetrics::new(&Registry::new()),
+        path,
+    );
+    let mut p = FakePeer::accept(&l, 64512, 9).await;
+    p.update().await;
+    assert_eq!(s.status().last_error, None);
+    lost.send_modify(|n| *n += 1);
+    let n = p.notification().await;
+    assert_eq!((n.code, n.subcode), (6, 10));
+    let mut p = FakePeer::accept(&l, 64512, 9).await;
+    p.update().await;
+    let last = s.status().last_error.unwrap_or_default();
+    assert!(last.contains("BFD saw the path to the peer fail"), "{last}");
 }

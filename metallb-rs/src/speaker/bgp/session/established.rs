@@ -40,6 +40,8 @@ pub(super) struct EstablishedCtx<'a, R, W> {
     pub routes: &'a DesiredRoutes,
     pub status: &'a watch::Sender<Status>,
     pub stop: &'a mut oneshot::Receiver<Notification>,
+    /// Changes when BFD sees the path fail.
+    pub path_lost: &'a mut watch::Receiver<u64>,
     pub metrics: &'a BgpMetrics,
     pub label: String,
 }
@@ -61,6 +63,7 @@ where
         routes,
         status,
         stop,
+        path_lost,
         metrics,
         label,
     } = e;
@@ -108,6 +111,13 @@ where
                 tracing::info!(peer = cfg.name, address = %cfg.dial.peer, reason = %why, "closing BGP session");
                 out.notify(&why);
                 return Ended::Stopped;
+            }
+            // A closed sender (BFD removed from the peer) disables this
+            // branch instead of matching.
+            Ok(()) = path_lost.changed() => {
+                let why = Notification::new(code::CEASE, code::CEASE_BFD_DOWN, []);
+                let sent = out.notify(&why);
+                return failed(format!("BFD saw the path to the peer fail: {why}; {sent}"));
             }
             msg = rx.recv() => match msg {
                 None => return failed("the connection's reader stopped".into()),
