@@ -390,7 +390,7 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
 
     // Restart: new processes, sessions and routes come back.
     router.restart().expect("restart");
-    assert_ne!((procs.pid(ZEBRA), procs.pid(BGPD)), pids);
+    assert_ne!((procs.pid(ZEBRA), procs.pid(BGPD), procs.pid(BFDD)), pids);
     router
         .wait_established(&peers, WAIT)
         .expect("sessions back after the restart");

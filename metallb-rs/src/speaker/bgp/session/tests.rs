@@ -322,6 +322,7 @@ mod pipe {
         let cfg = cfg(PeerAsn::Internal, None);
         let (status, _status) = watch::channel(Status::default());
         let (_stop, mut stop) = oneshot::channel();
+        let (_lost, mut path_lost) = watch::channel(0u64);
         let metrics = BgpMetrics::new(&prometheus::Registry::new());
         let hold = Duration::from_secs(hold);
         let started = Instant::now();
@@ -339,6 +340,7 @@ mod pipe {
                 routes,
                 status: &status,
                 stop: &mut stop,
+                path_lost: &mut path_lost,
                 metrics: &metrics,
                 label: "p".into(),
             }),
