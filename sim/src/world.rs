@@ -7,6 +7,7 @@ use crate::api::{Api, Latency, LeaseValue};
 use crate::clock::{CHECK_PERIOD, Clock, Event, NodeId, Run, ShutdownStep};
 use crate::faults::{self, Fault, Kind, Scenario};
 use crate::invariants::{Checker, Stats, Violation};
+use crate::lifecycle::Objects;
 use crate::net::Net;
 use crate::node::{self, InFlight, Node, Process, Variant};
 use metallb_rs::config::L2Advertisement;
@@ -19,6 +20,8 @@ use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
+
+mod nodes;
 
 /// How often the speaker's loop judges liveness (besides on every gossip
 /// view change): the isolation guard's period.
@@ -135,11 +138,6 @@ pub fn election_order(infos: &[NodeInfo], addrs: &[IpAddr]) -> anyhow::Result<Ve
         nodes: BTreeSet::new(),
     };
     let labels = BTreeMap::new();
-    let index: BTreeMap<&str, NodeId> = infos
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.as_str(), i))
-        .collect();
     addrs
         .iter()
         .map(|ip| {
@@ -157,7 +155,10 @@ pub fn election_order(infos: &[NodeInfo], addrs: &[IpAddr]) -> anyhow::Result<Ve
             };
             let (ranked, _) =
                 election::ranking(&input).map_err(|e| anyhow::anyhow!("ranking {ip}: {e}"))?;
-            Ok(ranked.iter().map(|n| index[n.name.as_str()]).collect())
+            ranked
+                .iter()
+                .map(|n| node::id_of(&n.name).ok_or_else(|| anyhow::anyhow!("no node {}", n.name)))
+                .collect()
         })
         .collect()
 }
@@ -171,6 +172,8 @@ pub struct World {
     api: Api,
     nodes: Vec<Node>,
     names: Vec<String>,
+    /// The Node objects, and those that exist as the speakers list them.
+    objects: Objects,
     infos: Vec<NodeInfo>,
     order: Vec<Vec<NodeId>>,
     shown: Vec<BTreeSet<usize>>,
@@ -197,16 +200,8 @@ impl World {
         let mut rng = StdRng::seed_from_u64(cfg.seed);
         let base = Instant::now();
         let names: Vec<String> = (0..n).map(node::name_of).collect();
-        let infos: Vec<NodeInfo> = names
-            .iter()
-            .map(|name| NodeInfo {
-                name: name.clone(),
-                labels: BTreeMap::new(),
-                network_unavailable: false,
-                ready: true,
-                out_of_service: false,
-            })
-            .collect();
+        let objects = Objects::new(n);
+        let infos = objects.visible();
         let addrs = addresses(n);
         let order = election_order(&infos, &addrs)?;
         let net = Net::new(n, cfg.loss, &mut rng);
@@ -223,6 +218,7 @@ impl World {
             api,
             nodes: (0..n).map(Node::new).collect(),
             names,
+            objects,
             infos,
             order,
             shown: vec![BTreeSet::new(); n],
@@ -284,6 +280,7 @@ impl World {
             Event::FaultEnd(i) => (8, *i),
             Event::Shutdown { node, .. } => (9, *node),
             Event::Check => (10, 0),
+            Event::NotReady { node, .. } => (11, *node),
         };
         let t = self.clock.since_start(self.clock.now()).as_nanos() as u64;
         for v in [t, tag, node as u64] {
@@ -405,6 +402,7 @@ impl World {
             Event::FaultStart(i) => self.fault_start(i),
             Event::FaultEnd(i) => self.fault_end(i)?,
             Event::Shutdown { node, run, step } => self.shutdown(node, run, step),
+            Event::NotReady { node, stop } => self.not_ready(node, stop),
             Event::Check => {
                 let now = self.now();
                 self.checker.tick(now);
@@ -533,7 +531,7 @@ impl World {
             return;
         };
         let commits = self.api.watch(i, &mut sp.cursor, now);
-        sp.observe(i, commits, &self.names, now);
+        sp.observe(i, &commits, &self.names, now);
         let trouble_before = sp.assessment.as_ref().is_some_and(|a| a.trouble());
         let before = self.cfg.trace.then(|| {
             sp.assessment
@@ -609,7 +607,7 @@ impl World {
             return;
         }
         let commits = self.api.watch(i, &mut sp.cursor, now);
-        sp.observe(i, commits, &self.names, now);
+        sp.observe(i, &commits, &self.names, now);
         if let Some(mode) = sp.renew_due(&n.name, now) {
             let fate = self.api.send(i, RENEW_TIMEOUT, &mut self.rng);
             let write = self.next_write;
@@ -700,6 +698,9 @@ impl World {
     fn fault_start(&mut self, i: usize) {
         let f = self.schedule[i];
         self.note(|| format!("fault: {f}"));
+        if self.lifecycle_start(i) {
+            return;
+        }
         // The transition first: what the fault does at once is its doing.
         self.transition(f.node, true);
         let Some(node) = f.node else {
@@ -755,13 +756,22 @@ impl World {
                 }
                 self.clock.after(for_, Event::FaultEnd(i));
             }
-            Kind::ApiSlow { .. } => {}
+            Kind::ApiSlow { .. }
+            | Kind::PowerOff
+            | Kind::KubeletStop { .. }
+            | Kind::Delete
+            | Kind::OutOfService
+            | Kind::WatchExpire { .. }
+            | Kind::Forbidden { .. } => {}
         }
     }
 
     fn fault_end(&mut self, i: usize) -> anyhow::Result<()> {
         let f = self.schedule[i];
         self.note(|| format!("fault ends: {f}"));
+        if self.lifecycle_end(i) {
+            return Ok(());
+        }
         let Some(node) = f.node else {
             self.api.spike = None;
             self.transition(None, false);
@@ -781,7 +791,13 @@ impl World {
                 self.nodes[node].link_up = true;
                 self.sync_answers(node);
             }
-            Kind::ApiSlow { .. } => {}
+            Kind::ApiSlow { .. }
+            | Kind::PowerOff
+            | Kind::KubeletStop { .. }
+            | Kind::Delete
+            | Kind::OutOfService
+            | Kind::WatchExpire { .. }
+            | Kind::Forbidden { .. } => {}
         }
         self.transition(Some(node), false);
         Ok(())

@@ -121,6 +121,19 @@ fn former_failures_hold() {
     }
 }
 
+/// Node lifecycle seeds keep every invariant: nodes powered off, NotReady,
+/// deleted or tainted out-of-service; then an API cut of a survivor, 403
+/// answers, a NotReady node whose speaker runs, watch relists.
+#[test]
+fn node_lifecycle_seeds_keep_every_invariant() {
+    for k in 0..24u64 {
+        let nodes = [3, 4, 10][(k % 3) as usize];
+        let mut cfg = Config::new(nodes, k);
+        cfg.scenario = Scenario::NodeLifecycle;
+        check(cfg, 3);
+    }
+}
+
 fn check(mut cfg: Config, faults: usize) {
     cfg.faults = faults;
     let (nodes, seed) = (cfg.nodes, cfg.seed);
@@ -139,6 +152,12 @@ fn broken(variant: Variant, kind: Kind) -> Option<Invariant> {
 
 /// As [`broken`], the run lasting `length`.
 fn broken_for(variant: Variant, kind: Kind, length: Duration) -> Option<Invariant> {
+    broken_by(variant, &[(Duration::from_secs(30), kind)], length)
+}
+
+/// Three nodes; `faults` (at, kind) on the owner of the first address;
+/// the run lasting `length`.
+fn broken_by(variant: Variant, faults: &[(Duration, Kind)], length: Duration) -> Option<Invariant> {
     let mut cfg = Config::new(3, 5);
     let infos: Vec<_> = (0..3)
         .map(|i| metallb_rs::speaker::election::NodeInfo {
@@ -150,16 +169,19 @@ fn broken_for(variant: Variant, kind: Kind, length: Duration) -> Option<Invarian
         })
         .collect();
     let order = world::election_order(&infos, &world::addresses(3)).expect("ranked");
-    let fault = Fault {
-        at: Duration::from_secs(30),
-        node: Some(order[0][0]),
-        kind,
-    };
+    let faults = faults
+        .iter()
+        .map(|&(at, kind)| Fault {
+            at,
+            node: Some(order[0][0]),
+            kind,
+        })
+        .collect();
     cfg.variant = variant;
     cfg.scenario = Scenario::Mix;
     cfg.loss = 0.0;
     cfg.error_rate = 0.0;
-    cfg.schedule = Some((vec![fault], length));
+    cfg.schedule = Some((faults, length));
     let out = run(cfg);
     if let Some(v) = &out.violation {
         println!("{variant:?}: {v}");
@@ -215,4 +237,42 @@ fn a_restart_after_a_clock_step_back_is_caught() {
         broken_for(Variant::ClockRun, step, length),
         Some(Invariant::SteadyWrites)
     );
+}
+
+#[test]
+fn dropping_a_not_ready_node_whose_speaker_runs_is_caught() {
+    let stop = Kind::KubeletStop {
+        for_: Duration::from_secs(70),
+    };
+    let length = Duration::from_secs(120);
+    assert_eq!(broken_for(Variant::Faithful, stop, length), None);
+    assert_eq!(
+        broken_for(Variant::NotReadyIsGone, stop, length),
+        Some(Invariant::NotReadyKeeps)
+    );
+}
+
+#[test]
+fn a_tainted_node_that_keeps_answering_is_caught() {
+    let length = Duration::from_secs(60);
+    assert_eq!(
+        broken_for(Variant::Faithful, Kind::OutOfService, length),
+        None
+    );
+    assert_eq!(
+        broken_for(Variant::IgnoreTaint, Kind::OutOfService, length),
+        Some(Invariant::RemovedAnswersNothing)
+    );
+}
+
+#[test]
+fn a_deleted_node_answers_nothing_and_its_addresses_move() {
+    // Powered off, deleted 80 s later: the others answer all along and
+    // the ranking they follow drops it.
+    let s = Duration::from_secs;
+    let faults = [(s(30), Kind::PowerOff), (s(110), Kind::Delete)];
+    assert_eq!(broken_by(Variant::Faithful, &faults, s(150)), None);
+    // A live speaker's Node deleted: it stops answering, the others take
+    // its addresses within the failover bound.
+    assert_eq!(broken_for(Variant::Faithful, Kind::Delete, s(60)), None);
 }
