@@ -403,6 +403,25 @@ impl Checker {
 
     /// `node` starts (`on`) or stops answering address `a`.
     pub fn answer(&mut self, a: usize, node: NodeId, on: bool, now: Instant) {
+        // Another node taking over from a NotReady one whose speaker runs
+        // shows first (before the NotReady one lets go).
+        let kept = self.answerers[a]
+            .iter()
+            .find(|n| **n != node && self.not_ready[**n] && self.faulty[**n] == 0)
+            .copied();
+        if on
+            && let Some(owner) = kept
+            && !self.anything_recent(now)
+        {
+            let detail = format!(
+                "{} started answering at {:.3}s beside {}, NotReady with its speaker running; the last fault transition was at {:.3}s",
+                name_of(node),
+                self.t(now).as_secs_f64(),
+                name_of(owner),
+                self.t(self.last_any).as_secs_f64()
+            );
+            self.violate(Invariant::NotReadyKeeps, now, Some(a), Some(owner), detail);
+        }
         let before = self.answerers[a].len();
         if on {
             self.answerers[a].insert(node);
