@@ -1,15 +1,20 @@
 //! The simulated API server, as far as presence leases go: one lease per
 //! node (`metallb-speaker-<node>`) whose every committed write gets the
 //! next resourceVersion; writes that take a latency drawn from the run's
-//! class, fail with 429/5xx at some probability, time out, and never get
-//! through for a node whose API path is cut; and a watch per node that
-//! shows each commit after that node's watch delay, and stalls while its
-//! API path is cut (a relist when it comes back shows the latest of each).
+//! class, fail with 429/5xx at some probability, are refused at once
+//! (403) while RBAC denies a node, time out, and never get through for a
+//! node whose API path is cut; and a watch per node that shows each
+//! commit after that node's watch delay, stalls while its API path is
+//! cut (a relist when it comes back shows the latest of each), and when
+//! the server closes it with 410 Gone shows nothing for a list's latency,
+//! then the latest of each lease only.
 
 use crate::clock::NodeId;
 use metallb_rs::speaker::presence::{Mark, Mode};
 use rand::RngExt;
 use rand::rngs::StdRng;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -124,6 +129,10 @@ pub struct Api {
     /// A watch falling behind: since when, and how much delay it gains
     /// per second.
     lag: Vec<Option<(Instant, Duration)>>,
+    /// A watch closed with 410 Gone: its relist answers at this time.
+    relist: Vec<Option<Instant>>,
+    /// RBAC denies the node's writes (403); denials nest.
+    forbidden: Vec<u32>,
     log: Vec<Commit>,
     version: u64,
 }
@@ -140,6 +149,8 @@ impl Api {
                 .map(|_| Duration::from_millis(rng.random_range(5..=50)))
                 .collect(),
             lag: vec![None; n],
+            relist: vec![None; n],
+            forbidden: vec![0; n],
             log: Vec::new(),
             version: 0,
         }
@@ -159,6 +170,26 @@ impl Api {
     /// (None) catches up at once, as a relist does.
     pub fn lag(&mut self, node: NodeId, lag: Option<(Instant, Duration)>) {
         self.lag[node] = lag;
+    }
+
+    /// The API server closes `node`'s lease watch with 410 Gone (its
+    /// resourceVersion was compacted away): the watcher relists, which
+    /// answers after `list`. Meanwhile it sees no lease change; then the
+    /// latest of each lease at once, the commits between collapsed.
+    pub fn expire(&mut self, node: NodeId, now: Instant, list: Duration) {
+        let until = now + list;
+        self.relist[node] = Some(self.relist[node].map_or(until, |u| u.max(until)));
+    }
+
+    /// RBAC starts (or stops) denying `node`'s writes: each is answered
+    /// 403 at once, as fast as a write of the run's class, and commits
+    /// nothing. Denials nest.
+    pub fn forbid(&mut self, node: NodeId, on: bool) {
+        if on {
+            self.forbidden[node] += 1;
+        } else {
+            self.forbidden[node] = self.forbidden[node].saturating_sub(1);
+        }
     }
 
     /// How long after a commit `node`'s watch shows it, for a commit now.
@@ -205,7 +236,9 @@ impl Api {
                 ok: false,
             };
         }
-        if failed {
+        // A 403 comes back as fast as any answer: the request was
+        // authorized and refused, nothing was written.
+        if failed || self.forbidden[node] > 0 {
             return Fate {
                 commit_in: None,
                 done_in: latency.min(timeout),
@@ -235,19 +268,37 @@ impl Api {
     }
 
     /// The commits `node`'s watch shows by `now`, from `cursor` on
-    /// (advanced past them): none while its API path is cut.
-    pub fn watch(&self, node: NodeId, cursor: &mut usize, now: Instant) -> &[Commit] {
+    /// (advanced past them): none while its API path is cut or its relist
+    /// is under way; when the relist answers, the latest commit of each
+    /// lease up to now, in commit order.
+    pub fn watch(&mut self, node: NodeId, cursor: &mut usize, now: Instant) -> Cow<'_, [Commit]> {
         if self.cut[node] > 0 {
-            return &[];
+            return Cow::Borrowed(&[]);
         }
         let from = (*cursor).min(self.log.len());
+        if let Some(until) = self.relist[node] {
+            if now < until {
+                return Cow::Borrowed(&[]);
+            }
+            self.relist[node] = None;
+            let listed = &self.log[from..];
+            let n = listed.iter().take_while(|c| c.at <= now).count();
+            *cursor = from + n;
+            let mut latest: BTreeMap<NodeId, &Commit> = BTreeMap::new();
+            for c in &listed[..n] {
+                latest.insert(c.node, c);
+            }
+            let mut out: Vec<Commit> = latest.into_values().cloned().collect();
+            out.sort_by_key(|c| c.version);
+            return Cow::Owned(out);
+        }
         let delay = self.watch_delay(node, now);
         let n = self.log[from..]
             .iter()
             .take_while(|c| c.at + delay <= now)
             .count();
         *cursor = from + n;
-        &self.log[from..from + n]
+        Cow::Borrowed(&self.log[from..from + n])
     }
 
     /// Every committed write so far.
@@ -301,5 +352,77 @@ mod tests {
         api.commit(0, cleared, t0);
         assert_eq!(api.last_run(0), Some(9), "a leave keeps the run");
         assert_eq!(api.last_run(1), None);
+    }
+
+    fn lease(run: u64) -> LeaseValue {
+        LeaseValue {
+            held: true,
+            mode: Mode::Slow,
+            mark: None,
+            run: Some(run),
+        }
+    }
+
+    #[test]
+    fn an_expired_watch_sees_nothing_while_it_relists_then_the_latest_of_each() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut api = Api::new(3, Latency::Fast, 0.0, &mut rng);
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        api.commit(0, lease(1), t0);
+        let mut cursor = 0;
+        assert_eq!(api.watch(2, &mut cursor, t0 + s(1)).len(), 1);
+        api.expire(2, t0 + s(1), s(3));
+        // Three renewals of node 0 and one of node 1 while it relists.
+        api.commit(0, lease(2), t0 + s(2));
+        api.commit(1, lease(9), t0 + s(2));
+        api.commit(0, lease(3), t0 + s(3));
+        api.commit(0, lease(4), t0 + s(4));
+        assert!(api.watch(2, &mut cursor, t0 + s(3)).is_empty(), "listing");
+        let other = &mut 1;
+        assert_eq!(api.watch(1, other, t0 + s(3)).len(), 2, "others watch on");
+        let listed: Vec<(NodeId, Option<u64>)> = api
+            .watch(2, &mut cursor, t0 + s(4))
+            .iter()
+            .map(|c| (c.node, c.value.run))
+            .collect();
+        assert_eq!(
+            listed,
+            [(1, Some(9)), (0, Some(4))],
+            "latest of each, in commit order"
+        );
+        assert!(
+            api.watch(2, &mut cursor, t0 + s(5)).is_empty(),
+            "listed once"
+        );
+        api.commit(1, lease(10), t0 + s(5));
+        assert_eq!(
+            api.watch(2, &mut cursor, t0 + s(6)).len(),
+            1,
+            "watching again"
+        );
+    }
+
+    #[test]
+    fn forbidden_writes_fail_fast_and_commit_nothing() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut api = Api::new(2, Latency::Ms100, 0.0, &mut rng);
+        let timeout = Duration::from_secs(2);
+        api.forbid(0, true);
+        api.forbid(0, true);
+        let f = api.send(0, timeout, &mut rng);
+        assert!(!f.ok && f.commit_in.is_none(), "{f:?}");
+        assert!(
+            f.done_in <= Latency::Ms100.max(),
+            "answered, not timed out: {f:?}"
+        );
+        assert!(
+            api.send(1, timeout, &mut rng).ok,
+            "another node still writes"
+        );
+        api.forbid(0, false);
+        assert!(!api.send(0, timeout, &mut rng).ok, "denials nest");
+        api.forbid(0, false);
+        assert!(api.send(0, timeout, &mut rng).ok);
     }
 }

@@ -80,6 +80,14 @@ pub enum Event {
         /// What comes next.
         step: ShutdownStep,
     },
+    /// The node controller finds `node`'s kubelet silent since its stop
+    /// number `stop` (`lifecycle::Objects::not_ready`).
+    NotReady {
+        /// The node.
+        node: NodeId,
+        /// Which stop of its kubelet.
+        stop: u32,
+    },
     /// The invariants are checked (every [`CHECK_PERIOD`]).
     Check,
 }

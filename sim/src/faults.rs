@@ -1,7 +1,7 @@
 //! The fault schedule of a run, drawn from its seed: what happens to
 //! which node when, and for how long. The baseline mix is one fault at a
-//! time with settle time between; two scenarios replay what the lab
-//! found. Printed with every violation.
+//! time with settle time between; the other scenarios replay what the
+//! lab found or what a cluster's life brings. Printed with every violation.
 
 use crate::clock::NodeId;
 use rand::RngExt;
@@ -73,6 +73,33 @@ pub enum Kind {
         /// Delay gained per second.
         gain: Duration,
     },
+    /// The machine powers off: its speaker dies, its link goes down, its
+    /// kubelet stops heartbeating (NotReady
+    /// [`crate::lifecycle::NOT_READY_AFTER`] later). For good.
+    PowerOff,
+    /// The node's kubelet stops heartbeating for `for_` (NotReady
+    /// [`crate::lifecycle::NOT_READY_AFTER`] later, Ready again at the
+    /// end) while its speaker runs on.
+    KubeletStop {
+        /// How long.
+        for_: Duration,
+    },
+    /// The Node object is deleted (a scale-down's cleanup).
+    Delete,
+    /// An admin taints the node `node.kubernetes.io/out-of-service`.
+    OutOfService,
+    /// The API server closes the node's lease watch with 410 Gone: it
+    /// relists, which takes `list`.
+    WatchExpire {
+        /// The list's latency.
+        list: Duration,
+    },
+    /// RBAC denies the writes (403) of the node, or of every node, for
+    /// `for_` (a rolling RBAC change).
+    Forbidden {
+        /// How long.
+        for_: Duration,
+    },
     /// Every API write takes `latency` (all nodes).
     ApiSlow {
         /// How long.
@@ -95,7 +122,11 @@ impl Kind {
             | Kind::GossipAndApiCut { for_ }
             | Kind::Unplug { for_ }
             | Kind::WatchLag { for_, .. }
-            | Kind::ApiSlow { for_, .. } => Some(for_),
+            | Kind::ApiSlow { for_, .. }
+            | Kind::KubeletStop { for_ }
+            | Kind::Forbidden { for_ } => Some(for_),
+            Kind::WatchExpire { list } => Some(list),
+            Kind::PowerOff | Kind::Delete | Kind::OutOfService => None,
         }
     }
 }
@@ -150,6 +181,18 @@ impl fmt::Display for Fault {
             Kind::ApiSlow { for_, latency } => {
                 write!(f, "API writes take {} for {}", s(latency), s(for_))
             }
+            Kind::PowerOff => write!(f, "powered off"),
+            Kind::KubeletStop { for_ } => write!(f, "kubelet stopped for {}", s(for_)),
+            Kind::Delete => write!(f, "Node deleted"),
+            Kind::OutOfService => write!(f, "tainted out-of-service"),
+            Kind::WatchExpire { list } => {
+                write!(
+                    f,
+                    "lease watch expired (410 Gone), relist takes {}",
+                    s(list)
+                )
+            }
+            Kind::Forbidden { for_ } => write!(f, "writes forbidden (403) for {}", s(for_)),
         }
     }
 }
@@ -176,6 +219,12 @@ pub enum Scenario {
     /// behind (0.3 to 1 s per second): the lagging judge must not take
     /// the cut-off speaker's renewals, stuck in its backlog, for a stop.
     WatchLag,
+    /// Nodes power off (one to half of them), go NotReady, are deleted
+    /// or tainted out-of-service; then a survivor's API path is cut, another
+    /// survivor's kubelet stops while its speaker runs, watches expire
+    /// and writes are forbidden ([`crate::lifecycle::schedule`]). Only
+    /// on request: the seed's draw keeps its scenarios as they were.
+    NodeLifecycle,
 }
 
 /// The kubelet's first CrashLoopBackOff delay; each next one doubles.
@@ -206,6 +255,7 @@ impl fmt::Display for Scenario {
             Scenario::CrashLoop => "crash-loop",
             Scenario::ClockStep => "clock-step",
             Scenario::WatchLag => "watch-lag",
+            Scenario::NodeLifecycle => "node-lifecycle",
         })
     }
 }
@@ -220,8 +270,9 @@ impl std::str::FromStr for Scenario {
             "crash-loop" => Ok(Scenario::CrashLoop),
             "clock-step" => Ok(Scenario::ClockStep),
             "watch-lag" => Ok(Scenario::WatchLag),
+            "node-lifecycle" => Ok(Scenario::NodeLifecycle),
             other => Err(format!(
-                "unknown scenario {other:?}: mix, scale-down, hung-beside-restart, crash-loop, clock-step or watch-lag"
+                "unknown scenario {other:?}: mix, scale-down, hung-beside-restart, crash-loop, clock-step, watch-lag or node-lifecycle"
             )),
         }
     }
@@ -388,6 +439,7 @@ pub fn schedule(
             });
             t += for_ + Duration::from_secs(3) + SETTLE;
         }
+        Scenario::NodeLifecycle => return crate::lifecycle::schedule(n, rng),
     }
     (out, t)
 }

@@ -2,7 +2,9 @@
 //! checks: every address answered (but right after a fault of the node
 //! that answered it or of one that ranks before it), never by two nodes
 //! for long, owners kept in a settled cluster, slow renewals in a
-//! settled cluster, failed renewals backing off. Also gathers what the
+//! settled cluster, failed renewals backing off, NotReady nodes whose
+//! speaker runs keeping their addresses, deleted or out-of-service nodes
+//! answering for nothing. Also gathers what the
 //! report shows (failover times, dual-answer windows, writes per node).
 
 use crate::clock::NodeId;
@@ -82,6 +84,10 @@ pub enum Invariant {
     SteadyWrites,
     /// (e) Failed renewals back off.
     Backoff,
+    /// (f) A NotReady node whose speaker runs keeps its addresses.
+    NotReadyKeeps,
+    /// (g) A deleted or out-of-service node answers for nothing.
+    RemovedAnswersNothing,
 }
 
 impl Invariant {
@@ -102,6 +108,12 @@ impl Invariant {
             }
             Invariant::Backoff => {
                 "(e) a failed renewal is retried with exponential backoff and jitter: 100 ms, then doubling to 2 s, each plus up to as much again"
+            }
+            Invariant::NotReadyKeeps => {
+                "(f) a node loses its addresses when NotReady only while its speaker stopped renewing its lease: a NotReady node whose speaker runs keeps them"
+            }
+            Invariant::RemovedAnswersNothing => {
+                "(g) a node tainted node.kubernetes.io/out-of-service loses its addresses, and a deleted Node is no candidate: neither answers for any address"
             }
         }
     }
@@ -179,6 +191,11 @@ pub struct Checker {
     /// The last renewal failure of each node, and how many in a row.
     last_failed: Vec<Option<(Instant, u32)>>,
     started: bool,
+    /// NotReady nodes whose speaker ran when they went NotReady.
+    not_ready: Vec<bool>,
+    /// Deleted or out-of-service nodes, since when, and whether one was
+    /// reported still answering.
+    removed: Vec<Option<(Instant, bool)>>,
     /// [`FAILOVER_BOUND`] widened by the API's write latency.
     /// [`DUAL_WINDOW`] widened by the API's write latency.
     dual_window: Duration,
@@ -217,6 +234,8 @@ impl Checker {
             segment_writes: vec![Vec::new(); n],
             last_failed: vec![None; n],
             started: false,
+            not_ready: vec![false; n],
+            removed: vec![None; n],
             failover_bound: FAILOVER_BOUND + latency * 3,
             dual_window: DUAL_WINDOW + latency,
             violations: Vec::new(),
@@ -278,6 +297,24 @@ impl Checker {
     /// [`Checker::transition`] says how many speakers run after it).
     pub fn mark(&mut self, node: NodeId, now: Instant) {
         self.transition[node] = now;
+    }
+
+    /// The Nodes changed: `order` is the ranking of those that exist, for
+    /// each address.
+    pub fn reorder(&mut self, order: Vec<Vec<NodeId>>) {
+        self.order = order;
+    }
+
+    /// `node` went NotReady (`on`) while its speaker ran (`running`), or
+    /// is Ready again.
+    pub fn not_ready(&mut self, node: NodeId, on: bool, running: bool) {
+        self.not_ready[node] = on && running;
+    }
+
+    /// `node`'s Node was deleted or tainted out-of-service at `now`: it
+    /// must answer for nothing from then on (within the failover bound).
+    pub fn removed(&mut self, node: NodeId, now: Instant) {
+        self.removed[node].get_or_insert((now, false));
     }
 
     /// `node`'s speaker (re)started at `now`: its earlier failures are not
@@ -366,6 +403,25 @@ impl Checker {
 
     /// `node` starts (`on`) or stops answering address `a`.
     pub fn answer(&mut self, a: usize, node: NodeId, on: bool, now: Instant) {
+        // Another node taking over from a NotReady one whose speaker runs
+        // shows first (before the NotReady one lets go).
+        let kept = self.answerers[a]
+            .iter()
+            .find(|n| **n != node && self.not_ready[**n] && self.faulty[**n] == 0)
+            .copied();
+        if on
+            && let Some(owner) = kept
+            && !self.anything_recent(now)
+        {
+            let detail = format!(
+                "{} started answering at {:.3}s beside {}, NotReady with its speaker running; the last fault transition was at {:.3}s",
+                name_of(node),
+                self.t(now).as_secs_f64(),
+                name_of(owner),
+                self.t(self.last_any).as_secs_f64()
+            );
+            self.violate(Invariant::NotReadyKeeps, now, Some(a), Some(owner), detail);
+        }
         let before = self.answerers[a].len();
         if on {
             self.answerers[a].insert(node);
@@ -375,6 +431,31 @@ impl Checker {
         let after = self.answerers[a].len();
         if before == after {
             return;
+        }
+        if on && self.removed[node].is_some() {
+            let detail = format!(
+                "{} started answering at {:.3}s, its Node deleted or tainted out-of-service",
+                name_of(node),
+                self.t(now).as_secs_f64()
+            );
+            self.violate(
+                Invariant::RemovedAnswersNothing,
+                now,
+                Some(a),
+                Some(node),
+                detail,
+            );
+        }
+        // Its own fault, or one lately anywhere (a node ranking before it
+        // back from a restart takes its address back), excuses a move.
+        if !on && self.not_ready[node] && self.faulty[node] == 0 && !self.anything_recent(now) {
+            let detail = format!(
+                "{} NotReady, its speaker running, stopped answering at {:.3}s; the last fault transition was at {:.3}s",
+                name_of(node),
+                self.t(now).as_secs_f64(),
+                self.t(self.last_any).as_secs_f64()
+            );
+            self.violate(Invariant::NotReadyKeeps, now, Some(a), Some(node), detail);
         }
         if self.started && now >= self.last_any + STEADY_AFTER {
             let detail = format!(
@@ -459,6 +540,29 @@ impl Checker {
             self.started = true;
             for a in 0..self.addrs.len() {
                 self.stretches(a, now);
+            }
+        }
+        for node in 0..self.removed.len() {
+            if let Some((since, reported)) = &mut self.removed[node]
+                && !*reported
+                && now.saturating_duration_since(*since) > self.failover_bound
+                && let Some(a) = self.answerers.iter().position(|s| s.contains(&node))
+            {
+                *reported = true;
+                let since = *since;
+                let detail = format!(
+                    "{} still answers {:.3}s after its Node was deleted or tainted out-of-service at {:.3}s",
+                    name_of(node),
+                    self.t(now).as_secs_f64(),
+                    self.t(since).as_secs_f64()
+                );
+                self.violate(
+                    Invariant::RemovedAnswersNothing,
+                    now,
+                    Some(a),
+                    Some(node),
+                    detail,
+                );
             }
         }
         for a in 0..self.addrs.len() {

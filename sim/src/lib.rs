@@ -5,7 +5,8 @@
 //! scheduling, upstream's election order - run over a simulated network
 //! ([`net`]) and API server ([`api`]) in virtual time ([`clock`]): no
 //! tokio, no sockets, no wall clock. A seeded schedule ([`faults`])
-//! kills, terminates, stops and cuts off nodes; [`invariants`] checks
+//! kills, terminates, stops and cuts off nodes, and [`lifecycle`] keeps
+//! their Node objects (Ready, tainted, deleted); [`invariants`] checks
 //! the README's promises after every event. Everything is drawn from one
 //! seed: the same seed gives the same run, bit for bit.
 //!
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod clock;
 pub mod faults;
 pub mod invariants;
+pub mod lifecycle;
 pub mod net;
 pub mod node;
 pub mod report;

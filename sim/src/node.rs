@@ -46,6 +46,11 @@ pub enum Variant {
     /// A run's gossip number is the node's clock alone, not past the
     /// run its lease recorded.
     ClockRun,
+    /// A NotReady node counts as without speaker, whatever its lease
+    /// and gossip say.
+    NotReadyIsGone,
+    /// The out-of-service taint is ignored.
+    IgnoreTaint,
 }
 
 impl std::str::FromStr for Variant {
@@ -57,8 +62,10 @@ impl std::str::FromStr for Variant {
             "down-is-failed" => Ok(Variant::DownIsFailed),
             "no-backoff" => Ok(Variant::NoBackoff),
             "clock-run" => Ok(Variant::ClockRun),
+            "not-ready-is-gone" => Ok(Variant::NotReadyIsGone),
+            "ignore-taint" => Ok(Variant::IgnoreTaint),
             other => Err(format!(
-                "unknown variant {other:?}: faithful, no-isolation, down-is-failed, no-backoff or clock-run"
+                "unknown variant {other:?}: faithful, no-isolation, down-is-failed, no-backoff, clock-run, not-ready-is-gone or ignore-taint"
             )),
         }
     }
@@ -416,6 +423,19 @@ impl Speaker {
         match variant {
             Variant::NoIsolation => a.isolated = false,
             Variant::DownIsFailed => a.alive.retain(|n| !view.down.contains_key(n)),
+            Variant::NotReadyIsGone => {
+                let ready = |n: &String| nodes.iter().any(|i| i.name == *n && i.ready);
+                a.alive.retain(ready);
+            }
+            Variant::IgnoreTaint => {
+                a.gone.retain(|n, why| {
+                    let tainted = *why == liveness::Gone::OutOfService;
+                    if tainted {
+                        a.alive.insert(n.clone());
+                    }
+                    !tainted
+                });
+            }
             Variant::Faithful | Variant::NoBackoff | Variant::ClockRun => {}
         }
         a

@@ -7,18 +7,21 @@ use crate::api::{Api, Latency, LeaseValue};
 use crate::clock::{CHECK_PERIOD, Clock, Event, NodeId, Run, ShutdownStep};
 use crate::faults::{self, Fault, Kind, Scenario};
 use crate::invariants::{Checker, Stats, Violation};
+use crate::lifecycle::Objects;
 use crate::net::Net;
 use crate::node::{self, InFlight, Node, Process, Variant};
-use metallb_rs::config::L2Advertisement;
-use metallb_rs::speaker::election::{self, Endpoints, NodeInfo};
+use metallb_rs::speaker::election::NodeInfo;
 use metallb_rs::speaker::membership::{Timing, next_run};
 use metallb_rs::speaker::presence::Mode;
 use metallb_rs::speaker::renewal::{RENEW_TIMEOUT, retry_base};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
+
+mod nodes;
+mod ranking;
+pub use ranking::{addresses, election_order, mix};
 
 /// How often the speaker's loop judges liveness (besides on every gossip
 /// view change): the isolation guard's period.
@@ -99,69 +102,6 @@ pub struct Outcome {
     pub events: u64,
 }
 
-/// splitmix64 of `seed` and `salt`: independent numbers from one seed.
-pub fn mix(seed: u64, salt: u64) -> u64 {
-    let mut z = seed ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// The addresses: two per node, at least six.
-pub fn addresses(n: usize) -> Vec<IpAddr> {
-    (0..(2 * n).max(6))
-        .map(|i| {
-            let [_, _, x, y] = u32::try_from(i).unwrap_or(u32::MAX).to_be_bytes();
-            IpAddr::V4(Ipv4Addr::new(192, 168, x, y))
-        })
-        .collect()
-}
-
-/// Every node in upstream's election order for each address, from
-/// `election::ranking` (one L2Advertisement for all, every node serving).
-pub fn election_order(infos: &[NodeInfo], addrs: &[IpAddr]) -> anyhow::Result<Vec<Vec<NodeId>>> {
-    let ad = L2Advertisement {
-        name: "sim".into(),
-        pools: BTreeSet::from(["sim".to_owned()]),
-        node_selectors: Vec::new(),
-        interfaces: Vec::new(),
-        service_selectors: Vec::new(),
-        preferred_node_selectors: Vec::new(),
-    };
-    let ads = [ad];
-    let endpoints = Endpoints {
-        any_serving: true,
-        nodes: BTreeSet::new(),
-    };
-    let labels = BTreeMap::new();
-    let index: BTreeMap<&str, NodeId> = infos
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.as_str(), i))
-        .collect();
-    addrs
-        .iter()
-        .map(|ip| {
-            let input = election::Input {
-                service_labels: &labels,
-                shared: false,
-                local: false,
-                first_ip: *ip,
-                pool: "sim",
-                advertisements: &ads,
-                nodes: infos,
-                alive: None,
-                endpoints: &endpoints,
-                ignore_exclude_lb: false,
-            };
-            let (ranked, _) =
-                election::ranking(&input).map_err(|e| anyhow::anyhow!("ranking {ip}: {e}"))?;
-            Ok(ranked.iter().map(|n| index[n.name.as_str()]).collect())
-        })
-        .collect()
-}
-
 /// The world of one run.
 pub struct World {
     cfg: Config,
@@ -171,6 +111,8 @@ pub struct World {
     api: Api,
     nodes: Vec<Node>,
     names: Vec<String>,
+    /// The Node objects, and those that exist as the speakers list them.
+    objects: Objects,
     infos: Vec<NodeInfo>,
     order: Vec<Vec<NodeId>>,
     shown: Vec<BTreeSet<usize>>,
@@ -197,16 +139,8 @@ impl World {
         let mut rng = StdRng::seed_from_u64(cfg.seed);
         let base = Instant::now();
         let names: Vec<String> = (0..n).map(node::name_of).collect();
-        let infos: Vec<NodeInfo> = names
-            .iter()
-            .map(|name| NodeInfo {
-                name: name.clone(),
-                labels: BTreeMap::new(),
-                network_unavailable: false,
-                ready: true,
-                out_of_service: false,
-            })
-            .collect();
+        let objects = Objects::new(n);
+        let infos = objects.visible();
         let addrs = addresses(n);
         let order = election_order(&infos, &addrs)?;
         let net = Net::new(n, cfg.loss, &mut rng);
@@ -223,6 +157,7 @@ impl World {
             api,
             nodes: (0..n).map(Node::new).collect(),
             names,
+            objects,
             infos,
             order,
             shown: vec![BTreeSet::new(); n],
@@ -284,6 +219,7 @@ impl World {
             Event::FaultEnd(i) => (8, *i),
             Event::Shutdown { node, .. } => (9, *node),
             Event::Check => (10, 0),
+            Event::NotReady { node, .. } => (11, *node),
         };
         let t = self.clock.since_start(self.clock.now()).as_nanos() as u64;
         for v in [t, tag, node as u64] {
@@ -405,6 +341,7 @@ impl World {
             Event::FaultStart(i) => self.fault_start(i),
             Event::FaultEnd(i) => self.fault_end(i)?,
             Event::Shutdown { node, run, step } => self.shutdown(node, run, step),
+            Event::NotReady { node, stop } => self.not_ready(node, stop),
             Event::Check => {
                 let now = self.now();
                 self.checker.tick(now);
@@ -533,7 +470,7 @@ impl World {
             return;
         };
         let commits = self.api.watch(i, &mut sp.cursor, now);
-        sp.observe(i, commits, &self.names, now);
+        sp.observe(i, &commits, &self.names, now);
         let trouble_before = sp.assessment.as_ref().is_some_and(|a| a.trouble());
         let before = self.cfg.trace.then(|| {
             sp.assessment
@@ -609,7 +546,7 @@ impl World {
             return;
         }
         let commits = self.api.watch(i, &mut sp.cursor, now);
-        sp.observe(i, commits, &self.names, now);
+        sp.observe(i, &commits, &self.names, now);
         if let Some(mode) = sp.renew_due(&n.name, now) {
             let fate = self.api.send(i, RENEW_TIMEOUT, &mut self.rng);
             let write = self.next_write;
@@ -700,6 +637,9 @@ impl World {
     fn fault_start(&mut self, i: usize) {
         let f = self.schedule[i];
         self.note(|| format!("fault: {f}"));
+        if self.lifecycle_start(i) {
+            return;
+        }
         // The transition first: what the fault does at once is its doing.
         self.transition(f.node, true);
         let Some(node) = f.node else {
@@ -755,13 +695,22 @@ impl World {
                 }
                 self.clock.after(for_, Event::FaultEnd(i));
             }
-            Kind::ApiSlow { .. } => {}
+            Kind::ApiSlow { .. }
+            | Kind::PowerOff
+            | Kind::KubeletStop { .. }
+            | Kind::Delete
+            | Kind::OutOfService
+            | Kind::WatchExpire { .. }
+            | Kind::Forbidden { .. } => {}
         }
     }
 
     fn fault_end(&mut self, i: usize) -> anyhow::Result<()> {
         let f = self.schedule[i];
         self.note(|| format!("fault ends: {f}"));
+        if self.lifecycle_end(i) {
+            return Ok(());
+        }
         let Some(node) = f.node else {
             self.api.spike = None;
             self.transition(None, false);
@@ -781,7 +730,13 @@ impl World {
                 self.nodes[node].link_up = true;
                 self.sync_answers(node);
             }
-            Kind::ApiSlow { .. } => {}
+            Kind::ApiSlow { .. }
+            | Kind::PowerOff
+            | Kind::KubeletStop { .. }
+            | Kind::Delete
+            | Kind::OutOfService
+            | Kind::WatchExpire { .. }
+            | Kind::Forbidden { .. } => {}
         }
         self.transition(Some(node), false);
         Ok(())

@@ -121,6 +121,49 @@ fn former_failures_hold() {
     }
 }
 
+/// Node lifecycle seeds keep every invariant: up to half the nodes
+/// powered off, NotReady, deleted or tainted out-of-service; then an API
+/// cut of a survivor, 403 answers, a NotReady node whose speaker runs,
+/// watch relists. Seeds 0 to 11, 6 nodes on even seeds and 10 on odd:
+/// three survivors at least (two break the settled write rate, below).
+#[test]
+fn node_lifecycle_seeds_keep_every_invariant() {
+    for k in 0..12u64 {
+        let nodes = if k % 2 == 0 { 6 } else { 10 };
+        let mut cfg = Config::new(nodes, k);
+        cfg.scenario = Scenario::NodeLifecycle;
+        check(cfg, 3);
+    }
+}
+
+/// FIXME: the last survivor of nodes powered off at once waits out their
+/// slow lease period. Two of three nodes die together; gossip declares
+/// them down and, having no other member alive, starts afresh and
+/// forgets the verdicts; the survivor then judges them as members gossip
+/// does not know, by their leases, which it saw renewing: their own 15 s
+/// period, not a fast one (nothing marks them). 3-node seed 138 (100 ms
+/// writes): an address unanswered past the 3.95 s bound. Doubting every
+/// member gossip does not know once it has settled brought this down to
+/// about 4 s but made crash-loop seed 7 and this scenario's seed 16 (1 s
+/// writes) fail over too late, so it was backed out.
+#[test]
+fn the_last_survivor_of_nodes_dying_at_once_fails_over_late() {
+    let mut cfg = Config::new(3, 138);
+    cfg.scenario = Scenario::NodeLifecycle;
+    cfg.latency = Latency::Ms100;
+    let out = run(cfg);
+    let powered_off = out
+        .schedule
+        .iter()
+        .filter(|f| f.kind == Kind::PowerOff && f.at == Duration::from_secs(30))
+        .count();
+    assert_eq!(powered_off, 2, "{:?}", out.schedule);
+    assert_eq!(
+        out.violation.map(|v| v.invariant),
+        Some(Invariant::Answered)
+    );
+}
+
 fn check(mut cfg: Config, faults: usize) {
     cfg.faults = faults;
     let (nodes, seed) = (cfg.nodes, cfg.seed);
@@ -139,6 +182,12 @@ fn broken(variant: Variant, kind: Kind) -> Option<Invariant> {
 
 /// As [`broken`], the run lasting `length`.
 fn broken_for(variant: Variant, kind: Kind, length: Duration) -> Option<Invariant> {
+    broken_by(variant, &[(Duration::from_secs(30), kind)], length)
+}
+
+/// Three nodes; `faults` (at, kind) on the owner of the first address;
+/// the run lasting `length`.
+fn broken_by(variant: Variant, faults: &[(Duration, Kind)], length: Duration) -> Option<Invariant> {
     let mut cfg = Config::new(3, 5);
     let infos: Vec<_> = (0..3)
         .map(|i| metallb_rs::speaker::election::NodeInfo {
@@ -150,16 +199,19 @@ fn broken_for(variant: Variant, kind: Kind, length: Duration) -> Option<Invarian
         })
         .collect();
     let order = world::election_order(&infos, &world::addresses(3)).expect("ranked");
-    let fault = Fault {
-        at: Duration::from_secs(30),
-        node: Some(order[0][0]),
-        kind,
-    };
+    let faults = faults
+        .iter()
+        .map(|&(at, kind)| Fault {
+            at,
+            node: Some(order[0][0]),
+            kind,
+        })
+        .collect();
     cfg.variant = variant;
     cfg.scenario = Scenario::Mix;
     cfg.loss = 0.0;
     cfg.error_rate = 0.0;
-    cfg.schedule = Some((vec![fault], length));
+    cfg.schedule = Some((faults, length));
     let out = run(cfg);
     if let Some(v) = &out.violation {
         println!("{variant:?}: {v}");
@@ -215,4 +267,42 @@ fn a_restart_after_a_clock_step_back_is_caught() {
         broken_for(Variant::ClockRun, step, length),
         Some(Invariant::SteadyWrites)
     );
+}
+
+#[test]
+fn dropping_a_not_ready_node_whose_speaker_runs_is_caught() {
+    let stop = Kind::KubeletStop {
+        for_: Duration::from_secs(70),
+    };
+    let length = Duration::from_secs(120);
+    assert_eq!(broken_for(Variant::Faithful, stop, length), None);
+    assert_eq!(
+        broken_for(Variant::NotReadyIsGone, stop, length),
+        Some(Invariant::NotReadyKeeps)
+    );
+}
+
+#[test]
+fn a_tainted_node_that_keeps_answering_is_caught() {
+    let length = Duration::from_secs(60);
+    assert_eq!(
+        broken_for(Variant::Faithful, Kind::OutOfService, length),
+        None
+    );
+    assert_eq!(
+        broken_for(Variant::IgnoreTaint, Kind::OutOfService, length),
+        Some(Invariant::RemovedAnswersNothing)
+    );
+}
+
+#[test]
+fn a_deleted_node_answers_nothing_and_its_addresses_move() {
+    // Powered off, deleted 80 s later: the others answer all along and
+    // the ranking they follow drops it.
+    let s = Duration::from_secs;
+    let faults = [(s(30), Kind::PowerOff), (s(110), Kind::Delete)];
+    assert_eq!(broken_by(Variant::Faithful, &faults, s(150)), None);
+    // A live speaker's Node deleted: it stops answering, the others take
+    // its addresses within the failover bound.
+    assert_eq!(broken_for(Variant::Faithful, Kind::Delete, s(60)), None);
 }
