@@ -84,7 +84,7 @@ pub const SMALLEST_SHARE: f64 = 0.01;
 
 /// The latency class of `seed` among `classes`.
 pub fn latency_of(seed: u64, classes: &[Latency]) -> Latency {
-    let i = (world::mix(seed, 0x1a7) % classes.len().max(1) as u64) as usize;
+    let i = (crate::seed::mix(seed, 0x1a7) % classes.len().max(1) as u64) as usize;
     classes.get(i).copied().unwrap_or(Latency::Fast)
 }
 

@@ -9,6 +9,8 @@ use rand::rngs::StdRng;
 use std::fmt;
 use std::time::Duration;
 
+mod lifecycle;
+
 /// The cluster forms for this long before the first fault.
 pub const WARMUP: Duration = Duration::from_secs(30);
 /// After a fault ends, at least this long passes before the next.
@@ -235,7 +237,7 @@ pub const CRASHES: u32 = 3;
 impl Scenario {
     /// The scenario a seed gets when none is asked for: mostly the mix.
     pub fn of_seed(seed: u64) -> Self {
-        match crate::world::mix(seed, 0x5ce0) % 10 {
+        match crate::seed::mix(seed, 0x5ce0) % 10 {
             0 => Scenario::ScaleDown,
             1 => Scenario::HungBesideRestart,
             2 => Scenario::CrashLoop,
@@ -439,7 +441,7 @@ pub fn schedule(
             });
             t += for_ + Duration::from_secs(3) + SETTLE;
         }
-        Scenario::NodeLifecycle => return crate::lifecycle::schedule(n, rng),
+        Scenario::NodeLifecycle => return lifecycle::schedule(n, rng),
     }
     (out, t)
 }

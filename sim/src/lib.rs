@@ -22,4 +22,5 @@ pub mod lifecycle;
 pub mod net;
 pub mod node;
 pub mod report;
+pub mod seed;
 pub mod world;

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 mod nodes;
 mod ranking;
-pub use ranking::{addresses, election_order, mix};
+use crate::seed::mix;
+pub use ranking::{addresses, election_order};
 
 /// How often the speaker's loop judges liveness (besides on every gossip
 /// view change): the isolation guard's period.

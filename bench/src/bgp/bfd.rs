@@ -265,7 +265,10 @@ fn print(l: &LinkCut) {
             format!("with BFD ({INTERVAL_MS} ms x {MULTIPLIER})"),
             &l.with_bfd,
         ),
-        (format!("without BFD (hold time {HOLD_TIME})"), &l.without_bfd),
+        (
+            format!("without BFD (hold time {HOLD_TIME})"),
+            &l.without_bfd,
+        ),
     ] {
         let mut sorted = v.clone();
         sorted.sort();

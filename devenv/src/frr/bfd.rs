@@ -78,7 +78,10 @@ impl BfdProfile {
             ("transmit-interval", self.transmit_interval_ms),
         ] {
             if !(10..=60_000).contains(&ms) {
-                bail!("BFD profile {}: {what} {ms} is outside FRR's 10-60000 ms", self.name);
+                bail!(
+                    "BFD profile {}: {what} {ms} is outside FRR's 10-60000 ms",
+                    self.name
+                );
             }
         }
         if self.detect_multiplier < 2 {
@@ -101,7 +104,10 @@ impl BfdProfile {
 pub fn enable_commands(profile: &BfdProfile, asn: u32, neighbors: &[IpAddr]) -> Result<String> {
     profile.check()?;
     if neighbors.is_empty() {
-        bail!("BFD profile {}: no neighbor to turn BFD on for", profile.name);
+        bail!(
+            "BFD profile {}: no neighbor to turn BFD on for",
+            profile.name
+        );
     }
     let mut lines = vec![
         "configure terminal".to_owned(),

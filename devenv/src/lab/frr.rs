@@ -387,11 +387,7 @@ impl LabRouter {
     /// have left in the namespace. Keeps the configuration. Returns what it stopped;
     /// never fails (it also runs on a half-removed lab).
     pub fn stop(&self) -> Vec<String> {
-        let (zebra, bgpd, bfdd) = (
-            self.process(ZEBRA),
-            self.process(BGPD),
-            self.process(BFDD),
-        );
+        let (zebra, bgpd, bfdd) = (self.process(ZEBRA), self.process(BGPD), self.process(BFDD));
         let had_pid_files = self
             .procs()
             .names()

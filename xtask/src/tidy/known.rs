@@ -252,10 +252,6 @@ pub const BENCH: &[Known] = &[
 
 pub const SIM: &[Known] = &[
     Known {
-        key: "cycle: faults, world",
-        fix: "faults calls world::mix while world runs faults: move mix (the seeded hash) into a module below both",
-    },
-    Known {
         key: "file: sim/src/world.rs",
         fix: SPLIT_STEPS,
     },

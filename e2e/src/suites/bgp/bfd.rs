@@ -81,16 +81,12 @@ pub fn specs() -> Vec<Spec> {
             "IPV6",
             |ctx| works(ctx, true, Profile::FullParams)
         ),
-        entry!(
-            "metrics BFD metrics from FRR - default",
-            "IPV4",
-            |ctx| metrics_when_router_stops(ctx, false)
-        ),
-        entry!(
-            "metrics BFD metrics from FRR - default",
-            "IPV6",
-            |ctx| metrics_when_router_stops(ctx, true)
-        ),
+        entry!("metrics BFD metrics from FRR - default", "IPV4", |ctx| {
+            metrics_when_router_stops(ctx, false)
+        }),
+        entry!("metrics BFD metrics from FRR - default", "IPV6", |ctx| {
+            metrics_when_router_stops(ctx, true)
+        }),
         entry!(
             "BFD should refuse the given bfd profile - echo mode enabled",
             "IPV4",
@@ -155,9 +151,18 @@ fn works(ctx: &Ctx, v6: bool, profile: Profile) -> Result<()> {
     let routers = routers::routers(ctx, v6)?;
     // Before the peers: dropped after them, so no speaker sees its
     // router's BFD go away under a live BGPPeer.
-    let _bfd = RouterBfd::enable(ctx, &routers, &list(&hops), &BfdProfile::new(ROUTER_PROFILE))?;
-    let (mut config, routers, _) =
-        routers::peered_with(ctx, v6, Passwords::OneSecret, &json!({ "bfdProfile": name }))?;
+    let _bfd = RouterBfd::enable(
+        ctx,
+        &routers,
+        &list(&hops),
+        &BfdProfile::new(ROUTER_PROFILE),
+    )?;
+    let (mut config, routers, _) = routers::peered_with(
+        ctx,
+        v6,
+        Passwords::OneSecret,
+        &json!({ "bfdProfile": name }),
+    )?;
     config.bfd_profile(name, spec)?;
     pool_and_advertisement(&mut config, &[pool_of(v6)], json!({}))?;
     backends(ctx, &[])?;
@@ -194,29 +199,37 @@ fn timers_propagated(
     want: Timers,
 ) -> Result<()> {
     for r in routers {
-        eventually(WAIT, &format!("the speakers' BFD timers at {}", r.name), || {
-            let sessions = router::peers(ctx, r)?;
-            let mut wrong = Vec::new();
-            for hop in hops {
-                let Some(s) = sessions.get(hop) else {
-                    wrong.push(format!("{hop}: no session"));
-                    continue;
-                };
-                let seen = (
-                    s.remote_receive_interval_ms,
-                    s.remote_transmit_interval_ms,
-                    s.remote_detect_multiplier,
+        eventually(
+            WAIT,
+            &format!("the speakers' BFD timers at {}", r.name),
+            || {
+                let sessions = router::peers(ctx, r)?;
+                let mut wrong = Vec::new();
+                for hop in hops {
+                    let Some(s) = sessions.get(hop) else {
+                        wrong.push(format!("{hop}: no session"));
+                        continue;
+                    };
+                    let seen = (
+                        s.remote_receive_interval_ms,
+                        s.remote_transmit_interval_ms,
+                        s.remote_detect_multiplier,
+                    );
+                    if !s.up() || seen != (Some(want.0), Some(want.1), Some(want.2)) {
+                        wrong.push(format!("{hop}: {} with remote timers {seen:?}", s.status));
+                    }
+                    if s.multihop != r.multi_hop {
+                        wrong.push(format!("{hop}: multihop {}", s.multihop));
+                    }
+                }
+                ensure!(
+                    wrong.is_empty(),
+                    "want timers {want:?}: {}",
+                    wrong.join("; ")
                 );
-                if !s.up() || seen != (Some(want.0), Some(want.1), Some(want.2)) {
-                    wrong.push(format!("{hop}: {} with remote timers {seen:?}", s.status));
-                }
-                if s.multihop != r.multi_hop {
-                    wrong.push(format!("{hop}: multihop {}", s.multihop));
-                }
-            }
-            ensure!(wrong.is_empty(), "want timers {want:?}: {}", wrong.join("; "));
-            Ok(Some(()))
-        })?;
+                Ok(Some(()))
+            },
+        )?;
     }
     Ok(())
 }
@@ -248,9 +261,18 @@ fn speakers_report_up(ctx: &Ctx, routers: &[BgpRouter], v6: bool) -> Result<()> 
 fn metrics_when_router_stops(ctx: &Ctx, v6: bool) -> Result<()> {
     let hops = all_hops(ctx, v6);
     let routers = routers::routers(ctx, v6)?;
-    let bfd = RouterBfd::enable(ctx, &routers, &list(&hops), &BfdProfile::new(ROUTER_PROFILE))?;
-    let (mut config, routers, _) =
-        routers::peered_with(ctx, v6, Passwords::OneSecret, &json!({ "bfdProfile": "bar" }))?;
+    let bfd = RouterBfd::enable(
+        ctx,
+        &routers,
+        &list(&hops),
+        &BfdProfile::new(ROUTER_PROFILE),
+    )?;
+    let (mut config, routers, _) = routers::peered_with(
+        ctx,
+        v6,
+        Passwords::OneSecret,
+        &json!({ "bfdProfile": "bar" }),
+    )?;
     config.bfd_profile("bar", json!({}))?;
     pool_and_advertisement(&mut config, &[pool_of(v6)], json!({}))?;
     backends(ctx, &[])?;
@@ -355,9 +377,18 @@ fn victim(ctx: &Ctx, v6: bool) -> Result<(String, IpAddr, BTreeSet<IpAddr>)> {
 fn link_cut(ctx: &Ctx, v6: bool) -> Result<()> {
     let hops = all_hops(ctx, v6);
     let routers = routers::routers(ctx, v6)?;
-    let _bfd = RouterBfd::enable(ctx, &routers, &list(&hops), &BfdProfile::new(ROUTER_PROFILE))?;
-    let (mut config, routers, _) =
-        routers::peered_with(ctx, v6, Passwords::OneSecret, &json!({ "bfdProfile": "fast" }))?;
+    let _bfd = RouterBfd::enable(
+        ctx,
+        &routers,
+        &list(&hops),
+        &BfdProfile::new(ROUTER_PROFILE),
+    )?;
+    let (mut config, routers, _) = routers::peered_with(
+        ctx,
+        v6,
+        Passwords::OneSecret,
+        &json!({ "bfdProfile": "fast" }),
+    )?;
     config.bfd_profile(
         "fast",
         json!({ "receiveInterval": 300, "transmitInterval": 300, "detectMultiplier": 3 }),

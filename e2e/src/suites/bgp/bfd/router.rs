@@ -91,7 +91,10 @@ pub(super) fn wait_up(
             &format!("BFD sessions of {} with {from:?} up", r.name),
             || {
                 let sessions = peers(ctx, r)?;
-                if from.iter().all(|a| sessions.get(a).is_some_and(BfdPeer::up)) {
+                if from
+                    .iter()
+                    .all(|a| sessions.get(a).is_some_and(BfdPeer::up))
+                {
                     Ok(Some(sessions))
                 } else {
                     bail!("statuses: {:?}", statuses(&sessions))
@@ -160,11 +163,7 @@ pub(super) fn speaker_sample(
 /// What the BFD specs expect of a speaker's session with a router whose
 /// BFD is up: `metallb_bfd_session_up` 1, control packets both ways, at
 /// least one up event. `None` when so, else what the metrics show.
-pub(super) fn session_metrics_wrong(
-    text: &str,
-    router: &BgpRouter,
-    v6: bool,
-) -> Option<String> {
+pub(super) fn session_metrics_wrong(text: &str, router: &BgpRouter, v6: bool) -> Option<String> {
     let get = |m: &str| speaker_sample(text, m, router, v6);
     let up = get("metallb_bfd_session_up");
     let input = get("metallb_bfd_control_packet_input");
