@@ -31,8 +31,10 @@ fn resources() -> Vec<ApiResource> {
         ApiResource::erase::<v1beta1::L2Advertisement>(&()),
         ApiResource::erase::<v1beta1::BGPAdvertisement>(&()),
         ApiResource::erase::<v1beta1::Community>(&()),
-        ApiResource::erase::<v1beta1::BFDProfile>(&()),
+        // Peers before the BFD profiles they name: a profile in use
+        // cannot be deleted (as upstream's webhook).
         ApiResource::erase::<metallb_rs::api::v1beta2::BGPPeer>(&()),
+        ApiResource::erase::<v1beta1::BFDProfile>(&()),
     ]
 }
 
@@ -250,7 +252,11 @@ impl Drop for Config<'_> {
         let Ok(client) = self.ctx.client() else {
             return;
         };
-        for (ar, name) in self.created.drain(..).rev() {
+        // Newest first, but peers before everything: a BFD profile a
+        // peer still names cannot be deleted, whichever came first.
+        let mut created: Vec<(ApiResource, String)> = self.created.drain(..).rev().collect();
+        created.sort_by_key(|(ar, _)| ar.kind != "BGPPeer");
+        for (ar, name) in created {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
             if let Err(e) = self
                 .ctx

@@ -340,12 +340,12 @@ fn with_change(current: &Resources, object: &Object) -> Resources {
 /// Drops what may be missing only for a moment, or what the review cannot
 /// see (upstream's `resetTransientErrorsFields`), so the order of a
 /// `kubectl apply -f dir` never matters: peers' password Secrets (the
-/// webhook reads no Secrets), advertisements' community aliases. A peer's
-/// BFD profile is kept: the native speaker refuses BFD whether or not the
-/// profile exists yet, so it is refused now (as upstream's native mode,
-/// `DiscardFRROnly`). What is dropped is checked by the controller, which
-/// reports it in ConfigurationState; the user hears of it now as a warning.
+/// webhook reads no Secrets), peers' BFD profiles not created yet,
+/// advertisements' community aliases. What is dropped is checked by the
+/// speakers, which report it in ConfigurationState; the user hears of it
+/// now as a warning.
 fn admissible(mut res: Resources, warnings: &mut Vec<String>) -> Resources {
+    let profiles: BTreeSet<String> = res.bfd_profiles.iter().map(|b| b.name_any()).collect();
     for p in &mut res.peers {
         let who = format!(
             "bgppeer \"{}/{}\"",
@@ -354,6 +354,15 @@ fn admissible(mut res: Resources, warnings: &mut Vec<String>) -> Resources {
         );
         if p.spec.password.is_none() {
             p.spec.password_secret = None;
+        }
+        if let Some(name) = p
+            .spec
+            .bfd_profile
+            .take_if(|n| !n.is_empty() && !profiles.contains(n))
+        {
+            warnings.push(format!(
+                "{who}: spec.bfdProfile: bfdprofile {name:?} does not exist yet: create it, or the peer's configuration stays invalid"
+            ));
         }
         if p.spec.disable_mp == Some(true) {
             warnings.push(format!(

@@ -143,7 +143,7 @@ use Operation::{Create, Delete, Update};
     Create, &peer("q", "peerAddress: 10.1.0.1, nodeSelectors: [{matchLabels: {zone: b}}]"), "allowed")]
 #[case::peer_bfd_profile_allowed(&bfd("fast"), Create, &peer("p", "peerAddress: 10.1.0.1, bfdProfile: fast"), "allowed")]
 #[case::peer_bfd_profile_not_yet_created("", Create, &peer("p", "peerAddress: 10.1.0.1, bfdProfile: slow"),
-    r#"denied: bgppeer "metallb-system/p": spec.bfdProfile: bfdprofile "slow" does not exist: create it or remove spec.bfdProfile"#)]
+    r#"allowed; warning: bgppeer "metallb-system/p": spec.bfdProfile: bfdprofile "slow" does not exist yet: create it, or the peer's configuration stays invalid"#)]
 #[case::peer_bfd_profile_kept_on_an_unrelated_edit(&format!("{}\n---\n{}", bfd("fast"), peer("p", "peerAddress: 10.1.0.1, bfdProfile: fast")), Create, &pool("extra", "10.9.0.0/24"), "allowed")]
 #[case::peer_password_secret_unseen("", Create, &peer("p", "peerAddress: 10.1.0.1, passwordSecret: {name: s}"), "allowed")]
 #[case::peer_password_and_secret("", Create, &peer("p", "peerAddress: 10.1.0.1, password: x, passwordSecret: {name: s}"),
