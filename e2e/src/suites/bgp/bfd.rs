@@ -148,22 +148,7 @@ impl Profile {
 fn works(ctx: &Ctx, v6: bool, profile: Profile) -> Result<()> {
     let (name, spec, want) = profile.speaker();
     let hops = all_hops(ctx, v6);
-    let routers = routers::routers(ctx, v6)?;
-    // Before the peers: dropped after them, so no speaker sees its
-    // router's BFD go away under a live BGPPeer.
-    let _bfd = RouterBfd::enable(
-        ctx,
-        &routers,
-        &list(&hops),
-        &BfdProfile::new(ROUTER_PROFILE),
-    )?;
-    let (mut config, routers, _) = routers::peered_with(
-        ctx,
-        v6,
-        Passwords::OneSecret,
-        &json!({ "bfdProfile": name }),
-    )?;
-    config.bfd_profile(name, spec)?;
+    let (_bfd, mut config, routers) = bfd_peered(ctx, v6, &hops, name, spec)?;
     pool_and_advertisement(&mut config, &[pool_of(v6)], json!({}))?;
     backends(ctx, &[])?;
     let ip = super::service(ctx, "web", v6, json!({}), None)?;
@@ -183,6 +168,30 @@ fn works(ctx: &Ctx, v6: bool, profile: Profile) -> Result<()> {
             .collect();
         Ok((!more.is_empty()).then(|| more.join(", ")))
     })
+}
+
+/// BFD on at every router for `hops` (the routers' own profile), then
+/// the four routers' peers naming the BFD profile `name`, created with
+/// `spec`: where the specs here start. The routers' BFD comes first so
+/// that it is dropped after the peers: no speaker sees its router's BFD
+/// go away under a live BGPPeer.
+fn bfd_peered<'a>(
+    ctx: &'a Ctx,
+    v6: bool,
+    hops: &BTreeSet<IpAddr>,
+    name: &str,
+    spec: Value,
+) -> Result<(RouterBfd<'a>, Config<'a>, Vec<BgpRouter>)> {
+    let routers = routers::routers(ctx, v6)?;
+    let bfd = RouterBfd::enable(ctx, &routers, &list(hops), &BfdProfile::new(ROUTER_PROFILE))?;
+    let (mut config, routers, _) = routers::peered_with(
+        ctx,
+        v6,
+        Passwords::OneSecret,
+        &json!({ "bfdProfile": name }),
+    )?;
+    config.bfd_profile(name, spec)?;
+    Ok((bfd, config, routers))
 }
 
 fn list(hops: &BTreeSet<IpAddr>) -> Vec<IpAddr> {
@@ -260,20 +269,7 @@ fn speakers_report_up(ctx: &Ctx, routers: &[BgpRouter], v6: bool) -> Result<()> 
 /// session with them not up and counted down at least once.
 fn metrics_when_router_stops(ctx: &Ctx, v6: bool) -> Result<()> {
     let hops = all_hops(ctx, v6);
-    let routers = routers::routers(ctx, v6)?;
-    let bfd = RouterBfd::enable(
-        ctx,
-        &routers,
-        &list(&hops),
-        &BfdProfile::new(ROUTER_PROFILE),
-    )?;
-    let (mut config, routers, _) = routers::peered_with(
-        ctx,
-        v6,
-        Passwords::OneSecret,
-        &json!({ "bfdProfile": "bar" }),
-    )?;
-    config.bfd_profile("bar", json!({}))?;
+    let (bfd, mut config, routers) = bfd_peered(ctx, v6, &hops, "bar", json!({}))?;
     pool_and_advertisement(&mut config, &[pool_of(v6)], json!({}))?;
     backends(ctx, &[])?;
     let ip = super::service(ctx, "web", v6, json!({}), None)?;
@@ -376,23 +372,8 @@ fn victim(ctx: &Ctx, v6: bool) -> Result<(String, IpAddr, BTreeSet<IpAddr>)> {
 /// once the link is back, sessions and paths return.
 fn link_cut(ctx: &Ctx, v6: bool) -> Result<()> {
     let hops = all_hops(ctx, v6);
-    let routers = routers::routers(ctx, v6)?;
-    let _bfd = RouterBfd::enable(
-        ctx,
-        &routers,
-        &list(&hops),
-        &BfdProfile::new(ROUTER_PROFILE),
-    )?;
-    let (mut config, routers, _) = routers::peered_with(
-        ctx,
-        v6,
-        Passwords::OneSecret,
-        &json!({ "bfdProfile": "fast" }),
-    )?;
-    config.bfd_profile(
-        "fast",
-        json!({ "receiveInterval": 300, "transmitInterval": 300, "detectMultiplier": 3 }),
-    )?;
+    let fast = json!({ "receiveInterval": 300, "transmitInterval": 300, "detectMultiplier": 3 });
+    let (_bfd, mut config, routers) = bfd_peered(ctx, v6, &hops, "fast", fast)?;
     pool_and_advertisement(&mut config, &[pool_of(v6)], json!({}))?;
     backends(ctx, &[])?;
     let ip = super::service(ctx, "web", v6, json!({}), None)?;
