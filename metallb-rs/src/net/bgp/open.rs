@@ -1,4 +1,5 @@
-//! OPEN (RFC 4271 section 4.2) and capabilities (RFC 5492).
+//! OPEN (RFC 4271 section 4.2) and capabilities (RFC 5492), graceful
+//! restart among them (RFC 4724, RFC 8538).
 
 use super::{AS_TRANS, Notification, Reader, code};
 use std::net::Ipv4Addr;
@@ -45,6 +46,9 @@ pub enum Capability {
     },
     /// Code 2 (RFC 2918).
     RouteRefresh,
+    /// Code 64 (RFC 4724): the speaker can keep forwarding across a
+    /// restart of its BGP process.
+    GracefulRestart(GracefulRestart),
     /// Code 65 (RFC 6793): the speaker's real AS.
     FourOctetAs(u32),
     /// Anything else, kept as received.
@@ -54,6 +58,96 @@ pub enum Capability {
         /// Its value.
         value: Vec<u8>,
     },
+}
+
+/// The graceful restart capability's value (RFC 4724 section 3).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GracefulRestart {
+    /// The R bit: the sender has just restarted, so the receiver must not
+    /// wait for End-of-RIB from it before sending its own routes.
+    pub restarting: bool,
+    /// The N bit (RFC 8538): the sender keeps routes across a session
+    /// ended by a NOTIFICATION too, not only across a dropped connection.
+    pub notification: bool,
+    /// Seconds the receiver keeps the sender's routes while waiting for
+    /// the session to come back; 12 bits on the wire, so encoding clamps
+    /// it to [`GracefulRestart::MAX_RESTART_TIME`].
+    pub restart_time: u16,
+    /// The families the sender preserves routes for, in order.
+    pub families: Vec<GracefulRestartFamily>,
+}
+
+/// One family of a graceful restart capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GracefulRestartFamily {
+    /// Address family number; kept as a number, as in
+    /// [`Capability::Multiprotocol`], so a family this speaker does not
+    /// carry still decodes and re-encodes unchanged.
+    pub afi: u16,
+    /// Subsequent address family.
+    pub safi: u8,
+    /// The F bit: the sender's forwarding state for the family survived
+    /// the restart.
+    pub forwarding_preserved: bool,
+}
+
+const GR_RESTARTING: u16 = 0x8000;
+const GR_NOTIFICATION: u16 = 0x4000;
+const GR_FORWARDING: u8 = 0x80;
+
+impl GracefulRestart {
+    /// The largest restart time the 12-bit field holds.
+    pub const MAX_RESTART_TIME: u16 = 0x0fff;
+
+    /// Decodes a capability value; `None` when its length is not the
+    /// 2-octet header plus whole 4-octet families. Reserved bits are
+    /// ignored, as RFC 4724 asks of a receiver.
+    fn decode(value: &[u8]) -> Option<GracefulRestart> {
+        let (head, rest) = value.split_first_chunk::<2>()?;
+        if rest.len() % 4 != 0 {
+            return None;
+        }
+        let head = u16::from_be_bytes(*head);
+        let families = rest
+            .chunks_exact(4)
+            .map(|f| GracefulRestartFamily {
+                afi: u16::from_be_bytes([f[0], f[1]]),
+                safi: f[2],
+                forwarding_preserved: f[3] & GR_FORWARDING != 0,
+            })
+            .collect();
+        Some(GracefulRestart {
+            restarting: head & GR_RESTARTING != 0,
+            notification: head & GR_NOTIFICATION != 0,
+            restart_time: head & GracefulRestart::MAX_RESTART_TIME,
+            families,
+        })
+    }
+
+    /// The capability value. A restart time above the 12-bit maximum is
+    /// clamped rather than refused: encoding cannot fail, and letting the
+    /// high bits spill into the flags would announce R or N by accident.
+    fn encode(&self) -> Vec<u8> {
+        let mut head = self.restart_time.min(GracefulRestart::MAX_RESTART_TIME);
+        if self.restarting {
+            head |= GR_RESTARTING;
+        }
+        if self.notification {
+            head |= GR_NOTIFICATION;
+        }
+        let mut out = Vec::with_capacity(2 + 4 * self.families.len());
+        out.extend_from_slice(&head.to_be_bytes());
+        for f in &self.families {
+            out.extend_from_slice(&f.afi.to_be_bytes());
+            out.push(f.safi);
+            out.push(if f.forwarding_preserved {
+                GR_FORWARDING
+            } else {
+                0
+            });
+        }
+        out
+    }
 }
 
 /// An OPEN message (version 4).
@@ -101,6 +195,15 @@ impl Open {
         self.capabilities
             .iter()
             .any(|c| matches!(c, Capability::FourOctetAs(_)))
+    }
+
+    /// The sender's graceful restart capability, if it sent one (the
+    /// first, should it send several).
+    pub fn graceful_restart(&self) -> Option<&GracefulRestart> {
+        self.capabilities.iter().find_map(|c| match c {
+            Capability::GracefulRestart(gr) => Some(gr),
+            _ => None,
+        })
     }
 
     /// The unicast families the sender announced; IPv4 alone when it sent
@@ -182,6 +285,9 @@ impl Open {
                         safi: *safi,
                     },
                     (2, []) => Capability::RouteRefresh,
+                    (64, v) => Capability::GracefulRestart(
+                        GracefulRestart::decode(v).ok_or_else(malformed)?,
+                    ),
                     (65, [a, b, c, d]) => {
                         Capability::FourOctetAs(u32::from_be_bytes([*a, *b, *c, *d]))
                     }
@@ -215,6 +321,7 @@ impl Open {
                     (1, vec![a[0], a[1], 0, *safi])
                 }
                 Capability::RouteRefresh => (2, Vec::new()),
+                Capability::GracefulRestart(gr) => (64, gr.encode()),
                 Capability::FourOctetAs(a) => (65, a.to_be_bytes().to_vec()),
                 Capability::Other { code, value } => (*code, value.clone()),
             };

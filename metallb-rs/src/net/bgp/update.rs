@@ -1,8 +1,9 @@
 //! UPDATE (RFC 4271 section 4.3) and its path attributes, with
 //! multiprotocol reach/unreach (RFC 4760), AS4_PATH (RFC 6793),
-//! communities (RFC 1997) and large communities (RFC 8092).
+//! communities (RFC 1997), large communities (RFC 8092) and End-of-RIB
+//! markers (RFC 4724).
 
-use super::{AS_TRANS, Context, Notification, Reader, code};
+use super::{AS_TRANS, Afi, Context, Notification, Reader, SAFI_UNICAST, code};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -259,6 +260,49 @@ pub(super) fn check_received(body: &[u8]) -> Result<(), Notification> {
 }
 
 impl Update {
+    /// The End-of-RIB marker for a family (RFC 4724 section 2): for IPv4
+    /// unicast an UPDATE with nothing in it, for any other family one
+    /// carrying only an empty MP_UNREACH_NLRI for it.
+    pub fn end_of_rib_marker(afi: Afi, safi: u8) -> Update {
+        if (afi, safi) == (Afi::Ipv4, SAFI_UNICAST) {
+            return Update::default();
+        }
+        Update {
+            attributes: Attributes {
+                mp_unreach: Some(MpUnreach {
+                    afi: afi.number(),
+                    safi,
+                    withdrawn: Vec::new(),
+                }),
+                ..Attributes::default()
+            },
+            ..Update::default()
+        }
+    }
+
+    /// The family this UPDATE marks the end of the initial routes for, if
+    /// it is an End-of-RIB marker: exactly the shape
+    /// [`Update::end_of_rib_marker`] builds, nothing else alongside.
+    pub fn end_of_rib(&self) -> Option<(Afi, u8)> {
+        if !self.withdrawn.is_empty() || !self.nlri.is_empty() {
+            return None;
+        }
+        let attributes = &self.attributes;
+        if *attributes == Attributes::default() {
+            return Some((Afi::Ipv4, SAFI_UNICAST));
+        }
+        let unreach = attributes.mp_unreach.as_ref()?;
+        // Nothing but the empty MP_UNREACH_NLRI may be present.
+        let alone = Attributes {
+            mp_unreach: Some(unreach.clone()),
+            ..Attributes::default()
+        };
+        if *attributes != alone || !unreach.withdrawn.is_empty() {
+            return None;
+        }
+        Some((Afi::from_number(unreach.afi)?, unreach.safi))
+    }
+
     pub(super) fn decode(body: &[u8], ctx: &Context) -> Result<Update, Notification> {
         let list = || Notification::new(code::UPDATE, code::UPDATE_MALFORMED_ATTRIBUTE_LIST, []);
         let network = || Notification::new(code::UPDATE, code::UPDATE_INVALID_NETWORK, []);
