@@ -437,6 +437,21 @@ fn round(
     })
 }
 
+/// Every node's name and IPv4 address, in the lab's order; an error
+/// naming `what` unless every node has one.
+pub(crate) fn nodes_v4(cluster: &LabCluster, what: &str) -> Result<(Vec<String>, Vec<IpAddr>)> {
+    let node_list = cluster.nodes();
+    let names: Vec<String> = node_list.iter().map(|n| n.name.clone()).collect();
+    let nodes: Vec<IpAddr> = node_list
+        .iter()
+        .filter_map(|n| n.addresses.iter().copied().find(IpAddr::is_ipv4))
+        .collect();
+    if nodes.is_empty() || nodes.len() != names.len() {
+        bail!("{what} needs IPv4 on every node");
+    }
+    Ok((names, nodes))
+}
+
 /// `rounds` services created and deleted one at a time on `cluster` (a lab
 /// with `--protocol bgp`), after one warm-up round; prints the figures.
 pub fn latency(cluster: &LabCluster, rounds: usize) -> Result<Latency> {
@@ -452,15 +467,10 @@ pub fn latency(cluster: &LabCluster, rounds: usize) -> Result<Latency> {
         })
         .filter(|r| !r.addresses.is_empty())
         .collect();
-    let node_list = cluster.nodes();
-    let names: Vec<String> = node_list.iter().map(|n| n.name.clone()).collect();
-    let nodes: Vec<IpAddr> = node_list
-        .iter()
-        .filter_map(|n| n.addresses.iter().copied().find(IpAddr::is_ipv4))
-        .collect();
-    if routers.is_empty() || nodes.len() != names.len() {
-        bail!("the bgp latency needs IPv4 on the router and on every node");
+    if routers.is_empty() {
+        bail!("the bgp latency needs IPv4 on the router");
     }
+    let (names, nodes) = nodes_v4(cluster, "the bgp latency")?;
     let pool: IpNet = frr::POOL[0].parse()?;
     let rt = devenv::runtime()?;
     let client = rt.block_on(devenv::lab::cluster::client(cluster.kubeconfig()))?;

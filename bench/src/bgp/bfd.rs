@@ -82,15 +82,7 @@ pub fn link_cut(cluster: &LabCluster, runs: usize) -> Result<LinkCut> {
         })
         .filter(|r| !r.addresses.is_empty())
         .context("the bgp link cut needs the lab's first router with IPv4")?;
-    let node_list = cluster.nodes();
-    let names: Vec<String> = node_list.iter().map(|n| n.name.clone()).collect();
-    let nodes: Vec<IpAddr> = node_list
-        .iter()
-        .filter_map(|n| n.addresses.iter().copied().find(IpAddr::is_ipv4))
-        .collect();
-    if nodes.is_empty() || nodes.len() != names.len() {
-        bail!("the bgp link cut needs IPv4 on every node");
-    }
+    let (names, nodes) = super::nodes_v4(cluster, "the bgp link cut")?;
     let bench = Bench {
         cluster,
         router: cluster.bgp_router()?,
