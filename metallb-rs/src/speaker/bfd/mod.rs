@@ -15,8 +15,9 @@
 //! reads a datagram and its TTL, routes it to a session by discriminator,
 //! sends what the session asks, and sleeps until
 //! [`Session::next_wake`]; the same code then runs under
-//! tokio and in a deterministic test. It uses only `std`, so it compiles
-//! and tests on its own. Hand-rolled: the one Rust BFD crate found
+//! tokio and in a deterministic test. It uses only `std` and the
+//! config's echoMode refusal text (one text for admission and run time).
+//! Hand-rolled: the one Rust BFD crate found
 //! (rust-bfd, three commits, its own async daemon) is neither maintained
 //! nor free of I/O.
 //!

@@ -101,12 +101,8 @@ pub enum ProfileError {
 impl fmt::Display for ProfileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ProfileError::EchoMode => f.write_str(
-                "echoMode is not supported by the metallb-rs native BFD: set echoMode false \
-                 (echo packets are looped back through the peer's forwarding plane, which needs \
-                 raw packet I/O this speaker does not do; control packets at transmitInterval \
-                 still detect a failed path)",
-            ),
+            // One text, whoever refuses it: config at admission, this at run time.
+            ProfileError::EchoMode => f.write_str(crate::config::ECHO_MODE_REFUSAL),
             ProfileError::OutOfRange {
                 field,
                 value,

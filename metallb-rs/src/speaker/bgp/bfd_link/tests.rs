@@ -8,14 +8,6 @@ use prometheus::Registry;
 use std::net::Ipv4Addr;
 
 #[test]
-fn the_echo_mode_refusals_of_config_and_bfd_agree() {
-    assert_eq!(
-        crate::config::ECHO_MODE_REFUSAL,
-        bfd::ProfileError::EchoMode.to_string()
-    );
-}
-
-#[test]
 fn only_a_failed_path_closes_the_bgp_session() {
     use bfd::Diagnostic;
     let change = |from, to, diagnostic| bfd::Change {
