@@ -378,13 +378,22 @@ pub fn alive<'a>(
     (alive, gone)
 }
 
+/// Since when a member has been named by a fresh mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Named {
+    /// When the first mark naming it showed.
+    since: Instant,
+    /// Its lease's version at the last pass.
+    version: Option<Instant>,
+}
+
 /// What judging liveness remembers from one pass to the next: a
 /// speaker's memory at start is [`Judging::default`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Judging {
     /// Since when each member has been named by a fresh mark, while it
-    /// is ([`Evidence::doubted_since`]), and its lease's version then.
-    doubted_since: BTreeMap<String, (Instant, Option<Instant>)>,
+    /// is ([`Evidence::doubted_since`]).
+    doubted_since: BTreeMap<String, Named>,
     /// The members this speaker's mark names ([`Assessment::doubts`]).
     marked: BTreeSet<String>,
     /// When gossip membership started ([`GOSSIP_SETTLE`]).
@@ -402,6 +411,11 @@ pub struct Judging {
     distrusted: BTreeSet<String>,
     /// The latest [`Inputs::own_write_seen`] ([`Context::leases_seen`]).
     watch_current: Option<Instant>,
+    /// Alone in gossip, this speaker saw a member a mark named renew
+    /// after the mark showed: the others live and it is the one cut off
+    /// from them, so its own mark may not reach one whose watch lags
+    /// ([`assess`]). Kept until it is no longer alone.
+    marks_answered: bool,
 }
 
 impl Judging {
@@ -504,10 +518,10 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     // Since when each member is named, as the watch shows the marks: from
     // then on it renews fast if it lives.
     let view = input.view;
-    // In the gossip minority, this speaker's own mark shortens no deadline:
-    // the member may be alive and cut from it alone, with a lease watch too
-    // far behind to show the mark (it would then renew slowly and be taken
-    // for stopped). The others' marks still count.
+    // Cut off in the gossip minority, this speaker's own mark shortens no
+    // deadline: the member may be alive and cut from it alone, with a
+    // lease watch too far behind to show the mark (it would then renew
+    // slowly and be taken for stopped). The others' marks still count.
     // The speakers weighed as the last pass left the departed.
     let weighed = view.map(|v| {
         voters(
@@ -518,24 +532,45 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     let alone = view
         .zip(weighed.as_ref())
         .is_some_and(|(v, w)| gossip_minority(&v.alive, w));
+    // Alone in gossip is either of two things: this speaker is cut off
+    // from live members, or most members died at once (a rack). Live
+    // members answer a mark with fast renewals; the dead renew nothing.
+    // Until one named member has renewed since a mark named it, its own
+    // mark counts as in the majority: otherwise the last survivors of a
+    // rack wait out the dead speakers' own 15 s period.
+    judging.marks_answered = alone
+        && (judging.marks_answered
+            || judging.doubted_since.iter().any(|(n, named)| {
+                n != input.me && input.leases.get(n).is_some_and(|l| l.changed > named.since)
+            }));
+    let discount_own = alone && judging.marks_answered;
     let mut doubted_since = BTreeMap::new();
     for n in input.nodes {
         let first = fresh
             .iter()
-            .filter(|(marker, m)| m.names(&n.name) && !(alone && *marker == input.me))
+            .filter(|(marker, m)| m.names(&n.name) && !(discount_own && *marker == input.me))
             .filter_map(|(marker, _)| input.leases.get(*marker).map(|l| l.changed))
             .min();
         let version = input.leases.get(&n.name).map(|l| l.changed);
         let before = judging.doubted_since.get(&n.name).copied();
         let named = match (first, before) {
-            (Some(t), before) => Some((before.map_or(t, |b| b.0), version)),
+            (Some(t), before) => {
+                Some(before.map_or(Named { since: t, version }, |b| Named { version, ..b }))
+            }
             // No fresh mark names it now - its marker's write failed or is
             // late, or the marker saw its lease run out and cleared the
             // mark - yet it has not renewed since one did, nor has gossip
             // seen it answer: its deadline must not move back without
             // new evidence.
-            // (Alone, not even that: the mark may have been its own.)
-            (None, Some(b)) if !alone && b.1 == version && !answers_in(view, &n.name) => Some(b),
+            // (Cut off, not even that: the mark may have been its own,
+            // also one it made in the majority, before it saw itself
+            // cut off: a member with a lagging watch would then be taken
+            // for stopped while the majority sees it renew.)
+            (None, Some(b))
+                if !discount_own && b.version == version && !answers_in(view, &n.name) =>
+            {
+                Some(b)
+            }
             (None, _) => None,
         };
         if let Some(named) = named {
@@ -600,7 +635,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
                     out_of_service: n.out_of_service,
                     lease: input.leases.get(&n.name).copied(),
                     gossip: gossip(&n.name),
-                    doubted_since: judging.doubted_since.get(&n.name).map(|d| d.0),
+                    doubted_since: judging.doubted_since.get(&n.name).map(|d| d.since),
                 },
             )
         })

@@ -66,7 +66,7 @@ pub fn stands_until(judging: &Judging, input: &Inputs<'_>) -> Option<Instant> {
         .iter()
         .filter(|(node, l)| watched(judging, input.view, input.me, node, l))
         .flat_map(|(node, l)| {
-            let doubted = judging.doubted_since.get(node).map(|d| d.0);
+            let doubted = judging.doubted_since.get(node).map(|d| d.since);
             [
                 l.deadline(),
                 l.stop_deadline(doubted, input.api_latency),

@@ -60,61 +60,73 @@ fn only_our_own_write_seen_back_shows_the_watch_current() {
     assert!(!current.renew_now);
 }
 
-/// A speaker alone in gossip (it sees one of three alive) marked b, whose
-/// lease watch may be too far behind to show the mark: its own mark
-/// shortens no deadline, so b, renewing slowly, still counts; the same
-/// mark from a speaker in the majority would make b overdue.
-#[test]
-fn a_mark_of_ours_counts_for_nothing_while_we_are_alone_in_gossip() {
+/// A speaker alone in gossip (it sees one of three alive) marked b and
+/// c at 2.0. c renewed at 5.0, after the mark showed: the others live and
+/// this speaker is the one cut off, so b's lease watch may be too far
+/// behind to show the mark, and its own mark shortens no deadline - b,
+/// renewing slowly, still counts; the same mark from a speaker in the
+/// majority makes b overdue. Had nobody renewed since the mark (most
+/// members died at once: a rack), the mark counts alone too, or the last
+/// survivor would wait out the dead speakers' own slow period.
+#[rstest::rstest]
+#[case::cut_off_from_live_members(&["me"], 5.0, None)]
+#[case::in_the_majority(&["me", "c"], 5.0, Some(Gone::Unknown))]
+#[case::last_survivor_of_a_rack(&["me"], 1.0, Some(Gone::Unknown))]
+fn a_mark_of_ours_counts_alone_in_gossip_until_a_member_answers_it(
+    #[case] alive: &[&str],
+    #[case] c_renewed: f64,
+    #[case] b_gone: Option<Gone>,
+) {
     let nodes = [node("b"), node("c"), node("me")];
     let slow = |changed: f64| LeaseState {
         period: presence::SLOW_RENEW,
         ..lease(true, changed).expect("held")
     };
-    let leases: BTreeMap<String, LeaseState> = [
-        ("b", slow(1.0)),
-        ("c", slow(1.0)),
-        (
-            "me",
-            LeaseState {
-                trouble: true,
-                ..slow(2.0)
-            },
-        ),
-    ]
-    .into_iter()
-    .map(|(n, l)| (n.to_owned(), l))
-    .collect();
-    let marks = BTreeMap::from([("me".to_owned(), Mark::parse("b"))]);
-    let pass = |alive: &[&str]| {
-        let view = View {
-            alive: alive.iter().map(|n| (*n).to_owned()).collect(),
-            ..View::default()
-        };
-        let mut judging = Judging::default();
-        judging.gossip_started(at(0.0));
+    let leases = |c: f64| -> BTreeMap<String, LeaseState> {
+        [
+            ("b", slow(1.0)),
+            ("c", slow(c)),
+            (
+                "me",
+                LeaseState {
+                    trouble: true,
+                    ..slow(2.0)
+                },
+            ),
+        ]
+        .into_iter()
+        .map(|(n, l)| (n.to_owned(), l))
+        .collect()
+    };
+    let marks = BTreeMap::from([("me".to_owned(), Mark::parse("b,c"))]);
+    let view = View {
+        alive: alive.iter().map(|n| (*n).to_owned()).collect(),
+        ..View::default()
+    };
+    let mut judging = Judging::default();
+    judging.gossip_started(at(0.0));
+    let mut pass = |now: f64, leases: &BTreeMap<String, LeaseState>| {
         assess(
             &mut judging,
             &Inputs {
-                now: at(10.0),
+                now: at(now),
                 me: "me",
                 api_ok: true,
                 api_latency: Duration::ZERO,
                 view: Some(&view),
                 nodes: &nodes,
-                leases: &leases,
+                leases,
                 marks: &marks,
-                own_write_seen: Some(at(9.9)),
+                own_write_seen: Some(at(now - 0.1)),
                 last_write_sent: None,
             },
         )
     };
-    let alone = pass(&["me"]);
-    assert!(alone.alive.contains("b"), "{alone:?}");
-    let in_the_majority = pass(&["me", "c"]);
-    assert_eq!(
-        in_the_majority.gone.get("b"),
-        Some(&Gone::Unknown),
-        "{in_the_majority:?}"
-    );
+    let first = pass(2.5, &leases(1.0));
+    assert!(first.alive.contains("b"), "{first:?}");
+    let later = pass(10.0, &leases(c_renewed));
+    assert_eq!(later.gone.get("b"), b_gone.as_ref(), "{later:?}");
+    if b_gone.is_none() {
+        assert!(later.alive.contains("b"), "{later:?}");
+    }
 }
