@@ -16,9 +16,12 @@ use std::time::Duration;
 /// `ghcr.io/metallb-rs/metallb-rs`, the dev-env's `metallb-rs:dev`).
 const IMAGE_NAME: &str = "metallb-rs";
 
-/// Where the binary sits in the image: a container whose `command` names
-/// it (rather than leaving the entrypoint) runs the same binary.
-const BINARY_IN_IMAGE: &str = crate::image::BINARY_IN_IMAGE;
+/// Whether `command` names the binary (`/metallb-rs`, where the image
+/// has it, or any path ending in it): a container may name it rather
+/// than leave the entrypoint; the image holds no other program.
+fn is_the_binary(command: &str) -> bool {
+    command.rsplit('/').next() == Some(IMAGE_NAME)
+}
 
 /// The most a stopped process is given to exit before it is killed:
 /// the lab keeps a Pod that went away for its drain
@@ -77,7 +80,7 @@ pub enum ProcessError {
     },
     /// Its `command` runs something else than the binary.
     #[error(
-        "pod {pod} container {container}: command {command:?} does not run {BINARY_IN_IMAGE}, the only program in the metallb-rs image"
+        "pod {pod} container {container}: command {command:?} does not run metallb-rs, the only program in the metallb-rs image"
     )]
     Command {
         /// `namespace/name`.
@@ -125,9 +128,7 @@ pub fn process(pod: &Pod, container: &str, at: Placement<'_>) -> Result<Process,
         })?;
     let mut args: Vec<String> = match c.command.as_deref() {
         None | Some([]) => Vec::new(),
-        Some([binary, rest @ ..]) if binary == BINARY_IN_IMAGE || binary == IMAGE_NAME => {
-            rest.to_vec()
-        }
+        Some([binary, rest @ ..]) if is_the_binary(binary) => rest.to_vec(),
         Some(command) => {
             return Err(ProcessError::Command {
                 pod: pod_name,

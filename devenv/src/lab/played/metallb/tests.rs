@@ -97,7 +97,7 @@ fn processes() {
             json!({ "name": "c", "image": "metallb-rs:dev", "command": ["/bin/sh", "-c", "x"] }),
             json!({}),
             "error: pod metallb-system/speaker-x container c: command [\"/bin/sh\", \"-c\", \"x\"] \
-             does not run /metallb-rs, the only program in the metallb-rs image",
+             does not run metallb-rs, the only program in the metallb-rs image",
         ),
         (
             "a Secret in the environment is refused by name",
@@ -137,4 +137,10 @@ fn processes() {
             .join(" ");
         assert_eq!(got, want, "row: {name}");
     }
+}
+
+#[test]
+fn the_image_entrypoint_is_the_binary() {
+    assert!(is_the_binary(crate::image::BINARY_IN_IMAGE));
+    assert!(is_the_binary("metallb-rs") && !is_the_binary("/bin/metallb-rs-tools"));
 }
