@@ -87,3 +87,47 @@ pub fn action(
     }
     serde_json::from_str(&out).with_context(|| format!("helm {action}: not JSON: {out}"))
 }
+
+/// The values a lab needs beside the chart's defaults. The image stays
+/// the chart's: the lab pulls nothing and runs its own binary for it
+/// ([`crate::lab::played::metallb`]).
+pub fn lab_values() -> serde_json::Value {
+    let control_plane = crate::lab::agent::CONTROL_PLANE_LABEL;
+    serde_json::json!({
+        "controller": {
+            // The lab API server calls webhooks only at the root
+            // namespace's loopback addresses it was started with; the
+            // chart's controller serves them in a node's namespace, so
+            // with failurePolicy Fail every pool write would be refused.
+            "webhookMode": "disabled",
+            // A lab Pod shares its node's network namespace (in a cluster
+            // the controller has its own), so the controller and a speaker
+            // on one node would both bind 0.0.0.0:9120 and :17472: the
+            // controller runs on the control plane, the speakers elsewhere.
+            "nodeSelector": { control_plane: "" },
+        },
+        "speaker": {
+            "tolerateMaster": false,
+            "affinity": { "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{ "matchExpressions": [
+                    { "key": control_plane, "operator": "DoesNotExist" }] }] } } },
+        },
+    })
+}
+
+/// Installs the chart with [`lab_values`] into the lab of `kubeconfig`
+/// (a lab made with [`crate::lab::cluster::Metallb::Chart`]), or upgrades
+/// the release it already holds; Helm's result.
+pub fn install_in_lab(kubeconfig: &Path) -> Result<serde_json::Value> {
+    let values = lab_values();
+    let verb = if action(kubeconfig, "status", None).is_ok() {
+        "upgrade"
+    } else {
+        "install"
+    };
+    let done = action(kubeconfig, verb, Some(&values))?;
+    if done["info"]["status"] != "deployed" {
+        bail!("helm {verb}: the release is not deployed: {done}");
+    }
+    Ok(done)
+}

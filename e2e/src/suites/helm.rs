@@ -12,7 +12,6 @@ use devenv::wait::eventually;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use serde_json::{Value, json};
 use std::time::Duration;
 
 const NS: &str = metallb_rs::api::DEFAULT_NAMESPACE;
@@ -28,32 +27,6 @@ pub fn specs() -> Vec<Spec> {
     )]
 }
 
-/// The values the lab needs beside the chart's defaults. The image stays
-/// the chart's: the lab pulls nothing and runs its own binary for it.
-fn lab_values() -> Value {
-    let control_plane = devenv::lab::agent::CONTROL_PLANE_LABEL;
-    json!({
-        "controller": {
-            // The lab API server calls webhooks only at the root
-            // namespace's loopback addresses it was started with; the
-            // chart's controller serves them in a node's namespace, so
-            // with failurePolicy Fail every pool write would be refused.
-            "webhookMode": "disabled",
-            // A lab Pod shares its node's network namespace (in a cluster
-            // the controller has its own), so the controller and a speaker
-            // on one node would both bind 0.0.0.0:9120 and :17472: the
-            // controller runs on the control plane, the speakers elsewhere.
-            "nodeSelector": { control_plane: "" },
-        },
-        "speaker": {
-            "tolerateMaster": false,
-            "affinity": { "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{ "matchExpressions": [
-                    { "key": control_plane, "operator": "DoesNotExist" }] }] } } },
-        },
-    })
-}
-
 fn chart_l2(ctx: &Ctx) -> Result<()> {
     if !devenv::helm::available() {
         return Err(crate::skip(format!(
@@ -63,11 +36,7 @@ fn chart_l2(ctx: &Ctx) -> Result<()> {
     }
     let fresh = ctx.cluster().fresh_for_chart()?;
     let kubeconfig = fresh.cluster().kubeconfig().to_owned();
-    let installed = devenv::helm::action(&kubeconfig, "install", Some(&lab_values()))?;
-    ensure!(
-        installed["info"]["status"] == "deployed",
-        "helm install: {installed}"
-    );
+    devenv::helm::install_in_lab(&kubeconfig)?;
     let factory = CtxFactory::for_cluster(fresh.cluster().clone())?;
     let inner = factory.create(ctx.test_name())?;
     let checked = wait_for_metallb(&inner).and_then(|()| {
