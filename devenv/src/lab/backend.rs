@@ -7,8 +7,9 @@
 //! so the EndpointSlice controller publishes it; an event on the Pod says
 //! the container is played by the lab backend, and what it served goes to
 //! the container's log ([`lab_apiserver::podlog`], `kubectl logs`). A
-//! Job's Pod completes at once instead. The same Pod spec runs real
-//! agnhost (or the real image) on kind.
+//! Job's Pod completes at once instead. A container of the metallb-rs
+//! image runs the lab's metallb-rs binary ([`process`]). The same Pod
+//! spec runs real agnhost (or the real image) on kind.
 //!
 //! Pods on one node share its addresses, so two of them may want one
 //! port (two replicas, or a rolling update's old and new Pod): every
