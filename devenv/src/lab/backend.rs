@@ -427,6 +427,9 @@ async fn reconcile(here: &Here<'_>, recorder: &Recorder, pods_here: &mut Pods) -
         // does.
         let (ns, name, uid) = &key;
         let _ = std::fs::remove_dir_all(podlog::pod_dir(logs, ns, name, uid));
+        if let Some(rs) = metallb_rs {
+            process::forget(rs, ns, name, uid);
+        }
     }
     draining.retain(|(until, _)| *until > now);
     for pod in &pods {

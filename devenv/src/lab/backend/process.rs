@@ -86,6 +86,20 @@ pub(super) fn kubeconfig_path(rs: &MetallbRs, pod: &Pod, container: &str) -> Pat
     ))
 }
 
+/// Removes the kubeconfigs of the Pod `namespace/name` with `uid` (its
+/// tokens stay valid until they expire: nothing else should read them).
+pub(super) fn forget(rs: &MetallbRs, namespace: &str, name: &str, uid: &str) {
+    let prefix = format!("{namespace}_{name}_{uid}_");
+    let Ok(entries) = std::fs::read_dir(&rs.token_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Prepares `process` (its kubeconfig) and returns the task that runs it
 /// until `stop` fires or is dropped.
 pub(super) async fn start(
