@@ -145,17 +145,15 @@ pub fn run(args: &DevEnvArgs) -> Result<()> {
     if chart && provider == Provider::Kind {
         bail!("--metallb chart is a lab option: on kind the dev-env applies the manifests");
     }
-    if chart && !devenv::helm::available() {
-        bail!(
-            "--metallb chart installs through Helm's library for Python, which is not installed: {}",
-            devenv::helm::INSTALL_HINT
-        );
-    }
     let started = Instant::now();
     let cluster: Box<dyn Cluster> = if provider == Provider::Kind {
         Box::new(devenv::kind::up(&kind_spec(args))?)
     } else {
-        crate::setup::ensure(devenv::prereq::LAB_E2E)?;
+        let mut needs = devenv::prereq::LAB.to_vec();
+        if chart {
+            needs.push(devenv::prereq::Need::Helm);
+        }
+        crate::setup::ensure(&needs)?;
         let bin_dir = build_binaries()?;
         let lab = lab_up(&lab_spec(args, bin_dir))?;
         if chart {
