@@ -1217,8 +1217,8 @@ impl Cluster for LabCluster {
         self.start_speaker_env(node, None)
     }
 
-    fn fresh_for_chart(&self) -> Result<FreshCluster> {
-        fresh_for_chart(self)
+    fn fresh_for_chart(&self) -> Result<Option<FreshCluster>> {
+        fresh_for_chart(self).map(Some)
     }
 
     fn start_speaker_with_clock_offset(&self, node: &str, offset_secs: i64) -> Result<bool> {
