@@ -244,6 +244,73 @@ pub(super) fn refused(e: &metallb::ProcessError) -> String {
 mod tests {
     use super::*;
 
+    /// The log of container `c` of a Pod in `dir`, once it holds
+    /// `want` (its lines come from reader threads: give them 5 s).
+    async fn log_once(dir: &Path, want: &str) -> String {
+        let file = lab_apiserver::podlog::path(dir, "n", "p", "u", "c");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            if text.contains(want) || std::time::Instant::now() > deadline {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn sh(dir: &Path, script: &str) -> (std::process::Command, Log) {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "p", "namespace": "n", "uid": "u" } }))
+        .expect("pod");
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        (cmd, Log::open(dir, &pod, "c"))
+    }
+
+    #[tokio::test]
+    async fn a_process_that_exits_is_started_again_after_a_backoff() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cmd, log) = sh(dir.path(), "echo started; exit 3");
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(supervise(cmd, Duration::from_secs(1), log, stopped));
+        // Started at 0 s and about 1.2 s; the third start would come near 3.4 s.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let _ = stop.send(());
+        task.await.expect("supervisor");
+        let text = log_once(dir.path(), "exited").await;
+        assert_eq!(text.matches("started\n").count(), 2, "{text}");
+        assert!(
+            text.contains("exited (exit status: 3); started again in 1s"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stopped_process_gets_sigterm_within_its_grace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cmd, log) = sh(
+            dir.path(),
+            "trap 'echo terminated; exit 0' TERM; echo up; while :; do sleep 0.05; done",
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(supervise(cmd, Duration::from_secs(3), log, stopped));
+        assert!(log_once(dir.path(), "up").await.contains("up"));
+        let asked = tokio::time::Instant::now();
+        let _ = stop.send(());
+        task.await.expect("supervisor");
+        assert!(
+            asked.elapsed() < Duration::from_secs(3),
+            "waited out the grace: no SIGTERM"
+        );
+        let text = log_once(dir.path(), "terminated").await;
+        assert!(
+            text.contains("terminated") && text.contains("stopped"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn the_process_kubeconfig_keeps_the_cluster_and_swaps_the_user() {
         let dir = tempfile::tempdir().expect("tempdir");
