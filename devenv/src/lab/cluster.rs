@@ -1235,6 +1235,14 @@ fn fresh_for_chart(outer: &LabCluster) -> Result<FreshCluster> {
     let mut spec = LabSpec::new(&outer.bin_dir);
     spec.name = name.clone();
     spec.api_port = api_port(&name);
+    if spec.api_port == outer.api_port {
+        // `up` would take the outer lab's API server for its own.
+        bail!(
+            "lab {name} would get the API port {} of lab {} (the ports are hashed from the names): run the outer lab under another --name",
+            spec.api_port,
+            outer.name
+        );
+    }
     spec.nodes = outer.lab.nodes.len();
     spec.family = outer.family;
     spec.log_level = outer.log_level.clone();
