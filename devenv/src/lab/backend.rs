@@ -16,9 +16,9 @@
 //! listener is opened with `SO_REUSEPORT` and the kernel spreads
 //! connections over the Pods that listen.
 
-use super::played::{self, Played, Player, Protocol, metallb};
+use super::played::{self, Played, Player, Protocol};
 use super::probe;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use lab_apiserver::podlog;
@@ -455,9 +455,8 @@ async fn reconcile(here: &Here<'_>, recorder: &Recorder, pods_here: &mut Pods) -
             continue;
         }
         let plays = played::play(pod);
-        let (tasks, stops, refusals) = start_containers(here, pod, &plays).await;
         // Aborts the servers if the status write below fails.
-        let mut running_pod = Running { tasks, stops };
+        let (mut running_pod, refusals) = start_containers(here, pod, &plays).await?;
         let started = jiff::Timestamp::now()
             .round(jiff::Unit::Second)
             .map(|t| t.to_string())
@@ -518,34 +517,38 @@ struct Here<'a> {
     metallb_rs: Option<&'a MetallbRs>,
 }
 
-/// Starts `pod`'s containers as `plays` says: the servers' and processes'
-/// tasks, the processes' stop senders, and why any container could not
-/// be started.
+/// Starts `pod`'s containers as `plays` says: what runs, and why any
+/// container cannot be played (for good: reported, not retried). An
+/// error is one to retry next round; what had started is stopped.
 async fn start_containers(
     here: &Here<'_>,
     pod: &Pod,
     plays: &[Played],
-) -> (
-    Vec<tokio::task::JoinHandle<()>>,
-    Vec<tokio::sync::oneshot::Sender<()>>,
-    Vec<String>,
-) {
-    let (mut tasks, mut stops, mut refusals) = (Vec::new(), Vec::new(), Vec::new());
+) -> Result<(Running, Vec<String>)> {
+    let mut running = Running {
+        tasks: Vec::new(),
+        stops: Vec::new(),
+    };
+    let mut refusals = Vec::new();
     let name = pod.metadata.name.clone().unwrap_or_default();
     for play in plays {
         let log = Log::open(here.logs, pod, &play.container);
         log.line(&played_event(pod, play, here.metallb_rs).message);
         if play.player == Player::MetallbRs {
             let (stop, stopped) = tokio::sync::oneshot::channel();
-            match start_metallb_rs(here, pod, play, log.clone(), stopped).await {
-                Ok(task) => {
-                    tasks.push(task);
-                    stops.push(stop);
+            match process::start_container(here, pod, play, log.clone(), stopped).await {
+                Ok(process::Started::Task(task)) => {
+                    running.tasks.push(task);
+                    running.stops.push(stop);
                 }
-                Err(e) => {
-                    let refusal = format!("container {}: {e:#}", play.container);
+                Ok(process::Started::Refused(why)) => {
+                    let refusal = format!("container {}: {why}", play.container);
                     log.line(&refusal);
                     refusals.push(refusal);
+                }
+                Err(e) => {
+                    log.line(&format!("not started yet, retrying: {e:#}"));
+                    return Err(e);
                 }
             }
             continue;
@@ -560,7 +563,7 @@ async fn start_containers(
         for port in &play.ports {
             let (number, protocol, answer) = (port.number, port.protocol, answer.to_owned());
             let log = log.clone();
-            tasks.push(tokio::spawn(async move {
+            running.tasks.push(tokio::spawn(async move {
                 let served = match protocol {
                     Protocol::Tcp => serve_http(number, answer, log).await,
                     Protocol::Udp => serve_udp(number, answer, log).await,
@@ -571,27 +574,7 @@ async fn start_containers(
             }));
         }
     }
-    (tasks, stops, refusals)
-}
-
-/// Starts the lab's metallb-rs binary for `play`'s container.
-async fn start_metallb_rs(
-    here: &Here<'_>,
-    pod: &Pod,
-    play: &Played,
-    log: Log,
-    stopped: tokio::sync::oneshot::Receiver<()>,
-) -> Result<tokio::task::JoinHandle<()>> {
-    let rs = here.metallb_rs.context(
-        "this node's agent was started without --metallb-rs-binary, so it has no metallb-rs to run",
-    )?;
-    let at = metallb::Placement {
-        node: here.node,
-        addresses: here.addresses,
-    };
-    let plan = metallb::process(pod, &play.container, at)
-        .map_err(|e| anyhow::anyhow!(process::refused(&e)))?;
-    process::start(here.client, rs, pod, plan, log, stopped).await
+    Ok((running, refusals))
 }
 
 /// Plays a Job's Pod: each container completes at once with exit code 0.

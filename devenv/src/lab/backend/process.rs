@@ -7,7 +7,8 @@
 //! `restartPolicy: Always`), and on stop it gets SIGTERM, then SIGKILL
 //! after its grace period; dropped (the agent stopping), it is killed.
 
-use super::Log;
+use super::{Here, Log};
+use crate::lab::played::Played;
 use crate::lab::played::metallb::{self, Process};
 use anyhow::{Context, Result};
 use k8s_openapi::api::authentication::v1::TokenRequest;
@@ -97,6 +98,40 @@ pub(super) fn forget(rs: &MetallbRs, namespace: &str, name: &str, uid: &str) {
         if entry.file_name().to_string_lossy().starts_with(&prefix) {
             let _ = std::fs::remove_file(entry.path());
         }
+    }
+}
+
+/// How a metallb-rs container's start went.
+pub(super) enum Started {
+    /// Its process runs (under this supervising task).
+    Task(tokio::task::JoinHandle<()>),
+    /// It cannot be played, and why.
+    Refused(String),
+}
+
+/// Starts the lab's metallb-rs binary for `play`'s container: refused
+/// for good when the lab cannot play it, an error to retry otherwise.
+pub(super) async fn start_container(
+    here: &Here<'_>,
+    pod: &Pod,
+    play: &Played,
+    log: Log,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Result<Started> {
+    let Some(rs) = here.metallb_rs else {
+        return Ok(Started::Refused(
+            "this node's agent was started without --metallb-rs-binary, so it has no metallb-rs to run".into(),
+        ));
+    };
+    let at = metallb::Placement {
+        node: here.node,
+        addresses: here.addresses,
+    };
+    match metallb::process(pod, &play.container, at) {
+        Ok(plan) => Ok(Started::Task(
+            start(here.client, rs, pod, plan, log, stopped).await?,
+        )),
+        Err(e) => Ok(Started::Refused(refused(&e))),
     }
 }
 
@@ -235,8 +270,8 @@ pub(super) fn event_message(image: &str, container: &str, rs: &MetallbRs) -> Str
     )
 }
 
-/// The event when a metallb-rs container cannot be played.
-pub(super) fn refused(e: &metallb::ProcessError) -> String {
+/// Why a metallb-rs container cannot be played.
+fn refused(e: &metallb::ProcessError) -> String {
     format!("the lab cannot run this container: {e}")
 }
 
