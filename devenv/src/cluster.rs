@@ -257,6 +257,54 @@ pub trait Cluster: Send + Sync {
         }
         Ok(routes)
     }
+    /// A new cluster beside this one with nothing of metallb-rs in it but
+    /// its namespace, whose nodes run the metallb-rs image's containers
+    /// (for a spec that installs metallb-rs itself, through the Helm
+    /// chart); removed when the handle is dropped. `None` where the
+    /// provider cannot make one from here (only the lab can).
+    fn fresh_for_chart(&self) -> Result<Option<FreshCluster>> {
+        Ok(None)
+    }
+}
+
+/// A cluster made for one spec ([`Cluster::fresh_for_chart`]): removed
+/// by [`FreshCluster::remove`], or when dropped.
+pub struct FreshCluster {
+    cluster: std::sync::Arc<dyn Cluster>,
+    remove: Option<Box<dyn FnOnce() -> Result<()> + Send>>,
+}
+
+impl FreshCluster {
+    /// `cluster`, removed by `remove`.
+    pub fn new(
+        cluster: std::sync::Arc<dyn Cluster>,
+        remove: impl FnOnce() -> Result<()> + Send + 'static,
+    ) -> Self {
+        Self {
+            cluster,
+            remove: Some(Box::new(remove)),
+        }
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> &std::sync::Arc<dyn Cluster> {
+        &self.cluster
+    }
+
+    /// Removes the cluster now, saying whether that worked.
+    pub fn remove(mut self) -> Result<()> {
+        self.remove.take().map_or(Ok(()), |remove| remove())
+    }
+}
+
+impl Drop for FreshCluster {
+    fn drop(&mut self) {
+        if let Some(remove) = self.remove.take()
+            && let Err(e) = remove()
+        {
+            eprintln!("removing the fresh cluster {}: {e:#}", self.cluster.name());
+        }
+    }
 }
 
 /// A cluster known only by its kubeconfig (`--provider kubeconfig`): the

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod docker;
 pub mod frr;
+pub mod helm;
 pub mod image;
 pub mod kind;
 pub mod lab;

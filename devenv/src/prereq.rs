@@ -131,7 +131,7 @@ pub enum Need {
     /// `cargo fmt` and `cargo clippy` (the lint steps).
     Lint,
     /// Helm's library for Python ([`HELM_PYPI`]) and PyYAML: the chart's
-    /// lint and drift check.
+    /// lint and drift check, its install into a lab.
     Helm,
 }
 
@@ -143,8 +143,11 @@ pub const TESTS: &[Need] = &[
     Need::Docker,
     Need::Helm,
 ];
-/// What the lab e2e suites need.
-pub const LAB_E2E: &[Need] = &[Need::Netns, Need::E2eTools, Need::Frr];
+/// What a lab dev-env needs.
+pub const LAB: &[Need] = &[Need::Netns, Need::E2eTools, Need::Frr];
+/// What the lab e2e suites need: a lab, and Helm's library for the spec
+/// that installs the chart.
+pub const LAB_E2E: &[Need] = &[Need::Netns, Need::E2eTools, Need::Frr, Need::Helm];
 
 /// How a missing piece can be put on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]

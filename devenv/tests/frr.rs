@@ -451,7 +451,7 @@ fn a_bgp_lab_runs_frr_behind_the_cluster_handle_needs_root_and_frr() {
     spec.name = name.clone();
     spec.nodes = 2;
     spec.api_port = api_port(&name);
-    spec.metallb = false;
+    spec.metallb = devenv::lab::cluster::Metallb::Off;
     spec.protocol = Protocol::Bgp;
 
     let lab = up(&spec).expect("lab with FRR");

@@ -40,7 +40,7 @@ fn lab_up_is_idempotent_and_down_cleans_up_after_a_crash_needs_root() {
     spec.name = name.clone();
     spec.nodes = 2;
     spec.api_port = api_port(&name);
-    spec.metallb = false;
+    spec.metallb = devenv::lab::cluster::Metallb::Off;
 
     let started = Instant::now();
     let lab = up(&spec).expect("lab comes up");

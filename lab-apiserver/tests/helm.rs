@@ -15,40 +15,18 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Command;
 
 const NS: &str = "metallb-system";
 
-/// Whether Helm's library for Python loads here.
-fn helm_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import helm_sdkpy, yaml"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Runs one Helm action (`charts/tests/helm_action.py`) off the
-/// runtime's threads; its JSON result, or Helm's error.
+/// Runs one Helm action ([`devenv::helm::action`]) off the runtime's
+/// threads; its JSON result, or Helm's error.
 async fn try_helm(kubeconfig: &Path, action: &str, values: Option<Value>) -> Result<Value, String> {
-    let script = repo("charts/tests/helm_action.py");
-    let mut args = vec![
-        script.to_string_lossy().into_owned(),
-        kubeconfig.to_string_lossy().into_owned(),
-        action.to_owned(),
-    ];
-    args.extend(values.map(|v| v.to_string()));
-    let out = tokio::task::spawn_blocking(move || Command::new("python3").args(&args).output())
-        .await
-        .expect("joined")
-        .expect("python3 runs");
-    if !out.status.success() {
-        return Err(format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(serde_json::from_slice(&out.stdout).expect("helm_action prints JSON"))
+    let (kubeconfig, action) = (kubeconfig.to_owned(), action.to_owned());
+    tokio::task::spawn_blocking(move || {
+        devenv::helm::action(&kubeconfig, &action, values.as_ref()).map_err(|e| format!("{e:#}"))
+    })
+    .await
+    .expect("joined")
 }
 
 /// [`try_helm`], which must succeed.
@@ -109,10 +87,11 @@ fn speaker_args(ds: &DaemonSet) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_installs_upgrades_rolls_back_and_uninstalls_the_chart() {
-    if !helm_available() {
-        devenv::prereq::skip(
-            "Helm's library for Python is not installed (cargo xtask test installs PyPI helm-sdkpy)",
-        );
+    if !devenv::helm::available() {
+        devenv::prereq::skip(format!(
+            "Helm's library for Python is not installed (cargo xtask test installs PyPI helm-sdkpy; by hand: {})",
+            devenv::helm::INSTALL_HINT
+        ));
         return;
     }
     let (server, admin) = start().await;

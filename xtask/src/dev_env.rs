@@ -123,6 +123,10 @@ pub fn lab_spec(args: &DevEnvArgs, bin_dir: PathBuf) -> LabSpec {
     };
     spec.log_level = args.log_level.clone();
     spec.protocol = protocol(args.protocol);
+    spec.metallb = match args.metallb {
+        flags::Metallb::Lab => devenv::lab::cluster::Metallb::Lab,
+        flags::Metallb::Chart => devenv::lab::cluster::Metallb::Chart,
+    };
     spec
 }
 
@@ -137,13 +141,29 @@ pub fn run(args: &DevEnvArgs) -> Result<()> {
     if provider == Provider::Kubeconfig {
         bail!("dev-env makes clusters: use --provider lab or kind (kubeconfig is for e2e)");
     }
+    let chart = args.metallb == flags::Metallb::Chart;
+    if chart && provider == Provider::Kind {
+        bail!("--metallb chart is a lab option: on kind the dev-env applies the manifests");
+    }
     let started = Instant::now();
     let cluster: Box<dyn Cluster> = if provider == Provider::Kind {
         Box::new(devenv::kind::up(&kind_spec(args))?)
     } else {
-        crate::setup::ensure(devenv::prereq::LAB_E2E)?;
+        let mut needs = devenv::prereq::LAB.to_vec();
+        if chart {
+            needs.push(devenv::prereq::Need::Helm);
+        }
+        crate::setup::ensure(&needs)?;
         let bin_dir = build_binaries()?;
         let lab = lab_up(&lab_spec(args, bin_dir))?;
+        if chart {
+            let release = devenv::helm::install_in_lab(lab.kubeconfig())?;
+            println!(
+                "helm release {} revision {} deployed (charts/metallb-rs, values: devenv::helm::lab_values)",
+                devenv::helm::RELEASE,
+                release["version"]
+            );
+        }
         lab_dev_env_config(&lab, args.protocol)?;
         Box::new(lab)
     };

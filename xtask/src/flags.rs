@@ -155,6 +155,16 @@ pub enum Protocol {
     Bgp,
 }
 
+/// Who runs metallb-rs in the lab.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metallb {
+    /// The lab starts the controller and a speaker per node itself
+    Lab,
+    /// The Helm chart is installed (helm-sdkpy) and the nodes run its Pods
+    /// with the lab's metallb-rs binary
+    Chart,
+}
+
 /// Flags of `cargo xtask dev-env`.
 #[derive(Args, Debug, Clone)]
 pub struct DevEnvArgs {
@@ -176,6 +186,9 @@ pub struct DevEnvArgs {
     /// layer2 or bgp (bgp: an FRR router peering with every node, with a BGP pool and peers)
     #[arg(long, value_enum, default_value = "layer2")]
     pub protocol: Protocol,
+    /// Who runs metallb-rs (lab)
+    #[arg(long, value_enum, default_value = "lab")]
+    pub metallb: Metallb,
     /// kind node image, e.g. kindest/node:v1.31.0 (kind's default when absent)
     #[arg(long)]
     pub node_image: Option<String>,
@@ -199,6 +212,7 @@ impl Default for DevEnvArgs {
             ip_family: IpFamily::Dual,
             log_level: "info".into(),
             protocol: Protocol::Layer2,
+            metallb: Metallb::Lab,
             node_image: None,
             no_build_images: false,
             tag: "dev".into(),

@@ -40,6 +40,14 @@ struct Args {
     /// reads them there)
     #[arg(long)]
     pod_log_dir: PathBuf,
+    /// The metallb-rs binary that plays containers of the metallb-rs
+    /// image (the chart's controller and speakers)
+    #[arg(long, requires = "pod_token_dir")]
+    metallb_rs_binary: Option<PathBuf>,
+    /// Where the kubeconfigs of those processes (their ServiceAccount
+    /// tokens) are written
+    #[arg(long)]
+    pod_token_dir: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -66,6 +74,14 @@ fn main() -> Result<()> {
             args.node.clone(),
             args.addresses.clone(),
             args.pod_log_dir.clone(),
+            args.metallb_rs_binary
+                .clone()
+                .zip(args.pod_token_dir.clone())
+                .map(|(binary, token_dir)| devenv::lab::backend::MetallbRs {
+                    binary,
+                    kubeconfig: args.kubeconfig.clone(),
+                    token_dir,
+                }),
             stopped(stop_rx.clone()),
         ));
         let node = tokio::spawn(agent::run(client, cfg, stopped(stop_rx)));

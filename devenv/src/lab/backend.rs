@@ -7,15 +7,16 @@
 //! so the EndpointSlice controller publishes it; an event on the Pod says
 //! the container is played by the lab backend, and what it served goes to
 //! the container's log ([`lab_apiserver::podlog`], `kubectl logs`). A
-//! Job's Pod completes at once instead. The same Pod spec runs real
-//! agnhost (or the real image) on kind.
+//! Job's Pod completes at once instead. A container of the metallb-rs
+//! image runs the lab's metallb-rs binary ([`process`]). The same Pod
+//! spec runs real agnhost (or the real image) on kind.
 //!
 //! Pods on one node share its addresses, so two of them may want one
 //! port (two replicas, or a rolling update's old and new Pod): every
 //! listener is opened with `SO_REUSEPORT` and the kernel spreads
 //! connections over the Pods that listen.
 
-use super::played::{self, Played, Protocol};
+use super::played::{self, Played, Player, Protocol};
 use super::probe;
 use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
@@ -29,9 +30,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod prober;
+mod process;
 mod status;
 
 use prober::Prober;
+pub use process::MetallbRs;
 use status::Status;
 
 /// The image the e2e suites use for backends (agnhost netexec).
@@ -273,6 +276,18 @@ impl Log {
 
 struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Tells each process to stop (SIGTERM, its grace, SIGKILL).
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Running {
+    /// Tells its processes to stop; its servers go on serving until
+    /// dropped (the drain).
+    fn stop_processes(&mut self) {
+        for stop in self.stops.drain(..) {
+            let _ = stop.send(());
+        }
+    }
 }
 
 /// How long a Pod that went away keeps serving (a short termination
@@ -303,13 +318,21 @@ pub async fn run(
     node: String,
     addresses: Vec<IpAddr>,
     logs: PathBuf,
+    metallb_rs: Option<MetallbRs>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
     let recorder = Recorder::new(client.clone(), "kubelet", &node);
     let mut pods = Pods::default();
     loop {
-        let round = reconcile(&client, &recorder, &node, &addresses, &logs, &mut pods);
+        let here = Here {
+            client: &client,
+            node: &node,
+            addresses: &addresses,
+            logs: &logs,
+            metallb_rs: metallb_rs.as_ref(),
+        };
+        let round = reconcile(&here, &recorder, &mut pods);
         match tokio::time::timeout(ROUND_TIMEOUT, round).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::debug!(error = %e, "pod runner: retrying"),
@@ -323,7 +346,7 @@ pub async fn run(
 }
 
 /// The event saying how `play`'s container is played.
-fn played_event(pod: &Pod, play: &Played) -> EventSpec {
+fn played_event(pod: &Pod, play: &Played, metallb_rs: Option<&MetallbRs>) -> EventSpec {
     let image = pod
         .spec
         .iter()
@@ -337,10 +360,16 @@ fn played_event(pod: &Pod, play: &Played) -> EventSpec {
     } else {
         format!("serving {}", ports.join(", "))
     };
-    let what = if play.netexec {
-        "agnhost netexec"
-    } else {
-        "an echo server (HTTP: the pod name, /clientip, /echo?msg=)"
+    let what = match (play.player, metallb_rs) {
+        (Player::MetallbRs, Some(rs)) => {
+            return EventSpec::normal(
+                "PlayedByLabBackend",
+                process::event_message(&image, &play.container, rs),
+            );
+        }
+        (Player::MetallbRs, None) => "nothing (no metallb-rs binary given to this node's agent)",
+        (Player::Netexec, _) => "agnhost netexec",
+        (Player::Echo, _) => "an echo server (HTTP: the pod name, /clientip, /echo?msg=)",
     };
     EventSpec::normal(
         "PlayedByLabBackend",
@@ -354,14 +383,14 @@ fn played_event(pod: &Pod, play: &Played) -> EventSpec {
 /// How long one round of the pod runner may take.
 const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
-async fn reconcile(
-    client: &kube::Client,
-    recorder: &Recorder,
-    node: &str,
-    addresses: &[IpAddr],
-    logs: &Path,
-    pods_here: &mut Pods,
-) -> Result<()> {
+async fn reconcile(here: &Here<'_>, recorder: &Recorder, pods_here: &mut Pods) -> Result<()> {
+    let Here {
+        client,
+        node,
+        addresses,
+        logs,
+        metallb_rs,
+    } = *here;
     let Pods { running, draining } = pods_here;
     let pods = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
@@ -388,13 +417,19 @@ async fn reconcile(
         .collect();
     let now = tokio::time::Instant::now();
     for key in gone {
-        if let Some(r) = running.remove(&key) {
+        if let Some(mut r) = running.remove(&key) {
+            // A process stops at once, as a container gets SIGTERM when
+            // its Pod is deleted.
+            r.stop_processes();
             draining.push((now + DRAIN, r));
         }
         // Nobody can ask for a deleted Pod's logs: drop them, as kubelet
         // does.
         let (ns, name, uid) = &key;
         let _ = std::fs::remove_dir_all(podlog::pod_dir(logs, ns, name, uid));
+        if let Some(rs) = metallb_rs {
+            process::forget(rs, ns, name, uid);
+        }
     }
     draining.retain(|(until, _)| *until > now);
     for pod in &pods {
@@ -410,33 +445,18 @@ async fn reconcile(
         }
         if played::runs_to_completion(pod) {
             complete(client, recorder, addresses, logs, pod).await?;
-            running.insert(key, Running { tasks: Vec::new() });
+            running.insert(
+                key,
+                Running {
+                    tasks: Vec::new(),
+                    stops: Vec::new(),
+                },
+            );
             continue;
         }
         let plays = played::play(pod);
-        let mut tasks = Vec::new();
-        for play in &plays {
-            // netexec answers with the node's name (the e2e suites tell
-            // nodes apart by it); any other image with the Pod's.
-            let answer = if play.netexec { node } else { name.as_str() };
-            let log = Log::open(logs, pod, &play.container);
-            log.line(&played_event(pod, play).message);
-            for port in &play.ports {
-                let (number, protocol, answer) = (port.number, port.protocol, answer.to_owned());
-                let log = log.clone();
-                tasks.push(tokio::spawn(async move {
-                    let served = match protocol {
-                        Protocol::Tcp => serve_http(number, answer, log).await,
-                        Protocol::Udp => serve_udp(number, answer, log).await,
-                    };
-                    if let Err(e) = served {
-                        tracing::warn!(port = number, error = %e, "lab backend failed");
-                    }
-                }));
-            }
-        }
         // Aborts the servers if the status write below fails.
-        let mut running_pod = Running { tasks };
+        let (mut running_pod, refusals) = start_containers(here, pod, &plays).await?;
         let started = jiff::Timestamp::now()
             .round(jiff::Unit::Second)
             .map(|t| t.to_string())
@@ -474,11 +494,87 @@ async fn reconcile(
         running.insert(key, running_pod);
         for play in &plays {
             recorder
-                .publish(&Recorder::reference(&updated), &played_event(pod, play))
+                .publish(
+                    &Recorder::reference(&updated),
+                    &played_event(pod, play, metallb_rs),
+                )
                 .await;
+        }
+        for refusal in refusals {
+            let ev = EventSpec::warning("FailedToPlay", refusal);
+            recorder.publish(&Recorder::reference(&updated), &ev).await;
         }
     }
     Ok(())
+}
+
+/// What a node's pod runner knows about where it runs.
+struct Here<'a> {
+    client: &'a kube::Client,
+    node: &'a str,
+    addresses: &'a [IpAddr],
+    logs: &'a Path,
+    metallb_rs: Option<&'a MetallbRs>,
+}
+
+/// Starts `pod`'s containers as `plays` says: what runs, and why any
+/// container cannot be played (for good: reported, not retried). An
+/// error is one to retry next round; what had started is stopped.
+async fn start_containers(
+    here: &Here<'_>,
+    pod: &Pod,
+    plays: &[Played],
+) -> Result<(Running, Vec<String>)> {
+    let mut running = Running {
+        tasks: Vec::new(),
+        stops: Vec::new(),
+    };
+    let mut refusals = Vec::new();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    for play in plays {
+        let log = Log::open(here.logs, pod, &play.container);
+        log.line(&played_event(pod, play, here.metallb_rs).message);
+        if play.player == Player::MetallbRs {
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            match process::start_container(here, pod, play, log.clone(), stopped).await {
+                Ok(process::Started::Task(task)) => {
+                    running.tasks.push(task);
+                    running.stops.push(stop);
+                }
+                Ok(process::Started::Refused(why)) => {
+                    let refusal = format!("container {}: {why}", play.container);
+                    log.line(&refusal);
+                    refusals.push(refusal);
+                }
+                Err(e) => {
+                    log.line(&format!("not started yet, retrying: {e:#}"));
+                    return Err(e);
+                }
+            }
+            continue;
+        }
+        // netexec answers with the node's name (the e2e suites tell
+        // nodes apart by it); any other image with the Pod's.
+        let answer = if play.player == Player::Netexec {
+            here.node
+        } else {
+            name.as_str()
+        };
+        for port in &play.ports {
+            let (number, protocol, answer) = (port.number, port.protocol, answer.to_owned());
+            let log = log.clone();
+            running.tasks.push(tokio::spawn(async move {
+                let served = match protocol {
+                    Protocol::Tcp => serve_http(number, answer, log).await,
+                    Protocol::Udp => serve_udp(number, answer, log).await,
+                };
+                if let Err(e) = served {
+                    tracing::warn!(port = number, error = %e, "lab backend failed");
+                }
+            }));
+        }
+    }
+    Ok((running, refusals))
 }
 
 /// Plays a Job's Pod: each container completes at once with exit code 0.
@@ -549,7 +645,7 @@ mod tests {
         let pod: Pod = serde_json::from_value(json!({ "metadata": { "name": "web-1" },
             "spec": { "containers": [{ "name": "nginx", "image": "nginx" }] } }))
         .expect("pod");
-        let ev = played_event(&pod, &played::play(&pod)[0]);
+        let ev = played_event(&pod, &played::play(&pod)[0], None);
         assert_eq!(ev.reason, "PlayedByLabBackend");
         assert_eq!(
             ev.message,

@@ -7,7 +7,7 @@ use super::frr::LabRouter;
 use super::netns::{self, Family, Topology};
 use super::process::Processes;
 use super::routers;
-use crate::cluster::{Cluster, NodeInfo, PoolRanges, Protocol, StopSignal};
+use crate::cluster::{Cluster, FreshCluster, NodeInfo, PoolRanges, Protocol, StopSignal};
 use anyhow::{Context, Result, bail};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::net::IpAddr;
@@ -32,8 +32,8 @@ pub struct LabSpec {
     pub api_port: u16,
     /// Log level for metallb-rs.
     pub log_level: String,
-    /// Run the metallb-rs controller and speakers (off: only the cluster).
-    pub metallb: bool,
+    /// Who runs metallb-rs in it.
+    pub metallb: Metallb,
     /// Bgp: upstream's four FRR routers, one in the external namespace,
     /// each peering with every node (see [`super::routers`]); Layer2: no
     /// router (those left running are stopped).
@@ -50,10 +50,27 @@ impl LabSpec {
             bin_dir: bin_dir.to_owned(),
             api_port: 6443,
             log_level: "info".into(),
-            metallb: true,
+            metallb: Metallb::Lab,
             protocol: Protocol::Layer2,
         }
     }
+}
+
+/// Who runs metallb-rs in a lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metallb {
+    /// The lab starts the controller (root namespace) and a speaker per
+    /// node namespace itself, with the manifests' CRDs, RBAC and
+    /// webhooks installed first.
+    Lab,
+    /// The Helm chart, installed later (`charts/tests/helm_action.py`):
+    /// the lab makes only the release's namespace (the chart brings the
+    /// CRDs, RBAC and workloads, and Helm refuses to adopt objects it did
+    /// not make), and each node's pod runner plays the chart's controller
+    /// and speaker Pods with the lab's metallb-rs binary.
+    Chart,
+    /// Nobody: only the cluster, with the MetalLB CRDs and RBAC.
+    Off,
 }
 
 /// The API server port of lab `name`: 6443 for the default lab, another
@@ -134,6 +151,7 @@ pub struct LabCluster {
     dir: PathBuf,
     kubeconfig: PathBuf,
     lab: netns::Lab,
+    family: Family,
     bin_dir: PathBuf,
     log_level: String,
     api_port: u16,
@@ -298,7 +316,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         .pid("apiserver")
         .and_then(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
         .is_some_and(|c| String::from_utf8_lossy(&c).contains("--webhook-service"));
-    if spec.metallb && !reaches_webhooks {
+    if spec.metallb == Metallb::Lab && !reaches_webhooks {
         eprintln!(
             "lab {}: its API server predates the webhooks and cannot call them: they stay uninstalled (recreate the lab to get them: cargo xtask dev-env-cleanup --name {0} && cargo xtask dev-env --name {0})",
             spec.name
@@ -306,13 +324,22 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
     }
     // Without MetalLB's controller nothing would answer them: every
     // write of a MetalLB object would be refused.
-    let webhooks = if reaches_webhooks && spec.metallb {
+    let webhooks = if reaches_webhooks && spec.metallb == Metallb::Lab {
         Webhooks::Installed
     } else {
         Webhooks::Absent
     };
-    bootstrap_api(&kubeconfig, webhooks).context("installing the MetalLB CRDs and namespace")?;
-    if spec.metallb {
+    if spec.metallb == Metallb::Chart {
+        // A lab reused from another mode may still run its own.
+        stop_own_metallb(&procs, &lab);
+        crate::runtime()?
+            .block_on(create_release_namespace(&kubeconfig))
+            .context("creating the chart's namespace")?;
+    } else {
+        bootstrap_api(&kubeconfig, webhooks)
+            .context("installing the MetalLB CRDs and namespace")?;
+    }
+    if spec.metallb == Metallb::Lab {
         let nodes: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
         write_component_kubeconfigs(&dir, &spec.name, spec.api_port, &kubeconfig, &nodes)
             .context("issuing the MetalLB components' ServiceAccount tokens")?;
@@ -322,6 +349,7 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
         dir: dir.clone(),
         kubeconfig: kubeconfig.clone(),
         lab,
+        family: spec.family,
         bin_dir: spec.bin_dir.clone(),
         log_level: spec.log_level.clone(),
         api_port: spec.api_port,
@@ -357,6 +385,11 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             kubeconfig.display().to_string(),
             "--pod-log-dir".into(),
             pod_log_dir(&dir).display().to_string(),
+            // Containers of the metallb-rs image (the chart's) run it.
+            "--metallb-rs-binary".into(),
+            bin("metallb-rs"),
+            "--pod-token-dir".into(),
+            dir.join("pod-tokens").display().to_string(),
         ]);
         for a in node.addresses() {
             argv.extend(["--address".into(), a.to_string()]);
@@ -365,14 +398,51 @@ pub fn up(spec: &LabSpec) -> Result<LabCluster> {
             argv.push("--control-plane".into());
         }
         procs.ensure_fresh(&format!("agent-{}", node.name), &argv, &[])?;
-        if spec.metallb {
+        if spec.metallb == Metallb::Lab {
             cluster.start_speaker(&node.name)?;
         }
     }
-    if spec.metallb {
+    if spec.metallb == Metallb::Lab {
         cluster.start_controller()?;
     }
     Ok(cluster)
+}
+
+/// Stops the controller replicas and speakers the lab started itself.
+fn stop_own_metallb(procs: &Processes, lab: &netns::Lab) {
+    for name in ["controller", STANDBY]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(lab.nodes.iter().map(|n| format!("speaker-{}", n.name)))
+    {
+        procs.stop(&name, Duration::from_secs(5));
+    }
+}
+
+/// Creates the namespace the chart's release lives in (so the chart
+/// cannot own it), labelled for privileged pods as NOTES.txt asks: the
+/// speakers need host networking and NET_RAW.
+async fn create_release_namespace(kubeconfig: &Path) -> Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, PostParams};
+    let client = client(kubeconfig).await?;
+    let namespaces: Api<Namespace> = Api::all(client);
+    let name = metallb_rs::api::DEFAULT_NAMESPACE;
+    let existing = tokio::time::timeout(Duration::from_secs(10), namespaces.get_opt(name))
+        .await
+        .with_context(|| format!("reading namespace {name}: timed out"))??;
+    if existing.is_none() {
+        let ns: Namespace = serde_json::from_value(serde_json::json!({ "metadata": {
+            "name": name,
+            "labels": { "pod-security.kubernetes.io/enforce": "privileged" } } }))?;
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            namespaces.create(&PostParams::default(), &ns),
+        )
+        .await
+        .with_context(|| format!("creating namespace {name}: timed out"))??;
+    }
+    Ok(())
 }
 
 /// A kube client for the kubeconfig at `path`.
@@ -627,8 +697,16 @@ pub fn down(name: &str) -> Result<Vec<String>> {
     netns::require_privileges()?;
     let dir = lab_dir(name);
     let procs = Processes::new(&dir);
+    // The fresh lab a chart spec made beside this one goes with it, also
+    // when the spec was interrupted ([`fresh_for_chart`]).
+    let chart = format!("{name}-chart");
+    let mut removed = if lab_dir(&chart).exists() {
+        down(&chart)?
+    } else {
+        Vec::new()
+    };
     // bgpd before zebra, and what a crashed zebra left in the kernel.
-    let mut removed = routers::stop_all(&dir, name);
+    removed.extend(routers::stop_all(&dir, name));
     for p in procs.names() {
         procs.stop(&p, Duration::from_secs(2));
         removed.push(format!("process {p}"));
@@ -1139,10 +1217,47 @@ impl Cluster for LabCluster {
         self.start_speaker_env(node, None)
     }
 
+    fn fresh_for_chart(&self) -> Result<Option<FreshCluster>> {
+        fresh_for_chart(self).map(Some)
+    }
+
     fn start_speaker_with_clock_offset(&self, node: &str, offset_secs: i64) -> Result<bool> {
         self.start_speaker_env(node, Some(offset_secs))?;
         Ok(true)
     }
+}
+
+/// Lab `<name>-chart` beside `outer`, made from scratch (a leftover of a
+/// crashed run goes first): as many nodes and the same families, layer 2,
+/// metallb-rs left to the chart.
+fn fresh_for_chart(outer: &LabCluster) -> Result<FreshCluster> {
+    let name = format!("{}-chart", outer.name);
+    let mut spec = LabSpec::new(&outer.bin_dir);
+    spec.name = name.clone();
+    spec.api_port = api_port(&name);
+    if spec.api_port == outer.api_port {
+        // `up` would take the outer lab's API server for its own.
+        bail!(
+            "lab {name} would get the API port {} of lab {} (the ports are hashed from the names): run the outer lab under another --name",
+            spec.api_port,
+            outer.name
+        );
+    }
+    spec.nodes = outer.lab.nodes.len();
+    spec.family = outer.family;
+    spec.log_level = outer.log_level.clone();
+    spec.metallb = Metallb::Chart;
+    down(&name).with_context(|| format!("removing lab {name} left by an earlier run"))?;
+    let lab = match up(&spec) {
+        Ok(lab) => lab,
+        Err(e) => {
+            let _ = down(&name);
+            return Err(e).with_context(|| format!("bringing up lab {name}"));
+        }
+    };
+    Ok(FreshCluster::new(std::sync::Arc::new(lab), move || {
+        down(&name).map(drop)
+    }))
 }
 
 impl LabCluster {

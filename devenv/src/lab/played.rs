@@ -7,6 +7,10 @@
 //! gets TCP port 80 on its first container (what nginx and httpd, the
 //! images the tutorials use, listen on).
 //!
+//! A container of the metallb-rs image is the exception: the lab runs
+//! its own metallb-rs binary for it ([`metallb`]), so the chart's
+//! controller and speakers are the real thing.
+//!
 //! A Job's Pod is played as its containers completing at once with exit
 //! code 0 ([`runs_to_completion`]), so the Job completes.
 //!
@@ -14,6 +18,22 @@
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use std::collections::BTreeSet;
+
+pub mod metallb;
+
+/// What plays a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Player {
+    /// agnhost netexec (the e2e suites' backend): its ports come from its
+    /// arguments.
+    Netexec,
+    /// An echo server on the declared ports.
+    Echo,
+    /// The lab's metallb-rs binary ([`metallb::process`]): it listens
+    /// on what its arguments say; the declared ports are listed for the
+    /// EndpointSlices.
+    MetallbRs,
+}
 
 /// A transport protocol a played container listens on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -53,9 +73,8 @@ impl std::fmt::Display for Port {
 pub struct Played {
     /// The container's name.
     pub container: String,
-    /// Whether it runs agnhost netexec (the e2e suites' backend); its
-    /// ports then come from its arguments.
-    pub netexec: bool,
+    /// What plays it.
+    pub player: Player,
     /// What it listens on.
     pub ports: Vec<Port>,
 }
@@ -99,6 +118,12 @@ fn declared(c: &Container) -> Vec<Port> {
         .collect()
 }
 
+fn sorted(mut ports: Vec<Port>) -> Vec<Port> {
+    ports.sort();
+    ports.dedup();
+    ports
+}
+
 /// How each of `pod`'s containers is played, in spec order.
 pub fn play(pod: &Pod) -> Vec<Played> {
     let containers = pod.spec.iter().flat_map(|s| s.containers.iter());
@@ -111,11 +136,17 @@ pub fn play(pod: &Pod) -> Vec<Played> {
                 .chain(c.args.iter().flatten())
                 .cloned()
                 .collect();
-            if args.iter().any(|a| a == "netexec") {
+            if metallb::runs_metallb_rs(c) {
+                Played {
+                    container: c.name.clone(),
+                    player: Player::MetallbRs,
+                    ports: sorted(declared(c)),
+                }
+            } else if args.iter().any(|a| a == "netexec") {
                 let (http, udp) = netexec_ports(&args);
                 Played {
                     container: c.name.clone(),
-                    netexec: true,
+                    player: Player::Netexec,
                     ports: vec![
                         Port {
                             protocol: Protocol::Tcp,
@@ -128,19 +159,18 @@ pub fn play(pod: &Pod) -> Vec<Played> {
                     ],
                 }
             } else {
-                let mut ports = declared(c);
-                ports.sort();
-                ports.dedup();
                 Played {
                     container: c.name.clone(),
-                    netexec: false,
-                    ports,
+                    player: Player::Echo,
+                    ports: sorted(declared(c)),
                 }
             }
         })
         .collect();
+    // Only echo servers default: a real program listens where it says.
     if out.iter().all(|p| p.ports.is_empty())
         && let Some(first) = out.first_mut()
+        && first.player == Player::Echo
     {
         first.ports.push(DEFAULT_PORT);
     }
@@ -181,7 +211,11 @@ mod tests {
             .iter()
             .map(|p| {
                 let ports: Vec<String> = p.ports.iter().map(ToString::to_string).collect();
-                let kind = if p.netexec { "netexec" } else { "backend" };
+                let kind = match p.player {
+                    Player::Netexec => "netexec",
+                    Player::Echo => "backend",
+                    Player::MetallbRs => "metallb-rs",
+                };
                 format!("{}: {kind} {}", p.container, ports.join(" "))
             })
             .collect::<Vec<_>>()
@@ -241,5 +275,20 @@ mod tests {
         let with_port = pod(json!([{ "name": "a", "image": "nginx" },
                                    { "name": "b", "image": "x", "ports": [{ "containerPort": 81 }] }]));
         assert_eq!(show(&with_port), "a: backend ; b: backend 81/TCP");
+    }
+
+    #[test]
+    fn the_metallb_rs_image_is_run_not_echoed() {
+        let p = pod(
+            json!([{ "name": "speaker", "image": "ghcr.io/metallb-rs/metallb-rs:v0.1.0",
+            "args": ["speaker"], "ports": [{ "containerPort": 9120 }, { "containerPort": 7946, "protocol": "UDP" }] }]),
+        );
+        assert_eq!(show(&p), "speaker: metallb-rs 9120/TCP 7946/UDP");
+        let bare = pod(json!([{ "name": "controller", "image": "metallb-rs:dev" }]));
+        assert_eq!(
+            show(&bare),
+            "controller: metallb-rs ",
+            "no echo port 80 beside it"
+        );
     }
 }

@@ -7,6 +7,7 @@ pub mod bgp;
 pub mod configuration_state;
 pub mod devenv;
 pub mod docs;
+pub mod helm;
 pub mod invalid_config;
 pub mod ip_assignment;
 pub mod l2;
@@ -32,6 +33,7 @@ pub const SUITES: &[Suite] = &[
     quickstart::specs,
     workloads::specs,
     docs::specs,
+    helm::specs,
 ];
 
 /// Every spec of every registered suite.

@@ -223,7 +223,7 @@ pub(super) fn names_a_node(ctx: &Ctx, body: &str) -> bool {
 /// another node: the only backend is elsewhere, it answers on the
 /// service's port (not its own), and sees the announcing node as the
 /// client (masqueraded, so its reply comes back the same way).
-fn check_cluster_policy(ctx: &Ctx, addresses: &[&str], family: &str) -> Result<()> {
+pub(super) fn check_cluster_policy(ctx: &Ctx, addresses: &[&str], family: &str) -> Result<()> {
     let _config = l2_config(ctx, addresses, json!({}))?;
     backends(ctx, &[])?;
     let ips = web_service(
