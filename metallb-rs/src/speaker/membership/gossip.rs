@@ -66,6 +66,13 @@ pub struct Gossip {
     reseed: StdRng,
     /// Foca went idle: this member declared every other one down.
     idle: bool,
+    /// When a SWIM packet of each node's own last came in (nodes this
+    /// member knows only, so bounded by the cluster).
+    heard: HashMap<String, Instant>,
+    /// Members our own probe found silent that had sent us a packet of
+    /// their own meanwhile: a lost ping or ack, not doubt, unless they
+    /// stay suspect and silent ([`Self::drain_probed`]).
+    held: BTreeSet<String>,
 }
 
 impl Gossip {
@@ -133,6 +140,8 @@ impl Gossip {
             changes: 0,
             reseed,
             idle: false,
+            heard: HashMap::new(),
+            held: BTreeSet::new(),
         })
     }
 
@@ -364,7 +373,8 @@ impl Gossip {
             tracing::debug!(%from, %sender, "dropped a join request: too many from this member");
             return Err(DropReason::RateLimited);
         }
-        self.foca
+        let handled = self
+            .foca
             .handle_data(packet, &mut self.runtime)
             .map_err(|e| {
                 tracing::debug!(%from, error = %e, "dropped gossip packet");
@@ -374,7 +384,11 @@ impl Gossip {
                     | foca::Error::DataTooBig => DropReason::Decode,
                     _ => DropReason::Rejected,
                 }
-            })
+            });
+        if handled.is_ok() && self.knows(sender) {
+            self.heard.insert(sender.to_owned(), now);
+        }
+        handled
     }
 
     fn on_leave(
@@ -453,6 +467,8 @@ impl Gossip {
             return;
         }
         self.known.remove(&*id.node);
+        self.heard.remove(&*id.node);
+        self.held.remove(&*id.node);
         self.left.remove(&*id.node);
         self.announces.remove(&*id.node);
         self.view.down.remove(&*id.node);
@@ -491,8 +507,27 @@ impl Gossip {
             .filter(|m| m.state() == foca::State::Suspect)
             .map(|m| m.id().node.to_string())
             .collect();
+        self.held.retain(|n| suspect.contains(n));
         let raised: Vec<String> = if timer {
-            suspect.difference(&self.view.suspect).cloned().collect()
+            // A member that sent us a packet of its own while our probe
+            // of it went unanswered lives: a ping or ack was lost. With
+            // no third member to probe through, one lost datagram in 50
+            // made two survivors doubt each other every few seconds
+            // (two writes each). It is doubted once it stays suspect
+            // and silent for a probe's length.
+            let quiet = self.timing.probe_period + self.timing.probe_rtt;
+            let heard = |n: &String| {
+                self.heard
+                    .get(n)
+                    .is_some_and(|t| now.saturating_duration_since(*t) < quiet)
+            };
+            let (held, raised): (BTreeSet<String>, BTreeSet<String>) = suspect
+                .iter()
+                .filter(|n| !self.view.suspect.contains(*n) || self.held.contains(*n))
+                .cloned()
+                .partition(heard);
+            self.held = held;
+            raised.into_iter().collect()
         } else {
             Vec::new()
         };
@@ -562,6 +597,7 @@ impl Gossip {
         self.probing = false;
         self.view.suspect.clear();
         self.view.unanswered.clear();
+        self.held.clear();
         // The verdicts made while cut off go with the foca that made them
         // (a member gossip does not know is judged by its lease); leaves
         // were said first-hand and stay.

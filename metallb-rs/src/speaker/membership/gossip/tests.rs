@@ -18,6 +18,19 @@ fn run_observed(
     cut: Option<usize>,
     observe: &mut dyn FnMut(&[Gossip]),
 ) -> Instant {
+    let lost = |_: Instant, from: usize, to: usize| Some(to) == cut || Some(from) == cut;
+    run_lossy(members, start, secs, &lost, observe)
+}
+
+/// [`run_observed`], a frame from member `from` to `to` due at `now`
+/// dropped when `lost(now, from, to)`.
+fn run_lossy(
+    members: &mut [Gossip],
+    start: Instant,
+    secs: f64,
+    lost: &dyn Fn(Instant, usize, usize) -> bool,
+    observe: &mut dyn FnMut(&[Gossip]),
+) -> Instant {
     let addrs: Vec<SocketAddr> = members.iter().map(|g| g.identity().addr).collect();
     let names: Vec<String> = members.iter().map(|g| g.node.clone()).collect();
     let mut now = start;
@@ -32,7 +45,7 @@ fn run_observed(
         let (due, later): (Vec<_>, Vec<_>) = in_flight.into_iter().partition(|f| f.0 <= now);
         in_flight = later;
         for (_, from, to, frame) in due {
-            if Some(to) != cut && Some(from) != cut {
+            if !lost(now, from, to) {
                 let _ = members[to].receive(&names[from], &frame, addrs[from], now);
             }
         }
@@ -139,6 +152,52 @@ fn unanswered_is_our_own_probe_and_suspect_may_be_hearsay() {
     let (who, own) = first.expect("n5 was suspected");
     assert!(own, "{who} suspected n5 first, by its own probe");
     assert!(hearsay, "the other member heard of the suspicion");
+}
+
+/// Two members alone probe each other, with no third to probe through:
+/// a lost ack makes the prober's probe go unanswered, but the other's
+/// own pings still come in, so that is loss, not doubt (which costs two
+/// lease writes). One frame from n1 to n0 lost in every 700 ms makes n1
+/// suspect at n0 now and then, never unanswered.
+/// Once n1 stops for good, n0's probe finds it silent within two probe
+/// periods and the quiet time.
+#[test]
+fn a_lost_ack_from_a_member_we_still_hear_is_no_doubt() {
+    let start = Instant::now();
+    let mut members = joined(2, start);
+    let settled = run(&mut members, start, 2.0, None);
+    let ms = |t: Instant| t.saturating_duration_since(settled).as_millis();
+    // One frame lost in every 700 ms, at shifting offsets.
+    let dropped = std::cell::Cell::new(u128::MAX);
+    let lost = |now: Instant, from: usize, to: usize| {
+        let (t, period) = (ms(now), ms(now) / 700);
+        let hit = from == 1 && to == 0 && dropped.get() != period && t % 700 >= period * 37 % 550;
+        if hit {
+            dropped.set(period);
+        }
+        hit
+    };
+    let (mut suspected, mut doubted) = (0, 0);
+    let lossy = run_lossy(&mut members, settled, 28.0, &lost, &mut |m| {
+        suspected += usize::from(m[0].view().suspect.contains("n1"));
+        doubted += usize::from(m[0].view().unanswered.contains("n1"));
+    });
+    assert!(suspected > 0, "the losses hit n0's probes of n1");
+    assert_eq!(
+        doubted, 0,
+        "n0 doubted n1 ({doubted} ms) though it heard it"
+    );
+    let timing = Timing::default();
+    let within = 3 * timing.probe_period + timing.probe_rtt;
+    let mut seen = false;
+    run_lossy(
+        &mut members,
+        lossy,
+        within.as_secs_f64(),
+        &|_, from, to| from == 1 || to == 1,
+        &mut |m| seen |= m[0].view().unanswered.contains("n1"),
+    );
+    assert!(seen, "n0 doubts n1 within {within:?} of its stop");
 }
 
 /// The sans-IO member on virtual time: three join and see each other
