@@ -135,6 +135,7 @@ const METALLB_RS_LAYERS: deps::Layers = deps::Layers {
         "speaker::plan",
         "speaker::election",
         "speaker::liveness",
+        "speaker::lease",
         "speaker::uplink",
         "speaker::garp",
         "speaker::announcer::ownership",

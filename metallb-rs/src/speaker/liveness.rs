@@ -1,7 +1,7 @@
 //! Whose speaker counts as running, from three kinds of evidence: the
 //! node (Ready, the `node.kubernetes.io/out-of-service` taint), the
 //! speaker's presence Lease (renewed slowly while gossip agrees and
-//! fast while anyone sees trouble: [`presence::mode`]; holder cleared on
+//! fast while anyone sees trouble: [`lease::mode`]; holder cleared on
 //! SIGTERM) and, when membership is on, the gossip view. Pure: the runner
 //! gathers the evidence, this decides.
 //!
@@ -61,68 +61,13 @@
 //! scale-down an API blip must not silence the survivors.
 
 use super::election::NodeInfo;
+use super::lease::{self, Mark};
+pub use super::lease::{LeaseState, OVERDUE_MARGIN};
 use super::membership::View;
-use super::presence::{self, Mark};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// A lease renewal this much later than due is overdue: the margin covers
-/// a renewal in flight and its way to us through the watch (both on our
-/// monotonic clock: no other node's clock is involved).
-pub const OVERDUE_MARGIN: Duration = Duration::from_millis(500);
-
-/// What the presence lease of a node says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseState {
-    /// A holder is set (cleared on graceful leave).
-    pub held: bool,
-    /// When we first saw its current version (our monotonic clock; see
-    /// `presence::states`).
-    pub changed: Instant,
-    /// We have seen it change since we first saw it: its speaker renewed
-    /// while we watched (a restarted speaker has seen no renewal yet).
-    pub renewed: bool,
-    /// How often its speaker says it renews (`leaseDurationSeconds` / 3,
-    /// held to our own periods).
-    pub period: Duration,
-    /// Its speaker sees trouble in gossip (the lease carries
-    /// `presence::TROUBLE_ANNOTATION`).
-    pub trouble: bool,
-    /// Its node's data-plane link is down, as its speaker says (the lease
-    /// carries `presence::LINK_DOWN_ANNOTATION`).
-    pub link_down: bool,
-}
-
 impl LeaseState {
-    /// When its next renewal is overdue: one renewal period (its own)
-    /// and the margin after it last changed.
-    pub fn deadline(&self) -> Instant {
-        self.changed + self.period + OVERDUE_MARGIN
-    }
-
-    /// When it counts as stopped: its own deadline or, while a fresh mark
-    /// names it (seen since `doubted_since`), a fast period and the
-    /// margin after the later of the mark showing and its last renewal -
-    /// whichever comes first.
-    /// `slack` widens both by how long writes to the API server take
-    /// ([`Context::api_latency`]): renewals commit that much apart from
-    /// their period, and a live speaker behind a slow API server must not
-    /// look stopped between two of them.
-    pub fn stop_deadline(&self, doubted_since: Option<Instant>, slack: Duration) -> Instant {
-        let own = self.deadline() + slack;
-        match doubted_since {
-            Some(since) => {
-                own.min(self.changed.max(since) + presence::FAST_RENEW + OVERDUE_MARGIN + slack)
-            }
-            None => own,
-        }
-    }
-
-    /// The next renewal is overdue at `now`.
-    pub fn overdue(&self, now: Instant) -> bool {
-        now > self.deadline()
-    }
-
     /// Overdue, as a watch that is still delivering shows it: only once
     /// this speaker has seen some lease change after the deadline. A
     /// speaker cut off from the API server sees its watch stall, and every
@@ -467,7 +412,7 @@ pub struct Assessment {
     /// The members this speaker names in its lease's mark: those it
     /// doubts ([`doubted`]) that no other speaker's fresh mark names
     /// already (one mark serves every judge), keeping those it named
-    /// before while it doubts them, at most `presence::MARK_NAMES_MAX`.
+    /// before while it doubts them, at most `lease::MARK_NAMES_MAX`.
     pub doubts: BTreeSet<String>,
     /// A renewal of our own lease now would settle a member gossip
     /// declared down ([`awaits_evidence`]).
@@ -514,7 +459,7 @@ fn answers_in(view: Option<&View>, node: &str) -> bool {
 pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     let now = input.now;
     judging.watch_current = judging.watch_current.max(input.own_write_seen);
-    let fresh: Vec<(&str, &Mark)> = presence::fresh_marks(input.leases, input.marks, now).collect();
+    let fresh: Vec<(&str, &Mark)> = lease::fresh_marks(input.leases, input.marks, now).collect();
     // Since when each member is named, as the watch shows the marks: from
     // then on it renews fast if it lives.
     let view = input.view;
@@ -650,7 +595,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
         .filter(|(node, e)| *node != input.me && doubted(e, &ctx))
         .map(|(node, _)| *node)
         .filter(|node| judging.marked.contains(*node) || !named_by_others(node))
-        .take(presence::MARK_NAMES_MAX)
+        .take(lease::MARK_NAMES_MAX)
         .map(str::to_owned)
         .collect();
     judging.marked = doubts.clone();

@@ -11,6 +11,7 @@ pub mod bgp;
 pub mod election;
 pub mod events;
 pub mod garp;
+pub mod lease;
 pub mod liveness;
 pub mod membership;
 pub mod plan;

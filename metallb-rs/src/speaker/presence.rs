@@ -25,12 +25,14 @@
 //! with ours, so a node whose wall clock is off neither loses its
 //! addresses while it renews nor keeps them once it stops.
 
-use super::liveness::LeaseState;
+pub use super::lease::{
+    FAST_RENEW, LeaseState, MARK_NAMES_MAX, Mark, Mode, SLOW_RENEW, fresh_marks, mode,
+};
 use crate::k8s::observed::{self, Observation, Version};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Lease name prefix.
@@ -48,100 +50,10 @@ pub const LINK_DOWN_ANNOTATION: &str = "metallb.io/link-down";
 /// `membership::next_run`), so that the next run on the node takes a
 /// larger one even when the node's clock was stepped back meanwhile.
 pub const RUN_ANNOTATION: &str = "metallb.io/gossip-run";
-/// Renewal period while gossip agrees: 0.067 writes/s per node, below the
-/// kubelet's node lease (every 10 s).
-pub const SLOW_RENEW: Duration = Duration::from_secs(15);
-/// Renewal period while some speaker sees trouble: a missed renewal is how
-/// the others tell a dead speaker from one only cut off from them.
-pub const FAST_RENEW: Duration = Duration::from_secs(1);
 /// A lease's `leaseDurationSeconds` is this many renewal periods; a lease
 /// without one (or of an older release) is read as renewed every 2 s.
 const DURATION_PERIODS: i32 = 3;
 const DEFAULT_PERIOD: Duration = Duration::from_secs(2);
-
-/// How a speaker renews its lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Gossip agrees: every [`SLOW_RENEW`].
-    Slow,
-    /// Another speaker sees trouble: every [`FAST_RENEW`].
-    Follow,
-    /// This speaker sees trouble: every [`FAST_RENEW`], lease marked.
-    Trouble,
-}
-
-impl Mode {
-    /// The renewal period.
-    pub fn period(self) -> Duration {
-        match self {
-            Mode::Slow => SLOW_RENEW,
-            Mode::Follow | Mode::Trouble => FAST_RENEW,
-        }
-    }
-}
-
-/// Most names a mark carries: past it a speaker names the first of its
-/// doubts (by name) and judges the rest by their own renewal periods. A
-/// node cut off from everyone's gossip doubts every member; it must not
-/// make a cluster of 1,000 renew fast.
-pub const MARK_NAMES_MAX: usize = 32;
-
-/// Whom a trouble mark asks to renew fast.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mark {
-    /// Every speaker: what a mark of an older release (value `true`), or
-    /// one that names no node, asks.
-    Everyone,
-    /// These members (at most [`MARK_NAMES_MAX`]).
-    Names(BTreeSet<String>),
-}
-
-impl Mark {
-    /// The mark naming `doubted` (the first [`MARK_NAMES_MAX`] of them),
-    /// `None` when it is empty.
-    pub fn naming(doubted: &BTreeSet<String>) -> Option<Mark> {
-        (!doubted.is_empty())
-            .then(|| Mark::Names(doubted.iter().take(MARK_NAMES_MAX).cloned().collect()))
-    }
-
-    /// The annotation's value: the names, comma-separated.
-    pub fn value(&self) -> String {
-        match self {
-            Mark::Everyone => "true".to_owned(),
-            Mark::Names(names) => names
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .join(","),
-        }
-    }
-
-    /// Reads an annotation's value: node names, comma-separated (a node
-    /// name never holds a comma); anything else - an older release's
-    /// `true`, nothing, a value with no name in it - asks everyone.
-    pub fn parse(value: &str) -> Mark {
-        let names: BTreeSet<String> = value
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty() && *n != "true")
-            .take(MARK_NAMES_MAX)
-            .map(str::to_owned)
-            .collect();
-        if names.is_empty() {
-            Mark::Everyone
-        } else {
-            Mark::Names(names)
-        }
-    }
-
-    /// Whether it asks `node`'s speaker to renew fast.
-    pub fn names(&self, node: &str) -> bool {
-        match self {
-            Mark::Everyone => true,
-            Mark::Names(names) => names.contains(node),
-        }
-    }
-}
 
 /// The marks the presence leases of nodes (`is_node`) carry, by node. A
 /// lease whose node does not exist is anyone's who can write a Lease, or
@@ -161,41 +73,6 @@ pub fn marks<'a>(
             Some((node.to_owned(), Mark::parse(value)))
         })
         .collect()
-}
-
-/// The marks that count at `now`: on a held lease still renewed (a mark
-/// left by a speaker that died goes stale within its period and stops
-/// counting), with the node each belongs to.
-pub fn fresh_marks<'a>(
-    leases: &'a BTreeMap<String, LeaseState>,
-    marks: &'a BTreeMap<String, Mark>,
-    now: Instant,
-) -> impl Iterator<Item = (&'a str, &'a Mark)> {
-    marks.iter().filter_map(move |(node, mark)| {
-        leases
-            .get(node)
-            .is_some_and(|l| l.held && l.trouble && !l.overdue(now))
-            .then_some((node.as_str(), mark))
-    })
-}
-
-/// How to renew: marked while this speaker doubts members itself
-/// (`own_trouble`), fast while another node's fresh mark names this
-/// one, slow otherwise.
-pub fn mode(
-    own_trouble: bool,
-    leases: &BTreeMap<String, LeaseState>,
-    marks: &BTreeMap<String, Mark>,
-    me: &str,
-    now: Instant,
-) -> Mode {
-    if own_trouble {
-        Mode::Trouble
-    } else if fresh_marks(leases, marks, now).any(|(node, m)| node != me && m.names(me)) {
-        Mode::Follow
-    } else {
-        Mode::Slow
-    }
 }
 
 fn lease_name(node: &str) -> String {

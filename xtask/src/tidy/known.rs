@@ -17,14 +17,6 @@ const SPLIT_SUITE: &str =
 
 pub const METALLB_RS: &[Known] = &[
     Known {
-        key: "cycle: speaker::liveness, speaker::presence",
-        fix: "presence takes LeaseState from liveness and liveness takes Mark from presence: move the lease's plain data (LeaseState, Mark) into a pure module both import",
-    },
-    Known {
-        key: "deciding: speaker::liveness -> speaker::presence",
-        fix: "move Mark and the pure lease rules out of presence into a module liveness can import",
-    },
-    Known {
         key: "deciding: speaker::liveness -> speaker::membership",
         fix: "move View (the gossip's plain-data view) out of membership's I/O module into a pure one",
     },

@@ -85,8 +85,8 @@ mod tests {
     use super::super::{Inputs, Judging, LeaseState, assess};
     use super::*;
     use crate::speaker::election::NodeInfo;
+    use crate::speaker::lease::Mark;
     use crate::speaker::membership::{Down, View};
-    use crate::speaker::presence::Mark;
     use std::collections::BTreeMap;
     use std::time::Duration;
 

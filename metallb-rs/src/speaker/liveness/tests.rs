@@ -313,7 +313,7 @@ fn a_trouble_mark_shortens_the_wait_to_a_fast_period(
         } else {
             at(changed)
         },
-        period: presence::SLOW_RENEW,
+        period: lease::SLOW_RENEW,
         trouble: false,
         link_down: false,
     });
@@ -438,7 +438,7 @@ fn a_restarted_speaker_drops_a_hung_member_within_a_fast_period() {
         held: true,
         changed: at(10.0),
         renewed: false,
-        period: presence::SLOW_RENEW,
+        period: lease::SLOW_RENEW,
         trouble: false,
         link_down: false,
     });
@@ -446,7 +446,7 @@ fn a_restarted_speaker_drops_a_hung_member_within_a_fast_period() {
         held: true,
         changed: at(10.6),
         renewed: true,
-        period: presence::FAST_RENEW,
+        period: lease::FAST_RENEW,
         trouble: false,
         link_down: false,
     });

@@ -4,6 +4,7 @@ use super::*;
 use crate::speaker::liveness::{self, Context, Evidence, Gone, Gossip};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use rstest::rstest;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 fn lease(node: &str, holder: Option<&str>) -> Lease {

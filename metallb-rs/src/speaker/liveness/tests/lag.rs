@@ -79,7 +79,7 @@ fn a_mark_of_ours_counts_alone_in_gossip_until_a_member_answers_it(
 ) {
     let nodes = [node("b"), node("c"), node("me")];
     let slow = |changed: f64| LeaseState {
-        period: presence::SLOW_RENEW,
+        period: lease::SLOW_RENEW,
         ..lease(true, changed).expect("held")
     };
     let leases = |c: f64| -> BTreeMap<String, LeaseState> {

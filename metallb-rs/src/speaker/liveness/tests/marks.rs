@@ -13,13 +13,13 @@ fn a_mark_serves_every_judge() {
     let nodes = [node("m"), node("me"), node("z")];
     let slow = |changed: f64| {
         lease(true, changed).map(|l| LeaseState {
-            period: presence::SLOW_RENEW,
+            period: lease::SLOW_RENEW,
             ..l
         })
     };
     let marker = |changed: f64| {
         lease(true, changed).map(|l| LeaseState {
-            period: presence::FAST_RENEW,
+            period: lease::FAST_RENEW,
             trouble: true,
             ..l
         })
@@ -128,9 +128,9 @@ fn a_lapsed_mark_does_not_move_the_deadline_back() {
     // has z down unless `z_alive`.
     let pass = |judging: &mut Judging, now: f64, m: f64, z: f64, z_alive: bool| {
         let leases: BTreeMap<String, LeaseState> = [
-            ("m", with(m, presence::FAST_RENEW, true)),
-            ("me", with(now, presence::SLOW_RENEW, false)),
-            ("z", with(z, presence::SLOW_RENEW, false)),
+            ("m", with(m, lease::FAST_RENEW, true)),
+            ("me", with(now, lease::SLOW_RENEW, false)),
+            ("z", with(z, lease::SLOW_RENEW, false)),
         ]
         .into_iter()
         .filter_map(|(n, l)| Some((n.to_owned(), l?)))
