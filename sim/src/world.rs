@@ -150,7 +150,14 @@ impl World {
             Some(own) => own.clone(),
             None => faults::schedule(cfg.scenario, n, cfg.faults, &mut rng),
         };
-        let checker = Checker::new(base, addrs, order.clone(), n, cfg.latency.max());
+        let checker = Checker::new(
+            base,
+            addrs,
+            order.clone(),
+            n,
+            cfg.latency.max(),
+            cfg.timing.probe_period,
+        );
         Ok(Self {
             clock: Clock::new(base),
             rng,

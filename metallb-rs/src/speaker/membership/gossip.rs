@@ -73,6 +73,11 @@ pub struct Gossip {
     /// their own meanwhile: a lost ping or ack, not doubt, unless they
     /// stay suspect and silent ([`Self::drain_probed`]).
     held: BTreeSet<String>,
+    /// Since when, and at which incarnation, foca holds each member
+    /// suspect (members it holds suspect only, so bounded by the
+    /// cluster): a suspicion nobody settles is ended here
+    /// ([`Self::settle_stale_suspicions`]).
+    suspected: HashMap<String, (Instant, foca::Incarnation)>,
 }
 
 impl Gossip {
@@ -141,6 +146,7 @@ impl Gossip {
             reseed,
             idle: false,
             heard: HashMap::new(),
+            suspected: HashMap::new(),
             held: BTreeSet::new(),
         })
     }
@@ -241,6 +247,7 @@ impl Gossip {
                 self.probing = self.view.alive.len() > 1;
             }
         }
+        self.settle_stale_suspicions(now);
         if now >= self.next_rejoin {
             // Alone (started afresh, or not joined yet): a member that
             // announces to us teaches us only itself, so ask the seeds
@@ -469,6 +476,7 @@ impl Gossip {
         self.known.remove(&*id.node);
         self.heard.remove(&*id.node);
         self.held.remove(&*id.node);
+        self.suspected.remove(&*id.node);
         self.left.remove(&*id.node);
         self.announces.remove(&*id.node);
         self.view.down.remove(&*id.node);
@@ -501,12 +509,14 @@ impl Gossip {
         if std::mem::take(&mut self.idle) {
             self.start_afresh();
         }
-        let suspect: BTreeSet<String> = self
+        let suspect: BTreeMap<String, foca::Incarnation> = self
             .foca
             .iter_membership_state()
             .filter(|m| m.state() == foca::State::Suspect)
-            .map(|m| m.id().node.to_string())
+            .map(|m| (m.id().node.to_string(), m.incarnation()))
             .collect();
+        self.note_suspects(&suspect, now);
+        let suspect: BTreeSet<String> = suspect.into_keys().collect();
         self.held.retain(|n| suspect.contains(n));
         let raised: Vec<String> = if timer {
             // A member that sent us a packet of its own while our probe
@@ -598,6 +608,7 @@ impl Gossip {
         self.view.suspect.clear();
         self.view.unanswered.clear();
         self.held.clear();
+        self.suspected.clear();
         // The verdicts made while cut off go with the foca that made them
         // (a member gossip does not know is judged by its lease); leaves
         // were said first-hand and stay.
@@ -656,5 +667,6 @@ impl Gossip {
     }
 }
 
+mod suspicion;
 #[cfg(test)]
 mod tests;

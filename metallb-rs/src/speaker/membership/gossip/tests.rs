@@ -18,17 +18,21 @@ fn run_observed(
     cut: Option<usize>,
     observe: &mut dyn FnMut(&[Gossip]),
 ) -> Instant {
-    let lost = |_: Instant, from: usize, to: usize| Some(to) == cut || Some(from) == cut;
+    let lost = |_: Instant, from: usize, to: usize, _: &[u8]| Some(to) == cut || Some(from) == cut;
     run_lossy(members, start, secs, &lost, observe)
 }
 
+/// Whether a frame (its bytes) from member `from` to `to` due at `now`
+/// is lost: `(now, from, to, frame)`.
+type Lost<'a> = &'a dyn Fn(Instant, usize, usize, &[u8]) -> bool;
+
 /// [`run_observed`], a frame from member `from` to `to` due at `now`
-/// dropped when `lost(now, from, to)`.
+/// dropped when `lost(now, from, to, frame)`.
 fn run_lossy(
     members: &mut [Gossip],
     start: Instant,
     secs: f64,
-    lost: &dyn Fn(Instant, usize, usize) -> bool,
+    lost: Lost<'_>,
     observe: &mut dyn FnMut(&[Gossip]),
 ) -> Instant {
     let addrs: Vec<SocketAddr> = members.iter().map(|g| g.identity().addr).collect();
@@ -45,7 +49,7 @@ fn run_lossy(
         let (due, later): (Vec<_>, Vec<_>) = in_flight.into_iter().partition(|f| f.0 <= now);
         in_flight = later;
         for (_, from, to, frame) in due {
-            if !lost(now, from, to) {
+            if !lost(now, from, to, &frame) {
                 let _ = members[to].receive(&names[from], &frame, addrs[from], now);
             }
         }
@@ -169,7 +173,7 @@ fn a_lost_ack_from_a_member_we_still_hear_is_no_doubt() {
     let ms = |t: Instant| t.saturating_duration_since(settled).as_millis();
     // One frame lost in every 700 ms, at shifting offsets.
     let dropped = std::cell::Cell::new(u128::MAX);
-    let lost = |now: Instant, from: usize, to: usize| {
+    let lost = |now: Instant, from: usize, to: usize, _: &[u8]| {
         let (t, period) = (ms(now), ms(now) / 700);
         let hit = from == 1 && to == 0 && dropped.get() != period && t % 700 >= period * 37 % 550;
         if hit {
@@ -194,7 +198,7 @@ fn a_lost_ack_from_a_member_we_still_hear_is_no_doubt() {
         &mut members,
         lossy,
         within.as_secs_f64(),
-        &|_, from, to| from == 1 || to == 1,
+        &|_, from, to, _| from == 1 || to == 1,
         &mut |m| seen |= m[0].view().unanswered.contains("n1"),
     );
     assert!(seen, "n0 doubts n1 within {within:?} of its stop");
@@ -369,4 +373,66 @@ fn members_held_down_after_a_cut_are_reached_within_a_rejoin_period() {
         "{:?}",
         members[39].view()
     );
+}
+
+/// A suspicion that reaches a member but whose verdict never does (SWIM
+/// lets only the prober declare down; foca also drops its own down
+/// timers when it takes a new identity) is settled by the member
+/// itself: n0 holds n1 suspect, hearsay nobody repeats to n1 (n0 does
+/// not gossip it, and the member lists it sends to members announcing
+/// themselves are lost), so n1 never refutes and nobody declares it
+/// down. Left alone, n0 holds it
+/// suspect for good (and its trouble mark keeps n1 renewing every
+/// second); settled, n0 declares it down a refute time and a rejoin
+/// period later, n1 hears so, rejoins as a new run, and every member
+/// sees every other alive again.
+#[test]
+fn a_suspicion_nobody_settles_ends_within_a_rejoin_period() {
+    let start = Instant::now();
+    let mut members = joined(4, start);
+    let settled = run(&mut members, start, 2.0, None);
+    let n1 = members[0]
+        .foca
+        .iter_membership_state()
+        .find(|m| &*m.id().node == "n1")
+        .map(|m| (m.id().clone(), m.incarnation()))
+        .expect("n0 knows n1");
+    let n0 = &mut members[0];
+    n0.foca
+        .apply_many(
+            std::iter::once(Member::new(n1.0, n1.1, foca::State::Suspect)),
+            false,
+            &mut n0.runtime,
+        )
+        .expect("applies");
+    let timing = Timing::default();
+    let limit = timing.suspect_to_down_after + timing.rejoin_period;
+    let feed_of_n0 = |_: Instant, from: usize, _: usize, frame: &[u8]| {
+        from == 0
+            && matches!(Frame::decode(frame), Ok(Frame::Foca(packet))
+                if foca::Codec::<Identity>::decode_header(&mut PostcardCodec, packet)
+                    .is_ok_and(|h| matches!(h.message, Message::Feed)))
+    };
+    let mut steps = 0u32;
+    let mut suspect_for = Duration::ZERO;
+    run_lossy(&mut members, settled, 15.0, &feed_of_n0, &mut |members| {
+        steps += 1;
+        if members[0].view().suspect.contains("n1") {
+            suspect_for = Duration::from_millis(u64::from(steps));
+        }
+    });
+    assert!(suspect_for > Duration::ZERO, "n0 never held n1 suspect");
+    assert!(
+        suspect_for <= limit + timing.probe_period,
+        "n0 held n1 suspect for {suspect_for:?}, past {limit:?}"
+    );
+    for g in &members {
+        let v = g.view();
+        assert_eq!(v.alive.len(), 4, "{}: {v:?}", g.node);
+        assert!(
+            v.suspect.is_empty() && v.down.is_empty(),
+            "{}: {v:?}",
+            g.node
+        );
+    }
 }
