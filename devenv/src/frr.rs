@@ -123,7 +123,9 @@ fn check_password(address: IpAddr, password: &str) -> Result<()> {
 /// `frr.conf`: `router bgp` with a neighbor per node address, each family's
 /// neighbors activated in their own address family only (the speaker opens
 /// one session per BGPPeer address and sends a family over its own
-/// sessions), ECMP over [`MAX_PATHS`] iBGP paths, every route accepted.
+/// sessions), ECMP over [`MAX_PATHS`] iBGP paths, every route accepted,
+/// graceful restart on (it helps only speakers that offer it too: a
+/// BGPPeer with `enableGracefulRestart`).
 pub fn frr_conf(config: &RouterConfig) -> Result<String> {
     if config.hostname.is_empty() || config.hostname.contains(char::is_whitespace) {
         bail!("FRR hostname {:?}: one word, please", config.hostname);
@@ -148,6 +150,7 @@ pub fn frr_conf(config: &RouterConfig) -> Result<String> {
     conf.push_str(
         " no bgp ebgp-requires-policy\n no bgp default ipv4-unicast\n no bgp network import-check\n",
     );
+    conf.push_str(" bgp graceful-restart\n");
     let peer_asn = config.peer_asn;
     for n in &config.neighbors {
         conf.push_str(&format!(" neighbor {} remote-as {peer_asn}\n", n.address));
@@ -366,6 +369,10 @@ pub struct NeighborStatus {
     /// Prefixes accepted from it, over every address family
     /// (`addressFamilyInfo.*.acceptedPrefixCounter`).
     pub accepted_prefixes: u64,
+    /// The graceful restart mode the peer's OPEN offered
+    /// (`gracefulRestartInfo.remoteGrMode`): `Restart` when it sent the
+    /// capability, `Helper` when it can only help, `NotApplicable`.
+    pub remote_gr_mode: Option<String>,
 }
 
 impl NeighborStatus {
@@ -434,6 +441,10 @@ pub fn parse_neighbors(text: &str) -> Result<BTreeMap<IpAddr, NeighborStatus>> {
                     .get("authenticationEnabled")
                     .is_some_and(|a| a.as_u64() == Some(1) || a.as_bool() == Some(true)),
                 accepted_prefixes,
+                remote_gr_mode: n
+                    .pointer("/gracefulRestartInfo/remoteGrMode")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
             },
         );
     }
@@ -476,6 +487,9 @@ pub struct BgpPath {
     pub multipath: bool,
     /// `valid`.
     pub valid: bool,
+    /// `stale`: kept from a peer whose session went down while graceful
+    /// restart was negotiated, until it is back and sends End-of-RIB.
+    pub stale: bool,
 }
 
 /// Prefix -> its paths.
@@ -533,6 +547,7 @@ fn parse_path(p: &Value) -> BgpPath {
         best,
         multipath: p.get("multipath").and_then(Value::as_bool) == Some(true),
         valid: p.get("valid").and_then(Value::as_bool) == Some(true),
+        stale: p.get("stale").and_then(Value::as_bool) == Some(true),
     }
 }
 
