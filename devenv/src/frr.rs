@@ -125,7 +125,15 @@ fn check_password(address: IpAddr, password: &str) -> Result<()> {
 /// one session per BGPPeer address and sends a family over its own
 /// sessions), ECMP over [`MAX_PATHS`] iBGP paths, every route accepted,
 /// graceful restart on (it helps only speakers that offer it too: a
-/// BGPPeer with `enableGracefulRestart`).
+/// BGPPeer with `enableGracefulRestart`), and every neighbor passive.
+///
+/// Passive, because the speakers only ever connect, never listen, and
+/// FRR's own attempts do harm: a SYN signed with TCP MD5 to a port
+/// nobody listens on gets no reset, so the attempt hangs in Connect, and
+/// FRR 8.4, moving a speaker's incoming session onto that neighbor,
+/// fails the session it just established (TCP_fatal_error, "Deleting
+/// stub connection") - a flap each time a speaker comes back, which
+/// under graceful restart costs the paths it kept.
 pub fn frr_conf(config: &RouterConfig) -> Result<String> {
     if config.hostname.is_empty() || config.hostname.contains(char::is_whitespace) {
         bail!("FRR hostname {:?}: one word, please", config.hostname);
@@ -160,6 +168,7 @@ pub fn frr_conf(config: &RouterConfig) -> Result<String> {
         if let Some(p) = &n.password {
             conf.push_str(&format!(" neighbor {} password {p}\n", n.address));
         }
+        conf.push_str(&format!(" neighbor {} passive\n", n.address));
     }
     for family in [AddressFamily::Ipv4, AddressFamily::Ipv6] {
         let members: Vec<_> = config

@@ -47,10 +47,14 @@ router bgp 64512
  no bgp network import-check
  bgp graceful-restart
  neighbor 172.30.0.10 remote-as 64512
+ neighbor 172.30.0.10 passive
  neighbor fc00:f853:ccd:e793::10 remote-as 64512
+ neighbor fc00:f853:ccd:e793::10 passive
  neighbor 172.30.0.11 remote-as 64512
  neighbor 172.30.0.11 password s3cret
+ neighbor 172.30.0.11 passive
  neighbor fc00:f853:ccd:e793::11 remote-as 64512
+ neighbor fc00:f853:ccd:e793::11 passive
  !
  address-family ipv4 unicast
   maximum-paths 8

@@ -182,14 +182,21 @@ fn keeps_working(ctx: &Ctx, v6: bool) -> Result<()> {
             );
         }
     }
-    let back_by = Instant::now() + WAIT;
+    let started = Instant::now();
+    let back_by = started + WAIT;
     let mut settled_since: Option<Instant> = None;
     loop {
         kept(ctx, &routers, ip, &hops)?;
         let back = reestablished(ctx, &routers, &hops, &before)?;
         match (back.is_empty(), settled_since) {
             (true, Some(t)) if t.elapsed() >= SETTLED_FOR => break,
-            (true, None) => settled_since = Some(Instant::now()),
+            (true, None) => {
+                eprintln!(
+                    "e2e: every router kept {ip} through every node, stale while the speakers were stopped ({STOPPED_FOR:?}); every session back {:?} after they started",
+                    started.elapsed()
+                );
+                settled_since = Some(Instant::now());
+            }
             (true, Some(_)) => {}
             (false, _) => {
                 settled_since = None;
