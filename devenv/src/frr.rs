@@ -123,7 +123,17 @@ fn check_password(address: IpAddr, password: &str) -> Result<()> {
 /// `frr.conf`: `router bgp` with a neighbor per node address, each family's
 /// neighbors activated in their own address family only (the speaker opens
 /// one session per BGPPeer address and sends a family over its own
-/// sessions), ECMP over [`MAX_PATHS`] iBGP paths, every route accepted.
+/// sessions), ECMP over [`MAX_PATHS`] iBGP paths, every route accepted,
+/// graceful restart on (it helps only speakers that offer it too: a
+/// BGPPeer with `enableGracefulRestart`), and every neighbor passive.
+///
+/// Passive, because the speakers only ever connect, never listen, and
+/// FRR's own attempts do harm: a SYN signed with TCP MD5 to a port
+/// nobody listens on gets no reset, so the attempt hangs in Connect, and
+/// FRR 8.4, moving a speaker's incoming session onto that neighbor,
+/// fails the session it just established (TCP_fatal_error, "Deleting
+/// stub connection") - a flap each time a speaker comes back, which
+/// under graceful restart costs the paths it kept.
 pub fn frr_conf(config: &RouterConfig) -> Result<String> {
     if config.hostname.is_empty() || config.hostname.contains(char::is_whitespace) {
         bail!("FRR hostname {:?}: one word, please", config.hostname);
@@ -148,6 +158,7 @@ pub fn frr_conf(config: &RouterConfig) -> Result<String> {
     conf.push_str(
         " no bgp ebgp-requires-policy\n no bgp default ipv4-unicast\n no bgp network import-check\n",
     );
+    conf.push_str(" bgp graceful-restart\n");
     let peer_asn = config.peer_asn;
     for n in &config.neighbors {
         conf.push_str(&format!(" neighbor {} remote-as {peer_asn}\n", n.address));
@@ -157,6 +168,7 @@ pub fn frr_conf(config: &RouterConfig) -> Result<String> {
         if let Some(p) = &n.password {
             conf.push_str(&format!(" neighbor {} password {p}\n", n.address));
         }
+        conf.push_str(&format!(" neighbor {} passive\n", n.address));
     }
     for family in [AddressFamily::Ipv4, AddressFamily::Ipv6] {
         let members: Vec<_> = config
@@ -366,6 +378,10 @@ pub struct NeighborStatus {
     /// Prefixes accepted from it, over every address family
     /// (`addressFamilyInfo.*.acceptedPrefixCounter`).
     pub accepted_prefixes: u64,
+    /// The graceful restart mode the peer's OPEN offered
+    /// (`gracefulRestartInfo.remoteGrMode`): `Restart` when it sent the
+    /// capability, `Helper` when it can only help, `NotApplicable`.
+    pub remote_gr_mode: Option<String>,
 }
 
 impl NeighborStatus {
@@ -434,6 +450,10 @@ pub fn parse_neighbors(text: &str) -> Result<BTreeMap<IpAddr, NeighborStatus>> {
                     .get("authenticationEnabled")
                     .is_some_and(|a| a.as_u64() == Some(1) || a.as_bool() == Some(true)),
                 accepted_prefixes,
+                remote_gr_mode: n
+                    .pointer("/gracefulRestartInfo/remoteGrMode")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
             },
         );
     }
@@ -476,6 +496,9 @@ pub struct BgpPath {
     pub multipath: bool,
     /// `valid`.
     pub valid: bool,
+    /// `stale`: kept from a peer whose session went down while graceful
+    /// restart was negotiated, until it is back and sends End-of-RIB.
+    pub stale: bool,
 }
 
 /// Prefix -> its paths.
@@ -533,6 +556,7 @@ fn parse_path(p: &Value) -> BgpPath {
         best,
         multipath: p.get("multipath").and_then(Value::as_bool) == Some(true),
         valid: p.get("valid").and_then(Value::as_bool) == Some(true),
+        stale: p.get("stale").and_then(Value::as_bool) == Some(true),
     }
 }
 

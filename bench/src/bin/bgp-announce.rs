@@ -62,6 +62,7 @@ fn main() -> Result<()> {
         ebgp_multi_hop: false,
         dual_stack_address_family: false,
         bfd_profile: None,
+        graceful_restart: false,
     };
     let config = session_config(&peer, NodeAddresses::default());
     let rt = tokio::runtime::Runtime::new()?;

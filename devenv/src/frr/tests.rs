@@ -45,11 +45,16 @@ router bgp 64512
  no bgp ebgp-requires-policy
  no bgp default ipv4-unicast
  no bgp network import-check
+ bgp graceful-restart
  neighbor 172.30.0.10 remote-as 64512
+ neighbor 172.30.0.10 passive
  neighbor fc00:f853:ccd:e793::10 remote-as 64512
+ neighbor fc00:f853:ccd:e793::10 passive
  neighbor 172.30.0.11 remote-as 64512
  neighbor 172.30.0.11 password s3cret
+ neighbor 172.30.0.11 passive
  neighbor fc00:f853:ccd:e793::11 remote-as 64512
+ neighbor fc00:f853:ccd:e793::11 passive
  !
  address-family ipv4 unicast
   maximum-paths 8
@@ -254,6 +259,8 @@ fn neighbors_read_state_md5_timers_and_prefixes() {
     assert_eq!(md5.accepted_prefixes, 2);
     assert_eq!(up[&ip("fc00:f853:ccd:e793::10")].accepted_prefixes, 1);
     assert!(md5.connections_established >= 1);
+    // The throw-away peers run FRR's default: helper only.
+    assert_eq!(md5.remote_gr_mode.as_deref(), Some("Helper"));
 
     let one_down = parse_neighbors(&fixture("neighbors-one-down.json")).expect("parses");
     let states = states(&one_down);

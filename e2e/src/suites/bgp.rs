@@ -32,6 +32,7 @@ macro_rules! family_table {
 }
 
 mod first_router;
+mod graceful_restart;
 mod node_selector;
 mod peer_selector;
 mod routers;
@@ -167,6 +168,7 @@ pub fn specs() -> Vec<Spec> {
     specs.extend(node_selector::specs());
     specs.extend(peer_selector::specs());
     specs.extend(bfd::specs());
+    specs.extend(graceful_restart::specs());
     specs
 }
 

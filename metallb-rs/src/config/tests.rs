@@ -126,7 +126,6 @@ fn errors(docs: &str) -> Vec<String> {
     r#"bgppeer "metallb-system/peer": spec.bfdProfile: bfdprofile "slow" does not exist: create it or remove spec.bfdProfile"#)]
 #[case::peer_vrf_unsupported(&peer("peerASN: 1, peerAddress: 10.1.0.1, vrf: red"), "spec.vrf: VRF peering is not supported by the metallb-rs native BGP speaker")]
 #[case::peer_interface_unsupported(&peer("peerASN: 1, interface: eth0"), "spec.interface: unnumbered BGP peering is not supported")]
-#[case::peer_graceful_restart_unsupported(&peer("peerASN: 1, peerAddress: 10.1.0.1, enableGracefulRestart: true"), "spec.enableGracefulRestart: graceful restart is not supported")]
 #[case::peer_local_asn_unsupported(&peer("peerASN: 1, peerAddress: 10.1.0.1, localASN: 7"), "spec.localASN: local-as is not supported")]
 #[case::peer_duplicate(&format!("{}---\n{}", peer("peerASN: 1, peerAddress: 10.1.0.1"), peer("peerASN: 2, peerAddress: 10.1.0.1").replace("name: peer", "name: peer2")),
     r#"bgppeer "metallb-system/peer2": spec.peerAddress: duplicate peer: bgppeer "peer" already peers with 10.1.0.1:179 from the same nodes"#)]
@@ -189,6 +188,27 @@ fn a_peer_carries_its_bfd_profile_values() {
     assert_eq!(profile("peer"), Some(want.clone()));
     assert_eq!(profile("plain"), None);
     assert_eq!(config.bfd_profiles.get("fast"), Some(&want));
+}
+
+#[test]
+fn a_peer_carries_graceful_restart() {
+    let docs = format!(
+        "{}---\n{}---\n{}",
+        peer("peerASN: 64501, peerAddress: 10.1.0.1, enableGracefulRestart: true"),
+        peer("peerASN: 64501, peerAddress: 10.1.0.2, enableGracefulRestart: false")
+            .replace("name: peer", "name: off"),
+        peer("peerASN: 64501, peerAddress: 10.1.0.3").replace("name: peer", "name: unset"),
+    );
+    let mut loaded = Loaded::default();
+    loaded.add_text(Path::new("t.yaml"), &docs, &Schemas::compile());
+    let config = Config::build(&loaded.resources, &Options::default()).expect("valid");
+    let mut gr: Vec<(&str, bool)> = config
+        .peers
+        .iter()
+        .map(|p| (p.name.as_str(), p.graceful_restart))
+        .collect();
+    gr.sort();
+    assert_eq!(gr, [("off", false), ("peer", true), ("unset", false)]);
 }
 
 #[test]

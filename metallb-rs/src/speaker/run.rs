@@ -552,6 +552,9 @@ impl Runner {
         self.elected.retain(&keys);
         let objects = watches::objects(&self.stores, None);
         self.process_services(keys, &objects).await;
+        // Every service has been seen: the BGP tables are whole, and
+        // sessions with graceful restart may send theirs and End-of-RIB.
+        self.bgp.first_pass_complete();
     }
 
     /// Runs a BGP session for each BGPPeer that selects this node.

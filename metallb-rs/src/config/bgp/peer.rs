@@ -46,6 +46,9 @@ pub struct Peer {
     pub dual_stack_address_family: bool,
     /// The BFD profile to run beside the session, when set.
     pub bfd_profile: Option<BfdProfile>,
+    /// `enableGracefulRestart`: offer graceful restart (RFC 4724), so the
+    /// router keeps this node's routes while the speaker restarts.
+    pub graceful_restart: bool,
 }
 
 pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -167,12 +170,6 @@ pub(super) fn peer(
         s.vrf.as_deref().is_some_and(|v| !v.is_empty()),
         "spec.vrf",
         "VRF peering",
-        &mut err,
-    );
-    unsupported(
-        s.enable_graceful_restart == Some(true),
-        "spec.enableGracefulRestart",
-        "graceful restart",
         &mut err,
     );
     unsupported(s.local_asn.is_some(), "spec.localASN", "local-as", &mut err);
@@ -333,6 +330,7 @@ pub(super) fn peer(
         ebgp_multi_hop: s.ebgp_multi_hop.unwrap_or(false),
         dual_stack_address_family: s.dual_stack_address_family.unwrap_or(false),
         bfd_profile,
+        graceful_restart: s.enable_graceful_restart.unwrap_or(false),
     })
 }
 

@@ -25,7 +25,7 @@ use crate::net::bgp::{Afi, Notification, code};
 use crate::service::ServiceKey;
 use advertise::{PeerRoutes, RouteAttrs};
 use ipnet::IpNet;
-use session::{DesiredRoutes, Session, SessionConfig, Table};
+use session::{DesiredRoutes, EstablishedPeers, Links, Session, SessionConfig, Table};
 use socket::Dial;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -93,6 +93,7 @@ pub fn session_config(peer: &Peer, node: NodeAddresses) -> SessionConfig {
         families,
         node_v4: node.v4,
         node_v6: node.v6,
+        graceful_restart: peer.graceful_restart,
     }
 }
 
@@ -122,6 +123,11 @@ pub struct Speaker {
     /// Per peer: the merged routes its session reads, changed prefix by
     /// prefix (kept while its session restarts).
     desired: BTreeMap<String, DesiredRoutes>,
+    /// True once every service has been seen: sessions with graceful
+    /// restart hold their first table until then.
+    first_pass: tokio::sync::watch::Sender<bool>,
+    /// The peers Established with since the process started.
+    history: EstablishedPeers,
 }
 
 impl Speaker {
@@ -134,7 +140,16 @@ impl Speaker {
             services: BTreeMap::new(),
             tables: BTreeMap::new(),
             desired: BTreeMap::new(),
+            first_pass: tokio::sync::watch::Sender::new(false),
+            history: EstablishedPeers::default(),
         }
+    }
+
+    /// Says the routes now hold every service (the speaker's first pass
+    /// is complete); sessions holding their first table send it.
+    pub fn first_pass_complete(&self) {
+        self.first_pass
+            .send_if_modified(|done| !std::mem::replace(done, true));
     }
 
     /// Runs exactly these sessions: starts new ones, ends removed ones
@@ -166,8 +181,12 @@ impl Speaker {
             if !self.sessions.contains_key(&name) {
                 tracing::info!(peer = name, address = %cfg.dial.peer, "starting BGP session");
                 let routes = self.desired.entry(name.clone()).or_default().clone();
-                let path = self.bfd.path(&name);
-                let s = Session::start_with_path(cfg, routes, self.metrics.clone(), path);
+                let links = Links {
+                    path_lost: self.bfd.path(&name),
+                    first_pass: self.first_pass.subscribe(),
+                    history: self.history.clone(),
+                };
+                let s = Session::start_with(cfg, routes, self.metrics.clone(), links);
                 self.sessions.insert(name, s);
             }
         }
@@ -277,16 +296,14 @@ impl Speaker {
             .unwrap_or_default()
     }
 
-    /// Ends every session (Cease, administrative shutdown): the peers
-    /// withdraw this node's routes at once instead of after the hold time.
+    /// Ends every session as the process stops: a Cease (administrative
+    /// shutdown), so the peers withdraw this node's routes at once instead
+    /// of after the hold time; with graceful restart negotiated, a dropped
+    /// connection instead, so they keep them until the speaker is back.
     pub async fn shutdown(&mut self) {
-        let stops = std::mem::take(&mut self.sessions).into_values().map(|s| {
-            s.stop(Notification::new(
-                code::CEASE,
-                code::CEASE_ADMIN_SHUTDOWN,
-                [],
-            ))
-        });
+        let stops = std::mem::take(&mut self.sessions)
+            .into_values()
+            .map(Session::exit);
         futures::future::join_all(stops).await;
         self.bfd.shutdown().await;
     }

@@ -15,7 +15,7 @@ use crate::metrics::BgpMetrics;
 use crate::net::bgp::{self, Afi, Context, Message, Notification, code};
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -24,11 +24,13 @@ use tokio::time::Instant;
 
 mod adj_out;
 mod established;
+pub mod graceful;
 mod negotiate;
 mod refresh;
 pub use adj_out::{AdjRibOut, Diff};
 use established::{EstablishedCtx, established};
-pub use negotiate::{Negotiated, negotiate, our_open};
+pub use graceful::Stop;
+pub use negotiate::{Negotiated, PeerHistory, negotiate, our_open};
 
 /// The prefixes a peer should have, with their attributes.
 pub type Table = BTreeMap<IpNet, RouteAttrs>;
@@ -60,6 +62,8 @@ pub struct SessionConfig {
     pub node_v4: Option<Ipv4Addr>,
     /// See `node_v4`.
     pub node_v6: Option<Ipv6Addr>,
+    /// Offer graceful restart (RFC 4724) as a restarting speaker.
+    pub graceful_restart: bool,
 }
 
 impl SessionConfig {
@@ -172,6 +176,59 @@ impl DesiredRoutes {
     }
 }
 
+/// The peers a session has been Established with since the process
+/// started, shared by every session of the speaker: the R bit of our
+/// graceful restart capability is set until one has.
+#[derive(Clone, Default)]
+pub struct EstablishedPeers(Arc<std::sync::Mutex<BTreeSet<SocketAddr>>>);
+
+impl EstablishedPeers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<SocketAddr>> {
+        // A panic while holding the lock leaves a consistent set behind.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What this process has seen of `peer`.
+    pub fn of(&self, peer: SocketAddr) -> PeerHistory {
+        if self.lock().contains(&peer) {
+            PeerHistory::EstablishedBefore
+        } else {
+            PeerHistory::NeverEstablished
+        }
+    }
+
+    /// Records that a session to `peer` reached Established.
+    pub fn established(&self, peer: SocketAddr) {
+        self.lock().insert(peer);
+    }
+}
+
+/// What a session shares with the speaker besides its routes.
+#[derive(Clone)]
+pub struct Links {
+    /// Changes whenever BFD sees the path fail: an Established session
+    /// closes (Cease, BFD Down). Losses before Established are ignored,
+    /// as BGP does not wait for BFD.
+    pub path_lost: watch::Receiver<u64>,
+    /// True once the speaker has been through every service (see
+    /// [`graceful`]).
+    pub first_pass: watch::Receiver<bool>,
+    /// The peers Established with since the process started.
+    pub history: EstablishedPeers,
+}
+
+impl Links {
+    /// A session on its own: no path failure is ever signalled, the
+    /// routes it is given are complete, no peer seen before.
+    pub fn standalone() -> Links {
+        Links {
+            path_lost: watch::channel(0).1,
+            first_pass: watch::channel(true).1,
+            history: EstablishedPeers::default(),
+        }
+    }
+}
+
 /// What the session reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
@@ -188,7 +245,7 @@ pub struct Session {
     config: SessionConfig,
     routes: DesiredRoutes,
     status: watch::Receiver<Status>,
-    stop: Option<oneshot::Sender<Notification>>,
+    stop: Option<oneshot::Sender<Stop>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -196,19 +253,15 @@ impl Session {
     /// Starts connecting to the peer, which should have `routes` (the
     /// caller may go on changing them).
     pub fn start(config: SessionConfig, routes: DesiredRoutes, metrics: BgpMetrics) -> Session {
-        // No sender: no path failure is ever signalled.
-        Session::start_with_path(config, routes, metrics, watch::channel(0).1)
+        Session::start_with(config, routes, metrics, Links::standalone())
     }
 
-    /// As [`Session::start`], and an Established session closes (Cease,
-    /// BFD Down) whenever `path_lost` changes: BFD saw the path fail.
-    /// Losses before the session is Established are ignored, as BGP does
-    /// not wait for BFD.
-    pub fn start_with_path(
+    /// As [`Session::start`], tied to the speaker through `links`.
+    pub fn start_with(
         config: SessionConfig,
         routes: DesiredRoutes,
         metrics: BgpMetrics,
-        path_lost: watch::Receiver<u64>,
+        links: Links,
     ) -> Session {
         let (status_tx, status_rx) = watch::channel(Status::default());
         let (stop_tx, stop_rx) = oneshot::channel();
@@ -218,7 +271,7 @@ impl Session {
             status_tx,
             Signals {
                 stop: stop_rx,
-                path_lost,
+                links,
             },
             metrics,
         ));
@@ -253,9 +306,20 @@ impl Session {
 
     /// Ends the session with `why` (a Cease) and waits briefly for it to
     /// reach the peer.
-    pub async fn stop(mut self, why: Notification) {
+    pub async fn stop(self, why: Notification) {
+        self.end(Stop::Cease(why)).await;
+    }
+
+    /// Ends the session as the process stops: as [`Session::stop`] with
+    /// a Cease (administrative shutdown), or, with graceful restart
+    /// negotiated, by dropping the connection (see [`graceful::closing`]).
+    pub async fn exit(self) {
+        self.end(Stop::Exit).await;
+    }
+
+    async fn end(mut self, stop: Stop) {
         if let Some(s) = self.stop.take() {
-            let _ = s.send(why);
+            let _ = s.send(stop);
         }
         if tokio::time::timeout(Duration::from_secs(1), &mut self.task)
             .await
@@ -280,11 +344,11 @@ enum Ended {
     Failed(String, bool),
 }
 
-/// What ends a connection from outside: the speaker's stop, and BFD's
-/// path failures.
+/// What ends a connection from outside (the speaker's stop, BFD's path
+/// failures), and what else the speaker tells it.
 struct Signals {
-    stop: oneshot::Receiver<Notification>,
-    path_lost: watch::Receiver<u64>,
+    stop: oneshot::Receiver<Stop>,
+    links: Links,
 }
 
 async fn run(
@@ -296,7 +360,7 @@ async fn run(
 ) {
     let Signals {
         mut stop,
-        mut path_lost,
+        mut links,
     } = signals;
     let label = cfg.label();
     metrics.session_up.with_label_values(&[&label]).set(0);
@@ -307,15 +371,7 @@ async fn run(
     let first = Duration::from_millis(500);
     let mut backoff = first;
     loop {
-        match connection(
-            &cfg,
-            &routes,
-            &status,
-            (&mut stop, &mut path_lost),
-            &metrics,
-        )
-        .await
-        {
+        match connection(&cfg, &routes, &status, (&mut stop, &mut links), &metrics).await {
             Ended::Stopped => break,
             Ended::Failed(why, was_up) => {
                 metrics.session_up.with_label_values(&[&label]).set(0);
@@ -443,10 +499,7 @@ async fn connection(
     cfg: &SessionConfig,
     routes: &DesiredRoutes,
     status: &watch::Sender<Status>,
-    (stop, path_lost): (
-        &mut oneshot::Receiver<Notification>,
-        &mut watch::Receiver<u64>,
-    ),
+    (stop, links): (&mut oneshot::Receiver<Stop>, &mut Links),
     metrics: &BgpMetrics,
 ) -> Ended {
     let fail = |why: String| Ended::Failed(why, false);
@@ -463,7 +516,7 @@ async fn connection(
     };
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::new(rd);
-    let ours = our_open(cfg, local.ip());
+    let ours = our_open(cfg, local.ip(), links.history.of(cfg.dial.peer));
     // OpenSent: RFC 4271 suggests a large hold time until the peer's OPEN.
     let open_deadline = Instant::now() + OPEN_WAIT;
     let plain = Context::default();
@@ -505,6 +558,7 @@ async fn connection(
         hold,
         keepalive,
         families,
+        graceful_restart,
     } = match negotiate(cfg, &ours, &theirs) {
         Ok(n) => n,
         Err(n) => {
@@ -547,11 +601,12 @@ async fn connection(
     }
 
     let label = cfg.label();
-    tracing::info!(peer = cfg.name, address = %cfg.dial.peer, ibgp, hold = ?hold, families = ?families, "BGP session established");
+    tracing::info!(peer = cfg.name, address = %cfg.dial.peer, ibgp, hold = ?hold, families = ?families, graceful_restart, "BGP session established");
+    links.history.established(cfg.dial.peer);
     metrics.session_up.with_label_values(&[&label]).set(1);
     status.send_modify(|s| s.established = true);
     // Only a failure from now on closes this session.
-    path_lost.mark_unchanged();
+    links.path_lost.mark_unchanged();
     let shape = Shape {
         my_asn: cfg.my_asn,
         ibgp,
@@ -575,11 +630,13 @@ async fn connection(
         hold,
         keepalive,
         families,
+        graceful_restart,
         shape,
         routes,
         status,
         stop,
-        path_lost,
+        path_lost: &mut links.path_lost,
+        first_pass: &mut links.first_pass,
         metrics,
         label,
     })

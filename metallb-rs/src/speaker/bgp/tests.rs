@@ -45,6 +45,7 @@ fn config(l: &TcpListener, peer_asn: u32) -> SessionConfig {
         ebgp_multi_hop: false,
         dual_stack_address_family: true,
         bfd_profile: None,
+        graceful_restart: false,
     };
     session_config(
         &peer,
@@ -61,6 +62,8 @@ struct FakePeer {
     wr: tokio::net::tcp::OwnedWriteHalf,
     /// The OPEN the speaker sent.
     open: Open,
+    /// The End-of-RIB markers [`FakePeer::next`] passed over.
+    end_of_rib: Vec<Afi>,
 }
 
 /// Reads one message as a peer that decodes our UPDATEs fully (the
@@ -85,20 +88,22 @@ impl FakePeer {
     /// Accepts the speaker's connection and completes the handshake as AS
     /// `asn` with `hold` seconds.
     async fn accept(l: &TcpListener, asn: u32, hold: u16) -> FakePeer {
+        FakePeer::accept_with(l, asn, hold, vec![]).await
+    }
+
+    /// As [`FakePeer::accept`], sending `more` capabilities too.
+    async fn accept_with(l: &TcpListener, asn: u32, hold: u16, more: Vec<Capability>) -> FakePeer {
         let (s, _) = tokio::time::timeout(Duration::from_secs(10), l.accept())
             .await
             .expect("the speaker connects")
             .expect("accept");
         let mut p = FakePeer::handshake_start(s).await;
-        let ours = Open::new(
-            asn,
-            hold,
-            Ipv4Addr::new(10, 0, 0, 99),
-            vec![
-                Capability::Multiprotocol { afi: 1, safi: 1 },
-                Capability::Multiprotocol { afi: 2, safi: 1 },
-            ],
-        );
+        let mut caps = vec![
+            Capability::Multiprotocol { afi: 1, safi: 1 },
+            Capability::Multiprotocol { afi: 2, safi: 1 },
+        ];
+        caps.extend(more);
+        let ours = Open::new(asn, hold, Ipv4Addr::new(10, 0, 0, 99), caps);
         p.send(&Message::Open(ours)).await;
         p.send(&Message::Keepalive).await;
         assert_eq!(p.next().await, Message::Keepalive);
@@ -111,7 +116,12 @@ impl FakePeer {
         let Ok(Message::Open(open)) = read_strict(&mut rd, &Context::default()).await else {
             panic!("the speaker did not send OPEN first");
         };
-        FakePeer { rd, wr, open }
+        FakePeer {
+            rd,
+            wr,
+            open,
+            end_of_rib: Vec::new(),
+        }
     }
 
     async fn send(&mut self, m: &Message) {
@@ -122,15 +132,28 @@ impl FakePeer {
         self.wr.write_all(bytes).await.expect("write");
     }
 
-    /// The next message, within 10 s.
+    /// The next message but End-of-RIB markers (recorded), within 10 s.
     async fn next(&mut self) -> Message {
-        match tokio::time::timeout(Duration::from_secs(10), read_strict(&mut self.rd, &FOUR))
-            .await
-            .expect("a message within 10 s")
-        {
-            Ok(m) => m,
-            Err(ReadError::Io(e)) => panic!("connection: {e}"),
-            Err(ReadError::Malformed(n)) => panic!("the speaker sent a malformed message: {n}"),
+        loop {
+            match self.next_any(Duration::from_secs(10)).await {
+                Some(Message::Update(u)) if u.end_of_rib().is_some() => {
+                    self.end_of_rib.extend(u.end_of_rib().map(|(afi, _)| afi));
+                }
+                Some(m) => return m,
+                None => panic!("no message within 10 s"),
+            }
+        }
+    }
+
+    /// The next message within `wait`, if one comes.
+    async fn next_any(&mut self, wait: Duration) -> Option<Message> {
+        match tokio::time::timeout(wait, read_strict(&mut self.rd, &FOUR)).await {
+            Err(_) => None,
+            Ok(Ok(m)) => Some(m),
+            Ok(Err(ReadError::Io(e))) => panic!("connection: {e}"),
+            Ok(Err(ReadError::Malformed(n))) => {
+                panic!("the speaker sent a malformed message: {n}")
+            }
         }
     }
 
@@ -508,6 +531,7 @@ fn session_config_follows_the_peer() {
         ebgp_multi_hop: false,
         dual_stack_address_family: false,
         bfd_profile: None,
+        graceful_restart: false,
     };
     let c = session_config(&peer, NodeAddresses::default());
     assert_eq!(c.dial.ttl, 1);
@@ -614,11 +638,14 @@ async fn a_bfd_path_loss_closes_the_established_session() {
     let l = listener(None);
     let (lost, path) = tokio::sync::watch::channel(0u64);
     lost.send_modify(|n| *n += 1);
-    let s = Session::start_with_path(
+    let s = Session::start_with(
         config(&l, 64512),
         DesiredRoutes::new(table(&[("192.168.10.5/32", None)])),
         BgpMetrics::new(&Registry::new()),
-        path,
+        session::Links {
+            path_lost: path,
+            ..session::Links::standalone()
+        },
     );
     let mut p = FakePeer::accept(&l, 64512, 9).await;
     p.update().await;
@@ -631,3 +658,6 @@ async fn a_bfd_path_loss_closes_the_established_session() {
     let last = s.status().last_error.unwrap_or_default();
     assert!(last.contains("BFD saw the path to the peer fail"), "{last}");
 }
+
+// Graceful restart against the same fake router.
+mod graceful;

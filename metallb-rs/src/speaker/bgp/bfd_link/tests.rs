@@ -104,6 +104,7 @@ fn peer(peer_asn: PeerAsn, multihop: bool, profile: Option<BfdProfile>) -> Peer 
         ebgp_multi_hop: multihop,
         dual_stack_address_family: false,
         bfd_profile: profile,
+        graceful_restart: false,
     }
 }
 

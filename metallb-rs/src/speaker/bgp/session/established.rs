@@ -1,5 +1,7 @@
-//! Established: the peer's Adj-RIB-Out kept equal to the desired routes,
-//! keepalives, the hold timer, ROUTE-REFRESH.
+//! Established: the first table and End-of-RIB when due (see
+//! [`graceful`](super::graceful)), then the peer's Adj-RIB-Out kept
+//! equal to the desired routes, keepalives, the hold timer,
+//! ROUTE-REFRESH.
 //!
 //! Writes never hold up the loop: one batch at a time is in flight beside
 //! it (the batch owns the write half and hands it back when written), so
@@ -12,10 +14,11 @@
 
 use super::super::advertise::RouteAttrs;
 use super::super::updates::{self, Shape};
+use super::graceful::{self, FirstPass, Opening, Step, Stop};
 use super::refresh::{self, Refresh};
 use super::{AdjRibOut, DesiredRoutes, Ended, ReadError, SessionConfig, Status};
 use crate::metrics::BgpMetrics;
-use crate::net::bgp::{self, Afi, Context, Message, Notification, code};
+use crate::net::bgp::{self, Afi, Context, Message, Notification, Update, code};
 use ipnet::IpNet;
 use std::future::Future;
 use std::pin::Pin;
@@ -36,12 +39,16 @@ pub(super) struct EstablishedCtx<'a, R, W> {
     pub keepalive: Duration,
     /// The families both sides carry.
     pub families: Vec<Afi>,
+    /// Both sides sent the graceful restart capability.
+    pub graceful_restart: bool,
     pub shape: Shape,
     pub routes: &'a DesiredRoutes,
     pub status: &'a watch::Sender<Status>,
-    pub stop: &'a mut oneshot::Receiver<Notification>,
+    pub stop: &'a mut oneshot::Receiver<Stop>,
     /// Changes when BFD sees the path fail.
     pub path_lost: &'a mut watch::Receiver<u64>,
+    /// True once the speaker's first pass over the services is complete.
+    pub first_pass: &'a mut watch::Receiver<bool>,
     pub metrics: &'a BgpMetrics,
     pub label: String,
 }
@@ -59,11 +66,13 @@ where
         hold,
         keepalive,
         families,
+        graceful_restart,
         shape,
         routes,
         status,
         stop,
         path_lost,
+        first_pass,
         metrics,
         label,
     } = e;
@@ -98,19 +107,38 @@ where
         keepalive
     });
     ticker.tick().await;
-    let desired = routes.snapshot();
-    let count = desired.len();
-    let all = out.adj_out.everything(desired);
-    out.sync(wr, &all, count);
+    out.wr = Some(wr);
+    let mut opening = Opening::new(&families, graceful_restart);
+    out.first_table(
+        &mut opening,
+        FirstPass::from_flag(*first_pass.borrow()),
+        routes,
+    );
+    if !opening.sent() {
+        tracing::info!(peer = cfg.name, address = %cfg.dial.peer, "graceful restart: holding the table and End-of-RIB until every service has been seen once");
+    }
     let mut refresh = Refresh::new(Instant::now());
     loop {
         let refresh_at = refresh.due();
         tokio::select! {
-            why = &mut *stop => {
-                let why = why.unwrap_or_else(|_| Notification::new(code::CEASE, code::CEASE_ADMIN_SHUTDOWN, []));
-                tracing::info!(peer = cfg.name, address = %cfg.dial.peer, reason = %why, "closing BGP session");
-                out.notify(&why);
+            stopped = &mut *stop => {
+                let stopped = stopped.unwrap_or_else(|_| Stop::Cease(Notification::new(code::CEASE, code::CEASE_ADMIN_SHUTDOWN, [])));
+                match graceful::closing(&stopped, graceful_restart) {
+                    Some(why) => {
+                        tracing::info!(peer = cfg.name, address = %cfg.dial.peer, reason = %why, "closing BGP session");
+                        out.notify(&why);
+                    }
+                    None => tracing::info!(
+                        peer = cfg.name, address = %cfg.dial.peer,
+                        "closing BGP session without NOTIFICATION: graceful restart, the peer keeps our routes until we are back"
+                    ),
+                }
                 return Ended::Stopped;
+            }
+            // Also when the speaker is gone (a closed channel): nothing
+            // is left to wait for.
+            _ = first_pass.wait_for(|done| *done), if !opening.sent() && out.wr.is_some() => {
+                out.first_table(&mut opening, FirstPass::Complete, routes);
             }
             // A closed sender (BFD removed from the peer) disables this
             // branch instead of matching.
@@ -165,7 +193,7 @@ where
                     out.fly(wr, bgp::encode(&Message::Keepalive, &ctx), Batch::Keepalive);
                 }
             }
-            () = tokio::time::sleep_until(refresh_at.unwrap_or(hold_deadline)), if refresh_at.is_some() && out.wr.is_some() => {
+            () = tokio::time::sleep_until(refresh_at.unwrap_or(hold_deadline)), if refresh_at.is_some() && out.wr.is_some() && opening.sent() => {
                 if let Some(wr) = out.wr.take() {
                     // Send those families again from scratch.
                     for f in refresh.take(Instant::now()) {
@@ -174,13 +202,13 @@ where
                     let desired = routes.snapshot();
                     let count = desired.len();
                     let all = out.adj_out.everything(desired);
-                    out.sync(wr, &all, count);
+                    out.sync(wr, &all, count, &[]);
                 }
             }
-            () = routes.changed(), if out.wr.is_some() => {
+            () = routes.changed(), if out.wr.is_some() && opening.sent() => {
                 if let Some(wr) = out.wr.take() {
                     let changes = routes.take_changes();
-                    out.sync(wr, &changes, routes.len());
+                    out.sync(wr, &changes, routes.len(), &[]);
                 }
             }
         }
@@ -234,12 +262,34 @@ struct Out<'a, W> {
 }
 
 impl<W: AsyncWrite + Unpin + Send + 'static> Out<'_, W> {
+    /// Sends the whole table and End-of-RIB if `opening` says they are
+    /// due; the write half must be free.
+    fn first_table(&mut self, opening: &mut Opening, pass: FirstPass, routes: &DesiredRoutes) {
+        let Some(wr) = self.wr.take() else { return };
+        match opening.step(pass) {
+            Step::Table(end_of_rib) => {
+                let desired = routes.snapshot();
+                let count = desired.len();
+                let all = self.adj_out.everything(desired);
+                self.sync(wr, &all, count, &end_of_rib);
+            }
+            Step::Wait | Step::Changes => self.wr = Some(wr),
+        }
+    }
+
     /// Starts bringing the peer in line with `changes` (see
-    /// [`AdjRibOut::diff`]). `desired` counts the prefixes the peer should
-    /// have (the pending metric, as upstream sets it).
-    fn sync(&mut self, wr: W, changes: &[(IpNet, Option<RouteAttrs>)], desired: usize) {
+    /// [`AdjRibOut::diff`]), then sends `then` (End-of-RIB markers).
+    /// `desired` counts the prefixes the peer should have (the pending
+    /// metric, as upstream sets it).
+    fn sync(
+        &mut self,
+        wr: W,
+        changes: &[(IpNet, Option<RouteAttrs>)],
+        desired: usize,
+        then: &[Update],
+    ) {
         let diff = self.adj_out.diff(changes, &self.shape);
-        if diff.is_empty() {
+        if diff.is_empty() && then.is_empty() {
             self.done(
                 wr,
                 &Batch::Updates {
@@ -250,12 +300,18 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Out<'_, W> {
             );
             return;
         }
-        let msgs = updates::build(&diff.announce, &diff.withdraw, &self.shape);
+        let mut msgs = if diff.is_empty() {
+            Vec::new()
+        } else {
+            updates::build(&diff.announce, &diff.withdraw, &self.shape)
+        };
+        msgs.extend_from_slice(then);
         let ctx = self.shape.context();
         let mut bytes = Vec::new();
         for u in &msgs {
             bytes.extend(bgp::encode(&Message::Update(u.clone()), &ctx));
         }
+        // End-of-RIB is not counted: upstream sends none.
         let batch = Batch::Updates {
             desired,
             counted: crate::metrics::upstream_updates(diff.announce.len(), diff.withdraw.len()),

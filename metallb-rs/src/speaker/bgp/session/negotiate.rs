@@ -1,7 +1,10 @@
 //! OpenSent: our OPEN, and what it and the peer's agree on. Pure.
 
 use super::{SessionConfig, peer_as_ok, router_id};
-use crate::net::bgp::{Afi, Capability, Context, Notification, Open, SAFI_UNICAST, code};
+use crate::net::bgp::{
+    Afi, Capability, Context, GracefulRestart, GracefulRestartFamily, Notification, Open,
+    SAFI_UNICAST, code,
+};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -18,10 +21,56 @@ pub struct Negotiated {
     pub keepalive: Duration,
     /// The families both sides carry.
     pub families: Vec<Afi>,
+    /// Both sides sent the graceful restart capability: the peer keeps
+    /// our routes as stale when the connection drops without a
+    /// NOTIFICATION, until we come back and send End-of-RIB.
+    pub graceful_restart: bool,
+}
+
+/// How long the peer keeps our routes after the connection drops, waiting
+/// for us to come back: FRR's default. Long enough for a speaker Pod to
+/// be replaced; upstream's native speaker offers none.
+pub const RESTART_TIME: u16 = 120;
+
+/// What this process has seen of a peer, which the R bit of our graceful
+/// restart capability tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerHistory {
+    /// No session to the peer has been Established since this process
+    /// started: we have restarted (R set), so the peer need not wait for
+    /// our End-of-RIB before sending its own.
+    NeverEstablished,
+    /// One has: a new connection is a session failing over, not this
+    /// process restarting (R clear).
+    EstablishedBefore,
+}
+
+/// Our graceful restart capability, when `cfg` asks for it: R bit from
+/// `history`; the F bit for every family we offer, since the node's
+/// forwarding does not depend on this process (without F the peer
+/// drops the family's stale routes at once, RFC 4724 section 4.2); no N
+/// bit, so a Cease (peer removed or changed) still withdraws at once.
+pub fn graceful_restart(cfg: &SessionConfig, history: PeerHistory) -> Option<Capability> {
+    cfg.graceful_restart.then(|| {
+        Capability::GracefulRestart(GracefulRestart {
+            restarting: history == PeerHistory::NeverEstablished,
+            notification: false,
+            restart_time: RESTART_TIME,
+            families: cfg
+                .families
+                .iter()
+                .map(|f| GracefulRestartFamily {
+                    afi: f.number(),
+                    safi: SAFI_UNICAST,
+                    forwarding_preserved: true,
+                })
+                .collect(),
+        })
+    })
 }
 
 /// The OPEN we send for `cfg` on a connection from `local`.
-pub fn our_open(cfg: &SessionConfig, local: IpAddr) -> Open {
+pub fn our_open(cfg: &SessionConfig, local: IpAddr, history: PeerHistory) -> Open {
     let hold_secs = u16::try_from(cfg.hold_time.as_secs()).unwrap_or(u16::MAX);
     let caps: Vec<Capability> = cfg
         .families
@@ -31,6 +80,7 @@ pub fn our_open(cfg: &SessionConfig, local: IpAddr) -> Open {
             safi: SAFI_UNICAST,
         })
         .chain([Capability::RouteRefresh])
+        .chain(graceful_restart(cfg, history))
         .collect();
     Open::new(cfg.my_asn, hold_secs, router_id(cfg, local), caps)
 }
@@ -66,6 +116,7 @@ pub fn negotiate(
             .into_iter()
             .filter(|f| cfg.families.contains(f))
             .collect(),
+        graceful_restart: ours.graceful_restart().is_some() && theirs.graceful_restart().is_some(),
     })
 }
 

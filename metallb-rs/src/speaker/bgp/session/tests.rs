@@ -1,13 +1,15 @@
 //! OPEN negotiation, Adj-RIB-Out diffs and ROUTE-REFRESH decisions as
-//! tables: each row gives the inputs in one line and the outcome as text;
-//! then Established over an in-memory pipe on the paused clock (a peer
-//! that stops reading, ROUTE-REFRESH bursts).
+//! tables: each row gives the inputs in one line and the outcome as text
+//! (graceful restart's in `graceful/tests.rs`); then Established over an
+//! in-memory pipe on the paused clock (a peer that stops reading,
+//! ROUTE-REFRESH bursts, the first table held for the speaker's first
+//! pass).
 
 use super::*;
-use crate::net::bgp::{Capability, Open};
+use crate::net::bgp::{Capability, GracefulRestart, Open};
 use rstest::rstest;
 
-fn cfg(peer_asn: PeerAsn, keepalive: Option<u64>) -> SessionConfig {
+pub(super) fn cfg(peer_asn: PeerAsn, keepalive: Option<u64>) -> SessionConfig {
     SessionConfig {
         name: "p".into(),
         dial: Dial {
@@ -26,11 +28,12 @@ fn cfg(peer_asn: PeerAsn, keepalive: Option<u64>) -> SessionConfig {
         families: vec![Afi::Ipv4, Afi::Ipv6],
         node_v4: None,
         node_v6: None,
+        graceful_restart: false,
     }
 }
 
-/// The peer's OPEN: `asn hold router-id [v4] [v6] [2octet]`.
-fn theirs(spec: &str) -> Open {
+/// The peer's OPEN: `asn hold router-id [v4] [v6] [2octet] [gr]`.
+pub(super) fn theirs(spec: &str) -> Open {
     let words: Vec<&str> = spec.split_whitespace().collect();
     let asn: u32 = words[0].parse().expect("asn");
     let hold: u16 = words[1].parse().expect("hold");
@@ -47,6 +50,10 @@ fn theirs(spec: &str) -> Open {
                 safi: crate::net::bgp::SAFI_UNICAST,
             }),
             "2octet" => {}
+            "gr" => caps.push(Capability::GracefulRestart(GracefulRestart {
+                restart_time: 120,
+                ..GracefulRestart::default()
+            })),
             other => panic!("unknown word {other}"),
         }
     }
@@ -59,7 +66,11 @@ fn theirs(spec: &str) -> Open {
 }
 
 fn outcome(cfg: &SessionConfig, peer: &str) -> String {
-    let ours = our_open(cfg, "10.0.0.1".parse().expect("ip"));
+    let ours = our_open(
+        cfg,
+        "10.0.0.1".parse().expect("ip"),
+        PeerHistory::NeverEstablished,
+    );
     let theirs = theirs(peer);
     match negotiate(cfg, &ours, &theirs) {
         Ok(n) => format!(
@@ -318,6 +329,19 @@ mod pipe {
         ours: DuplexStream,
         limit: Duration,
     ) -> Option<(String, Duration)> {
+        let first_pass = watch::channel(true).1;
+        run_with(hold, routes, ours, limit, (false, first_pass)).await
+    }
+
+    /// As `run`, with graceful restart negotiated or not and the
+    /// speaker's first pass complete when the receiver says so.
+    async fn run_with(
+        hold: u64,
+        routes: &DesiredRoutes,
+        ours: DuplexStream,
+        limit: Duration,
+        (graceful_restart, mut first_pass): (bool, watch::Receiver<bool>),
+    ) -> Option<(String, Duration)> {
         let (rd, wr) = tokio::io::split(ours);
         let cfg = cfg(PeerAsn::Internal, None);
         let (status, _status) = watch::channel(Status::default());
@@ -336,11 +360,13 @@ mod pipe {
                 hold,
                 keepalive: hold / 3,
                 families: vec![Afi::Ipv4],
+                graceful_restart,
                 shape: shape(true, false),
                 routes,
                 status: &status,
                 stop: &mut stop,
                 path_lost: &mut path_lost,
+                first_pass: &mut first_pass,
                 metrics: &metrics,
                 label: "p".into(),
             }),
@@ -364,6 +390,18 @@ mod pipe {
                 )
             })
             .collect()
+    }
+
+    /// One message as a peer sees it, UPDATEs decoded in full (the
+    /// session's own reader only checks their lengths).
+    async fn read_decoded(rd: &mut (impl AsyncRead + Unpin)) -> Option<Message> {
+        let mut header = [0u8; bgp::HEADER_LEN];
+        rd.read_exact(&mut header).await.ok()?;
+        let (_, len) = bgp::decode_header(&header).ok()?;
+        let mut buf = vec![0u8; len];
+        buf[..bgp::HEADER_LEN].copy_from_slice(&header);
+        rd.read_exact(&mut buf[bgp::HEADER_LEN..]).await.ok()?;
+        bgp::decode(&buf, &FOUR).ok()
     }
 
     async fn send(wr: &mut WriteHalf<DuplexStream>, m: &Message) {
@@ -435,7 +473,7 @@ mod pipe {
         let (seen_tx, mut seen) = mpsc::unbounded_channel();
         let _reader = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
             let mut rd = BufReader::new(rd);
-            while let Ok(m) = read_message(&mut rd, &FOUR).await {
+            while let Some(m) = read_decoded(&mut rd).await {
                 let _ = seen_tx.send((t0.elapsed(), m));
             }
         }));
@@ -456,10 +494,60 @@ mod pipe {
         assert_eq!(run(0, &routes, ours, Duration::from_secs(10)).await, None);
         let mut updates = Vec::new();
         while let Ok((at, m)) = seen.try_recv() {
-            if matches!(m, Message::Update(_)) {
+            if matches!(&m, Message::Update(u) if u.end_of_rib().is_none()) {
                 updates.push(format!("{:.1}s", at.as_secs_f64()));
             }
         }
         assert_eq!(updates.join(" "), "0.0s 5.0s 6.0s");
+    }
+
+    /// With graceful restart the first table waits for the speaker's
+    /// first pass (complete at 2 s): a route added at 1 s goes out with
+    /// it, End-of-RIB follows the table once, and a change at 3 s is an
+    /// ordinary UPDATE.
+    #[tokio::test(start_paused = true)]
+    async fn graceful_restart_holds_the_first_table_until_the_first_pass() {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (rd, _wr) = tokio::io::split(theirs);
+        let t0 = Instant::now();
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        let _reader = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            let mut rd = BufReader::new(rd);
+            while let Some(m) = read_decoded(&mut rd).await {
+                let _ = seen_tx.send((t0.elapsed(), m));
+            }
+        }));
+        let routes = DesiredRoutes::new(v4_table(1));
+        let (pass_tx, pass) = watch::channel(false);
+        let later = routes.clone();
+        let _speaker = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            later.replace(v4_table(2));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            pass_tx.send_replace(true);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            later.replace(v4_table(3));
+            std::future::pending::<()>().await;
+        }));
+        assert_eq!(
+            run_with(0, &routes, ours, Duration::from_secs(5), (true, pass)).await,
+            None
+        );
+        let mut got = Vec::new();
+        while let Ok((at, m)) = seen.try_recv() {
+            let Message::Update(u) = m else { continue };
+            let what = match u.end_of_rib() {
+                Some((afi, _)) => format!("EoR {afi:?}"),
+                None => {
+                    let nlri: Vec<String> = u.nlri.iter().map(ToString::to_string).collect();
+                    nlri.join(",")
+                }
+            };
+            got.push(format!("{:.1}s {what}", at.as_secs_f64()));
+        }
+        assert_eq!(
+            got.join("; "),
+            "2.0s 10.0.0.0/32,10.0.0.1/32; 2.0s EoR Ipv4; 3.0s 10.0.0.2/32"
+        );
     }
 }
