@@ -205,7 +205,7 @@ pub fn run(cluster: &LabCluster, rounds: usize, burst: usize) -> Result<Vec<Figu
     let figures = with_service(cluster, &["172.30.0.220-172.30.0.229"], "arp", |vip| {
         let ns = cluster.external_namespace().to_owned();
         let nodes = cluster.nodes();
-        devenv::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
+        devenv::lab::enter::in_netns(&ns, || -> Result<Vec<Figures>> {
             devenv::runtime()?.block_on(async {
                 let prober = Prober::on_eth0()?;
                 // Wait for the announcement, then find the announcing node.

@@ -183,7 +183,7 @@ pub fn run(cluster: &LabCluster, rounds: usize) -> Result<Vec<Figures>> {
     }
     let figures = with_service(cluster, &["172.30.0.230-172.30.0.239"], "failover", |vip| {
         let ns = cluster.external_namespace().to_owned();
-        devenv::lab::forward::in_netns(&ns, || -> Result<Vec<Figures>> {
+        devenv::lab::enter::in_netns(&ns, || -> Result<Vec<Figures>> {
             let rt = devenv::runtime()?;
             let prober = rt.block_on(async { Prober::on_eth0() })?;
             let mut all = Vec::new();

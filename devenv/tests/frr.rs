@@ -151,7 +151,7 @@ fn gateways(routes: &[frr::KernelRoute], dst: &IpNet) -> BTreeSet<IpAddr> {
 fn connect_through_nodes(lab: &netns::Lab, vip: IpAddr) -> usize {
     let mut listeners = Vec::new();
     for node in &lab.nodes {
-        let listener = devenv::lab::forward::in_netns(&node.namespace, || {
+        let listener = devenv::lab::enter::in_netns(&node.namespace, || {
             TcpListener::bind(SocketAddr::new(vip, 8080))
         })
         .expect("setns")
@@ -161,7 +161,7 @@ fn connect_through_nodes(lab: &netns::Lab, vip: IpAddr) -> usize {
     }
     let mut reached = BTreeSet::new();
     for attempt in 1..=40 {
-        let stream = devenv::lab::forward::in_netns(&lab.external.namespace, || {
+        let stream = devenv::lab::enter::in_netns(&lab.external.namespace, || {
             TcpStream::connect_timeout(&SocketAddr::new(vip, 8080), Duration::from_secs(3))
         })
         .expect("setns")

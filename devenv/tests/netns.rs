@@ -4,7 +4,8 @@
 //! reason without it. Each uses its own lab name (`t<pid><letter>`) and a
 //! guard that destroys the lab even when the test fails.
 
-use devenv::lab::forward::{Forwarder, in_netns};
+use devenv::lab::enter::in_netns;
+use devenv::lab::forward::Forwarder;
 use devenv::lab::netns::{self, Family, Lab, Topology};
 use ipnet::IpNet;
 use std::io::{Read, Write};

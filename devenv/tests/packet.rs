@@ -5,7 +5,7 @@
 //! announcer writes with, and the kernel's drop counter. Needs root (raw
 //! sockets, namespaces) and skips with a printed reason without it.
 
-use devenv::lab::forward::in_netns;
+use devenv::lab::enter::in_netns;
 use metallb_rs::net::ethernet::Mac;
 use metallb_rs::net::packet::{BlockingPacketSocket, PacketSocket};
 use std::time::{Duration, Instant};

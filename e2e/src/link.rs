@@ -9,7 +9,7 @@
 //! whoever reads the socket drives that runtime (`block_on`).
 
 use anyhow::{Context, Result};
-use devenv::lab::forward::in_netns;
+use devenv::lab::enter::in_netns;
 use metallb_rs::net::iface::{self, Interface};
 use metallb_rs::net::packet::PacketSocket;
 use tokio::runtime::Runtime;

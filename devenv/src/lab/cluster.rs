@@ -188,7 +188,7 @@ fn answers_200(port: u16, path: &str) -> bool {
 fn wait_for_forwarder(ns: &str, port: u16, procs: &Processes, node: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let connected = super::forward::in_netns(ns, || {
+        let connected = super::enter::in_netns(ns, || {
             std::net::TcpStream::connect_timeout(
                 &([127, 0, 0, 1], port).into(),
                 Duration::from_millis(200),

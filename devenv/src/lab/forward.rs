@@ -14,16 +14,14 @@
 //! [`super::latency`], so a node's API requests can be made to wait
 //! ([`Forwarder::latency`]); nothing waits while no latency is set.
 
+use crate::lab::enter::{EnterError, in_netns};
 use crate::lab::latency::{ApiLatency, delayed_pipe};
-use crate::lab::netns::{self, NETNS_RUN_DIR};
+use crate::lab::netns;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sched::{CloneFlags, setns};
 use std::collections::HashMap;
-use std::fs::File;
 use std::io;
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -37,24 +35,9 @@ const POLL_INTERVAL_MS: u16 = 100;
 /// Errors of the forwarder.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
-    /// The namespace handle could not be opened.
-    #[error("cannot open network namespace {netns:?} ({path}): {source}; does the lab exist?")]
-    OpenNetns {
-        /// The namespace.
-        netns: String,
-        /// Its handle.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// `setns` failed (it needs CAP_SYS_ADMIN).
-    #[error("cannot enter network namespace {netns:?}: {source} (the lab needs root)")]
-    Setns {
-        /// The namespace.
-        netns: String,
-        /// Why.
-        source: nix::Error,
-    },
+    /// The lab namespace could not be entered.
+    #[error(transparent)]
+    Enter(#[from] EnterError),
     /// Binding the listener failed.
     #[error("cannot listen on {addr} in network namespace {netns:?}: {source}")]
     Bind {
@@ -76,46 +59,6 @@ pub enum ForwardError {
     /// A thread could not be started.
     #[error("cannot start a forwarder thread: {0}")]
     Thread(io::Error),
-}
-
-/// The handle of namespace `netns` as `ip netns` keeps it.
-pub fn netns_path(netns: &str) -> PathBuf {
-    PathBuf::from(NETNS_RUN_DIR).join(netns)
-}
-
-/// Runs `f` on a new thread that entered network namespace `netns` and
-/// returns its result; the thread ends with `f`, so the caller's threads
-/// never change namespace. Sockets `f` creates belong to `netns`.
-pub fn in_netns<T, F>(netns: &str, f: F) -> Result<T, ForwardError>
-where
-    F: FnOnce() -> T + Send,
-    T: Send,
-{
-    let path = netns_path(netns);
-    let handle = File::open(&path).map_err(|source| ForwardError::OpenNetns {
-        netns: netns.to_string(),
-        path: path.clone(),
-        source,
-    })?;
-    std::thread::scope(|s| {
-        let joined = std::thread::Builder::new()
-            .name(format!("netns-{netns}"))
-            .spawn_scoped(s, move || {
-                setns(handle.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|source| {
-                    ForwardError::Setns {
-                        netns: netns.to_string(),
-                        source,
-                    }
-                })?;
-                Ok(f())
-            })
-            .map_err(ForwardError::Thread)?
-            .join();
-        match joined {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
 }
 
 type Registry = Arc<Mutex<HashMap<u64, [TcpStream; 2]>>>;

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod backend;
 pub mod cluster;
 pub mod endpoints;
+pub mod enter;
 pub mod forward;
 pub mod frr;
 pub mod healthcheck;

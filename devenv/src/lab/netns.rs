@@ -55,7 +55,7 @@ pub const EXTERNAL_HOST: u32 = 2;
 /// Host number of node 0; node *i* gets `FIRST_NODE_HOST + i`.
 pub const FIRST_NODE_HOST: u32 = 10;
 /// Where `ip netns` keeps its namespace handles.
-pub const NETNS_RUN_DIR: &str = "/var/run/netns";
+pub use super::enter::NETNS_RUN_DIR;
 
 /// Errors of the lab network.
 #[derive(Debug, thiserror::Error)]
@@ -892,7 +892,7 @@ fn addresses(ns: &str, dev: &str) -> Result<Vec<IpNet>> {
 /// `ns` (no process started: a rerun on a healthy lab reads dozens), else
 /// with `ip netns exec NS sysctl -n`.
 pub fn read_sysctls(ns: &str, keys: &[&str]) -> Result<Vec<String>> {
-    let from_proc = super::forward::in_netns(ns, || {
+    let from_proc = super::enter::in_netns(ns, || {
         keys.iter()
             .map(|k| {
                 std::fs::read_to_string(format!("/proc/sys/{}", k.replace('.', "/")))

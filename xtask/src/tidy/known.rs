@@ -80,10 +80,6 @@ pub const DEVENV: &[Known] = &[
         fix: "frr calls cluster::lab_dir while cluster starts the routers: move lab_dir (the lab's paths) into a module below all three",
     },
     Known {
-        key: "cycle: lab::forward, lab::netns",
-        fix: "netns calls forward::in_netns while forward uses netns: move in_netns into netns (or a module below both)",
-    },
-    Known {
         key: "deciding: docker::ranges -> docker",
         fix: "ranges takes NetworkInspect from docker: move the plain network description into ranges",
     },
