@@ -140,10 +140,7 @@ fn pod_log_dir(lab: &Path) -> PathBuf {
     lab.join("pods")
 }
 
-/// Where lab `name` keeps kubeconfig, logs and pid files.
-pub fn lab_dir(name: &str) -> PathBuf {
-    std::env::temp_dir().join("metallb-rs-lab").join(name)
-}
+pub use super::paths::lab_dir;
 
 /// A running lab.
 pub struct LabCluster {

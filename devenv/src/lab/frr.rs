@@ -239,7 +239,7 @@ impl LabRouter {
     /// The router of lab `name`, in its external namespace.
     pub fn of_lab(name: &str) -> Self {
         Self::new(
-            &super::cluster::lab_dir(name),
+            &super::paths::lab_dir(name),
             &netns::external_namespace(name),
         )
     }

@@ -12,6 +12,7 @@ pub mod healthcheck;
 pub mod latency;
 pub mod netns;
 pub mod nodelifecycle;
+pub mod paths;
 pub mod played;
 pub mod probe;
 pub mod process;

@@ -76,10 +76,6 @@ pub const METALLB_RS: &[Known] = &[
 
 pub const DEVENV: &[Known] = &[
     Known {
-        key: "cycle: lab::cluster, lab::frr, lab::routers",
-        fix: "frr calls cluster::lab_dir while cluster starts the routers: move lab_dir (the lab's paths) into a module below all three",
-    },
-    Known {
         key: "deciding: docker::ranges -> docker",
         fix: "ranges takes NetworkInspect from docker: move the plain network description into ranges",
     },
