@@ -9,8 +9,8 @@
 
 use crate::admission::client;
 use crate::error::ApiError;
-use crate::http::{Shared, lock};
 use crate::registry::ResourceType;
+use crate::state::{Shared, lock};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

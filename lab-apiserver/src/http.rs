@@ -5,9 +5,9 @@ use super::auth::User;
 use super::error::ApiError;
 use super::patch::PatchKind;
 use super::registry::ResourceType;
-use super::selector::{FieldSelector, LabelSelector};
-use super::state::{Part, State};
-use super::table::{self, Format, Include};
+use super::render::{View, error, json_response, list_body, selectors};
+use super::selector::FieldSelector;
+use super::state::{Part, Shared, State, lock};
 use super::write::{self, Change, Reply};
 use super::{conversion, gate, proto, reviews, scale};
 use axum::body::Bytes;
@@ -15,24 +15,6 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
-/// Shared server state.
-pub type Shared = Arc<Mutex<State>>;
-
-fn json_response(code: u16, body: &Value) -> Response {
-    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-pub(crate) fn error(e: ApiError) -> Response {
-    json_response(e.code, &e.to_status())
-}
 
 /// A write's answer, with the webhooks' warnings as `Warning` headers.
 fn reply_response(code: u16, reply: Reply) -> Response {
@@ -248,12 +230,6 @@ pub async fn handle(
             resource(shared, &user, method, &uri, &headers, &body, target).await
         }
     }
-}
-
-pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
-    // A panic while holding the lock would poison it; the state is still
-    // consistent (every write is one store call), so keep serving.
-    shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
@@ -580,47 +556,6 @@ async fn delete_collection(
     Reply { result, warnings }
 }
 
-/// How objects are rendered for one request: as themselves or as
-/// kubectl's Table rows.
-#[derive(Clone, Copy)]
-pub(crate) struct View {
-    format: Format,
-    include: Include,
-}
-
-impl View {
-    fn of(headers: &HeaderMap, q: &HashMap<String, String>) -> Self {
-        let accept = headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        Self {
-            format: Format::from_accept(accept),
-            include: Include::from_query(q.get("includeObject").map(String::as_str)),
-        }
-    }
-
-    /// One object (a GET, a watch event).
-    pub(crate) fn one(self, t: &ResourceType, object: Value, rv: u64) -> Value {
-        match self.format {
-            Format::Object => object,
-            Format::Table(v) => {
-                table::table(t, &[object], rv, v, self.include, jiff::Timestamp::now())
-            }
-        }
-    }
-
-    /// A list.
-    fn many(self, t: &ResourceType, items: Vec<Value>, rv: u64) -> Value {
-        match self.format {
-            Format::Object => list_body(t, rv, items),
-            Format::Table(v) => {
-                table::table(t, &items, rv, v, self.include, jiff::Timestamp::now())
-            }
-        }
-    }
-}
-
 /// The namespace a request addresses ("" for cluster-scoped kinds).
 fn ns_of(t: &ResourceType, target: &Target) -> String {
     if t.namespaced {
@@ -660,28 +595,6 @@ fn review(
     }
 }
 
-pub(crate) fn selectors(
-    q: &HashMap<String, String>,
-    t: &ResourceType,
-) -> Result<(LabelSelector, FieldSelector), ApiError> {
-    let labels = LabelSelector::parse(
-        q.get("labelSelector")
-            .map(String::as_str)
-            .unwrap_or_default(),
-    )
-    .map_err(|e| ApiError::bad_request(format!("labelSelector: {e}")))?;
-    let fields = FieldSelector::parse(
-        q.get("fieldSelector")
-            .map(String::as_str)
-            .unwrap_or_default(),
-    )
-    .map_err(|e| ApiError::bad_request(format!("fieldSelector: {e}")))?;
-    fields
-        .check(&t.group, &t.plural)
-        .map_err(ApiError::bad_request)?;
-    Ok((labels, fields))
-}
-
 fn select(
     s: &State,
     t: &ResourceType,
@@ -708,15 +621,6 @@ fn select(
         );
     }
     Ok(items)
-}
-
-fn list_body(t: &ResourceType, rv: u64, items: Vec<Value>) -> Value {
-    json!({
-        "kind": format!("{}List", t.kind),
-        "apiVersion": t.api_version(),
-        "metadata": { "resourceVersion": rv.to_string() },
-        "items": items,
-    })
 }
 
 async fn list(

@@ -22,6 +22,7 @@ mod patch;
 pub mod podlog;
 mod proto;
 mod registry;
+mod render;
 mod reviews;
 mod scale;
 mod schema;
@@ -150,7 +151,7 @@ impl ApiServer {
         state.webhook_services = options.webhook_services;
         state.pod_logs = options.pod_logs;
         state.bootstrap();
-        let shared: http::Shared = Arc::new(Mutex::new(state));
+        let shared: state::Shared = Arc::new(Mutex::new(state));
         let app = axum::Router::new()
             .fallback(http::handle)
             .with_state(shared);

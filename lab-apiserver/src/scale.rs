@@ -90,7 +90,7 @@ pub async fn update(
         warnings: Vec::new(),
     };
     let current = {
-        let s = crate::http::lock(ctx.shared);
+        let s = crate::state::lock(ctx.shared);
         match s.get(t, ns, name) {
             Ok(o) => o,
             Err(e) => return fail(e),

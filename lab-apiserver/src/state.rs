@@ -17,6 +17,16 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+/// Shared server state.
+pub type Shared = std::sync::Arc<std::sync::Mutex<State>>;
+
+/// The state behind `shared`, locked.
+pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, State> {
+    // A panic while holding the lock would poison it; the state is still
+    // consistent (every write is one store call), so keep serving.
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Everything behind the server's lock.
 pub struct State {
     /// Objects and history.

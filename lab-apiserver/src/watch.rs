@@ -4,9 +4,10 @@
 
 use crate::conversion;
 use crate::error::ApiError;
-use crate::http::{Shared, View, error, lock, selectors};
 use crate::registry::ResourceType;
+use crate::render::{View, error, selectors};
 use crate::state::State;
+use crate::state::{Shared, lock};
 use crate::store::{Event, EventKind};
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};

@@ -13,10 +13,10 @@ use crate::admission::{self, rules::Operation};
 use crate::auth::User;
 use crate::conversion;
 use crate::error::ApiError;
-use crate::http::{Shared, lock};
 use crate::patch::{self, PatchKind};
 use crate::registry::ResourceType;
 use crate::state::{Part, State};
+use crate::state::{Shared, lock};
 use serde_json::Value;
 
 /// Who writes and how.

@@ -16,8 +16,8 @@ pub mod rules;
 
 use crate::auth::User;
 use crate::error::ApiError;
-use crate::http::{Shared, lock};
 use crate::registry::ResourceType;
+use crate::state::{Shared, lock};
 use rules::{Operation, Request};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
