@@ -313,7 +313,7 @@ mod pipe {
     use super::*;
     use crate::metrics::BgpMetrics;
     use crate::net::bgp::{Context, Message};
-    use tokio::io::{AsyncWriteExt, BufReader, DuplexStream, WriteHalf};
+    use tokio::io::{AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
     use tokio::sync::mpsc;
     use tokio::time::Instant;
 
@@ -404,6 +404,25 @@ mod pipe {
         bgp::decode(&buf, &FOUR).ok()
     }
 
+    /// Everything the session sends to a peer reading `rd`, with when
+    /// (since now); recording stops when the handle drops.
+    fn record(
+        rd: ReadHalf<DuplexStream>,
+    ) -> (
+        tokio_util::task::AbortOnDropHandle<()>,
+        mpsc::UnboundedReceiver<(Duration, Message)>,
+    ) {
+        let t0 = Instant::now();
+        let (seen_tx, seen) = mpsc::unbounded_channel();
+        let reader = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            let mut rd = BufReader::new(rd);
+            while let Some(m) = read_decoded(&mut rd).await {
+                let _ = seen_tx.send((t0.elapsed(), m));
+            }
+        }));
+        (reader, seen)
+    }
+
     async fn send(wr: &mut WriteHalf<DuplexStream>, m: &Message) {
         wr.write_all(&bgp::encode(m, &FOUR)).await.expect("write");
     }
@@ -469,14 +488,7 @@ mod pipe {
     async fn route_refresh_bursts_are_merged_and_other_families_ignored() {
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (rd, mut wr) = tokio::io::split(theirs);
-        let t0 = Instant::now();
-        let (seen_tx, mut seen) = mpsc::unbounded_channel();
-        let _reader = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
-            let mut rd = BufReader::new(rd);
-            while let Some(m) = read_decoded(&mut rd).await {
-                let _ = seen_tx.send((t0.elapsed(), m));
-            }
-        }));
+        let (_reader, mut seen) = record(rd);
         let _peer = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(3)).await;
             for (afi, safi) in [(1, 128), (2, 1)] {
@@ -509,14 +521,7 @@ mod pipe {
     async fn graceful_restart_holds_the_first_table_until_the_first_pass() {
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (rd, _wr) = tokio::io::split(theirs);
-        let t0 = Instant::now();
-        let (seen_tx, mut seen) = mpsc::unbounded_channel();
-        let _reader = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
-            let mut rd = BufReader::new(rd);
-            while let Some(m) = read_decoded(&mut rd).await {
-                let _ = seen_tx.send((t0.elapsed(), m));
-            }
-        }));
+        let (_reader, mut seen) = record(rd);
         let routes = DesiredRoutes::new(v4_table(1));
         let (pass_tx, pass) = watch::channel(false);
         let later = routes.clone();
