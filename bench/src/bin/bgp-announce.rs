@@ -49,6 +49,7 @@ fn main() -> Result<()> {
     let peer = Peer {
         name: "bench".into(),
         my_asn: args.asn,
+        local_asn: None,
         peer_asn: PeerAsn::Fixed(args.peer_asn.unwrap_or(args.asn)),
         address: args.peer,
         port: args.port,

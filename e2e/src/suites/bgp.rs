@@ -39,7 +39,9 @@ mod routers;
 mod service_selector;
 mod services;
 
-use first_router::{ebgp, md5_password, peer_node_selectors, router_restart, speaker_restart};
+use first_router::{
+    ebgp, local_asn, md5_password, peer_node_selectors, router_restart, speaker_restart,
+};
 
 use super::l2::{SERVICE_HTTP_PORT, backends, nodes, web_service};
 use crate::capture::{self, Capture, Segment};
@@ -150,6 +152,11 @@ pub fn specs() -> Vec<Spec> {
             "should speak eBGP: our AS in the path, no LOCAL_PREF",
             &["IPV4"],
             ebgp,
+        ),
+        s(
+            "should present localASN to the router: in the OPEN and as the whole AS path",
+            &["IPV4"],
+            local_asn,
         ),
         s(
             "should converge again after the router restarts",

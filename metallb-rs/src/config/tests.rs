@@ -126,7 +126,7 @@ fn errors(docs: &str) -> Vec<String> {
     r#"bgppeer "metallb-system/peer": spec.bfdProfile: bfdprofile "slow" does not exist: create it or remove spec.bfdProfile"#)]
 #[case::peer_vrf_unsupported(&peer("peerASN: 1, peerAddress: 10.1.0.1, vrf: red"), "spec.vrf: VRF peering is not supported by the metallb-rs native BGP speaker")]
 #[case::peer_interface_unsupported(&peer("peerASN: 1, interface: eth0"), "spec.interface: unnumbered BGP peering is not supported")]
-#[case::peer_local_asn_unsupported(&peer("peerASN: 1, peerAddress: 10.1.0.1, localASN: 7"), "spec.localASN: local-as is not supported")]
+#[case::peer_local_asn_is_my_asn(&peer("peerASN: 1, peerAddress: 10.1.0.1, localASN: 64500"), "spec.localASN: localASN 64500 equals myASN: remove localASN or set it to another AS")]
 #[case::peer_duplicate(&format!("{}---\n{}", peer("peerASN: 1, peerAddress: 10.1.0.1"), peer("peerASN: 2, peerAddress: 10.1.0.1").replace("name: peer", "name: peer2")),
     r#"bgppeer "metallb-system/peer2": spec.peerAddress: duplicate peer: bgppeer "peer" already peers with 10.1.0.1:179 from the same nodes"#)]
 #[case::peer_v1beta1_checked_too(

@@ -263,6 +263,74 @@ pub(super) fn ebgp(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
+/// `localASN` as FRR's `local-as .. no-prepend replace-as`: the router,
+/// expecting the local AS (a 4-byte one, so the OPEN carries AS_TRANS),
+/// sees it as the speakers' AS and as the whole AS path; with the router
+/// in `myASN` the session is eBGP, so no LOCAL_PREF crosses.
+pub(super) fn local_asn(ctx: &Ctx) -> Result<()> {
+    const LOCAL: u32 = 4_200_000_001;
+    let hops = all_hops(ctx, false);
+    let _router = RouterChange::per_neighbor(
+        ctx,
+        &hops,
+        |a| format!("neighbor {a} remote-as {LOCAL}"),
+        |a| format!("neighbor {a} remote-as {ASN}"),
+    )?;
+    let capture = capture(ctx)?;
+    let router_ip = router(ctx, false)?;
+    let _config = bgp_config(
+        ctx,
+        false,
+        json!({ "localASN": LOCAL }),
+        json!({ "localPref": 300 }),
+    )?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let prefix = host_route(ips[0]);
+    let paths = wait_route(ctx, prefix, &hops)?;
+    for p in &paths {
+        ensure!(p.as_path == LOCAL.to_string(), "AS path {:?}", p.as_path);
+    }
+    let neighbors = ctx.cluster().bgp_neighbors()?;
+    for hop in &hops {
+        let remote = neighbors.get(hop).and_then(|n| n.remote_as);
+        ensure!(
+            remote == Some(LOCAL),
+            "the router sees {hop} in AS {remote:?}, not the localASN {LOCAL}"
+        );
+    }
+    let segments = capture.finish()?;
+    for hop in &hops {
+        let opens: Vec<_> = capture::messages(&segments, *hop, router_ip)
+            .into_iter()
+            .filter_map(|seen| match seen.msg {
+                Message::Open(o) => Some(o),
+                _ => None,
+            })
+            .collect();
+        ensure!(
+            !opens.is_empty(),
+            "no OPEN from {hop} was captured at the router"
+        );
+        for o in &opens {
+            ensure!(
+                (o.my_as, o.asn()) == (bgp::AS_TRANS, LOCAL),
+                "{hop} sent My AS {} and 4-octet AS {}: want AS_TRANS and {LOCAL}",
+                o.my_as,
+                o.asn()
+            );
+        }
+        for u in updates_announcing(&segments, *hop, router_ip, prefix) {
+            ensure!(
+                u.attributes.local_pref.is_none(),
+                "{hop} sent LOCAL_PREF {:?} on an eBGP session: {u:?}",
+                u.attributes.local_pref
+            );
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn router_restart(ctx: &Ctx) -> Result<()> {
     let (_config, ip, hops) = announced_web(ctx)?;
     ctx.cluster().restart_router()?;

@@ -18,8 +18,11 @@ pub enum PeerAsn {
 pub struct Peer {
     /// The object's name.
     pub name: String,
-    /// Local AS.
+    /// The router's AS (`myASN`).
     pub my_asn: u32,
+    /// `localASN`: the AS this session presents instead of `my_asn`, as
+    /// FRR's `local-as <asn> no-prepend replace-as`.
+    pub local_asn: Option<u32>,
     /// Remote AS.
     pub peer_asn: PeerAsn,
     /// Address to dial.
@@ -49,6 +52,14 @@ pub struct Peer {
     /// `enableGracefulRestart`: offer graceful restart (RFC 4724), so the
     /// router keeps this node's routes while the speaker restarts.
     pub graceful_restart: bool,
+}
+
+impl Peer {
+    /// The AS of our end of this session: in the OPEN, in the AS_PATH of
+    /// what we send, and in deciding iBGP from eBGP.
+    pub fn session_asn(&self) -> u32 {
+        self.local_asn.unwrap_or(self.my_asn)
+    }
 }
 
 pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -117,6 +128,20 @@ pub(super) fn peer(
             "missing myASN: set the local AS number (1-4294967295)".into(),
         );
     }
+    // localASN 0 is no localASN, as upstream's FRR template reads it.
+    let local_asn = s.local_asn.filter(|a| *a != 0);
+    if s.my_asn != 0 && local_asn == Some(s.my_asn) {
+        // FRR refuses `local-as` equal to the router's AS, which fails
+        // upstream's whole FRR configuration: say so here instead.
+        err(
+            "spec.localASN",
+            format!(
+                "localASN {} equals myASN: remove localASN or set it to another AS",
+                s.my_asn
+            ),
+        );
+    }
+    let session_asn = local_asn.unwrap_or(s.my_asn);
     // peerASN 0 is no peerASN, as upstream reads it.
     let peer_asn = match (s.peer_asn.filter(|a| *a != 0), s.dynamic_asn) {
         (Some(_), Some(_)) => {
@@ -134,10 +159,17 @@ pub(super) fn peer(
             None
         }
         (Some(asn), None) => {
-            if asn == s.my_asn && s.ebgp_multi_hop == Some(true) {
+            if asn == session_asn && s.ebgp_multi_hop == Some(true) {
+                let ours = if local_asn.is_some() {
+                    "localASN"
+                } else {
+                    "myASN"
+                };
                 err(
                     "spec.ebgpMultiHop",
-                    "ebgpMultiHop is set for an iBGP peer (peerASN equals myASN): remove it".into(),
+                    format!(
+                        "ebgpMultiHop is set for an iBGP peer (peerASN equals {ours}): remove it"
+                    ),
                 );
             }
             Some(PeerAsn::Fixed(asn))
@@ -172,7 +204,6 @@ pub(super) fn peer(
         "VRF peering",
         &mut err,
     );
-    unsupported(s.local_asn.is_some(), "spec.localASN", "local-as", &mut err);
     // The profile's values travel with the peer, so that a changed
     // profile reaches the session as a changed peer.
     let bfd_profile = match s.bfd_profile.as_deref().filter(|n| !n.is_empty()) {
@@ -317,6 +348,7 @@ pub(super) fn peer(
     Some(Peer {
         name: p.name_any(),
         my_asn: s.my_asn,
+        local_asn,
         peer_asn: peer_asn?,
         address: address?,
         port,

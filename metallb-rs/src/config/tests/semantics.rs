@@ -252,6 +252,25 @@ fn check_frr_peers_compatible_native_scope(
     "myASN: 1, dynamicASN: internal, peerAddress: 10.9.0.1, ebgpMultiHop: true",
     "valid"
 )]
+#[case::local_asn("myASN: 1, localASN: 7, peerASN: 2, peerAddress: 10.9.0.1", "valid")]
+#[case::local_asn_with_dynamic_asn(
+    "myASN: 1, localASN: 7, dynamicASN: internal, peerAddress: 10.9.0.1",
+    "valid"
+)]
+#[case::local_asn_equal_to_my_asn(
+    "myASN: 1, localASN: 1, peerASN: 2, peerAddress: 10.9.0.1",
+    "error: spec.localASN: localASN 1 equals myASN"
+)]
+// iBGP or eBGP follows the AS the session uses, as FRR sorts a
+// `local-as` neighbor.
+#[case::multihop_ibgp_by_local_asn(
+    "myASN: 1, localASN: 7, peerASN: 7, peerAddress: 10.9.0.1, ebgpMultiHop: true",
+    "error: spec.ebgpMultiHop: ebgpMultiHop is set for an iBGP peer (peerASN equals localASN)"
+)]
+#[case::multihop_ebgp_by_local_asn(
+    "myASN: 1, localASN: 7, peerASN: 1, peerAddress: 10.9.0.1, ebgpMultiHop: true",
+    "valid"
+)]
 #[case::hold_time_below_a_second(
     "myASN: 1, peerASN: 2, peerAddress: 10.9.0.1, holdTime: 500ms",
     "valid"

@@ -48,10 +48,11 @@ pub struct NodeAddresses {
     pub v6: Option<Ipv6Addr>,
 }
 
-/// Whether the BGPPeer is external.
+/// Whether the BGPPeer is external, judged by the AS the session uses
+/// (`localASN` when set), as FRR sorts a `local-as` neighbor.
 pub fn ebgp(peer: &Peer) -> bool {
     match peer.peer_asn {
-        PeerAsn::Fixed(a) => a != peer.my_asn,
+        PeerAsn::Fixed(a) => a != peer.session_asn(),
         PeerAsn::External => true,
         PeerAsn::Internal => false,
     }
@@ -84,7 +85,7 @@ pub fn session_config(peer: &Peer, node: NodeAddresses) -> SessionConfig {
             ttl: if ebgp && !peer.ebgp_multi_hop { 1 } else { 255 },
             timeout: CONNECT_TIMEOUT,
         },
-        my_asn: peer.my_asn,
+        my_asn: peer.session_asn(),
         peer_asn: peer.peer_asn,
         router_id: peer.router_id,
         hold_time: peer.hold_time.unwrap_or(DEFAULT_HOLD_TIME),

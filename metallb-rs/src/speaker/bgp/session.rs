@@ -42,7 +42,8 @@ pub struct SessionConfig {
     pub name: String,
     /// How to connect.
     pub dial: Dial,
-    /// Our AS.
+    /// Our AS on this session: the BGPPeer's `localASN` when set, else
+    /// its `myASN`. The OPEN, the AS_PATH and iBGP-or-eBGP all follow it.
     pub my_asn: u32,
     /// The AS the peer must have.
     pub peer_asn: PeerAsn,
@@ -487,6 +488,10 @@ fn router_id(cfg: &SessionConfig, local: IpAddr) -> Ipv4Addr {
     }
 }
 
+/// `my_asn` is the session's AS, so with `localASN` set `internal` means
+/// the peer is in the local AS (as FRR checks a `local-as` neighbor) and
+/// `external` refuses it (FRR refuses only the router's AS there, which
+/// would send the peer its own AS in AS_PATH).
 fn peer_as_ok(cfg: &SessionConfig, asn: u32) -> bool {
     match cfg.peer_asn {
         PeerAsn::Fixed(a) => a == asn,

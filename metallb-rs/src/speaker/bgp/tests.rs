@@ -32,6 +32,7 @@ fn config(l: &TcpListener, peer_asn: u32) -> SessionConfig {
     let peer = Peer {
         name: "fake".into(),
         my_asn: 64512,
+        local_asn: None,
         peer_asn: PeerAsn::Fixed(peer_asn),
         address: IpAddr::V4(Ipv4Addr::LOCALHOST),
         port: l.local_addr().expect("addr").port(),
@@ -518,6 +519,7 @@ fn session_config_follows_the_peer() {
     let mut peer = Peer {
         name: "x".into(),
         my_asn: 64512,
+        local_asn: None,
         peer_asn: PeerAsn::Fixed(64513),
         address: "fc00::2".parse().expect("ip"),
         port,
@@ -661,3 +663,4 @@ async fn a_bfd_path_loss_closes_the_established_session() {
 
 // Graceful restart against the same fake router.
 mod graceful;
+mod local_as;

@@ -19,7 +19,8 @@ pub const DEFAULT_LOCAL_PREF: u32 = 100;
 /// What the session negotiated that shapes its UPDATEs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
-    /// Our AS.
+    /// Our AS on this session (`localASN` when set): the one AS_PATH
+    /// carries, as FRR's `local-as .. replace-as` sends it.
     pub my_asn: u32,
     /// The peer is in our AS.
     pub ibgp: bool,

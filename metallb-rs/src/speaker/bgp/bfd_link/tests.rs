@@ -91,6 +91,7 @@ fn peer(peer_asn: PeerAsn, multihop: bool, profile: Option<BfdProfile>) -> Peer 
     Peer {
         name: "p".into(),
         my_asn: 64512,
+        local_asn: None,
         peer_asn,
         address: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
         port: 179,
