@@ -40,7 +40,8 @@ mod service_selector;
 mod services;
 
 use first_router::{
-    ebgp, local_asn, md5_password, peer_node_selectors, router_restart, speaker_restart,
+    dynamic_asn_external, dynamic_asn_internal, ebgp, local_asn, md5_password, peer_node_selectors,
+    router_restart, speaker_restart,
 };
 
 use super::l2::{SERVICE_HTTP_PORT, backends, nodes, web_service};
@@ -157,6 +158,16 @@ pub fn specs() -> Vec<Spec> {
             "should present localASN to the router: in the OPEN and as the whole AS path",
             &["IPV4"],
             local_asn,
+        ),
+        s(
+            "should establish sessions with dynamicASN external to a router in another AS",
+            &["IPV4"],
+            dynamic_asn_external,
+        ),
+        s(
+            "should establish sessions with dynamicASN internal to a router in the nodes' AS",
+            &["IPV4"],
+            dynamic_asn_internal,
         ),
         s(
             "should converge again after the router restarts",

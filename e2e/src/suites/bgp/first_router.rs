@@ -331,6 +331,55 @@ pub(super) fn local_asn(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
+/// `dynamicASN` in place of `peerASN`: the session comes up whatever AS
+/// the router has, as long as it is (`internal`) or is not (`external`)
+/// the node's; the AS path shows which. External: the nodes in 64513,
+/// the router in its own AS, the path carrying 64513. Internal: the
+/// nodes in the router's AS, an empty path (FRR shows it as "Local").
+fn dynamic_asn(ctx: &Ctx, mode: &str) -> Result<()> {
+    const OURS: u32 = 64513;
+    let hops = all_hops(ctx, false);
+    let (mine, path) = match mode {
+        "external" => (OURS, OURS.to_string()),
+        _ => (ASN, "Local".to_owned()),
+    };
+    let _router = (mine != ASN)
+        .then(|| {
+            RouterChange::per_neighbor(
+                ctx,
+                &hops,
+                |a| format!("neighbor {a} remote-as {OURS}"),
+                |a| format!("neighbor {a} remote-as {ASN}"),
+            )
+        })
+        .transpose()?;
+    let _config = bgp_config(
+        ctx,
+        false,
+        json!({ "myASN": mine, "peerASN": null, "dynamicASN": mode }),
+        json!({}),
+    )?;
+    backends(ctx, &[])?;
+    let ips = web_service(ctx, "web", json!({}))?;
+    let paths = wait_route(ctx, host_route(ips[0]), &hops)?;
+    for p in &paths {
+        ensure!(
+            p.as_path == path,
+            "dynamicASN {mode}: AS path {:?}, want {path:?}",
+            p.as_path
+        );
+    }
+    Ok(())
+}
+
+pub(super) fn dynamic_asn_external(ctx: &Ctx) -> Result<()> {
+    dynamic_asn(ctx, "external")
+}
+
+pub(super) fn dynamic_asn_internal(ctx: &Ctx) -> Result<()> {
+    dynamic_asn(ctx, "internal")
+}
+
 pub(super) fn router_restart(ctx: &Ctx) -> Result<()> {
     let (_config, ip, hops) = announced_web(ctx)?;
     ctx.cluster().restart_router()?;
