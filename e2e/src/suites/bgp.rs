@@ -40,8 +40,8 @@ mod service_selector;
 mod services;
 
 use first_router::{
-    dynamic_asn_external, dynamic_asn_internal, ebgp, local_asn, md5_password, peer_node_selectors,
-    router_restart, speaker_restart,
+    dynamic_asn_external, dynamic_asn_internal, ebgp, keepalive_time, local_asn, md5_password,
+    peer_node_selectors, router_restart, speaker_restart,
 };
 
 use super::l2::{SERVICE_HTTP_PORT, backends, nodes, web_service};
@@ -168,6 +168,11 @@ pub fn specs() -> Vec<Spec> {
             "should establish sessions with dynamicASN internal to a router in the nodes' AS",
             &["IPV4"],
             dynamic_asn_internal,
+        ),
+        s(
+            "should send KEEPALIVEs every keepaliveTime",
+            &["IPV4"],
+            keepalive_time,
         ),
         s(
             "should converge again after the router restarts",
