@@ -218,49 +218,78 @@ fn updates_announcing(
         .collect()
 }
 
-pub(super) fn ebgp(ctx: &Ctx) -> Result<()> {
-    const OURS: u32 = 64513;
+/// A web service announced to the first router, which expects the nodes
+/// in AS `asn` (put back when this drops), by a BGPPeer with `peer` and
+/// an advertisement with LOCAL_PREF 300, its path there checked to be
+/// `asn` alone; the wire from the nodes to the router captured meanwhile.
+struct AnnouncedFromAs<'a> {
+    _router: RouterChange<'a>,
+    _config: Config<'a>,
+    segments: Vec<Segment>,
+    router_ip: IpAddr,
+    prefix: IpNet,
+    hops: BTreeSet<IpAddr>,
+}
+
+fn announced_from_as<'a>(ctx: &'a Ctx, asn: u32, peer: Value) -> Result<AnnouncedFromAs<'a>> {
     let hops = all_hops(ctx, false);
-    let _router = RouterChange::per_neighbor(
+    let change = RouterChange::per_neighbor(
         ctx,
         &hops,
-        |a| format!("neighbor {a} remote-as {OURS}"),
+        |a| format!("neighbor {a} remote-as {asn}"),
         |a| format!("neighbor {a} remote-as {ASN}"),
     )?;
     let capture = capture(ctx)?;
     let router_ip = router(ctx, false)?;
-    let _config = bgp_config(
-        ctx,
-        false,
-        json!({ "myASN": OURS }),
-        json!({ "localPref": 300 }),
-    )?;
+    let config = bgp_config(ctx, false, peer, json!({ "localPref": 300 }))?;
     backends(ctx, &[])?;
     let ips = web_service(ctx, "web", json!({}))?;
     let prefix = host_route(ips[0]);
     let paths = wait_route(ctx, prefix, &hops)?;
     for p in &paths {
-        ensure!(p.as_path == OURS.to_string(), "AS path {:?}", p.as_path);
-    }
-    // FRR ignores LOCAL_PREF from an external peer, so only the wire
-    // tells whether it was sent: every node's UPDATE for the prefix
-    // (seen: the positive control) carries none.
-    let segments = capture.finish()?;
-    for hop in &hops {
-        let updates = updates_announcing(&segments, *hop, router_ip, prefix);
         ensure!(
-            !updates.is_empty(),
-            "no UPDATE announcing {prefix} from {hop} was captured at the router"
+            p.as_path == asn.to_string(),
+            "AS path {:?}, want {asn}",
+            p.as_path
         );
-        for u in &updates {
-            ensure!(
-                u.attributes.local_pref.is_none(),
-                "{hop} sent LOCAL_PREF {:?} to its external peer: {u:?}",
-                u.attributes.local_pref
-            );
-        }
     }
-    Ok(())
+    Ok(AnnouncedFromAs {
+        _router: change,
+        _config: config,
+        segments: capture.finish()?,
+        router_ip,
+        prefix,
+        hops,
+    })
+}
+
+impl AnnouncedFromAs<'_> {
+    /// FRR ignores LOCAL_PREF from an external peer, so only the wire
+    /// tells whether it was sent: every node's UPDATE for the prefix
+    /// (seen: the positive control) carries none.
+    fn no_local_pref(&self) -> Result<()> {
+        for hop in &self.hops {
+            let updates = updates_announcing(&self.segments, *hop, self.router_ip, self.prefix);
+            ensure!(
+                !updates.is_empty(),
+                "no UPDATE announcing {} from {hop} was captured at the router",
+                self.prefix
+            );
+            for u in &updates {
+                ensure!(
+                    u.attributes.local_pref.is_none(),
+                    "{hop} sent LOCAL_PREF {:?} to its external peer: {u:?}",
+                    u.attributes.local_pref
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn ebgp(ctx: &Ctx) -> Result<()> {
+    const OURS: u32 = 64513;
+    announced_from_as(ctx, OURS, json!({ "myASN": OURS }))?.no_local_pref()
 }
 
 /// `localASN` as FRR's `local-as .. no-prepend replace-as`: the router,
@@ -269,41 +298,19 @@ pub(super) fn ebgp(ctx: &Ctx) -> Result<()> {
 /// in `myASN` the session is eBGP, so no LOCAL_PREF crosses.
 pub(super) fn local_asn(ctx: &Ctx) -> Result<()> {
     const LOCAL: u32 = 4_200_000_001;
-    let hops = all_hops(ctx, false);
-    let _router = RouterChange::per_neighbor(
-        ctx,
-        &hops,
-        |a| format!("neighbor {a} remote-as {LOCAL}"),
-        |a| format!("neighbor {a} remote-as {ASN}"),
-    )?;
-    let capture = capture(ctx)?;
-    let router_ip = router(ctx, false)?;
-    let _config = bgp_config(
-        ctx,
-        false,
-        json!({ "localASN": LOCAL }),
-        json!({ "localPref": 300 }),
-    )?;
-    backends(ctx, &[])?;
-    let ips = web_service(ctx, "web", json!({}))?;
-    let prefix = host_route(ips[0]);
-    let paths = wait_route(ctx, prefix, &hops)?;
-    for p in &paths {
-        ensure!(p.as_path == LOCAL.to_string(), "AS path {:?}", p.as_path);
-    }
+    let seen = announced_from_as(ctx, LOCAL, json!({ "localASN": LOCAL }))?;
     let neighbors = ctx.cluster().bgp_neighbors()?;
-    for hop in &hops {
+    for hop in &seen.hops {
         let remote = neighbors.get(hop).and_then(|n| n.remote_as);
         ensure!(
             remote == Some(LOCAL),
             "the router sees {hop} in AS {remote:?}, not the localASN {LOCAL}"
         );
     }
-    let segments = capture.finish()?;
-    for hop in &hops {
-        let opens: Vec<_> = capture::messages(&segments, *hop, router_ip)
+    for hop in &seen.hops {
+        let opens: Vec<_> = capture::messages(&seen.segments, *hop, seen.router_ip)
             .into_iter()
-            .filter_map(|seen| match seen.msg {
+            .filter_map(|m| match m.msg {
                 Message::Open(o) => Some(o),
                 _ => None,
             })
@@ -320,15 +327,8 @@ pub(super) fn local_asn(ctx: &Ctx) -> Result<()> {
                 o.asn()
             );
         }
-        for u in updates_announcing(&segments, *hop, router_ip, prefix) {
-            ensure!(
-                u.attributes.local_pref.is_none(),
-                "{hop} sent LOCAL_PREF {:?} on an eBGP session: {u:?}",
-                u.attributes.local_pref
-            );
-        }
     }
-    Ok(())
+    seen.no_local_pref()
 }
 
 /// `dynamicASN` in place of `peerASN`: the session comes up whatever AS
