@@ -54,6 +54,33 @@ pub struct Peer {
     pub graceful_restart: bool,
 }
 
+#[cfg(test)]
+impl Peer {
+    /// A peer for tests: `name` at `address`:`port` in AS `peer_asn`,
+    /// myASN 64512, every option at its default.
+    pub(crate) fn example(name: &str, address: IpAddr, port: u16, peer_asn: PeerAsn) -> Peer {
+        Peer {
+            name: name.into(),
+            my_asn: 64512,
+            local_asn: None,
+            peer_asn,
+            address,
+            port,
+            source_address: None,
+            hold_time: None,
+            keepalive_time: None,
+            connect_time: None,
+            router_id: None,
+            node_selectors: vec![],
+            password: None,
+            ebgp_multi_hop: false,
+            dual_stack_address_family: false,
+            bfd_profile: None,
+            graceful_restart: false,
+        }
+    }
+}
+
 impl Peer {
     /// The AS of our end of this session: in the OPEN, in the AS_PATH of
     /// what we send, and in deciding iBGP from eBGP.

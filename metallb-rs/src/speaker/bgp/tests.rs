@@ -30,23 +30,16 @@ fn listener(key: Option<&str>) -> TcpListener {
 
 fn config(l: &TcpListener, peer_asn: u32) -> SessionConfig {
     let peer = Peer {
-        name: "fake".into(),
-        my_asn: 64512,
-        local_asn: None,
-        peer_asn: PeerAsn::Fixed(peer_asn),
-        address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        port: l.local_addr().expect("addr").port(),
-        source_address: None,
         hold_time: Some(Duration::from_secs(9)),
-        keepalive_time: None,
         connect_time: Some(Duration::from_millis(200)),
         router_id: Some(Ipv4Addr::new(10, 0, 0, 1)),
-        node_selectors: vec![],
-        password: None,
-        ebgp_multi_hop: false,
         dual_stack_address_family: true,
-        bfd_profile: None,
-        graceful_restart: false,
+        ..Peer::example(
+            "fake",
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            l.local_addr().expect("addr").port(),
+            PeerAsn::Fixed(peer_asn),
+        )
     };
     session_config(
         &peer,
@@ -516,25 +509,12 @@ fn services_sharing_an_aggregate_keep_it_until_the_last_goes() {
 fn session_config_follows_the_peer() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = l.local_addr().expect("addr").port();
-    let mut peer = Peer {
-        name: "x".into(),
-        my_asn: 64512,
-        local_asn: None,
-        peer_asn: PeerAsn::Fixed(64513),
-        address: "fc00::2".parse().expect("ip"),
+    let mut peer = Peer::example(
+        "x",
+        "fc00::2".parse().expect("ip"),
         port,
-        source_address: None,
-        hold_time: None,
-        keepalive_time: None,
-        connect_time: None,
-        router_id: None,
-        node_selectors: vec![],
-        password: None,
-        ebgp_multi_hop: false,
-        dual_stack_address_family: false,
-        bfd_profile: None,
-        graceful_restart: false,
-    };
+        PeerAsn::Fixed(64513),
+    );
     let c = session_config(&peer, NodeAddresses::default());
     assert_eq!(c.dial.ttl, 1);
     assert_eq!(c.families, vec![Afi::Ipv6]);

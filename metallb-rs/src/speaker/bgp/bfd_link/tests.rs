@@ -89,23 +89,10 @@ fn reach_follows_the_peer() {
 
 fn peer(peer_asn: PeerAsn, multihop: bool, profile: Option<BfdProfile>) -> Peer {
     Peer {
-        name: "p".into(),
-        my_asn: 64512,
-        local_asn: None,
-        peer_asn,
-        address: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
-        port: 179,
         source_address: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))),
-        hold_time: None,
-        keepalive_time: None,
-        connect_time: None,
-        router_id: None,
-        node_selectors: vec![],
-        password: None,
         ebgp_multi_hop: multihop,
-        dual_stack_address_family: false,
         bfd_profile: profile,
-        graceful_restart: false,
+        ..Peer::example("p", IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 179, peer_asn)
     }
 }
 

@@ -10,23 +10,10 @@ use rstest::rstest;
 
 fn peer(my_asn: u32, local_asn: Option<u32>, peer_asn: PeerAsn) -> Peer {
     Peer {
-        name: "p".into(),
         my_asn,
         local_asn,
-        peer_asn,
-        address: "192.0.2.1".parse().expect("ip"),
-        port: 179,
-        source_address: None,
-        hold_time: None,
-        keepalive_time: None,
-        connect_time: None,
         router_id: Some(Ipv4Addr::new(10, 0, 0, 1)),
-        node_selectors: vec![],
-        password: None,
-        ebgp_multi_hop: false,
-        dual_stack_address_family: false,
-        bfd_profile: None,
-        graceful_restart: false,
+        ..Peer::example("p", "192.0.2.1".parse().expect("ip"), 179, peer_asn)
     }
 }
 
