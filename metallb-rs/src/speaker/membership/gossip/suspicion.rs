@@ -36,6 +36,15 @@ impl Gossip {
     /// is down as its prober would have made it.
     pub(super) fn settle_stale_suspicions(&mut self, now: Instant) {
         let limit = self.timing.suspect_to_down_after + self.timing.rejoin_period;
+        // Runs on every tick: scan foca's members only when a suspicion
+        // we keep is old enough (almost never in a settled cluster).
+        if !self
+            .suspected
+            .values()
+            .any(|(since, _)| now.saturating_duration_since(*since) >= limit)
+        {
+            return;
+        }
         let stale: Vec<Member<Identity>> = self
             .foca
             .iter_membership_state()
