@@ -10,6 +10,7 @@
 use crate::admission::client;
 use crate::error::ApiError;
 use crate::registry::ResourceType;
+use crate::registry::conversion::Webhook;
 use crate::state::{Shared, lock};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,55 +18,6 @@ use std::time::Duration;
 
 /// kube-apiserver's fixed bound on one conversion call.
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A CRD's conversion webhook.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Webhook {
-    /// `spec.conversion.webhook.clientConfig`.
-    pub client_config: Value,
-    /// The storage version's name.
-    pub storage: String,
-}
-
-impl Webhook {
-    /// The conversion webhook of CRD `crd` (none for strategy None); the
-    /// error names the field that is wrong.
-    pub fn of_crd(crd: &Value) -> Result<Option<Self>, String> {
-        let c = &crd["spec"]["conversion"];
-        match c["strategy"].as_str() {
-            None | Some("None") => return Ok(None),
-            Some("Webhook") => {}
-            Some(other) => {
-                return Err(format!(
-                    "spec.conversion.strategy: Unsupported value: {other:?}: supported values: \"None\", \"Webhook\""
-                ));
-            }
-        }
-        let client_config = c["webhook"]["clientConfig"].clone();
-        if !client_config.is_object() {
-            return Err("spec.conversion.webhook.clientConfig: Required value: required when strategy is set to Webhook".into());
-        }
-        if !c["webhook"]["conversionReviewVersions"]
-            .as_array()
-            .is_some_and(|v| v.iter().any(|v| v == "v1"))
-        {
-            return Err("spec.conversion.webhook.conversionReviewVersions: Invalid value: must include \"v1\" (the only ConversionReview version this server sends)".into());
-        }
-        let storage = crd["spec"]["versions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|v| v["storage"] == true)
-            .and_then(|v| v["name"].as_str())
-            .ok_or(
-                "spec.versions: Invalid value: exactly one version must be the storage version",
-            )?;
-        Ok(Some(Self {
-            client_config,
-            storage: storage.to_owned(),
-        }))
-    }
-}
 
 fn api_version(o: &Value) -> &str {
     o["apiVersion"].as_str().unwrap_or_default()
@@ -253,28 +205,6 @@ pub async fn to_storage(
 mod tests {
     use super::*;
     use rstest::rstest;
-
-    fn crd(conversion: Value) -> Value {
-        json!({ "spec": { "group": "example.com", "conversion": conversion, "versions": [
-            { "name": "v1", "served": true, "storage": false },
-            { "name": "v2", "served": true, "storage": true },
-        ] } })
-    }
-
-    #[rstest]
-    #[case(json!(null), Ok(None))]
-    #[case(json!({ "strategy": "None" }), Ok(None))]
-    #[case(json!({ "strategy": "Webhook", "webhook": { "clientConfig": { "url": "https://h/" }, "conversionReviewVersions": ["v1"] } }),
-        Ok(Some(Webhook { client_config: json!({ "url": "https://h/" }), storage: "v2".into() })))]
-    #[case(json!({ "strategy": "Webhook", "webhook": { "conversionReviewVersions": ["v1"] } }),
-        Err("spec.conversion.webhook.clientConfig: Required value: required when strategy is set to Webhook".into()))]
-    #[case(json!({ "strategy": "Webhook", "webhook": { "clientConfig": {}, "conversionReviewVersions": ["v1beta1"] } }),
-        Err("spec.conversion.webhook.conversionReviewVersions: Invalid value: must include \"v1\" (the only ConversionReview version this server sends)".into()))]
-    #[case(json!({ "strategy": "Magic" }),
-        Err("spec.conversion.strategy: Unsupported value: \"Magic\": supported values: \"None\", \"Webhook\"".into()))]
-    fn strategies(#[case] conversion: Value, #[case] expected: Result<Option<Webhook>, String>) {
-        assert_eq!(Webhook::of_crd(&crd(conversion)), expected);
-    }
 
     fn original() -> Value {
         json!({ "apiVersion": "example.com/v1", "kind": "Thing", "metadata": { "name": "a", "uid": "1", "labels": { "x": "1" } }, "spec": { "old": 1 } })

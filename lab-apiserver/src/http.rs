@@ -321,7 +321,7 @@ async fn resource(
     let part = match target.subresource.as_deref() {
         None => Part::Main,
         Some("status") if t.status => Part::Status,
-        Some("scale") if scale::has_scale(&t) => Part::Main,
+        Some("scale") if t.has_scale() => Part::Main,
         Some(other) => return error(ApiError::not_found("subresource", other)),
     };
     let view = View::of(headers, &q);

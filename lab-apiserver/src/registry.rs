@@ -1,8 +1,15 @@
 //! Which resources the lab API server serves: the built-in kinds metallb-rs
 //! and the e2e suites use, plus every version of every applied CRD (with
 //! its compiled openAPIV3Schema). Also renders the discovery documents.
+//!
+//! Sits under every handler and names none of them: what it keeps about a
+//! type beyond names is plain data ([`columns`] for tables, [`conversion`]
+//! for CRD conversion), which the handlers act on.
 
-use crate::table::PrinterColumn;
+pub mod columns;
+pub mod conversion;
+
+use columns::PrinterColumn;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,7 +45,7 @@ pub struct ResourceType {
     pub review: bool,
     /// A CRD whose conversion strategy is Webhook: objects are stored in
     /// its storage version and converted through the webhook.
-    pub conversion: Option<Arc<crate::conversion::Webhook>>,
+    pub conversion: Option<Arc<conversion::Webhook>>,
 }
 
 impl ResourceType {
@@ -54,6 +61,15 @@ impl ResourceType {
     /// The store collection (shared by every version of a CRD).
     pub fn collection(&self) -> (String, String) {
         (self.group.clone(), self.plural.clone())
+    }
+
+    /// Whether this type has a `scale` subresource ([`crate::scale`]).
+    pub fn has_scale(&self) -> bool {
+        self.group == "apps"
+            && matches!(
+                self.plural.as_str(),
+                "deployments" | "replicasets" | "statefulsets"
+            )
     }
 }
 
@@ -321,7 +337,7 @@ impl Registry {
             .as_str()
             .ok_or("spec.names.kind missing")?
             .to_owned();
-        let conversion = crate::conversion::Webhook::of_crd(crd)?.map(Arc::new);
+        let conversion = conversion::Webhook::of_crd(crd)?.map(Arc::new);
         self.remove_crd(&group, &plural);
         for v in spec["versions"].as_array().into_iter().flatten() {
             if v["served"] == json!(false) {
@@ -439,7 +455,7 @@ impl Registry {
             if t.group.is_empty() && t.plural == "pods" {
                 resources.push(json!({ "name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"] }));
             }
-            if crate::scale::has_scale(t) {
+            if t.has_scale() {
                 resources.push(json!({ "name": format!("{}/scale", t.plural), "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"] }));
             }
             if t.status {

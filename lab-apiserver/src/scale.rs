@@ -11,15 +11,6 @@ use crate::state::Part;
 use crate::write::{self, Change, Ctx, Reply};
 use serde_json::{Value, json};
 
-/// Whether `t` has a scale subresource.
-pub fn has_scale(t: &ResourceType) -> bool {
-    t.group == "apps"
-        && matches!(
-            t.plural.as_str(),
-            "deployments" | "replicasets" | "statefulsets"
-        )
-}
-
 /// `matchLabels` as a label selector string (what Scale's
 /// `status.selector` holds).
 fn selector_string(selector: &Value) -> String {

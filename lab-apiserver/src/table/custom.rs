@@ -6,52 +6,9 @@
 //! JSON), `date` columns as an age, a missing value as no cell.
 
 use super::{Cells, Column, age};
+use crate::registry::columns::PrinterColumn;
 use jsonpath_rust::JsonPath;
 use serde_json::{Value, json};
-
-/// One `additionalPrinterColumns` entry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PrinterColumn {
-    /// The column.
-    pub column: Column,
-    /// Its JSONPath, as in the CRD (`.spec.addresses`).
-    pub json_path: String,
-}
-
-impl PrinterColumn {
-    /// The columns of a CRD version (`spec.versions[i]`); `Age` when it
-    /// declares none, as kube-apiserver serves them.
-    pub fn of_version(version: &Value) -> Vec<PrinterColumn> {
-        let declared: Vec<PrinterColumn> = version["additionalPrinterColumns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| PrinterColumn {
-                column: Column {
-                    name: c["name"].as_str().unwrap_or_default().to_owned(),
-                    kind: match c["type"].as_str() {
-                        Some("integer") => "integer",
-                        Some("number") => "number",
-                        Some("boolean") => "boolean",
-                        Some("date") => "date",
-                        _ => "string",
-                    },
-                    format: c["format"].as_str().unwrap_or_default().to_owned(),
-                    priority: c["priority"].as_i64().unwrap_or(0),
-                    description: c["description"].as_str().unwrap_or_default().to_owned(),
-                },
-                json_path: c["jsonPath"].as_str().unwrap_or_default().to_owned(),
-            })
-            .collect();
-        if !declared.is_empty() {
-            return declared;
-        }
-        vec![PrinterColumn {
-            column: Column::new("Age", "date", 0),
-            json_path: ".metadata.creationTimestamp".into(),
-        }]
-    }
-}
 
 /// The columns and cell function for a custom resource.
 pub fn printer(columns: &[PrinterColumn]) -> (Vec<Column>, Cells<'_>) {

@@ -3,7 +3,8 @@
 //! Built-in kinds get kube-apiserver's printer columns ([`builtin`]);
 //! custom resources the `additionalPrinterColumns` of their CRD version,
 //! evaluated as kube-apiserver does ([`custom`]). Columns with a priority
-//! above 0 are sent too: kubectl shows them with `-o wide` only.
+//! above 0 are sent too: kubectl shows them with `-o wide` only. The
+//! column descriptions are the registry's ([`crate::registry::columns`]).
 //!
 //! Pure: objects and the current time in, JSON out.
 
@@ -11,9 +12,8 @@ mod builtin;
 mod custom;
 
 use crate::registry::ResourceType;
+use crate::registry::columns::Column;
 use serde_json::{Value, json};
-
-pub use custom::PrinterColumn;
 
 /// What a client asked for in its `Accept` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,40 +74,10 @@ impl Include {
     }
 }
 
-/// One column definition.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Column {
-    /// Header (kubectl upper-cases it).
-    pub name: String,
-    /// OpenAPI type: string, integer, number, boolean, date.
-    pub kind: &'static str,
-    /// OpenAPI format ("name" marks the name column).
-    pub format: String,
-    /// Shown only with `-o wide` when above 0.
-    pub priority: i64,
-    /// Description.
-    pub description: String,
-}
-
-impl Column {
-    fn new(name: &str, kind: &'static str, priority: i64) -> Self {
-        Self {
-            name: name.into(),
-            kind,
-            format: if name == "Name" {
-                "name".into()
-            } else {
-                String::new()
-            },
-            priority,
-            description: String::new(),
-        }
-    }
-
-    fn to_json(&self) -> Value {
-        json!({ "name": self.name, "type": self.kind, "format": self.format,
-            "description": self.description, "priority": self.priority })
-    }
+/// A column as a Table's `columnDefinitions` entry.
+fn definition(c: &Column) -> Value {
+    json!({ "name": c.name, "type": c.kind, "format": c.format,
+        "description": c.description, "priority": c.priority })
 }
 
 /// A function giving an object's cells at a time.
@@ -150,7 +120,7 @@ pub fn table(
         "kind": "Table",
         "apiVersion": format!("meta.k8s.io/{version}"),
         "metadata": { "resourceVersion": resource_version.to_string() },
-        "columnDefinitions": columns.iter().map(Column::to_json).collect::<Vec<_>>(),
+        "columnDefinitions": columns.iter().map(definition).collect::<Vec<_>>(),
         "rows": rows,
     })
 }
