@@ -5,7 +5,9 @@
 //! the object did not change meanwhile); deletes with finalizers and
 //! ownerReference garbage collection, and the few controllers a
 //! kube-apiserver runs itself (Namespace phase, CRD registration; Service
-//! defaults in [`crate::builtins`]).
+//! defaults in [`allocate`]).
+
+mod allocate;
 
 use super::error::ApiError;
 use super::fanout::Fanout;

@@ -5,11 +5,10 @@
 //! timeoutSeconds. A denial refuses the write; a failed call refuses it
 //! under failurePolicy Fail and is logged under Ignore; warnings go back
 //! as `Warning` headers. [`rules`] decides who is called, [`review`] what
-//! is sent and how answers read, [`client`] how the call is made,
-//! [`config`] what a configuration holds.
+//! is sent and how answers read, [`client`] how the call is made; what
+//! a configuration holds is the built-in registry's ([`crate::builtins`]).
 
 pub mod client;
-pub mod config;
 pub mod policy;
 pub mod review;
 pub mod rules;
