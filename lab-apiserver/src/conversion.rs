@@ -7,7 +7,7 @@
 //! `conversion.webhook.clientConfig`, outside the server's lock, with
 //! kube-apiserver's 30 second bound and error wording.
 
-use crate::admission::client;
+use crate::client;
 use crate::error::ApiError;
 use crate::registry::ResourceType;
 use crate::registry::conversion::Webhook;

@@ -11,6 +11,7 @@
 mod admission;
 mod auth;
 mod builtins;
+mod client;
 mod conversion;
 mod error;
 mod events;

@@ -415,7 +415,7 @@ const CRATES: &[Crate] = &[
                 "auth::escalation",
                 "admission::rules",
             ],
-            io: &["http", "watch", "tls", "admission::client"],
+            io: &["http", "watch", "tls", "client"],
         },
         known: known::LAB_APISERVER,
     },

@@ -5,15 +5,16 @@
 //! timeoutSeconds. A denial refuses the write; a failed call refuses it
 //! under failurePolicy Fail and is logged under Ignore; warnings go back
 //! as `Warning` headers. [`rules`] decides who is called, [`review`] what
-//! is sent and how answers read, [`client`] how the call is made; what
-//! a configuration holds is the built-in registry's ([`crate::builtins`]).
+//! is sent and how answers read, [`crate::client`] how the call is made;
+//! what a configuration holds is the built-in registry's
+//! ([`crate::builtins`]).
 
-pub mod client;
 pub mod policy;
 pub mod review;
 pub mod rules;
 
 use crate::auth::User;
+use crate::client;
 use crate::error::ApiError;
 use crate::registry::ResourceType;
 use crate::state::{Shared, lock};

@@ -186,10 +186,6 @@ pub const E2E: &[Known] = &[
 
 pub const LAB_APISERVER: &[Known] = &[
     Known {
-        key: "cycle: admission, conversion",
-        fix: "admission converts objects through conversion, and conversion calls webhooks through admission::client: move the client out of admission into a module both import",
-    },
-    Known {
         key: "file: lab-apiserver/tests/apiserver.rs",
         fix: "one test file per concern, as tests/rbac.rs and tests/tables.rs are",
     },
