@@ -341,3 +341,28 @@ fn a_deleted_node_answers_nothing_and_its_addresses_move() {
     // its addresses within the failover bound.
     assert_eq!(broken_for(Variant::Faithful, Kind::Delete, s(60)), None);
 }
+
+/// Each survivor doubts a dead member by its own probe, also one that
+/// heard of the suspicion first (crash-loop 3-node seed 7 with 1 s
+/// writes: the second survivor learnt of the death only from the
+/// first one's verdict, 3.2 s after the kill, and the address was
+/// silent 0.2 s past the bound); and a speaker back from a cut
+/// measures its reach afresh rather than counting itself cut off for
+/// the probes it made while it was (mix 4-node seed 618: a node whose
+/// link was down 2.7 s stayed silent 0.6 s after it came back, past
+/// the bound).
+#[test]
+fn survivors_doubt_by_their_own_probes_and_a_node_back_from_a_cut_answers() {
+    for (scenario, nodes, seed) in [(Scenario::CrashLoop, 3, 7), (Scenario::Mix, 4, 618)] {
+        let mut cfg = Config::new(nodes, seed);
+        cfg.scenario = scenario;
+        cfg.latency = metallb_sim::cli::latency_of(seed, &Latency::ALL);
+        let out = run(cfg);
+        assert_eq!(
+            out.violation.as_ref().map(|v| v.invariant),
+            None,
+            "{scenario:?} seed {seed}, {nodes} nodes: {:?}",
+            out.violation
+        );
+    }
+}

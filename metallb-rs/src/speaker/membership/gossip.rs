@@ -78,6 +78,8 @@ pub struct Gossip {
     /// cluster): a suspicion nobody settles is ended here
     /// ([`Self::settle_stale_suspicions`]).
     suspected: HashMap<String, (Instant, foca::Incarnation)>,
+    /// The probe in flight ([`probe::Probe`]).
+    probe: probe::Probe,
 }
 
 impl Gossip {
@@ -147,6 +149,7 @@ impl Gossip {
             idle: false,
             heard: HashMap::new(),
             suspected: HashMap::new(),
+            probe: probe::Probe::default(),
             held: BTreeSet::new(),
         })
     }
@@ -223,8 +226,15 @@ impl Gossip {
                 break;
             };
             let probe = matches!(timer, Timer::ProbeRandomMember(_));
-            if probe {
+            // A probe timer ends the probe in flight.
+            let unanswered = if probe {
                 self.probes += 1;
+                self.probe_unanswered()
+            } else {
+                None
+            };
+            if let Timer::SendIndirectProbe { probed_id, .. } = &timer {
+                self.probe.indirect_stage(&probed_id.node);
             }
             let forgets = match &timer {
                 Timer::RemoveDown(id) => Some(id.clone()),
@@ -236,8 +246,9 @@ impl Gossip {
             if let Some(id) = forgets {
                 self.forget_if_removed(&id);
             }
-            let raised = self.drain_probed(now, true);
+            let raised = self.drain_probed(now, Some(unanswered.as_deref()));
             if probe {
+                self.probe.start(now);
                 // This timer ends the last probe (a member foca found
                 // silent turns suspect now) and starts the next, if any
                 // member is left to probe.
@@ -394,6 +405,7 @@ impl Gossip {
             });
         if handled.is_ok() && self.knows(sender) {
             self.heard.insert(sender.to_owned(), now);
+            self.probe.on_message(&header.message);
         }
         handled
     }
@@ -487,16 +499,18 @@ impl Gossip {
     /// Moves what foca produced into the outbox, the timer heap and the
     /// view.
     fn drain(&mut self, now: Instant) {
-        self.drain_probed(now, false);
+        self.drain_probed(now, None);
     }
 
-    /// [`Self::drain`] after foca handled a timer (`timer`) or anything
+    /// [`Self::drain`] after foca handled a timer (`timer`, with the
+    /// member our probe that ended then found silent, if any) or anything
     /// else: a member that turns suspect while a timer is handled was
     /// suspected by this speaker's own probe (foca suspects a member when
-    /// the probe period ends unanswered); one that turns suspect on a
-    /// received datagram is hearsay.
+    /// the probe period ends unanswered), and so was one already suspect
+    /// that our probe found silent; one that turns suspect on a received
+    /// datagram is hearsay.
     /// Returns how many members turned suspect by our own probe.
-    fn drain_probed(&mut self, now: Instant, timer: bool) -> usize {
+    fn drain_probed(&mut self, now: Instant, timer: Option<Option<&str>>) -> usize {
         while let Some((to, packet)) = self.runtime.to_send() {
             self.queue(to.addr, &Frame::Foca(&packet));
         }
@@ -518,7 +532,7 @@ impl Gossip {
         self.note_suspects(&suspect, now);
         let suspect: BTreeSet<String> = suspect.into_keys().collect();
         self.held.retain(|n| suspect.contains(n));
-        let raised: Vec<String> = if timer {
+        let raised: Vec<String> = if let Some(silent) = timer {
             // A member that sent us a packet of its own while our probe
             // of it went unanswered lives: a ping or ack was lost. With
             // no third member to probe through, one lost datagram in 50
@@ -533,7 +547,11 @@ impl Gossip {
             };
             let (held, raised): (BTreeSet<String>, BTreeSet<String>) = suspect
                 .iter()
-                .filter(|n| !self.view.suspect.contains(*n) || self.held.contains(*n))
+                .filter(|n| {
+                    !self.view.suspect.contains(*n)
+                        || self.held.contains(*n)
+                        || silent == Some(n.as_str())
+                })
                 .cloned()
                 .partition(heard);
             self.held = held;
@@ -609,6 +627,13 @@ impl Gossip {
         self.view.unanswered.clear();
         self.held.clear();
         self.suspected.clear();
+        self.probe = probe::Probe::default();
+        // Its probes went to members the old foca knew; the new one's
+        // reach is measured afresh as it finds them again (a speaker
+        // back from a cut would otherwise count itself cut off for the
+        // probes it made while it was).
+        self.outcomes.clear();
+        self.view.reach = Reach::default();
         // The verdicts made while cut off go with the foca that made them
         // (a member gossip does not know is judged by its lease); leaves
         // were said first-hand and stay.
@@ -667,6 +692,7 @@ impl Gossip {
     }
 }
 
+mod probe;
 mod suspicion;
 #[cfg(test)]
 mod tests;

@@ -204,6 +204,50 @@ fn a_lost_ack_from_a_member_we_still_hear_is_no_doubt() {
     assert!(seen, "n0 doubts n1 within {within:?} of its stop");
 }
 
+/// Three members, one stops: each survivor doubts it by its own probe
+/// within a few probe periods, also the one that heard of the
+/// suspicion from the other first (foca keeps a member already suspect
+/// suspect without a change to see when our probe of it fails too).
+/// Without that, the second survivor doubted the dead member only when
+/// the first one's verdict reached it, seconds later, and failover
+/// waited for it. The stop falls at ten offsets into the probe cycle.
+#[test]
+fn every_survivor_doubts_a_stopped_member_by_its_own_probe() {
+    let timing = Timing::default();
+    let within = 4 * timing.probe_period + timing.probe_rtt;
+    let mut hearsay_first = 0;
+    for offset in 0..10u64 {
+        let start = Instant::now();
+        let mut members = joined(3, start);
+        let settled = run(&mut members, start, 2.0 + offset as f64 * 0.037, None);
+        let mut heard_first = [false; 2];
+        let mut doubted = [false; 2];
+        run_observed(
+            &mut members,
+            settled,
+            within.as_secs_f64(),
+            Some(1),
+            &mut |m| {
+                for (k, g) in [&m[0], &m[2]].into_iter().enumerate() {
+                    let v = g.view();
+                    doubted[k] |= v.unanswered.contains("n1");
+                    heard_first[k] |= !doubted[k] && v.suspect.contains("n1");
+                }
+            },
+        );
+        assert_eq!(
+            doubted,
+            [true, true],
+            "stop at +{offset}: n0 and n2 doubt n1 by their own probes within {within:?}"
+        );
+        hearsay_first += heard_first.iter().filter(|h| **h).count();
+    }
+    assert!(
+        hearsay_first > 0,
+        "some survivor heard of the suspicion before its own probe failed"
+    );
+}
+
 /// The sans-IO member on virtual time: three join and see each other
 /// alive; one stops answering and the others declare it down within
 /// the documented detection spread; the same seeds give the same
