@@ -80,6 +80,9 @@ pub struct Gossip {
     suspected: HashMap<String, (Instant, foca::Incarnation)>,
     /// The probe in flight ([`probe::Probe`]).
     probe: probe::Probe,
+    /// A member whose suspicion was refuted before its timer fired: foca
+    /// still tells it that it is down ([`Self::withheld`]).
+    withheld_notice: Option<Identity>,
 }
 
 impl Gossip {
@@ -150,6 +153,7 @@ impl Gossip {
             heard: HashMap::new(),
             suspected: HashMap::new(),
             probe: probe::Probe::default(),
+            withheld_notice: None,
             held: BTreeSet::new(),
         })
     }
@@ -240,12 +244,17 @@ impl Gossip {
                 Timer::RemoveDown(id) => Some(id.clone()),
                 _ => None,
             };
+            let verdict = match &timer {
+                Timer::ChangeSuspectToDown { member_id, .. } => Some(member_id.clone()),
+                _ => None,
+            };
             if let Err(e) = self.foca.handle_timer(timer, &mut self.runtime) {
                 tracing::debug!(error = %e, "gossip timer");
             }
             if let Some(id) = forgets {
                 self.forget_if_removed(&id);
             }
+            self.withheld_notice = verdict.filter(|id| !self.holds_down(id));
             let raised = self.drain_probed(now, Some(unanswered.as_deref()));
             if probe {
                 self.probe.start(now);
@@ -512,8 +521,11 @@ impl Gossip {
     /// Returns how many members turned suspect by our own probe.
     fn drain_probed(&mut self, now: Instant, timer: Option<Option<&str>>) -> usize {
         while let Some((to, packet)) = self.runtime.to_send() {
-            self.queue(to.addr, &Frame::Foca(&packet));
+            if !self.withheld(&to, &packet) {
+                self.queue(to.addr, &Frame::Foca(&packet));
+            }
         }
+        self.withheld_notice = None;
         while let Some((after, timer)) = self.runtime.to_schedule() {
             self.timers.push(Reverse((now + after, timer)));
         }
@@ -568,24 +580,6 @@ impl Gossip {
             self.view.suspect = suspect;
         }
         count
-    }
-
-    /// One probe's outcome into [`View::reach`], the last
-    /// [`Reach::WINDOW`] kept.
-    fn record_probe(&mut self, answered: bool) {
-        if self.outcomes.len() >= usize::from(Reach::WINDOW) {
-            self.outcomes.pop_front();
-        }
-        self.outcomes.push_back(answered);
-        let count = |f: &dyn Fn(&bool) -> bool| {
-            u8::try_from(self.outcomes.iter().filter(|a| f(a)).count()).unwrap_or(u8::MAX)
-        };
-        let reach = Reach {
-            probed: count(&|_| true),
-            answered: count(&|a| *a),
-        };
-        self.changes += u64::from(reach != self.view.reach);
-        self.view.reach = reach;
     }
 
     fn queue(&mut self, to: SocketAddr, frame: &Frame<'_>) {

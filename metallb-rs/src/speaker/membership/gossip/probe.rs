@@ -8,6 +8,7 @@
 //! seconds later, and failover waited for that.
 
 use super::Gossip;
+use crate::speaker::membership::Reach;
 use foca::Message;
 use std::time::Instant;
 
@@ -65,6 +66,24 @@ impl Probe {
 }
 
 impl Gossip {
+    /// One probe's outcome into [`View::reach`], the last
+    /// [`Reach::WINDOW`] kept.
+    pub(super) fn record_probe(&mut self, answered: bool) {
+        if self.outcomes.len() >= usize::from(Reach::WINDOW) {
+            self.outcomes.pop_front();
+        }
+        self.outcomes.push_back(answered);
+        let count = |f: &dyn Fn(&bool) -> bool| {
+            u8::try_from(self.outcomes.iter().filter(|a| f(a)).count()).unwrap_or(u8::MAX)
+        };
+        let reach = Reach {
+            probed: count(&|_| true),
+            answered: count(&|a| *a),
+        };
+        self.changes += u64::from(reach != self.view.reach);
+        self.view.reach = reach;
+    }
+
     /// The member our probe that ends now went to, if it went
     /// unanswered.
     pub(super) fn probe_unanswered(&self) -> Option<String> {

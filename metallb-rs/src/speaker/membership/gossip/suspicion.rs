@@ -1,10 +1,11 @@
 //! Suspicions nobody settles: SWIM lets only the prober declare a
 //! member down, so a suspicion can outlive every message that would end
-//! it.
+//! it. And suspicions refuted in time: foca must not tell the member it
+//! is down all the same.
 
 use super::Gossip;
 use crate::speaker::membership::wire::Identity;
-use foca::Member;
+use foca::{Codec as _, Member, Message, PostcardCodec};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -71,5 +72,27 @@ impl Gossip {
             tracing::debug!(error = %e, "could not settle a suspicion");
         }
         self.drain(now);
+    }
+
+    /// Whether foca holds `id` (that very identity) down.
+    pub(super) fn holds_down(&self, id: &Identity) -> bool {
+        self.foca
+            .iter_membership_state()
+            .any(|m| m.id() == id && m.state() == foca::State::Down)
+    }
+
+    /// Whether `packet` to `to` is foca's "you are down" notice to a
+    /// member whose suspicion was refuted before its timer fired: foca
+    /// sends it whenever the timer finds the member, refuted or not (its
+    /// `apply_existing_if` reports a failed condition as `Some`). A
+    /// member told so takes a new identity and, until someone answers
+    /// the new one, neither probes nor gossips: with two survivors, one
+    /// lost datagram then left it silent until the other declared it
+    /// down and took its addresses while it still answered.
+    pub(super) fn withheld(&self, to: &Identity, packet: &[u8]) -> bool {
+        self.withheld_notice.as_ref() == Some(to)
+            && PostcardCodec
+                .decode_header(packet)
+                .is_ok_and(|h: foca::Header<Identity>| h.message == Message::TurnUndead)
     }
 }

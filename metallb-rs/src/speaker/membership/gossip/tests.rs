@@ -65,6 +65,13 @@ fn run_lossy(
     now
 }
 
+/// Whether `frame` carries a SWIM ack.
+fn is_ack(frame: &[u8]) -> bool {
+    matches!(Frame::decode(frame), Ok(Frame::Foca(packet))
+        if foca::Codec::<Identity>::decode_header(&mut PostcardCodec, packet)
+            .is_ok_and(|h| matches!(h.message, Message::Ack(_))))
+}
+
 /// `n` members n0, n1, ... at 10.0.0.1, 10.0.0.2, ..., each given
 /// every other as a seed at `start`.
 fn joined(n: u8, start: Instant) -> Vec<Gossip> {
@@ -161,7 +168,7 @@ fn unanswered_is_our_own_probe_and_suspect_may_be_hearsay() {
 /// Two members alone probe each other, with no third to probe through:
 /// a lost ack makes the prober's probe go unanswered, but the other's
 /// own pings still come in, so that is loss, not doubt (which costs two
-/// lease writes). One frame from n1 to n0 lost in every 700 ms makes n1
+/// lease writes). One ack from n1 to n0 lost in every 700 ms makes n1
 /// suspect at n0 now and then, never unanswered.
 /// Once n1 stops for good, n0's probe finds it silent within two probe
 /// periods and the quiet time.
@@ -171,11 +178,15 @@ fn a_lost_ack_from_a_member_we_still_hear_is_no_doubt() {
     let mut members = joined(2, start);
     let settled = run(&mut members, start, 2.0, None);
     let ms = |t: Instant| t.saturating_duration_since(settled).as_millis();
-    // One frame lost in every 700 ms, at shifting offsets.
+    // One of n1's acks lost in every 700 ms, at shifting offsets.
     let dropped = std::cell::Cell::new(u128::MAX);
-    let lost = |now: Instant, from: usize, to: usize, _: &[u8]| {
+    let lost = |now: Instant, from: usize, to: usize, frame: &[u8]| {
         let (t, period) = (ms(now), ms(now) / 700);
-        let hit = from == 1 && to == 0 && dropped.get() != period && t % 700 >= period * 37 % 550;
+        let hit = from == 1
+            && to == 0
+            && dropped.get() != period
+            && t % 700 >= period * 37 % 550
+            && is_ack(frame);
         if hit {
             dropped.set(period);
         }
@@ -479,4 +490,33 @@ fn a_suspicion_nobody_settles_ends_within_a_rejoin_period() {
             g.node
         );
     }
+}
+
+/// A suspicion refuted in time leaves the member as it was: foca's
+/// suspicion timer still tells a refuted member it is down, and a
+/// member told so takes a new identity and stops probing and gossiping
+/// until someone answers the new one (with two survivors, one lost
+/// datagram then left it silent until the other declared it down). One
+/// ack from n1 to n0 is lost: n0 suspects n1, n1 refutes, and the
+/// notice is withheld, so n1 keeps its identity and both see each
+/// other alive throughout.
+#[test]
+fn a_refuted_suspicion_is_no_verdict() {
+    let start = Instant::now();
+    let mut members = joined(2, start);
+    let settled = run(&mut members, start, 2.0, None);
+    let dropped = std::cell::Cell::new(false);
+    let one_ack_of_n1 = |_: Instant, from: usize, _: usize, frame: &[u8]| {
+        let hit = from == 1 && is_ack(frame) && !dropped.get();
+        dropped.set(dropped.get() || hit);
+        hit
+    };
+    let (mut suspected, mut apart) = (false, false);
+    run_lossy(&mut members, settled, 3.0, &one_ack_of_n1, &mut |m| {
+        suspected |= m[0].view().suspect.contains("n1");
+        apart |= m.iter().any(|g| g.view().alive.len() != 2);
+    });
+    assert!(suspected, "the lost ack made n0 suspect n1");
+    assert_eq!(members[1].identity().bump, 1, "n1 kept its identity");
+    assert!(!apart, "both saw each other alive throughout");
 }
