@@ -9,6 +9,7 @@
 //! clients apply.
 
 mod admission;
+mod apply;
 mod auth;
 mod builtins;
 mod client;
