@@ -61,6 +61,14 @@ impl ApiError {
             ),
         )
     }
+    /// 409 for a server-side apply whose fields other managers own: a
+    /// `FieldManagerConflict` cause per field.
+    pub fn apply_conflict(message: String, causes: Vec<(String, String)>) -> Self {
+        Self {
+            causes,
+            ..Self::new(409, "Conflict", message)
+        }
+    }
     /// 400.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
@@ -116,6 +124,12 @@ impl ApiError {
 
     /// The `metav1.Status` body.
     pub fn to_status(&self) -> Value {
+        // Only apply conflicts carry causes on a 409.
+        let cause_reason = if self.code == 409 {
+            "FieldManagerConflict"
+        } else {
+            "FieldValueInvalid"
+        };
         let causes: Vec<Value> = self
             .causes
             .iter()
@@ -123,7 +137,7 @@ impl ApiError {
                 if f.is_empty() {
                     json!({ "message": m })
                 } else {
-                    json!({ "reason": "FieldValueInvalid", "field": f, "message": m })
+                    json!({ "reason": cause_reason, "field": f, "message": m })
                 }
             })
             .collect();

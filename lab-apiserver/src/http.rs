@@ -9,7 +9,7 @@ use super::render::{View, error, json_response, list_body, selectors};
 use super::selector::FieldSelector;
 use super::state::{Part, Shared, State, lock};
 use super::write::{self, Change, Reply};
-use super::{conversion, gate, proto, reviews, scale};
+use super::{apply, conversion, gate, proto, reviews, scale};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -237,6 +237,34 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }
 
+/// A PATCH's kind (by Content-Type) and body, its options checked: an
+/// apply's configuration is YAML or JSON, and must name the URL's object.
+fn patch_body(
+    headers: &HeaderMap,
+    body: &Bytes,
+    q: &HashMap<String, String>,
+    (t, name): (&ResourceType, &str),
+) -> Result<(Value, PatchKind), ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let Some(kind) = PatchKind::from_content_type(ct) else {
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format: {ct:?}"
+        )));
+    };
+    let is_apply = kind == PatchKind::Apply;
+    let option = |k: &str| q.get(k).map(String::as_str);
+    apply::check_options(is_apply, option("fieldManager"), option("force"))?;
+    let body = if is_apply {
+        apply::config(body, &t.api_version(), &t.kind, name)?
+    } else {
+        parse_body(body)?
+    };
+    Ok((body, kind))
+}
+
 async fn resource(
     shared: Shared,
     user: &User,
@@ -334,10 +362,18 @@ async fn resource(
             )));
         }
     };
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    let manager = apply::manager_name(
+        q.get("fieldManager").map(String::as_str),
+        user_agent.unwrap_or_default(),
+    );
     let ctx = write::Ctx {
         shared: &shared,
         user,
         dry_run,
+        manager: &manager,
     };
     if let (Some("scale"), Some(name)) = (target.subresource.as_deref(), target.name.as_deref()) {
         return scale_request(&ctx, &t, &ns, name, &method, headers, body).await;
@@ -387,21 +423,20 @@ async fn resource(
             Ok(b) => write::update(&ctx, &t, &ns, name, Change::Replace(b), part).await,
             Err(e) => return error(e),
         },
-        (Method::PATCH, Some(name)) => {
-            let ct = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let Some(kind) = PatchKind::from_content_type(ct) else {
-                return error(ApiError::unsupported_media_type(format!(
-                    "the body of the request was in an unknown format: {ct:?}"
-                )));
-            };
-            match parse_body(body) {
-                Ok(b) => write::update(&ctx, &t, &ns, name, Change::Patch(&b, kind), part).await,
-                Err(e) => return error(e),
+        (Method::PATCH, Some(name)) => match patch_body(headers, body, &q, (&t, name)) {
+            Ok((config, PatchKind::Apply)) => {
+                let force = q.get("force").is_some_and(|f| f == "true");
+                let change = Change::Apply {
+                    config: &config,
+                    force,
+                };
+                write::update(&ctx, &t, &ns, name, change, part).await
             }
-        }
+            Ok((b, kind)) => {
+                write::update(&ctx, &t, &ns, name, Change::Patch(&b, kind), part).await
+            }
+            Err(e) => return error(e),
+        },
         (Method::DELETE, Some(name)) => write::delete(&ctx, &t, &ns, name).await,
         (Method::DELETE, None) => delete_collection(&ctx, &t, &target.namespace, &q).await,
         _ => Reply {

@@ -9,6 +9,7 @@
 //! clients apply.
 
 mod admission;
+mod apply;
 mod auth;
 mod builtins;
 mod client;
@@ -54,7 +55,7 @@ pub const DEVIATIONS: &str = "\
 - JSON bodies, and protobuf only where real clients send nothing else (the review kinds, TokenRequest, `kubectl create deployment`'s Deployment, Helm's release Secrets and Namespaces, DeleteOptions); other protobuf and CBOR bodies get 415, so other `kubectl create <kind>` generators fail: use `kubectl apply -f`
 - Table responses (`kubectl get`) have kube-apiserver's columns for nodes, services, pods, deployments, replicasets, daemonsets, statefulsets, jobs, endpointslices, leases, events, namespaces, configmaps, secrets and CRDs' additionalPrinterColumns; other built-in kinds get the default NAME and CREATED AT; pod STATUS is simplified (container reasons, phase, Terminating)
 - /openapi/v3 lists paths only (so kubectl validates on the server); no component schemas, no /openapi/v2
-- server-side apply is refused with 415; strategic merge patch merges lists by the merge keys of the kinds served here, told apart by field name (and `ports` by its elements), applies `$setElementOrder` and `$deleteFromPrimitiveList`, and ignores `$retainKeys`
+- server-side apply (`application/apply-patch+yaml`, YAML or JSON, `force`, `dryRun`) merges, removes what its manager dropped, records `managedFields` and reports conflicts as kube-apiserver does, except: built-in kinds' lists are keyed by the strategic merge keys below (one key each: a container's ports by `containerPort`, a Service's by `port`, without `protocol`), other built-in lists are atomic and `metadata.finalizers` a set; a custom resource's lists are atomic unless its schema says `x-kubernetes-list-type: map` (with `x-kubernetes-list-map-keys`) or `set`; maps are never atomic; the `scale` subresource takes no apply; `managedFields` a client sends are ignored (so kubectl's move of client-side apply ownership to server-side apply does not happen), updates share one entry per manager whatever their apiVersion, and a manager without `fieldManager` is named by its User-Agent up to the first `/`. Strategic merge patch merges lists by the merge keys of the kinds served here, told apart by field name (and `ports` by its elements), applies `$setElementOrder` and `$deleteFromPrimitiveList`, and ignores `$retainKeys`
 - field selectors take the fields kube-apiserver selects each built-in kind by (others are refused as it refuses them); custom resources only by metadata.name and metadata.namespace (a CRD's selectableFields are not served)
 - list pages with limit/continue, later pages showing the store as it is then (kube-apiserver keeps the first page's snapshot); core/v1 Events lists also hold the events.k8s.io Events (converted, so `kubectl describe` shows them), watches do not
 - `pods/log` serves what the node agent logged for the container (the lab backend's requests); `follow` and `previous` get what is there now

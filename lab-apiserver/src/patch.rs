@@ -13,7 +13,8 @@ pub enum PatchKind {
     Json,
     /// `application/strategic-merge-patch+json`.
     StrategicMerge,
-    /// `application/apply-patch+yaml` (server-side apply): not served.
+    /// `application/apply-patch+yaml`: server-side apply, decided by
+    /// [`crate::apply`], not by [`apply`].
     Apply,
 }
 
@@ -48,7 +49,11 @@ pub fn apply(doc: &mut Value, patch: &Value, kind: PatchKind) -> Result<(), Stri
             strategic_merge(doc, patch);
             Ok(())
         }
-        PatchKind::Apply => Err("server-side apply is not supported by the lab API server".into()),
+        // Objects and their status are applied by `crate::apply`; only a
+        // subresource such as `scale` ends here.
+        PatchKind::Apply => Err(
+            "server-side apply is not supported by the lab API server on this subresource".into(),
+        ),
     }
 }
 
@@ -58,7 +63,7 @@ pub fn apply(doc: &mut Value, patch: &Value, kind: PatchKind) -> Result<(), Stri
 /// a list without one, such as `tolerations`, is replaced whole).
 /// `ports` is two lists: a container's, keyed by `containerPort`, and a
 /// Service's, keyed by `port` - told apart by their elements.
-fn merge_key(field: &str, elements: &[Value]) -> Option<&'static str> {
+pub(crate) fn merge_key(field: &str, elements: &[Value]) -> Option<&'static str> {
     Some(match field {
         "containers"
         | "initContainers"
@@ -266,7 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn apply_patch_is_refused() {
+    fn apply_patch_is_named_and_left_to_the_apply_module() {
         assert_eq!(
             PatchKind::from_content_type("application/apply-patch+yaml"),
             Some(PatchKind::Apply)

@@ -69,7 +69,7 @@ pub enum Part {
     Status,
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     jiff::Timestamp::now()
         .round(jiff::Unit::Second)
         .map(|t| t.to_string())
@@ -403,6 +403,7 @@ impl State {
             Part::Status => {
                 let mut n = current.clone();
                 n["status"] = obj["status"].take();
+                n["metadata"]["managedFields"] = obj["metadata"]["managedFields"].take();
                 n
             }
             Part::Main => {

@@ -1,7 +1,9 @@
 //! One write as kube-apiserver runs it, with every wait outside the
 //! server's lock: the current object read and converted to the request's
-//! version, the change worked out ([`State`](crate::state::State)'s
-//! `prepare_*`: defaults, schema, CEL), the validating webhooks
+//! version, the change worked out (a server-side apply or the writer's
+//! `managedFields` entry by [`crate::apply`], then
+//! [`State`](crate::state::State)'s `prepare_*`: defaults, schema,
+//! CEL), the validating webhooks
 //! ([`crate::admission`]), conversion to the storage version, then the
 //! store, which takes the write only if the object did not change
 //! meanwhile (else the write starts again, as kube-apiserver's
@@ -10,6 +12,7 @@
 //! conversion webhook) runs in one critical section instead.
 
 use crate::admission::{self, rules::Operation};
+use crate::apply::{self, Lists, Scope, Writer};
 use crate::auth::User;
 use crate::conversion;
 use crate::error::ApiError;
@@ -27,6 +30,8 @@ pub struct Ctx<'a> {
     pub user: &'a User,
     /// `?dryRun=All`: everything but the store.
     pub dry_run: bool,
+    /// The field manager `managedFields` name for this write.
+    pub manager: &'a str,
 }
 
 /// What a write answers: the object or the error, and the webhooks'
@@ -44,6 +49,14 @@ pub enum Change<'a> {
     Replace(Value),
     /// PATCH: applied to the current object.
     Patch(&'a Value, PatchKind),
+    /// Server-side apply of a configuration (checked against the URL),
+    /// taking other managers' fields when forced.
+    Apply {
+        /// The applied configuration.
+        config: &'a Value,
+        /// `?force=true`.
+        force: bool,
+    },
 }
 
 /// How often a write starts again when the object keeps changing under
@@ -118,10 +131,34 @@ fn immediate(s: &State, t: &ResourceType) -> bool {
                     .is_empty())
 }
 
-/// The object `change` makes of `current`.
-fn changed(change: &Change<'_>, current: &Value) -> Result<Value, ApiError> {
-    match change {
-        Change::Replace(b) => Ok(b.clone()),
+/// Who writes `t` through `part`, for `managedFields`.
+fn writer<'a>(
+    ctx: &Ctx<'a>,
+    t: &'a ResourceType,
+    (api_version, time): (&'a str, &'a str),
+    part: Part,
+) -> Writer<'a> {
+    Writer {
+        manager: ctx.manager,
+        api_version,
+        time,
+        lists: if t.custom {
+            Lists::Schema(t.schema.as_ref().map(|s| &s.1))
+        } else {
+            Lists::Builtin
+        },
+        scope: match part {
+            Part::Status => Scope::Status,
+            Part::Main if t.status => Scope::AllButStatus,
+            Part::Main => Scope::All,
+        },
+    }
+}
+
+/// The object `change` makes of `current`, with its managedFields.
+fn changed(change: &Change<'_>, current: &Value, w: &Writer<'_>) -> Result<Value, ApiError> {
+    let doc = match change {
+        Change::Replace(b) => b.clone(),
         Change::Patch(p, kind) => {
             let mut doc = current.clone();
             patch::apply(&mut doc, p, *kind).map_err(ApiError::invalid_message)?;
@@ -130,9 +167,14 @@ fn changed(change: &Change<'_>, current: &Value) -> Result<Value, ApiError> {
             if p["metadata"]["resourceVersion"].is_null() {
                 doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
             }
-            Ok(doc)
+            doc
         }
-    }
+        Change::Apply { config, force } => {
+            return apply::apply(Some(current), config, w, *force)
+                .map_err(|c| apply::conflict_error(&c));
+        }
+    };
+    Ok(apply::record_update(current, doc, w))
 }
 
 /// An [`immediate`] update, under the lock.
@@ -142,12 +184,12 @@ fn update_now(
     t: &ResourceType,
     (ns, name): (&str, &str),
     change: &Change<'_>,
-    part: Part,
+    (part, w): (Part, &Writer<'_>),
 ) -> Result<Value, ApiError> {
     let dry_run = ctx.dry_run;
     let stored = s.stored(t, ns, name)?;
     let current = s.at_version(t, &stored);
-    let prepared = s.prepare_update(t, name, changed(change, &current)?, part, &current)?;
+    let prepared = s.prepare_update(t, name, changed(change, &current, w)?, part, &current)?;
     crate::gate::rbac_write(s, ctx.user, t, ns, &prepared.object)?;
     if dry_run || prepared.unchanged {
         return Ok(if dry_run { prepared.object } else { current });
@@ -177,8 +219,51 @@ fn delete_now(
     }
 }
 
-/// POST.
+/// POST: the object, its fields recorded as its manager's.
 pub async fn create(ctx: &Ctx<'_>, t: &ResourceType, ns: &str, body: Value) -> Reply {
+    let (api_version, time) = (t.api_version(), crate::state::now());
+    let w = writer(ctx, t, (&api_version, &time), Part::Main);
+    insert(ctx, t, ns, apply::record_update(&Value::Null, body, &w)).await
+}
+
+/// Server-side apply of an object that is not there: a create, which
+/// kube-apiserver also authorizes as one (the request itself was
+/// authorized as a patch).
+async fn apply_create(
+    ctx: &Ctx<'_>,
+    t: &ResourceType,
+    (ns, name): (&str, &str),
+    config: &Value,
+    w: &Writer<'_>,
+) -> Reply {
+    let object = {
+        let s = lock(ctx.shared);
+        let create = crate::auth::rbac::Request::Resource {
+            verb: "create".into(),
+            group: t.group.clone(),
+            resource: t.plural.clone(),
+            subresource: String::new(),
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        crate::gate::authorize(&s, ctx.user, &create).and_then(|()| {
+            apply::apply(None, config, w, false).map_err(|c| apply::conflict_error(&c))
+        })
+    };
+    match object {
+        Ok(mut object) => {
+            object["metadata"]["name"] = name.into();
+            insert(ctx, t, ns, object).await
+        }
+        Err(e) => Reply {
+            result: Err(e),
+            warnings: Vec::new(),
+        },
+    }
+}
+
+/// A create as it comes, managedFields included.
+async fn insert(ctx: &Ctx<'_>, t: &ResourceType, ns: &str, body: Value) -> Reply {
     let mut warnings = Vec::new();
     let result = async {
         let prepared = {
@@ -226,22 +311,27 @@ pub async fn update(
     change: Change<'_>,
     part: Part,
 ) -> Reply {
+    let (api_version, time) = (t.api_version(), crate::state::now());
+    let w = writer(ctx, t, (&api_version, &time), part);
+    // Applying the status of an object that is not there is a 404, as
+    // any other status write.
+    if let Change::Apply { config, .. } = change
+        && part == Part::Main
+        && lock(ctx.shared).stored(t, ns, name).is_err()
+    {
+        return apply_create(ctx, t, (ns, name), config, &w).await;
+    }
     let mut warnings = Vec::new();
     let result = async {
-        if let Change::Patch(_, PatchKind::Apply) = change {
-            return Err(ApiError::unsupported_media_type(
-                "server-side apply is not supported by the lab API server: use kubectl apply without --server-side, or a merge patch",
-            ));
-        }
         for _ in 0..ATTEMPTS {
             {
                 let mut s = lock(ctx.shared);
                 if immediate(&s, t) {
-                    return update_now(&mut s, ctx, t, (ns, name), &change, part);
+                    return update_now(&mut s, ctx, t, (ns, name), &change, (part, &w));
                 }
             }
             let (current, stored_rv) = current(ctx, t, ns, name).await?;
-            let body = changed(&change, &current)?;
+            let body = changed(&change, &current, &w)?;
             let prepared = {
                 let mut s = lock(ctx.shared);
                 let prepared = s.prepare_update(t, name, body, part, &current)?;

@@ -410,6 +410,7 @@ const CRATES: &[Crate] = &[
                 "selector",
                 "page",
                 "patch",
+                "apply",
                 "schema",
                 "auth::rbac",
                 "auth::escalation",
