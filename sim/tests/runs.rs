@@ -390,3 +390,23 @@ fn two_survivors_keep_each_other_through_a_refuted_suspicion() {
         );
     }
 }
+
+/// A member judged failed stays failed until it renews: one slower
+/// write of the judge's own moved the dead member's deadline (with the
+/// write latency as slack) past what the judge's watch was known
+/// current to, the dead member counted as running again, and the
+/// addresses it had lost went unanswered (node-lifecycle 4-node seed
+/// 453, 17.6 s after its power-off).
+#[test]
+fn a_member_seen_stopped_stays_failed_through_a_slower_write() {
+    let mut cfg = Config::new(4, 453);
+    cfg.scenario = Scenario::NodeLifecycle;
+    cfg.latency = metallb_sim::cli::latency_of(453, &Latency::ALL);
+    let out = run(cfg);
+    assert_eq!(
+        out.violation.as_ref().map(|v| v.invariant),
+        None,
+        "{:?}",
+        out.violation
+    );
+}

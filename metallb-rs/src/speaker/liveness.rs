@@ -123,6 +123,22 @@ pub struct Evidence {
     /// another's - names it, while one does: from then on it renews fast
     /// if it is alive and reaches the API server.
     pub doubted_since: Option<Instant>,
+    /// An earlier pass saw its lease, at this very version, stopped
+    /// ([`LeaseState::stopped_seen`]): only a renewal undoes that.
+    pub stopped_before: bool,
+}
+
+impl Evidence {
+    /// Its lease is stopped, as a watch that is still delivering shows
+    /// it, now or at an earlier pass at the same lease version. The
+    /// deadline itself moves later with this speaker's write latency
+    /// (the slack others' renewals may commit late by): without the
+    /// memory, one slower write of ours made a member judged failed
+    /// count as running again until our next write came back, and the
+    /// addresses it had lost went unanswered meanwhile.
+    fn stopped(&self, l: &LeaseState, ctx: &Context) -> bool {
+        self.stopped_before || l.stopped_seen(ctx, self.doubted_since)
+    }
 }
 
 /// Why a node's speaker is not counted.
@@ -209,9 +225,7 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
     if e.lease.is_some_and(|l| l.link_down) {
         return Err(Gone::LinkDown);
     }
-    let lease_fresh = e
-        .lease
-        .is_some_and(|l| !l.stopped_seen(ctx, e.doubted_since));
+    let lease_fresh = e.lease.is_some_and(|l| !e.stopped(&l, ctx));
     match e.gossip {
         Some(Gossip::Down { left, .. }) => {
             if ctx.api_ok && lease_fresh {
@@ -235,9 +249,7 @@ pub fn judge(e: &Evidence, ctx: &Context) -> Result<(), Gone> {
                     // Stopped only as a current watch shows it: an API
                     // outage of ours freezes every lease and must not
                     // move addresses.
-                    Some(l) if ctx.gossip_settled && l.stopped_seen(ctx, e.doubted_since) => {
-                        Err(Gone::Unknown)
-                    }
+                    Some(l) if ctx.gossip_settled && e.stopped(&l, ctx) => Err(Gone::Unknown),
                     Some(_) => Ok(()),
                 }
             }
@@ -264,7 +276,7 @@ pub fn awaits_evidence(e: &Evidence, ctx: &Context) -> bool {
         && e.lease.is_some_and(|l| {
             l.held
                 && ctx.now > l.stop_deadline(e.doubted_since, ctx.api_latency)
-                && !l.stopped_seen(ctx, e.doubted_since)
+                && !e.stopped(&l, ctx)
         })
 }
 
@@ -361,12 +373,38 @@ pub struct Judging {
     /// from them, so its own mark may not reach one whose watch lags
     /// ([`assess`]). Kept until it is no longer alone.
     marks_answered: bool,
+    /// The nodes whose lease a pass saw stopped, with the lease's
+    /// version then ([`Evidence::stopped_before`]); bounded by the nodes.
+    stopped: BTreeMap<String, Instant>,
 }
 
 impl Judging {
     /// Gossip membership started at `now`.
     pub fn gossip_started(&mut self, now: Instant) {
         self.gossip_since = Some(now);
+    }
+
+    /// Whether an earlier pass saw `node`'s lease stopped at `lease`'s
+    /// version.
+    fn stopped_before(&self, node: &str, lease: Option<&LeaseState>) -> bool {
+        lease.is_some_and(|l| self.stopped.get(node) == Some(&l.changed))
+    }
+
+    /// Keeps the nodes judged by their lease (gossip holds them down or
+    /// does not know them) whose lease this pass sees stopped
+    /// (`evidence`), at their lease's version; a renewed or removed
+    /// lease is forgotten. Only those: another's lease timing decides
+    /// nothing, and passes are skipped while it changes
+    /// ([`memo::stands_until`]).
+    fn note_stopped(&mut self, evidence: &[(&str, Evidence)], ctx: &Context) {
+        self.stopped = evidence
+            .iter()
+            .filter(|(_, e)| matches!(e.gossip, Some(Gossip::Down { .. }) | None))
+            .filter_map(|(node, e)| {
+                let l = e.lease?;
+                e.stopped(&l, ctx).then(|| ((*node).to_owned(), l.changed))
+            })
+            .collect();
     }
 }
 
@@ -581,6 +619,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
                     lease: input.leases.get(&n.name).copied(),
                     gossip: gossip(&n.name),
                     doubted_since: judging.doubted_since.get(&n.name).map(|d| d.since),
+                    stopped_before: judging.stopped_before(&n.name, input.leases.get(&n.name)),
                 },
             )
         })
@@ -608,6 +647,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     let renew_now = evidence
         .iter()
         .any(|(_, e)| awaits_evidence(e, &ctx) && !sent_after(e));
+    judging.note_stopped(&evidence, &ctx);
     let (alive, gone) = alive(evidence, &ctx);
     let departed = departed(&judging.departed, &gone, input.api_ok);
     // Weighed anew only when the departed changed: the known speakers

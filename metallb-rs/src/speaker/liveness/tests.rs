@@ -63,6 +63,7 @@ fn ev(ready: bool, oos: bool, lease: Option<LeaseState>, gossip: Option<Gossip>)
         lease,
         gossip,
         doubted_since: None,
+        stopped_before: false,
     }
 }
 
@@ -327,6 +328,7 @@ fn a_trouble_mark_shortens_the_wait_to_a_fast_period(
     };
     let e = Evidence {
         doubted_since: since.map(at),
+        stopped_before: false,
         ..ev(true, false, slow, down(9.0, false))
     };
     assert_eq!(judge(&e, &ctx), want);
@@ -460,6 +462,7 @@ fn a_restarted_speaker_drops_a_hung_member_within_a_fast_period() {
     };
     let named = |lease| Evidence {
         doubted_since: Some(at(10.2)),
+        stopped_before: false,
         ..ev(true, false, lease, None)
     };
     assert!(troubled([&ev(true, false, hung, None)], &ctx(10.1)));

@@ -60,6 +60,69 @@ fn only_our_own_write_seen_back_shows_the_watch_current() {
     assert!(!current.renew_now);
 }
 
+/// A member once seen stopped stays so until it renews: b (as above)
+/// is gone at 10.0 with our write sent at 9.5 seen back. At 10.2 our
+/// writes take 0.3 s, which moves b's deadline (with that slack) to
+/// 9.7, past what our watch is known current to: judged afresh, b would
+/// count as running again - and the speakers that took its addresses
+/// would give them back to a dead one until our next write came back.
+/// It stays gone; a renewal of its lease (10.1) brings it back.
+#[test]
+fn a_slower_write_of_ours_does_not_revive_a_member_seen_stopped() {
+    let nodes = [node("b"), node("c"), node("me")];
+    let leases_at = |b: f64| -> BTreeMap<String, LeaseState> {
+        [("b", b), ("c", 9.9), ("me", 9.9)]
+            .into_iter()
+            .map(|(n, t)| (n.to_owned(), lease(true, t).expect("held")))
+            .collect()
+    };
+    let view = View {
+        alive: ["c", "me"].map(str::to_owned).into(),
+        down: [(
+            "b".to_owned(),
+            Down {
+                since: Instant::now(),
+                left: false,
+            },
+        )]
+        .into(),
+        ..View::default()
+    };
+    let pass = |judging: &mut Judging,
+                now: f64,
+                latency_ms: u64,
+                leases: &BTreeMap<String, LeaseState>| {
+        assess(
+            judging,
+            &Inputs {
+                now: at(now),
+                me: "me",
+                api_ok: true,
+                api_latency: Duration::from_millis(latency_ms),
+                view: Some(&view),
+                nodes: &nodes,
+                leases,
+                marks: &BTreeMap::new(),
+                own_write_seen: Some(at(9.5)),
+                last_write_sent: None,
+            },
+        )
+    };
+    let stopped = leases_at(6.9);
+    let mut judging = Judging::default();
+    let first = pass(&mut judging, 10.0, 0, &stopped);
+    assert_eq!(first.gone.get("b"), Some(&Gone::Failed), "{first:?}");
+    let afresh = pass(&mut Judging::default(), 10.2, 300, &stopped);
+    assert!(
+        afresh.alive.contains("b"),
+        "the slack alone moves the deadline: {afresh:?}"
+    );
+    let later = pass(&mut judging, 10.2, 300, &stopped);
+    assert_eq!(later.gone.get("b"), Some(&Gone::Failed), "{later:?}");
+    let renewed = pass(&mut judging, 10.3, 300, &leases_at(10.1));
+    assert!(renewed.alive.contains("b"), "{renewed:?}");
+}
+
 /// A speaker alone in gossip (it sees one of three alive) marked b and
 /// c at 2.0. c renewed at 5.0, after the mark showed: the others live and
 /// this speaker is the one cut off, so b's lease watch may be too far
