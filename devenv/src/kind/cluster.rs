@@ -182,7 +182,7 @@ async fn up_async(spec: &KindSpec) -> Result<KindCluster> {
     attach_secondary_network(&docker, &spec.name, &node_names).await?;
 
     if spec.build_images {
-        let built = crate::image::build_from_source(&project_root(), &spec.image).await?;
+        let built = crate::image::build_from_source(&crate::project_root(), &spec.image).await?;
         println!(
             "image {} ({:.1} MiB)",
             built.reference,
@@ -242,11 +242,6 @@ async fn up_async(spec: &KindSpec) -> Result<KindCluster> {
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
-}
-
-fn project_root() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    here.parent().map(Path::to_path_buf).unwrap_or(here)
 }
 
 fn parse_ranges(ranges: &[String]) -> Result<Vec<AddressRange>> {
