@@ -12,6 +12,7 @@
 mod deps;
 mod known;
 mod lex;
+mod readme;
 mod size;
 
 use std::collections::BTreeSet;
