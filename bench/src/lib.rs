@@ -216,49 +216,14 @@ pub fn cleanup_lock() -> std::sync::MutexGuard<'static, ()> {
 /// The benchmark's own cleanup calls [`wait_if_interrupted`] first, or
 /// holds [`cleanup_lock`] while it removes things.
 pub fn on_interrupt(cleanup: impl FnOnce() + Send + 'static) -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let rt = devenv::runtime()?;
-    let (mut int, mut term) = {
-        let _guard = rt.enter();
-        (
-            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-            signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-        )
-    };
-    std::thread::Builder::new()
-        .name("bench-interrupt".into())
-        .spawn(move || {
-            let code = rt.block_on(async {
-                tokio::select! {
-                    _ = int.recv() => 130,
-                    _ = term.recv() => 143,
-                }
-            });
-            INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
-            eprintln!("\nbench: interrupted, cleaning up (signal again to exit now)");
-            let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-            let spawned = std::thread::Builder::new()
-                .name("bench-cleanup".into())
-                .spawn(move || {
-                    let _guard = CLEANUP
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    cleanup();
-                    let _ = done_tx.send(());
-                });
-            if spawned.is_ok() {
-                rt.block_on(async {
-                    tokio::select! {
-                        _ = done_rx => {}
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                    }
-                });
-            }
-            std::process::exit(code);
-        })
-        .context("starting the interrupt handler thread")?;
-    Ok(())
+    let rt = std::sync::Arc::new(devenv::runtime()?);
+    devenv::interrupt::on_interrupt(rt, "bench", move || {
+        INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _guard = CLEANUP
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cleanup();
+    })
 }
 
 /// Resident memory of process `pid` in KiB (VmRSS).

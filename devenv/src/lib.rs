@@ -8,6 +8,7 @@ pub mod docker;
 pub mod frr;
 pub mod helm;
 pub mod image;
+pub mod interrupt;
 pub mod kind;
 pub mod lab;
 pub mod prereq;
@@ -21,4 +22,12 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting a tokio runtime")
+}
+
+/// The repository root: the parent of this crate's directory, which every
+/// workspace crate shares (xtask, the Docker tests, the kind path's image
+/// build all start from it).
+pub fn project_root() -> std::path::PathBuf {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
 }

@@ -8,24 +8,13 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use lab_apiserver::ApiServer;
 use serde_json::json;
 use std::time::Duration;
-
-async fn start() -> (ApiServer, kube::Client) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let server = ApiServer::start(listener).await.expect("starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig("lab")).expect("kubeconfig");
-    let client = devenv::lab::cluster::client_from(kc).await.expect("client");
-    (server, client)
-}
 
 #[tokio::test]
 async fn the_metallb_api_bootstrap_is_idempotent() {
     use devenv::lab::cluster::{Webhooks, install_metallb_api};
-    let (_server, client) = start().await;
+    let (_server, client) = test_support::start().await;
     install_metallb_api(&client, Webhooks::Installed)
         .await
         .expect("installed");
@@ -48,7 +37,7 @@ async fn the_metallb_api_bootstrap_is_idempotent() {
 #[tokio::test]
 async fn the_bootstrap_keeps_the_conversion_ca_bundle_the_controller_injected() {
     use devenv::lab::cluster::{Webhooks, install_metallb_api};
-    let (_server, client) = start().await;
+    let (_server, client) = test_support::start().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = metallb_rs::k8s::webhook::CONVERSION_CRD;
     let bundle = |crd: &CustomResourceDefinition| {
@@ -97,7 +86,7 @@ async fn the_bootstrap_keeps_the_conversion_ca_bundle_the_controller_injected() 
 
 #[tokio::test]
 async fn the_endpointslice_controller_follows_pod_readiness() {
-    let (_server, client) = start().await;
+    let (_server, client) = test_support::start().await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(devenv::lab::endpoints::run(client.clone(), async {
         let _ = stopped.await;

@@ -24,7 +24,7 @@ use devenv::image::{self, BuiltImage};
 use ipnet::IpNet;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 use testcontainers::core::WaitFor;
@@ -56,11 +56,6 @@ fn run(test: impl Future<Output = ()>) {
     RUNTIME.block_on(test)
 }
 
-fn project_root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_owned()
-}
-
 /// A client, or `None` after recording why the test is skipped.
 async fn engine() -> Option<Docker> {
     match docker::available().await {
@@ -86,7 +81,7 @@ async fn built_image() -> &'static Built {
     BUILT
         .get_or_init(|| async {
             let started = Instant::now();
-            let root = project_root();
+            let root = devenv::project_root();
             let binary = tokio::task::spawn_blocking(move || image::build_static_binary(&root))
                 .await
                 .expect("the build thread")
@@ -99,7 +94,7 @@ async fn built_image() -> &'static Built {
                 &docker,
                 &binary,
                 &reference,
-                &image::labels(&project_root()),
+                &image::labels(&devenv::project_root()),
             )
             .await
             .unwrap_or_else(|e| panic!("image build: {e}"));
@@ -368,7 +363,7 @@ fn image_has_the_labels_the_user_and_the_entrypoint() {
             Some(vec![image::BINARY_IN_IMAGE.to_owned()])
         );
         let labels = config.labels.unwrap_or_default();
-        for (key, value) in image::labels(&project_root()) {
+        for (key, value) in image::labels(&devenv::project_root()) {
             assert_eq!(labels.get(&key), Some(&value), "label {key}");
         }
         assert_eq!(
@@ -392,7 +387,7 @@ fn rebuilding_a_tag_removes_the_image_it_replaced() {
         let cleanup = Cleanup::default();
         let reference = image::reference(image::DEFAULT_REGISTRY, &unique("test-rebuild"));
         cleanup.image(&reference);
-        let mut labels = image::labels(&project_root());
+        let mut labels = image::labels(&devenv::project_root());
         let mut ids = Vec::new();
         for run in ["first", "second"] {
             labels.insert("dev.metallb-rs.test.run".into(), run.into());

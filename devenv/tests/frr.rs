@@ -28,16 +28,6 @@ const VIP4: &str = "198.51.100.1";
 const VIP6: &str = "2001:db8:51::1";
 const WAIT: Duration = Duration::from_secs(20);
 
-struct Guard(String);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        // Stops FRR and the peers (pid files), deletes the namespaces.
-        if let Err(e) = down(&self.0) {
-            eprintln!("cleanup of lab {}: {e:#}", self.0);
-        }
-    }
-}
-
 fn address(host: &LabHost, v6: bool) -> IpAddr {
     host.addresses()
         .into_iter()
@@ -204,7 +194,8 @@ fn lab_router_peers_learns_installs_restarts_and_stops_needs_root_and_frr() {
         return;
     }
     let name = format!("fr{}", std::process::id() % 100_000);
-    let _guard = Guard(name.clone());
+    // Stops FRR and the peers (pid files), deletes the namespaces.
+    let _guard = test_support::Guard::new(&name, down);
     let lab = netns::ensure(&Topology::new(&name, 1)).expect("lab network");
     let dir = lab_dir(&name);
     let router = LabRouter::new(&dir, &lab.external.namespace);
@@ -445,7 +436,8 @@ fn a_bgp_lab_runs_frr_behind_the_cluster_handle_needs_root_and_frr() {
         return;
     }
     let name = format!("fb{}", std::process::id() % 100_000);
-    let _guard = Guard(name.clone());
+    // Stops FRR and the peers (pid files), deletes the namespaces.
+    let _guard = test_support::Guard::new(&name, down);
     let tmp = tempfile::tempdir().expect("tmp");
     let mut spec = LabSpec::new(&common::bin_dir(tmp.path()));
     spec.name = name.clone();

@@ -9,13 +9,6 @@ use devenv::lab::{netns, process};
 use devenv::wait::eventually;
 use std::time::{Duration, Instant};
 
-struct Guard(String);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = down(&self.0);
-    }
-}
-
 fn pids(name: &str) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(lab_dir(name).join("pids"))
         .expect("pid dir")
@@ -34,7 +27,7 @@ fn lab_up_is_idempotent_and_down_cleans_up_after_a_crash_needs_root() {
         return;
     }
     let name = format!("l{}", std::process::id() % 100_000);
-    let _guard = Guard(name.clone());
+    let _guard = test_support::Guard::new(&name, down);
     let tmp = tempfile::tempdir().expect("tmp");
     let mut spec = LabSpec::new(&common::bin_dir(tmp.path()));
     spec.name = name.clone();

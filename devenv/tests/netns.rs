@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
+use test_support::Guard;
 
 fn root() -> bool {
     devenv::prereq::netns_or_skip()
@@ -18,17 +19,6 @@ fn root() -> bool {
 
 fn lab_name(letter: char) -> String {
     format!("t{}{letter}", std::process::id() % 100_000)
-}
-
-/// Destroys the lab on drop, so a failing test cleans up too.
-struct Guard(String);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Err(e) = netns::destroy(&self.0) {
-            eprintln!("cleanup of lab {} failed: {e}", self.0);
-        }
-    }
 }
 
 fn sh(program: &str, args: &[&str]) -> std::process::Output {
@@ -49,7 +39,7 @@ fn stdout(program: &str, args: &[&str]) -> String {
 }
 
 fn up(topology: &Topology) -> (Guard, Lab) {
-    let guard = Guard(topology.name.clone());
+    let guard = Guard::new(&topology.name, netns::destroy);
     // A leftover from an earlier crashed run with the same pid.
     netns::destroy(&topology.name).expect("destroy leftovers");
     let lab = netns::ensure(topology).expect("ensure");

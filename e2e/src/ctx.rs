@@ -251,46 +251,10 @@ impl CtxFactory {
         if !self.handle_interrupts || self.interrupt_installed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        use tokio::signal::unix::{SignalKind, signal};
-        let (mut int, mut term) = {
-            let _guard = self.runtime.enter();
-            (
-                signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-                signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            )
-        };
         let factory = self.clone();
-        std::thread::Builder::new()
-            .name("e2e-interrupt".into())
-            .spawn(move || {
-                let code = factory.runtime.block_on(async {
-                    tokio::select! {
-                        _ = int.recv() => 130,
-                        _ = term.recv() => 143,
-                    }
-                });
-                eprintln!("\ne2e: interrupted, cleaning up (signal again to exit now)");
-                let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-                let cleaner = factory.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("e2e-cleanup".into())
-                    .spawn(move || {
-                        cleaner.cleanup_live(&mut std::io::stderr());
-                        let _ = done_tx.send(());
-                    });
-                if spawned.is_ok() {
-                    factory.runtime.block_on(async {
-                        tokio::select! {
-                            _ = done_rx => {}
-                            _ = int.recv() => {}
-                            _ = term.recv() => {}
-                        }
-                    });
-                }
-                std::process::exit(code);
-            })
-            .context("starting the interrupt handler thread")?;
-        Ok(())
+        devenv::interrupt::on_interrupt(self.runtime.clone(), "e2e", move || {
+            factory.cleanup_live(&mut std::io::stderr());
+        })
     }
 
     /// Whether this factory wants the interrupt handler.

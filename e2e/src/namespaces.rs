@@ -134,14 +134,7 @@ pub struct KubeNamespaces {
 impl KubeNamespaces {
     /// A client for the cluster behind `kubeconfig`.
     pub fn from_kubeconfig(kubeconfig: &Path, runtime: Arc<Runtime>) -> Result<Self> {
-        let client = runtime.block_on(async {
-            let file = kube::config::Kubeconfig::read_from(kubeconfig)
-                .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))?;
-            let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-                .await
-                .with_context(|| format!("loading kubeconfig {}", kubeconfig.display()))?;
-            kube::Client::try_from(config).context("building kube client")
-        })?;
+        let client = runtime.block_on(metallb_rs::k8s::client_for(kubeconfig))?;
         Ok(Self { runtime, client })
     }
 

@@ -51,7 +51,7 @@ async fn start_admin() -> (ApiServer, Client) {
         metallb_rs::logging::LogFormat::Text,
         metallb_rs::logging::LogLevel::Warn,
     );
-    let (server, client) = common::server_and_admin().await;
+    let (server, client) = test_support::start().await;
     install_metallb_api(&client).await;
     (server, client)
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
-use common::{controller_client, install_controller_rbac, install_metallb_api, server_and_admin};
+use common::{controller_client, install_controller_rbac, install_metallb_api};
 
 const NS: &str = "metallb-system";
 
@@ -129,7 +129,7 @@ async fn scrape(addr: SocketAddr, token: Option<&str>) -> std::io::Result<(Strin
 
 #[tokio::test]
 async fn only_a_token_bound_to_get_metrics_reads_them() {
-    let (server, admin) = server_and_admin().await;
+    let (server, admin) = test_support::start().await;
     install_metallb_api(&admin).await;
     install_controller_rbac(&admin).await;
     // The ClusterRole and binding the Prometheus artefacts ship

@@ -14,7 +14,7 @@ use metallb_rs::speaker::presence::{self, LEASE_PREFIX, Mark, Marks, Mode, TROUB
 const NS: &str = "metallb-system";
 
 async fn start() -> (ApiServer, Client) {
-    let (server, client) = common::server_and_admin().await;
+    let (server, client) = test_support::start().await;
     let ns = Namespace {
         metadata: ObjectMeta {
             name: Some(NS.to_owned()),

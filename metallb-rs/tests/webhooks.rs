@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 mod common;
-use common::{client_from, controller_client, install_controller_rbac, install_metallb_api};
+use common::{controller_client, install_controller_rbac, install_metallb_api};
 
 const NS: &str = "metallb-system";
 
@@ -58,7 +58,7 @@ async fn lab() -> Lab {
     let server = ApiServer::start_with(listener, options)
         .await
         .expect("starts");
-    let admin = client_from(&server.kubeconfig("lab")).await;
+    let admin = test_support::client_for(&server.kubeconfig("lab")).await;
     install_metallb_api(&admin).await;
     convert_bgppeers_through_the_controller(&admin).await;
     install_controller_rbac(&admin).await;

@@ -12,6 +12,7 @@
 mod deps;
 mod known;
 mod lex;
+mod readme;
 mod size;
 
 use std::collections::BTreeSet;
@@ -313,6 +314,7 @@ fn nothing_depends_on_xtask() {
         "crd-cel",
         "bench",
         "sim",
+        "test-support",
     ]
     .iter()
     .filter(|c| {
@@ -443,6 +445,12 @@ const CRATES: &[Crate] = &[
         src: Some("crd-cel/src"),
         layers: NO_LAYERS,
         known: known::CRD_CEL,
+    },
+    Crate {
+        dir: "test-support",
+        src: Some("test-support/src"),
+        layers: NO_LAYERS,
+        known: known::TEST_SUPPORT,
     },
     Crate {
         dir: "fuzz",

@@ -4,14 +4,7 @@
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 
-/// The repository root (the parent of this crate's directory).
-pub fn project_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or(manifest_dir)
-}
+pub use devenv::project_root;
 
 /// Cargo's target directory: `CARGO_TARGET_DIR`, or `target` in the
 /// project root.

@@ -182,7 +182,7 @@ async fn up_async(spec: &KindSpec) -> Result<KindCluster> {
     attach_secondary_network(&docker, &spec.name, &node_names).await?;
 
     if spec.build_images {
-        let built = crate::image::build_from_source(&project_root(), &spec.image).await?;
+        let built = crate::image::build_from_source(&crate::project_root(), &spec.image).await?;
         println!(
             "image {} ({:.1} MiB)",
             built.reference,
@@ -193,7 +193,7 @@ async fn up_async(spec: &KindSpec) -> Result<KindCluster> {
     // loads the one its images job built).
     crate::image::load_into_kind(&spec.name, &spec.image)?;
 
-    let client = client_for(&kubeconfig).await?;
+    let client = metallb_rs::k8s::client_for(&kubeconfig).await?;
     let opts = metallb_rs::manifests::NativeOptions {
         image: spec.image.clone(),
         pull_policy: "IfNotPresent".into(),
@@ -244,26 +244,11 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-fn project_root() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    here.parent().map(Path::to_path_buf).unwrap_or(here)
-}
-
 fn parse_ranges(ranges: &[String]) -> Result<Vec<AddressRange>> {
     ranges
         .iter()
         .map(|r| r.parse().map_err(anyhow::Error::msg))
         .collect()
-}
-
-async fn client_for(kubeconfig: &Path) -> Result<kube::Client> {
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(kubeconfig)
-            .with_context(|| format!("reading {}", kubeconfig.display()))?,
-        &Default::default(),
-    )
-    .await?;
-    Ok(kube::Client::try_from(config)?)
 }
 
 /// Creates the second network when missing and connects every node.
@@ -687,7 +672,7 @@ impl KindCluster {
 
     fn kube<T>(&self, f: impl AsyncFnOnce(kube::Client) -> Result<T>) -> Result<T> {
         crate::runtime()?.block_on(async {
-            let client = client_for(&self.kubeconfig).await?;
+            let client = metallb_rs::k8s::client_for(&self.kubeconfig).await?;
             f(client).await
         })
     }

@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+/// A kube client for the kubeconfig at `path`, and for a parsed one:
+/// metallb-rs's, the one every tool uses.
+pub use metallb_rs::k8s::{client_for as client, client_from};
+
 /// What `cargo xtask dev-env --provider lab` builds.
 #[derive(Debug, Clone)]
 pub struct LabSpec {
@@ -440,19 +444,6 @@ async fn create_release_namespace(kubeconfig: &Path) -> Result<()> {
         .with_context(|| format!("creating namespace {name}: timed out"))??;
     }
     Ok(())
-}
-
-/// A kube client for the kubeconfig at `path`.
-pub async fn client(path: &Path) -> Result<kube::Client> {
-    client_from(kube::config::Kubeconfig::read_from(path)?).await
-}
-
-/// A kube client for a parsed kubeconfig (no TLS, no auth on the lab).
-pub async fn client_from(kc: kube::config::Kubeconfig) -> Result<kube::Client> {
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(kube::Client::try_from(config)?)
 }
 
 /// Whether the lab's API server calls MetalLB's webhooks.

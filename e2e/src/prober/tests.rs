@@ -127,17 +127,6 @@ fn ndp_question_and_answers() {
     assert_eq!(answer(OURS, source, t, &q), None);
 }
 
-/// Removes the lab network on drop, whatever the test did.
-struct Guard(String);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Err(e) = netns::destroy(&self.0) {
-            eprintln!("cleanup of lab {} failed: {e}", self.0);
-        }
-    }
-}
-
 fn ip(args: &[&str]) {
     let out = std::process::Command::new("ip")
         .args(args)
@@ -171,7 +160,7 @@ fn two_namespaces_answering_one_address_are_two_macs_needs_root() {
         return;
     }
     let name = format!("pr{}", std::process::id() % 100_000);
-    let _guard = Guard(name.clone());
+    let _guard = test_support::Guard::new(&name, netns::destroy);
     netns::destroy(&name).expect("remove leftovers");
     let lab = netns::ensure(&Topology::new(&name, 1)).expect("lab network");
     let (a, b) = (&lab.nodes[0], &lab.nodes[1]);

@@ -6,38 +6,18 @@
 pub mod webhook;
 
 use kube::Client;
-use kube::config::Kubeconfig;
 use lab_apiserver::ApiServer;
 use serde::Deserialize as _;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A kube client for a kubeconfig (YAML text).
-pub async fn client_for(kubeconfig: &str) -> Client {
-    let kc = Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig parses");
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .expect("client config");
-    Client::try_from(config).expect("client")
-}
-
-/// A server on a free loopback port and an admin client for it.
-pub async fn start() -> (ApiServer, Client) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let server = ApiServer::start(listener).await.expect("starts");
-    let client = client_for(&server.kubeconfig("lab")).await;
-    (server, client)
-}
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use test_support::{client_for, start};
 
 /// A path in the repository (the generated manifests live at its root).
 pub fn repo(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(path)
+    devenv::project_root().join(path)
 }
 
 /// Every document of a generated YAML file, as JSON.
@@ -74,23 +54,7 @@ fn file_name(p: &Path) -> String {
 
 /// Creates every MetalLB CRD and the `metallb-system` namespace.
 pub async fn install_metallb_crds(client: &Client) {
-    use k8s_openapi::api::core::v1::Namespace;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, PostParams};
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in metallb_crds() {
-        let crd: CustomResourceDefinition = serde_json::from_value(crd).expect("CRD");
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("CRD created");
-    }
-    let ns: Namespace =
-        serde_json::from_value(serde_json::json!({ "metadata": { "name": "metallb-system" } }))
-            .expect("ns");
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("namespace created");
+    test_support::install_crds(client, metallb_crds(), "metallb-system").await;
 }
 
 /// Whether the real kubectl runs here.
@@ -158,42 +122,15 @@ pub fn pools(client: &Client, ns: &str) -> kube::Api<kube::core::DynamicObject> 
 /// of `manifests/metallb-native.yaml` (what `kubectl apply` would; the
 /// workloads are not served here).
 pub async fn install_metallb_rbac(client: &Client) {
-    use kube::api::{Api, PostParams};
-    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-    for doc in yaml_documents("manifests/metallb-native.yaml") {
-        let (group, version) = match doc["apiVersion"]
-            .as_str()
-            .unwrap_or_default()
-            .split_once('/')
-        {
-            Some((g, v)) => (g.to_owned(), v.to_owned()),
-            None => (
-                String::new(),
-                doc["apiVersion"].as_str().unwrap_or_default().to_owned(),
-            ),
-        };
-        let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-        let plural = match kind.as_str() {
-            "ServiceAccount" => "serviceaccounts",
-            "ClusterRole" => "clusterroles",
-            "ClusterRoleBinding" => "clusterrolebindings",
-            "Role" => "roles",
-            "RoleBinding" => "rolebindings",
-            _ => continue,
-        };
-        let resource = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(&group, &version, &kind),
-            plural,
-        );
-        let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
-        let object: DynamicObject = serde_json::from_value(doc).expect("object");
-        api.create(&PostParams::default(), &object)
-            .await
-            .expect("RBAC object created");
-    }
+    let rbac = yaml_documents("manifests/metallb-native.yaml")
+        .into_iter()
+        .filter(|doc| {
+            matches!(
+                doc["kind"].as_str().unwrap_or_default(),
+                "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
+            )
+        });
+    test_support::create_all(client, rbac).await;
 }
 
 /// A kubeconfig for ServiceAccount `ns/name`, with a token from the

@@ -27,6 +27,28 @@ pub async fn client() -> anyhow::Result<kube::Client> {
         .context("connecting to the Kubernetes API (set KUBECONFIG, or run in a pod)")
 }
 
+/// A client for a parsed kubeconfig, its current context: the one way the
+/// tools around the components (dev environments, e2e suites, tests) make
+/// a client for a cluster they were handed.
+pub async fn client_from(kubeconfig: kube::config::Kubeconfig) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .context("loading the kubeconfig")?;
+    kube::Client::try_from(config).context("building a kube client")
+}
+
+/// A client for the kubeconfig file at `path` (see [`client_from`]).
+pub async fn client_for(path: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+    client_from(kubeconfig)
+        .await
+        .with_context(|| format!("a client for {}", path.display()))
+}
+
 /// This process's identity for leases and events: the pod name when the
 /// downward API gives it, else the host name plus the process id.
 pub fn identity() -> String {

@@ -242,3 +242,5 @@ pub const XTASK: &[Known] = &[];
 pub const CRD_CEL: &[Known] = &[];
 
 pub const FUZZ: &[Known] = &[];
+
+pub const TEST_SUPPORT: &[Known] = &[];
