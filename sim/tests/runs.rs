@@ -185,18 +185,24 @@ fn two_survivors_keep_the_settled_write_rate() {
     ];
     for (scenario, nodes, seeds) in seeds {
         for &seed in seeds {
-            let mut cfg = Config::new(nodes, seed);
-            cfg.scenario = scenario;
-            cfg.latency = metallb_sim::cli::latency_of(seed, &Latency::ALL);
-            let out = run(cfg);
-            assert_eq!(
-                out.violation.as_ref().map(|v| v.invariant),
-                None,
-                "{scenario:?} seed {seed}, {nodes} nodes: {:?}",
-                out.violation
-            );
+            replay(scenario, nodes, seed);
         }
     }
+}
+
+/// Runs `scenario` on `nodes` nodes with `seed` (at the latency the seed
+/// draws, as a sweep would) and asserts it keeps every invariant.
+fn replay(scenario: Scenario, nodes: usize, seed: u64) {
+    let mut cfg = Config::new(nodes, seed);
+    cfg.scenario = scenario;
+    cfg.latency = metallb_sim::cli::latency_of(seed, &Latency::ALL);
+    let out = run(cfg);
+    assert_eq!(
+        out.violation.as_ref().map(|v| v.invariant),
+        None,
+        "{scenario:?} seed {seed}, {nodes} nodes: {:?}",
+        out.violation
+    );
 }
 
 fn check(mut cfg: Config, faults: usize) {
@@ -354,16 +360,7 @@ fn a_deleted_node_answers_nothing_and_its_addresses_move() {
 #[test]
 fn survivors_doubt_by_their_own_probes_and_a_node_back_from_a_cut_answers() {
     for (scenario, nodes, seed) in [(Scenario::CrashLoop, 3, 7), (Scenario::Mix, 4, 618)] {
-        let mut cfg = Config::new(nodes, seed);
-        cfg.scenario = scenario;
-        cfg.latency = metallb_sim::cli::latency_of(seed, &Latency::ALL);
-        let out = run(cfg);
-        assert_eq!(
-            out.violation.as_ref().map(|v| v.invariant),
-            None,
-            "{scenario:?} seed {seed}, {nodes} nodes: {:?}",
-            out.violation
-        );
+        replay(scenario, nodes, seed);
     }
 }
 
@@ -378,16 +375,7 @@ fn survivors_doubt_by_their_own_probes_and_a_node_back_from_a_cut_answers() {
 #[test]
 fn two_survivors_keep_each_other_through_a_refuted_suspicion() {
     for (nodes, seed) in [(3, 323), (4, 528), (4, 559), (5, 973)] {
-        let mut cfg = Config::new(nodes, seed);
-        cfg.scenario = Scenario::NodeLifecycle;
-        cfg.latency = metallb_sim::cli::latency_of(seed, &Latency::ALL);
-        let out = run(cfg);
-        assert_eq!(
-            out.violation.as_ref().map(|v| v.invariant),
-            None,
-            "seed {seed}, {nodes} nodes: {:?}",
-            out.violation
-        );
+        replay(Scenario::NodeLifecycle, nodes, seed);
     }
 }
 
@@ -399,14 +387,5 @@ fn two_survivors_keep_each_other_through_a_refuted_suspicion() {
 /// 453, 17.6 s after its power-off).
 #[test]
 fn a_member_seen_stopped_stays_failed_through_a_slower_write() {
-    let mut cfg = Config::new(4, 453);
-    cfg.scenario = Scenario::NodeLifecycle;
-    cfg.latency = metallb_sim::cli::latency_of(453, &Latency::ALL);
-    let out = run(cfg);
-    assert_eq!(
-        out.violation.as_ref().map(|v| v.invariant),
-        None,
-        "{:?}",
-        out.violation
-    );
+    replay(Scenario::NodeLifecycle, 4, 453);
 }

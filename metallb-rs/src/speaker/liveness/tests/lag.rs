@@ -6,6 +6,22 @@
 use super::*;
 use crate::speaker::membership::Down;
 
+/// c and this speaker alive in gossip, b declared down (failed).
+fn b_failed() -> View {
+    View {
+        alive: ["c", "me"].map(str::to_owned).into(),
+        down: [(
+            "b".to_owned(),
+            Down {
+                since: Instant::now(),
+                left: false,
+            },
+        )]
+        .into(),
+        ..View::default()
+    }
+}
+
 /// b failed in gossip; its lease (2 s period) was last seen changing at
 /// 6.9, so it is past its deadline (9.4) at 10. Another lease changed at
 /// 9.9 as the watch shows it: without our own write seen back after
@@ -18,18 +34,7 @@ fn only_our_own_write_seen_back_shows_the_watch_current() {
         .into_iter()
         .map(|(n, t)| (n.to_owned(), lease(true, t).expect("held")))
         .collect();
-    let view = View {
-        alive: ["c", "me"].map(str::to_owned).into(),
-        down: [(
-            "b".to_owned(),
-            Down {
-                since: Instant::now(),
-                left: false,
-            },
-        )]
-        .into(),
-        ..View::default()
-    };
+    let view = b_failed();
     let pass = |own_write_seen: Option<f64>| {
         assess(
             &mut Judging::default(),
@@ -76,18 +81,7 @@ fn a_slower_write_of_ours_does_not_revive_a_member_seen_stopped() {
             .map(|(n, t)| (n.to_owned(), lease(true, t).expect("held")))
             .collect()
     };
-    let view = View {
-        alive: ["c", "me"].map(str::to_owned).into(),
-        down: [(
-            "b".to_owned(),
-            Down {
-                since: Instant::now(),
-                left: false,
-            },
-        )]
-        .into(),
-        ..View::default()
-    };
+    let view = b_failed();
     let pass = |judging: &mut Judging,
                 now: f64,
                 latency_ms: u64,
