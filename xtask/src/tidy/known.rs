@@ -96,10 +96,6 @@ pub const DEVENV: &[Known] = &[
         fix: SPLIT_FILE,
     },
     Known {
-        key: "file: devenv/src/lab/netns.rs",
-        fix: "split the topology plan (pure) from ensure and destroy",
-    },
-    Known {
         key: "file: devenv/src/lab/proxy.rs",
         fix: "move the pure ruleset into a module of its own",
     },
@@ -113,14 +109,6 @@ pub const DEVENV: &[Known] = &[
     },
     Known {
         key: "fn: devenv/src/lab/cluster.rs: up",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/netns.rs: plan",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/netns.rs: ensure",
         fix: SPLIT_STEPS,
     },
     Known {
