@@ -361,6 +361,7 @@ const CRATES: &[Crate] = &[
                 "frr",
                 "docker::ranges",
                 "kind::config",
+                "lab::cluster::layout",
                 "lab::played",
                 "lab::workloads::plan",
                 "lab::workloads::daemonset",

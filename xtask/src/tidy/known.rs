@@ -92,10 +92,6 @@ pub const DEVENV: &[Known] = &[
         fix: SPLIT_FILE,
     },
     Known {
-        key: "file: devenv/src/lab/cluster.rs",
-        fix: SPLIT_FILE,
-    },
-    Known {
         key: "file: devenv/src/lab/proxy.rs",
         fix: "move the pure ruleset into a module of its own",
     },
@@ -105,10 +101,6 @@ pub const DEVENV: &[Known] = &[
     },
     Known {
         key: "fn: devenv/src/lab/backend.rs: reconcile",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/cluster.rs: up",
         fix: SPLIT_STEPS,
     },
     Known {
