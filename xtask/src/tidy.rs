@@ -363,6 +363,7 @@ const CRATES: &[Crate] = &[
                 "kind::config",
                 "lab::cluster::layout",
                 "lab::played",
+                "lab::proxy::ruleset",
                 "lab::workloads::plan",
                 "lab::workloads::daemonset",
             ],

@@ -92,19 +92,11 @@ pub const DEVENV: &[Known] = &[
         fix: SPLIT_FILE,
     },
     Known {
-        key: "file: devenv/src/lab/proxy.rs",
-        fix: "move the pure ruleset into a module of its own",
-    },
-    Known {
         key: "file: devenv/tests/docker.rs",
         fix: SPLIT_FILE,
     },
     Known {
         key: "fn: devenv/src/lab/backend.rs: reconcile",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/proxy.rs: ruleset",
         fix: SPLIT_STEPS,
     },
     Known {
