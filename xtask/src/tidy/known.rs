@@ -88,10 +88,6 @@ pub const DEVENV: &[Known] = &[
         fix: SPLIT_FILE,
     },
     Known {
-        key: "file: devenv/src/lab/agent.rs",
-        fix: SPLIT_FILE,
-    },
-    Known {
         key: "file: devenv/tests/docker.rs",
         fix: SPLIT_FILE,
     },
