@@ -84,10 +84,6 @@ pub const DEVENV: &[Known] = &[
         fix: "move the pure filters (fits) out of scheduler into a module both import",
     },
     Known {
-        key: "file: devenv/src/kind/cluster.rs",
-        fix: SPLIT_FILE,
-    },
-    Known {
         key: "file: devenv/tests/docker.rs",
         fix: SPLIT_FILE,
     },
