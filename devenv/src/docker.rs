@@ -8,11 +8,11 @@
 //! [`inspect`]. Neither starts a container or changes a network.
 
 use bollard::Docker;
-pub use bollard::models::NetworkInspect;
 
 mod ranges;
 pub use ranges::{
-    AddressRange, DEFAULT_BLOCK, Families, Family, RangeError, address_pool, conflicts, free_block,
+    AddressRange, DEFAULT_BLOCK, Families, Family, NetworkInspect, RangeError, address_pool,
+    conflicts, free_block,
 };
 
 /// The environment variable kind reads for the Docker network of its nodes.

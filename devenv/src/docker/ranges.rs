@@ -11,9 +11,12 @@
 //! [`conflicts`] finds containers started inside the block afterwards
 //! (Docker reserves nothing for us). The network's name comes from
 //! `KIND_EXPERIMENTAL_DOCKER_NETWORK` as kind's does (see
-//! [`super::network_name`]).
+//! `docker::network_name`).
 
-use super::NetworkInspect;
+/// The network as ranges reads it: what `docker network inspect` answers,
+/// bollard's plain model (no client in it), owned here so that deciding
+/// needs nothing from the module that talks to the engine.
+pub use bollard::models::NetworkInspect;
 use ipnet::IpNet;
 use metallb_rs::api::v1beta1::{IPAddressPool, IPAddressPoolSpec};
 use std::collections::BTreeSet;

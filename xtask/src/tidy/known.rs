@@ -76,10 +76,6 @@ pub const METALLB_RS: &[Known] = &[
 
 pub const DEVENV: &[Known] = &[
     Known {
-        key: "deciding: docker::ranges -> docker",
-        fix: "ranges takes NetworkInspect from docker: move the plain network description into ranges",
-    },
-    Known {
         key: "deciding: lab::workloads::daemonset -> lab::scheduler",
         fix: "move the pure filters (fits) out of scheduler into a module both import",
     },
