@@ -364,6 +364,7 @@ const CRATES: &[Crate] = &[
                 "lab::cluster::layout",
                 "lab::played",
                 "lab::proxy::ruleset",
+                "lab::scheduler::filters",
                 "lab::workloads::plan",
                 "lab::workloads::daemonset",
             ],

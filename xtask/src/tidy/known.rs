@@ -76,19 +76,11 @@ pub const METALLB_RS: &[Known] = &[
 
 pub const DEVENV: &[Known] = &[
     Known {
-        key: "deciding: lab::workloads::daemonset -> lab::scheduler",
-        fix: "move the pure filters (fits) out of scheduler into a module both import",
-    },
-    Known {
         key: "file: devenv/tests/docker.rs",
         fix: SPLIT_FILE,
     },
     Known {
         key: "fn: devenv/src/lab/backend.rs: reconcile",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/workloads/daemonset.rs: plan",
         fix: SPLIT_STEPS,
     },
     Known {

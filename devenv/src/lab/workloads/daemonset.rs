@@ -1,15 +1,16 @@
 //! What the lab's DaemonSet controller decides, without I/O: one Pod of
 //! the template on every node it fits (nodeSelector, required node
-//! affinity and taints, as [`crate::lab::scheduler::fits`] judges them,
-//! with the tolerations kube-controller-manager adds to daemon Pods), put
-//! there directly (`nodeName`); Pods on nodes they may no longer stay on
-//! ([`crate::lab::scheduler::may_stay`]) are deleted. A changed template is rolled out node by node within
+//! affinity and taints, as [`crate::lab::scheduler::filters::fits`]
+//! judges them, with the tolerations kube-controller-manager adds to
+//! daemon Pods), put there directly (`nodeName`); Pods on nodes they may
+//! no longer stay on ([`crate::lab::scheduler::filters::may_stay`]) are
+//! deleted. A changed template is rolled out node by node within
 //! `maxUnavailable` (`RollingUpdate`, the default) or waits for the user
 //! to delete old Pods (`OnDelete`). Pods carry the template's hash as
 //! `controller-revision-hash` (no ControllerRevision objects are kept).
 
 use super::plan::{Action, live, name, ns, owned_by, owner_ref, ready, template_hash};
-use crate::lab::scheduler;
+use crate::lab::scheduler::filters;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -98,12 +99,8 @@ fn max_unavailable(ds: &DaemonSet, desired: usize) -> usize {
     n.max(1)
 }
 
-/// Every write `ds`'s controller would make now.
-pub fn plan(ds: &DaemonSet, nodes: &[Node], pods: &[Pod], out: &mut Vec<Action>) {
-    let Some(spec) = ds.spec.as_ref() else { return };
-    let hash = template_hash(&spec.template);
-    let namespace = ns(&ds.metadata);
-    let probe = daemon_pod(ds, &hash, None);
+/// The live Pods of `ds`, by the node they are on (`""`: none yet).
+fn pods_by_node<'a>(ds: &DaemonSet, pods: &'a [Pod]) -> BTreeMap<String, Vec<&'a Pod>> {
     let mut by_node: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
     for p in pods
         .iter()
@@ -116,16 +113,34 @@ pub fn plan(ds: &DaemonSet, nodes: &[Node], pods: &[Pod], out: &mut Vec<Action>)
             .unwrap_or_default();
         by_node.entry(node).or_default().push(p);
     }
-    // A node gets a Pod where one fits, and keeps one where it may stay.
-    let wanted: Vec<&str> = nodes
+    by_node
+}
+
+/// The nodes that should run a Pod like `probe`: a node gets one where it
+/// fits, and keeps one where it may stay.
+fn wanted_nodes<'a>(
+    probe: &Pod,
+    nodes: &'a [Node],
+    by_node: &BTreeMap<String, Vec<&Pod>>,
+) -> Vec<&'a str> {
+    nodes
         .iter()
         .filter(|n| {
             let name = n.metadata.name.as_deref().unwrap_or_default();
-            scheduler::fits(&probe, n)
-                || (by_node.contains_key(name) && scheduler::may_stay(&probe, n))
+            filters::fits(probe, n) || (by_node.contains_key(name) && filters::may_stay(probe, n))
         })
         .filter_map(|n| n.metadata.name.as_deref())
-        .collect();
+        .collect()
+}
+
+/// Every write `ds`'s controller would make now.
+pub fn plan(ds: &DaemonSet, nodes: &[Node], pods: &[Pod], out: &mut Vec<Action>) {
+    let Some(spec) = ds.spec.as_ref() else { return };
+    let hash = template_hash(&spec.template);
+    let namespace = ns(&ds.metadata);
+    let probe = daemon_pod(ds, &hash, None);
+    let by_node = pods_by_node(ds, pods);
+    let wanted = wanted_nodes(&probe, nodes, &by_node);
     let delete = |p: &Pod, out: &mut Vec<Action>| {
         out.push(Action::DeletePod {
             namespace: namespace.clone(),
