@@ -61,7 +61,7 @@ pub async fn attach_secondary_network(docker: &Docker, name: &str, nodes: &[Stri
 
 /// Chooses the dev-env and e2e ranges on `kind_net` and the e2e ranges
 /// on cluster `name`'s second network, and writes them where
-/// [`KindCluster::open`] reads them.
+/// [`KindCluster::open`](super::KindCluster::open) reads them.
 pub async fn choose_ranges(
     docker: &Docker,
     kind_net: &str,

@@ -58,7 +58,8 @@ pub const SPEAKER_PLAIN_METRICS: &str = "127.0.0.1:9120";
 
 /// The IPv4 addresses of the layer2 dev-env's pool `dev-env-l2`: on the
 /// nodes' subnet, apart from the nodes (from .10), the e2e pools
-/// ([`LabCluster::pool_ranges`], .100-.119) and the external host (.2).
+/// ([`Cluster::pool_ranges`](crate::cluster::Cluster::pool_ranges) of
+/// `LabCluster`, .100-.119) and the external host (.2).
 pub const DEV_ENV_L2_V4: &str = "172.30.0.200-172.30.0.215";
 /// The IPv6 addresses of `dev-env-l2` (the same host numbers).
 pub const DEV_ENV_L2_V6: &str = "fc00:f853:ccd:e793::200-fc00:f853:ccd:e793::20f";
