@@ -97,11 +97,7 @@ impl Gossip {
         bump: u64,
         now: Instant,
     ) -> Result<Self, MembershipError> {
-        let identity = Identity {
-            node: node.as_str().into(),
-            addr,
-            bump,
-        };
+        let identity = Identity::new(node.clone(), addr, bump);
         Self::with_identity(
             identity,
             timing.foca_config()?,

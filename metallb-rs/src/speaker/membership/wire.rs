@@ -14,16 +14,59 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// speaker restarts, its new identity (a larger `bump`) replaces the old
 /// one everywhere instead of appearing beside it.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "IdentityWire")]
 pub(crate) struct Identity {
-    /// The Node name, shared: foca compares members by it
-    /// ([`foca::Identity::addr`]) against every known member on each
-    /// update, so taking it must not copy the string.
+    /// The node name's key, foca's address: derived, never sent. First,
+    /// so that comparing two identities (foca does it against every
+    /// member when it picks whom to gossip to) tells two nodes apart
+    /// without comparing their names.
+    #[serde(skip_serializing)]
+    key: NodeKey,
+    /// The Node name.
     pub(crate) node: Arc<str>,
     /// Where this instance receives datagrams.
     pub(crate) addr: SocketAddr,
     /// Which run: milliseconds since the epoch at start, plus one per
     /// automatic rejoin. Larger wins over smaller for the same node.
     pub(crate) bump: u64,
+}
+
+/// An [`Identity`] as it travels: the key is the receiver's to derive.
+#[derive(Deserialize)]
+struct IdentityWire {
+    node: Arc<str>,
+    addr: SocketAddr,
+    bump: u64,
+}
+
+impl From<IdentityWire> for Identity {
+    fn from(w: IdentityWire) -> Self {
+        Self::with_name(w.node, w.addr, w.bump)
+    }
+}
+
+/// A node name as foca compares it: a 128-bit digest of the name, taken
+/// once per identity. Foca looks an update's member up by comparing its
+/// address with every known member's, so at a thousand members the
+/// comparison is the hot loop of gossip: two words instead of a shared
+/// string cloned, compared and dropped per member. Two names with one
+/// digest (about 1 in 10^32 for a thousand nodes) would be one member:
+/// the loser would be judged by its lease, as a member gossip does not
+/// know.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct NodeKey(u64, u64);
+
+impl NodeKey {
+    fn of(name: &str) -> Self {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let digest = |salt: u64| {
+            let mut h = DefaultHasher::new();
+            salt.hash(&mut h);
+            name.hash(&mut h);
+            h.finish()
+        };
+        Self(digest(0), digest(0x9e37_79b9_7f4a_7c15))
+    }
 }
 
 /// Milliseconds since 1970 on this node's clock: a run's number, and
@@ -75,8 +118,13 @@ pub fn next_run(wall_ms: u64, last: Option<u64>) -> u64 {
 impl Identity {
     /// Instance `bump` ([`next_run`]) of `node`, listening on `addr`.
     pub(crate) fn new(node: String, addr: SocketAddr, bump: u64) -> Self {
+        Self::with_name(node.into(), addr, bump)
+    }
+
+    fn with_name(node: Arc<str>, addr: SocketAddr, bump: u64) -> Self {
         Self {
-            node: node.into(),
+            key: NodeKey::of(&node),
+            node,
             addr,
             bump,
         }
@@ -85,11 +133,7 @@ impl Identity {
     /// The identity to announce to a seed: its real bump is unknown, and
     /// foca accepts an announce addressed to any identity of the node.
     pub(crate) fn seed(node: String, addr: SocketAddr) -> Self {
-        Self {
-            node: node.into(),
-            addr,
-            bump: 0,
-        }
+        Self::new(node, addr, 0)
     }
 }
 
@@ -101,21 +145,20 @@ impl std::fmt::Debug for Identity {
 }
 
 impl foca::Identity for Identity {
-    type Addr = Arc<str>;
+    type Addr = NodeKey;
 
     // Opting in to automatic rejoin: a speaker the others wrongly
     // declared down (a long pause, a partition) comes back at once as
     // the next identity instead of staying out until restarted.
     fn renew(&self) -> Option<Self> {
         Some(Self {
-            node: self.node.clone(),
-            addr: self.addr,
             bump: self.bump.wrapping_add(1),
+            ..self.clone()
         })
     }
 
-    fn addr(&self) -> Arc<str> {
-        Arc::clone(&self.node)
+    fn addr(&self) -> NodeKey {
+        self.key
     }
 
     fn win_addr_conflict(&self, adversary: &Self) -> bool {
@@ -269,11 +312,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn id(node: &str, bump: u64) -> Identity {
-        Identity {
-            node: node.into(),
-            addr: "10.0.0.1:7946".parse().expect("addr"),
-            bump,
-        }
+        Identity::new(node.into(), "10.0.0.1:7946".parse().expect("addr"), bump)
     }
 
     #[test]
@@ -329,6 +368,40 @@ mod tests {
         assert_eq!(old.addr(), new.addr());
         assert!(new.win_addr_conflict(&old));
         assert!(!old.win_addr_conflict(&new));
+    }
+
+    #[test]
+    fn two_nodes_are_two_members_whatever_their_addresses() {
+        let a = id("a", 1);
+        let moved = Identity::new("a".into(), "10.0.0.9:7946".parse().expect("addr"), 5);
+        assert_eq!(a.addr(), moved.addr(), "one node, another address and run");
+        for other in ["b", "a ", "A", "", "node-a"] {
+            assert_ne!(a.addr(), id(other, 1).addr(), "{other:?} is not node a");
+        }
+    }
+
+    /// The key is derived, not sent: identities travel exactly as they
+    /// did without it (name, address, run), so speakers of both kinds
+    /// understand each other during a rolling upgrade.
+    #[test]
+    fn an_identity_travels_as_its_name_address_and_run() {
+        #[derive(Serialize)]
+        struct Sent<'a> {
+            node: &'a str,
+            addr: SocketAddr,
+            bump: u64,
+        }
+        let addr: SocketAddr = "10.0.0.1:7946".parse().expect("addr");
+        let sent = postcard::to_allocvec(&Sent {
+            node: "node-a",
+            addr,
+            bump: 7,
+        })
+        .expect("encode");
+        let got: Identity = postcard::from_bytes(&sent).expect("decode");
+        assert_eq!(got, Identity::new("node-a".into(), addr, 7));
+        assert_eq!(got.addr(), id("node-a", 1).addr());
+        assert_eq!(postcard::to_allocvec(&got).expect("encode"), sent);
     }
 
     #[test]

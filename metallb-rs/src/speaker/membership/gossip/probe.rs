@@ -100,11 +100,7 @@ mod tests {
     use std::time::Duration;
 
     fn identity(node: &str) -> Identity {
-        Identity {
-            node: node.into(),
-            addr: SocketAddr::from(([10, 0, 0, 1], 7946)),
-            bump: 1,
-        }
+        Identity::new(node.into(), SocketAddr::from(([10, 0, 0, 1], 7946)), 1)
     }
 
     /// A probe is unanswered only when its target is known and nothing

@@ -288,11 +288,7 @@ async fn join_requests_are_rate_limited() {
             ("z".into(), sock.local_addr().expect("addr")),
         ]);
         let header = foca::Header {
-            src: Identity {
-                node: "z".into(),
-                addr: sock.local_addr().expect("addr"),
-                bump: 1,
-            },
+            src: Identity::new("z".into(), sock.local_addr().expect("addr"), 1),
             src_incarnation: 0,
             dst: Identity::seed("a".into(), a.local_addr()),
             message: foca::Message::Announce,
