@@ -437,12 +437,17 @@ impl Checker {
     pub fn answer(&mut self, a: usize, node: NodeId, on: bool, now: Instant) {
         // Another node taking over from a NotReady one whose speaker runs
         // shows first (before the NotReady one lets go).
-        let kept = self.answerers[a]
-            .iter()
-            .find(|n| **n != node && self.not_ready[**n] && self.faulty[**n] == 0)
-            .copied();
+        // Looked for only when a node starts answering: at a thousand
+        // nodes every speaker answers every address alone at its start,
+        // and the answerers of each are many while they let go.
+        let kept = || {
+            self.answerers[a]
+                .iter()
+                .find(|n| **n != node && self.not_ready[**n] && self.faulty[**n] == 0)
+                .copied()
+        };
         if on
-            && let Some(owner) = kept
+            && let Some(owner) = kept()
             && !self.anything_recent(now)
         {
             let detail = format!(

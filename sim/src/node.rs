@@ -122,6 +122,60 @@ pub struct Speaker {
     pub gossip_wake: Option<Instant>,
     /// When the renewal task looks next.
     pub renew_wake: Option<Instant>,
+    /// When its loop judges the gossip view's changes.
+    pub passes: Passes,
+}
+
+/// What one pass of the speaker's loop costs per node of the cluster
+/// (judging every member, then planning the answers), about what
+/// `liveness::assess` took per member here.
+pub const PASS_COST_PER_NODE: Duration = Duration::from_micros(2);
+
+/// The loop learns of gossip view changes through a channel that keeps
+/// only the latest: the changes that come while it is in a pass are
+/// judged together once the pass ends. Without this, a thousand
+/// speakers starting at once judged a full pass for every one of the
+/// million join messages of their first milliseconds.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Passes {
+    /// Until when the loop is in its last pass.
+    busy_until: Option<Instant>,
+    /// A pass is queued for the end of the current one.
+    queued: bool,
+}
+
+/// When the loop judges a view change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// At once: the loop is idle.
+    Now,
+    /// When the pass it is in ends (the caller wakes it then).
+    At(Instant),
+    /// In the pass already queued for a change before it.
+    Queued,
+}
+
+impl Passes {
+    /// A pass over `nodes` nodes starts at `now`.
+    pub fn start(&mut self, now: Instant, nodes: usize) {
+        let nodes = u32::try_from(nodes).unwrap_or(u32::MAX);
+        self.busy_until = Some(now + PASS_COST_PER_NODE * nodes);
+        self.queued = false;
+    }
+
+    /// The gossip view changed at `now`.
+    pub fn changed(&mut self, now: Instant) -> Pass {
+        match self.busy_until {
+            Some(end) if end > now => {
+                if std::mem::replace(&mut self.queued, true) {
+                    Pass::Queued
+                } else {
+                    Pass::At(end)
+                }
+            }
+            _ => Pass::Now,
+        }
+    }
 }
 
 /// The inputs of the last full assessment that are not the leases, and
@@ -231,6 +285,7 @@ impl Node {
             asked: false,
             gossip_wake: None,
             renew_wake: None,
+            passes: Passes::default(),
         });
         Ok(())
     }
@@ -491,4 +546,33 @@ pub fn answers(
         .filter(|(_, o)| o.iter().find(|n| alive[**n]).is_some_and(|n| *n == me))
         .map(|(i, _)| i)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Changes while the loop is idle are judged at once; those during a
+    /// pass once, when it ends; a pass that starts takes them all.
+    #[test]
+    fn view_changes_during_a_pass_are_judged_once_when_it_ends() {
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let mut p = Passes::default();
+        assert_eq!(p.changed(t0), Pass::Now, "no pass yet");
+        p.start(t0, 1000);
+        let end = t0 + PASS_COST_PER_NODE * 1000;
+        assert_eq!(end, ms(2), "a thousand nodes: 2 ms");
+        assert_eq!(p.changed(t0), Pass::At(end));
+        assert_eq!(p.changed(t0 + Duration::from_micros(1500)), Pass::Queued);
+        assert_eq!(p.changed(end), Pass::Now, "the pass is over");
+        p.start(end, 1000);
+        assert_eq!(p.changed(ms(3)), Pass::At(ms(4)), "the queue was taken");
+        p.start(ms(10), 3);
+        assert_eq!(
+            p.changed(ms(10)),
+            Pass::At(t0 + Duration::from_micros(10_006))
+        );
+        assert_eq!(p.changed(t0 + Duration::from_micros(10_006)), Pass::Now);
+    }
 }

@@ -466,7 +466,19 @@ impl World {
             self.clock.at(w, Event::GossipWake { node: i, run });
         }
         if running && sp.view_moved() {
-            self.assess(i);
+            match sp.passes.changed(now) {
+                node::Pass::Now => self.assess(i),
+                node::Pass::At(end) => {
+                    let periodic = false;
+                    let wake = Event::Assess {
+                        node: i,
+                        run,
+                        periodic,
+                    };
+                    self.clock.at(end, wake);
+                }
+                node::Pass::Queued => {}
+            }
         }
     }
 
@@ -477,6 +489,7 @@ impl World {
         let Some(sp) = n.speaker.as_mut() else {
             return;
         };
+        sp.passes.start(now, self.names.len());
         let commits = self.api.watch(i, &mut sp.cursor, now);
         sp.observe(i, &commits, &self.names, now);
         let trouble_before = sp.assessment.as_ref().is_some_and(|a| a.trouble());
