@@ -3,7 +3,7 @@
 //! three more routers and their routed hop ([`multihop`]), and the
 //! bridges joining them, which live in a namespace of their own
 //! (`<name>-net`) so that the root namespace never gets an address or a link
-//! on the lab segment (DESIGN.md, "Lab network rule").
+//! on the lab segment (ARCHITECTURE.md, the lab's invariant).
 //!
 //! Deciding and doing are split, one module each: `plan` holds [`plan`],
 //! a pure function from a [`Topology`] to the namespaces, links, addresses
