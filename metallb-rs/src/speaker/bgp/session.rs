@@ -9,7 +9,7 @@
 
 use super::advertise::RouteAttrs;
 use super::socket::{self, Dial};
-use super::updates::Shape;
+use super::updates::{Shape, V4NextHop};
 use crate::config::PeerAsn;
 use crate::metrics::BgpMetrics;
 use crate::net::bgp::{self, Afi, Context, Message, Notification, code};
@@ -620,6 +620,7 @@ async fn connection(
             IpAddr::V4(a) => Some(a),
             IpAddr::V6(_) => cfg.node_v4,
         }
+        .map(V4NextHop::Ipv4)
         .filter(|_| families.contains(&Afi::Ipv4)),
         next_hop_v6: match local.ip() {
             IpAddr::V6(a) if !a.is_unicast_link_local() => Some(a),

@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::net::bgp::{Capability, GracefulRestart, Open};
+use crate::speaker::bgp::updates::V4NextHop;
 use rstest::rstest;
 
 pub(super) fn cfg(peer_asn: PeerAsn, keepalive: Option<u64>) -> SessionConfig {
@@ -199,7 +200,7 @@ fn shape(v4: bool, v6: bool) -> Shape {
         my_asn: 64512,
         ibgp: false,
         four_octet_as: true,
-        next_hop_v4: v4.then(|| "10.0.0.1".parse().expect("ip")),
+        next_hop_v4: v4.then(|| V4NextHop::Ipv4("10.0.0.1".parse().expect("ip"))),
         next_hop_v6: v6.then(|| "fc00::1".parse().expect("ip")),
     }
 }

@@ -5,7 +5,7 @@
 use super::*;
 use crate::net::bgp::AsSegment;
 use crate::speaker::bgp::session::{PeerHistory, negotiate, our_open};
-use crate::speaker::bgp::updates::{Shape, build};
+use crate::speaker::bgp::updates::{Shape, V4NextHop, build};
 use rstest::rstest;
 
 fn peer(my_asn: u32, local_asn: Option<u32>, peer_asn: PeerAsn) -> Peer {
@@ -70,7 +70,7 @@ fn check(peer: &Peer, theirs: &str) -> String {
         my_asn: cfg.my_asn,
         ibgp: n.ibgp,
         four_octet_as: n.ctx.four_octet_as,
-        next_hop_v4: Some(Ipv4Addr::new(10, 0, 0, 1)),
+        next_hop_v4: Some(V4NextHop::Ipv4(Ipv4Addr::new(10, 0, 0, 1))),
         next_hop_v6: None,
     };
     let attrs = RouteAttrs::default();
