@@ -8,6 +8,8 @@
 //!   address, TTL, TCP MD5).
 //! - [`bfd_link`]: BFD beside the sessions of peers with a BFDProfile;
 //!   a path failure it sees closes the BGP session at once.
+//! - [`unnumbered`]: the router on an interface, for peers named by
+//!   interface: Router Advertisements sent and heard.
 //! - [`Speaker`] (here): the sessions and the per-peer tables, built from
 //!   every service's contribution (several services may share an
 //!   aggregated prefix); a service's change reaches the sessions as the
@@ -17,6 +19,7 @@ pub mod advertise;
 pub mod bfd_link;
 pub mod session;
 pub mod socket;
+pub mod unnumbered;
 pub mod updates;
 
 use crate::config::{Peer, PeerAsn};
