@@ -24,10 +24,11 @@ use tokio::time::Instant;
 /// How often we advertise ourselves: FRR's interval on the interfaces of
 /// its unnumbered neighbors.
 pub const ADVERTISE_EVERY: Duration = Duration::from_secs(10);
-/// The router lifetime we advertise: non-zero, or FRR ignores us; nodes
-/// are not default routers for anyone, but a BGP router does not take a
-/// default route from advertisements.
-pub const LIFETIME: Duration = Duration::from_secs(1800);
+/// The router lifetime we advertise: non-zero, or FRR ignores us, and
+/// short (three intervals, the least RFC 4861 allows is one), so that a
+/// host on the link that takes a default route from advertisements drops
+/// it soon after the peer is removed.
+pub const LIFETIME: Duration = Duration::from_secs(30);
 /// How long a router stays a candidate after its last advertisement:
 /// three of FRR's intervals.
 pub const FORGET_AFTER: Duration = Duration::from_secs(30);
