@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use metallb_rs::config::{Peer, PeerAsn};
+use metallb_rs::config::{Peer, PeerAddress, PeerAsn};
 use metallb_rs::metrics::BgpMetrics;
 use metallb_rs::net::bgp::{Notification, code};
 use metallb_rs::speaker::bgp::session::{DesiredRoutes, Session};
@@ -51,7 +51,7 @@ fn main() -> Result<()> {
         my_asn: args.asn,
         local_asn: None,
         peer_asn: PeerAsn::Fixed(args.peer_asn.unwrap_or(args.asn)),
-        address: args.peer,
+        address: PeerAddress::Ip(args.peer),
         port: args.port,
         source_address: None,
         hold_time: None,

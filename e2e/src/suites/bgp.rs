@@ -38,6 +38,7 @@ mod peer_selector;
 mod routers;
 mod service_selector;
 mod services;
+mod unnumbered;
 
 use first_router::{
     dynamic_asn_external, dynamic_asn_internal, ebgp, keepalive_time, local_asn, md5_password,
@@ -192,6 +193,7 @@ pub fn specs() -> Vec<Spec> {
     specs.extend(peer_selector::specs());
     specs.extend(bfd::specs());
     specs.extend(graceful_restart::specs());
+    specs.extend(unnumbered::specs());
     specs
 }
 

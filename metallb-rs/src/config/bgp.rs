@@ -19,7 +19,7 @@ mod password;
 mod peer;
 pub use password::Password;
 pub(super) use peer::peers;
-pub use peer::{Peer, PeerAsn};
+pub use peer::{Peer, PeerAddress, PeerAsn};
 
 /// A BGP community value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

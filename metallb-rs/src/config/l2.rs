@@ -24,7 +24,7 @@ pub struct L2Advertisement {
 }
 
 /// Linux interface names: 1-15 bytes, no `/`, no whitespace.
-fn check_interface(name: &str) -> Result<(), String> {
+pub(crate) fn check_interface(name: &str) -> Result<(), String> {
     if name.is_empty()
         || name.len() > 15
         || name.contains('/')

@@ -19,8 +19,8 @@ mod pool;
 mod selector;
 
 pub use bgp::{
-    BfdProfile, BgpAdvertisement, Community, ECHO_MODE_REFUSAL, Password, Peer, PeerAsn,
-    local_prefs_compatible, timers,
+    BfdProfile, BgpAdvertisement, Community, ECHO_MODE_REFUSAL, Password, Peer, PeerAddress,
+    PeerAsn, local_prefs_compatible, timers,
 };
 pub use error::{ConfigError, ConfigErrors, ConfigWarning, ObjectRef};
 pub use filter::for_node;

@@ -125,7 +125,12 @@ fn errors(docs: &str) -> Vec<String> {
 #[case::peer_bfd_missing(&peer("peerASN: 1, peerAddress: 10.1.0.1, bfdProfile: slow"),
     r#"bgppeer "metallb-system/peer": spec.bfdProfile: bfdprofile "slow" does not exist: create it or remove spec.bfdProfile"#)]
 #[case::peer_vrf_unsupported(&peer("peerASN: 1, peerAddress: 10.1.0.1, vrf: red"), "spec.vrf: VRF peering is not supported by the metallb-rs native BGP speaker")]
-#[case::peer_interface_unsupported(&peer("peerASN: 1, interface: eth0"), "spec.interface: unnumbered BGP peering is not supported")]
+#[case::peer_interface_and_address(&peer("peerASN: 1, peerAddress: 10.1.0.1, interface: eth0"), "spec.interface: peerAddress and interface are mutually exclusive: set one of them")]
+#[case::peer_interface_bad_name(&peer("peerASN: 1, interface: 'eth 0'"), r#"spec.interface: invalid interface name "eth 0""#)]
+#[case::peer_interface_bfd(&peer("peerASN: 1, interface: eth0, bfdProfile: slow"), "spec.bfdProfile: spec.bfdProfile is not supported with spec.interface (unnumbered peers)")]
+#[case::peer_interface_source(&peer("peerASN: 1, interface: eth0, sourceAddress: 10.0.0.1"), "spec.sourceAddress: spec.sourceAddress is not supported with spec.interface (unnumbered peers)")]
+#[case::peer_interface_duplicate(&format!("{}---\n{}", peer("peerASN: 1, interface: eth1"), peer("peerASN: 2, interface: eth1").replace("name: peer", "name: peer2")),
+    r#"bgppeer "metallb-system/peer2": spec.interface: duplicate peer: bgppeer "peer" already peers with interface eth1:179 from the same nodes"#)]
 #[case::peer_local_asn_is_my_asn(&peer("peerASN: 1, peerAddress: 10.1.0.1, localASN: 64500"), "spec.localASN: localASN 64500 equals myASN: remove localASN or set it to another AS")]
 #[case::peer_duplicate(&format!("{}---\n{}", peer("peerASN: 1, peerAddress: 10.1.0.1"), peer("peerASN: 2, peerAddress: 10.1.0.1").replace("name: peer", "name: peer2")),
     r#"bgppeer "metallb-system/peer2": spec.peerAddress: duplicate peer: bgppeer "peer" already peers with 10.1.0.1:179 from the same nodes"#)]

@@ -1,6 +1,6 @@
 //! Wire formats and raw sockets: Ethernet, ARP and NDP codecs (pure,
-//! fuzzed), AF_PACKET sockets and the node's interfaces, and BGP
-//! messages.
+//! fuzzed), Router Advertisements, AF_PACKET sockets and the node's
+//! interfaces, and BGP messages.
 
 pub mod arp;
 pub mod bgp;
@@ -8,3 +8,4 @@ pub mod ethernet;
 pub mod iface;
 pub mod ndp;
 pub mod packet;
+pub mod ra;

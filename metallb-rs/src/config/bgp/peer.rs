@@ -13,6 +13,35 @@ pub enum PeerAsn {
     External,
 }
 
+/// Where the router is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerAddress {
+    /// `peerAddress`.
+    Ip(IpAddr),
+    /// `interface`: an unnumbered peer, the router on this interface of
+    /// the node, dialled at its IPv6 link-local address.
+    Interface(String),
+}
+
+impl std::fmt::Display for PeerAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerAddress::Ip(a) => write!(f, "{a}"),
+            PeerAddress::Interface(i) => write!(f, "interface {i}"),
+        }
+    }
+}
+
+impl PeerAddress {
+    /// The field that set it.
+    fn field(&self) -> &'static str {
+        match self {
+            PeerAddress::Ip(_) => "spec.peerAddress",
+            PeerAddress::Interface(_) => "spec.interface",
+        }
+    }
+}
+
 /// A validated BGP peer for the native speaker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
@@ -25,8 +54,8 @@ pub struct Peer {
     pub local_asn: Option<u32>,
     /// Remote AS.
     pub peer_asn: PeerAsn,
-    /// Address to dial.
-    pub address: IpAddr,
+    /// Where to dial.
+    pub address: PeerAddress,
     /// TCP port to dial.
     pub port: u16,
     /// Local address to bind, when set.
@@ -64,7 +93,7 @@ impl Peer {
             my_asn: 64512,
             local_asn: None,
             peer_asn,
-            address,
+            address: PeerAddress::Ip(address),
             port,
             source_address: None,
             hold_time: None,
@@ -125,7 +154,7 @@ pub(crate) fn peers(
             {
                 errors.push(ConfigError::new(
                     b_obj,
-                    "spec.peerAddress",
+                    b.address.field(),
                     format!(
                         "duplicate peer: bgppeer {:?} already peers with {}:{} from the same nodes",
                         a.name, a.address, a.port
@@ -220,12 +249,6 @@ pub(super) fn peer(
         }
     };
     unsupported(
-        s.interface.is_some(),
-        "spec.interface",
-        "unnumbered BGP peering",
-        &mut err,
-    );
-    unsupported(
         s.vrf.as_deref().is_some_and(|v| !v.is_empty()),
         "spec.vrf",
         "VRF peering",
@@ -249,26 +272,15 @@ pub(super) fn peer(
         },
     };
 
-    let address = match s.peer_address.as_deref() {
-        None | Some("") => {
-            err(
-                "spec.peerAddress",
-                "missing peerAddress: the address of the BGP router to dial".into(),
-            );
-            None
-        }
-        Some(a) => a
-            .trim()
-            .parse::<IpAddr>()
-            .map_err(|_| err("spec.peerAddress", format!("invalid IP address {a:?}")))
-            .ok(),
-    };
+    let interface = s.interface.as_deref().filter(|i| !i.is_empty());
+    let address = peer_address(s, &mut err);
     let source_address = s
         .source_address
         .as_deref()
-        .filter(|a| !a.is_empty())
+        .filter(|a| !a.is_empty() && interface.is_none())
         .and_then(|a| match a.parse::<IpAddr>() {
-            Ok(ip) if address.is_some_and(|p| p.is_ipv4() != ip.is_ipv4()) => {
+            Ok(ip) if matches!(&address, Some(PeerAddress::Ip(p)) if p.is_ipv4() != ip.is_ipv4()) =>
+            {
                 err(
                     "spec.sourceAddress",
                     format!("{a} is not of the same IP family as peerAddress"),
@@ -391,6 +403,68 @@ pub(super) fn peer(
         bfd_profile,
         graceful_restart: s.enable_graceful_restart.unwrap_or(false),
     })
+}
+
+/// `peerAddress` or `interface`, exactly one of them; for an unnumbered
+/// peer, the fields it cannot have.
+fn peer_address(
+    s: &v1beta2::BGPPeerSpec,
+    err: &mut dyn FnMut(&str, String),
+) -> Option<PeerAddress> {
+    let interface = s.interface.as_deref().filter(|i| !i.is_empty());
+    let address = match (
+        s.peer_address.as_deref().filter(|a| !a.is_empty()),
+        interface,
+    ) {
+        (Some(_), Some(_)) => {
+            err(
+                "spec.interface",
+                "peerAddress and interface are mutually exclusive: set one of them".into(),
+            );
+            None
+        }
+        (None, None) => {
+            err(
+                "spec.peerAddress",
+                "missing peerAddress: the address of the BGP router to dial, or set interface for an unnumbered peer".into(),
+            );
+            None
+        }
+        (None, Some(i)) => super::super::l2::check_interface(i)
+            .map_err(|e| err("spec.interface", e))
+            .ok()
+            .map(|()| PeerAddress::Interface(i.to_owned())),
+        (Some(a), None) => a
+            .trim()
+            .parse::<IpAddr>()
+            .map_err(|_| err("spec.peerAddress", format!("invalid IP address {a:?}")))
+            .ok()
+            .map(PeerAddress::Ip),
+    };
+    // An unnumbered session runs between link-local addresses, which BFD
+    // here does not dial, and always from the interface's own.
+    if interface.is_some() {
+        for (present, field) in [
+            (
+                s.bfd_profile.as_deref().is_some_and(|b| !b.is_empty()),
+                "spec.bfdProfile",
+            ),
+            (
+                s.source_address.as_deref().is_some_and(|a| !a.is_empty()),
+                "spec.sourceAddress",
+            ),
+        ] {
+            if present {
+                err(
+                    field,
+                    format!(
+                        "{field} is not supported with spec.interface (unnumbered peers) by the metallb-rs native BGP speaker: remove {field}"
+                    ),
+                );
+            }
+        }
+    }
+    address
 }
 
 pub(super) fn secret_password(

@@ -2,7 +2,9 @@
 //! capabilities (RFC 5492), multiprotocol NLRI for IPv6 (RFC 4760),
 //! 4-octet AS numbers (RFC 6793), communities (RFC 1997), large
 //! communities (RFC 8092), route refresh (RFC 2918) and the wire parts
-//! of graceful restart (RFC 4724: the capability and End-of-RIB).
+//! of graceful restart (RFC 4724: the capability and End-of-RIB), and
+//! IPv4 routes with an IPv6 next hop (RFC 8950: the capability; the
+//! routes travel in MP_REACH_NLRI with a 16- or 32-octet next hop).
 //!
 //! Pure: bytes in, messages out and back. Decoding checks what RFC 4271
 //! section 6 asks a speaker to check, and a failure carries the
@@ -16,7 +18,7 @@ mod update;
 mod tests;
 
 pub use open::SAFI_UNICAST;
-pub use open::{Afi, Capability, GracefulRestart, GracefulRestartFamily, Open};
+pub use open::{Afi, Capability, ExtendedNextHop, GracefulRestart, GracefulRestartFamily, Open};
 pub use update::{
     AsSegment, Attributes, MpReach, MpUnreach, Origin, RawAttribute, Update, prefix_wire_len,
 };

@@ -1,5 +1,6 @@
 //! OPEN (RFC 4271 section 4.2) and capabilities (RFC 5492), graceful
-//! restart among them (RFC 4724, RFC 8538).
+//! restart (RFC 4724, RFC 8538) and extended next hop (RFC 8950) among
+//! them.
 
 use super::{AS_TRANS, Notification, Reader, code};
 use std::net::Ipv4Addr;
@@ -46,6 +47,9 @@ pub enum Capability {
     },
     /// Code 2 (RFC 2918).
     RouteRefresh,
+    /// Code 5 (RFC 8950): the families whose NLRI may carry a next hop of
+    /// another family, such as IPv4 routes with an IPv6 next hop.
+    ExtendedNextHop(Vec<ExtendedNextHop>),
     /// Code 64 (RFC 4724): the speaker can keep forwarding across a
     /// restart of its BGP process.
     GracefulRestart(GracefulRestart),
@@ -89,6 +93,58 @@ pub struct GracefulRestartFamily {
     /// The F bit: the sender's forwarding state for the family survived
     /// the restart.
     pub forwarding_preserved: bool,
+}
+
+/// One tuple of the extended next hop capability: NLRI of `afi`/`safi`
+/// may carry a next hop of `next_hop_afi`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtendedNextHop {
+    /// NLRI address family.
+    pub afi: u16,
+    /// NLRI subsequent address family; two octets here, unlike in the
+    /// multiprotocol capability.
+    pub safi: u16,
+    /// The address family of the next hop.
+    pub next_hop_afi: u16,
+}
+
+impl ExtendedNextHop {
+    /// IPv4 unicast routes with an IPv6 next hop: what an unnumbered
+    /// session over IPv6 link-local addresses needs.
+    pub const IPV4_OVER_IPV6: ExtendedNextHop = ExtendedNextHop {
+        afi: 1,
+        safi: 1,
+        next_hop_afi: 2,
+    };
+
+    /// Decodes a capability value; `None` unless it is whole 6-octet
+    /// tuples.
+    fn decode(value: &[u8]) -> Option<Vec<ExtendedNextHop>> {
+        if !value.len().is_multiple_of(6) {
+            return None;
+        }
+        Some(
+            value
+                .chunks_exact(6)
+                .map(|t| ExtendedNextHop {
+                    afi: u16::from_be_bytes([t[0], t[1]]),
+                    safi: u16::from_be_bytes([t[2], t[3]]),
+                    next_hop_afi: u16::from_be_bytes([t[4], t[5]]),
+                })
+                .collect(),
+        )
+    }
+
+    fn encode(tuples: &[ExtendedNextHop]) -> Vec<u8> {
+        tuples
+            .iter()
+            .flat_map(|t| {
+                [t.afi, t.safi, t.next_hop_afi]
+                    .into_iter()
+                    .flat_map(u16::to_be_bytes)
+            })
+            .collect()
+    }
 }
 
 const GR_RESTARTING: u16 = 0x8000;
@@ -206,6 +262,15 @@ impl Open {
         })
     }
 
+    /// Whether the sender accepts `tuple` (RFC 8950), e.g. IPv4 routes with
+    /// an IPv6 next hop.
+    pub fn extended_next_hop(&self, tuple: ExtendedNextHop) -> bool {
+        self.capabilities.iter().any(|c| match c {
+            Capability::ExtendedNextHop(tuples) => tuples.contains(&tuple),
+            _ => false,
+        })
+    }
+
     /// The unicast families the sender announced; IPv4 alone when it sent
     /// no multiprotocol capability (RFC 4760 section 8).
     pub fn families(&self) -> Vec<Afi> {
@@ -285,6 +350,9 @@ impl Open {
                         safi: *safi,
                     },
                     (2, []) => Capability::RouteRefresh,
+                    (5, v) => Capability::ExtendedNextHop(
+                        ExtendedNextHop::decode(v).ok_or_else(malformed)?,
+                    ),
                     (64, v) => Capability::GracefulRestart(
                         GracefulRestart::decode(v).ok_or_else(malformed)?,
                     ),
@@ -321,6 +389,7 @@ impl Open {
                     (1, vec![a[0], a[1], 0, *safi])
                 }
                 Capability::RouteRefresh => (2, Vec::new()),
+                Capability::ExtendedNextHop(t) => (5, ExtendedNextHop::encode(t)),
                 Capability::GracefulRestart(gr) => (64, gr.encode()),
                 Capability::FourOctetAs(a) => (65, a.to_be_bytes().to_vec()),
                 Capability::Other { code, value } => (*code, value.clone()),

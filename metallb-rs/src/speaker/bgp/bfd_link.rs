@@ -135,9 +135,13 @@ impl LinkConfig {
     }
 }
 
-/// The BFD session a BGPPeer asks for, if it names a profile.
+/// The BFD session a BGPPeer asks for, if it names a profile (and has
+/// an address: the configuration refuses BFD for unnumbered peers).
 pub fn link_config(peer: &Peer) -> Option<LinkConfig> {
     let p = peer.bfd_profile.as_ref()?;
+    let crate::config::PeerAddress::Ip(address) = peer.address else {
+        return None;
+    };
     let distance = match (super::ebgp(peer), peer.ebgp_multi_hop) {
         (false, _) => Distance::Internal,
         (true, false) => Distance::Direct,
@@ -145,7 +149,7 @@ pub fn link_config(peer: &Peer) -> Option<LinkConfig> {
     };
     Some(LinkConfig {
         name: peer.name.clone(),
-        peer: peer.address,
+        peer: address,
         source: peer.source_address,
         distance,
         profile: Profile {

@@ -8,6 +8,8 @@
 //!   address, TTL, TCP MD5).
 //! - [`bfd_link`]: BFD beside the sessions of peers with a BFDProfile;
 //!   a path failure it sees closes the BGP session at once.
+//! - [`unnumbered`]: the router on an interface, for peers named by
+//!   interface: Router Advertisements sent and heard.
 //! - [`Speaker`] (here): the sessions and the per-peer tables, built from
 //!   every service's contribution (several services may share an
 //!   aggregated prefix); a service's change reaches the sessions as the
@@ -17,16 +19,17 @@ pub mod advertise;
 pub mod bfd_link;
 pub mod session;
 pub mod socket;
+pub mod unnumbered;
 pub mod updates;
 
-use crate::config::{Peer, PeerAsn};
+use crate::config::{Peer, PeerAddress, PeerAsn};
 use crate::metrics::BgpMetrics;
 use crate::net::bgp::{Afi, Notification, code};
 use crate::service::ServiceKey;
 use advertise::{PeerRoutes, RouteAttrs};
 use ipnet::IpNet;
 use session::{DesiredRoutes, EstablishedPeers, Links, Session, SessionConfig, Table};
-use socket::Dial;
+use socket::{Dial, Remote};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -58,16 +61,25 @@ pub fn ebgp(peer: &Peer) -> bool {
     }
 }
 
-/// The session a BGPPeer asks for.
+/// The session a BGPPeer asks for. An unnumbered peer carries both
+/// families, as upstream's FRR mode activates both for it.
 pub fn session_config(peer: &Peer, node: NodeAddresses) -> SessionConfig {
     let ebgp = ebgp(peer);
-    let own = if peer.address.is_ipv4() {
-        Afi::Ipv4
-    } else {
-        Afi::Ipv6
+    let (remote, own) = match &peer.address {
+        PeerAddress::Ip(a) => (
+            Remote::Address(SocketAddr::new(*a, peer.port)),
+            if a.is_ipv4() { Afi::Ipv4 } else { Afi::Ipv6 },
+        ),
+        PeerAddress::Interface(name) => (
+            Remote::Interface {
+                name: name.clone(),
+                port: peer.port,
+            },
+            Afi::Ipv4,
+        ),
     };
     let mut families = vec![own];
-    if peer.dual_stack_address_family {
+    if peer.dual_stack_address_family || matches!(remote, Remote::Interface { .. }) {
         families.push(if own == Afi::Ipv4 {
             Afi::Ipv6
         } else {
@@ -77,7 +89,7 @@ pub fn session_config(peer: &Peer, node: NodeAddresses) -> SessionConfig {
     SessionConfig {
         name: peer.name.clone(),
         dial: Dial {
-            peer: SocketAddr::new(peer.address, peer.port),
+            peer: remote,
             source: peer.source_address,
             password: peer.password.clone(),
             // A directly connected eBGP peer is one hop away; multihop and

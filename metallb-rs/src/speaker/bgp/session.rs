@@ -8,8 +8,8 @@
 //! decoder named; nothing the peer sends can stop the speaker.
 
 use super::advertise::RouteAttrs;
-use super::socket::{self, Dial};
-use super::updates::Shape;
+use super::socket::{self, Dial, Remote};
+use super::unnumbered::Discovery;
 use crate::config::PeerAsn;
 use crate::metrics::BgpMetrics;
 use crate::net::bgp::{self, Afi, Context, Message, Notification, code};
@@ -371,8 +371,24 @@ async fn run(
         .set(routes.len() as i64);
     let first = Duration::from_millis(500);
     let mut backoff = first;
+    // Beside the session for as long as it runs: the router keeps hearing
+    // us between connections too.
+    let mut discovery = match &cfg.dial.peer {
+        Remote::Interface { name, .. } => Some(Discovery::start(name.clone())),
+        Remote::Address(_) => None,
+    };
     loop {
-        match connection(&cfg, &routes, &status, (&mut stop, &mut links), &metrics).await {
+        let signals = (&mut stop, &mut links);
+        match connection(
+            &cfg,
+            &routes,
+            &status,
+            signals,
+            &metrics,
+            discovery.as_mut(),
+        )
+        .await
+        {
             Ended::Stopped => break,
             Ended::Failed(why, was_up) => {
                 metrics.session_up.with_label_values(&[&label]).set(0);
@@ -472,6 +488,34 @@ fn notify(wr: &mut (impl AsyncWrite + Unpin), n: &Notification) -> bool {
     sent
 }
 
+/// How long a connection attempt to an unnumbered peer waits for the
+/// router's advertisements: three of FRR's intervals.
+const DISCOVERY_WAIT: Duration = Duration::from_secs(30);
+
+/// The address to dial: the configured one, or the router heard on the
+/// interface.
+async fn peer_address(
+    remote: &Remote,
+    discovery: Option<&mut Discovery>,
+) -> Result<SocketAddr, String> {
+    match (remote, discovery) {
+        (Remote::Address(a), _) => Ok(*a),
+        (Remote::Interface { name, port }, Some(d)) => match d.router(DISCOVERY_WAIT).await {
+            Some(mut a) => {
+                a.set_port(*port);
+                Ok(SocketAddr::V6(a))
+            }
+            None => Err(format!(
+                "no IPv6 Router Advertisement heard on {name} within {DISCOVERY_WAIT:?}: \
+                 is the router's neighbor on this link an interface one (FRR: neighbor <interface> interface)?"
+            )),
+        },
+        (Remote::Interface { name, .. }, None) => {
+            Err(format!("no router discovery running on {name}"))
+        }
+    }
+}
+
 /// The router ID when none is configured: the connection's IPv4 address,
 /// else the node's, else one derived from the node's IPv6 address.
 fn router_id(cfg: &SessionConfig, local: IpAddr) -> Ipv4Addr {
@@ -506,13 +550,21 @@ async fn connection(
     status: &watch::Sender<Status>,
     (stop, links): (&mut oneshot::Receiver<Stop>, &mut Links),
     metrics: &BgpMetrics,
+    discovery: Option<&mut Discovery>,
 ) -> Ended {
     let fail = |why: String| Ended::Failed(why, false);
+    let peer = tokio::select! {
+        _ = &mut *stop => return Ended::Stopped,
+        r = peer_address(&cfg.dial.peer, discovery) => match r {
+            Ok(a) => a,
+            Err(e) => return fail(e),
+        },
+    };
     let stream = tokio::select! {
         _ = &mut *stop => return Ended::Stopped,
-        r = socket::connect(&cfg.dial) => match r {
+        r = socket::connect(&cfg.dial, peer) => match r {
             Ok(s) => s,
-            Err(e) => return fail(format!("connecting to {}: {e}", cfg.dial.peer)),
+            Err(e) => return fail(format!("connecting to {peer}: {e}")),
         },
     };
     let local = match stream.local_addr() {
@@ -521,7 +573,7 @@ async fn connection(
     };
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::new(rd);
-    let ours = our_open(cfg, local.ip(), links.history.of(cfg.dial.peer));
+    let ours = our_open(cfg, local.ip(), links.history.of(peer));
     // OpenSent: RFC 4271 suggests a large hold time until the peer's OPEN.
     let open_deadline = Instant::now() + OPEN_WAIT;
     let plain = Context::default();
@@ -557,20 +609,23 @@ async fn connection(
             return fail(format!("expected OPEN, got {other:?}"));
         }
     };
-    let Negotiated {
-        ctx,
-        ibgp,
-        hold,
-        keepalive,
-        families,
-        graceful_restart,
-    } = match negotiate(cfg, &ours, &theirs) {
+    let negotiated = match negotiate(cfg, &ours, &theirs) {
         Ok(n) => n,
         Err(n) => {
             notify(&mut wr, &n);
             return fail(negotiate::refusal(cfg, &ours, &theirs, &n));
         }
     };
+    let shape = negotiate::shape(cfg, local.ip(), &negotiated);
+    let Negotiated {
+        ctx,
+        hold,
+        keepalive,
+        families,
+        graceful_restart,
+        extended_next_hop,
+        ..
+    } = negotiated;
     // OpenConfirm: send our KEEPALIVE, wait for the peer's.
     let confirm_deadline = Instant::now() + hold_or_open_wait(hold);
     let sent = tokio::select! {
@@ -606,27 +661,12 @@ async fn connection(
     }
 
     let label = cfg.label();
-    tracing::info!(peer = cfg.name, address = %cfg.dial.peer, ibgp, hold = ?hold, families = ?families, graceful_restart, "BGP session established");
-    links.history.established(cfg.dial.peer);
+    tracing::info!(peer = cfg.name, address = %peer, ibgp = shape.ibgp, hold = ?hold, families = ?families, graceful_restart, extended_next_hop, "BGP session established");
+    links.history.established(peer);
     metrics.session_up.with_label_values(&[&label]).set(1);
     status.send_modify(|s| s.established = true);
     // Only a failure from now on closes this session.
     links.path_lost.mark_unchanged();
-    let shape = Shape {
-        my_asn: cfg.my_asn,
-        ibgp,
-        four_octet_as: ctx.four_octet_as,
-        next_hop_v4: match local.ip() {
-            IpAddr::V4(a) => Some(a),
-            IpAddr::V6(_) => cfg.node_v4,
-        }
-        .filter(|_| families.contains(&Afi::Ipv4)),
-        next_hop_v6: match local.ip() {
-            IpAddr::V6(a) if !a.is_unicast_link_local() => Some(a),
-            _ => cfg.node_v6,
-        }
-        .filter(|_| families.contains(&Afi::Ipv6)),
-    };
     established(EstablishedCtx {
         cfg,
         rd,

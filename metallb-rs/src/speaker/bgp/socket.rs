@@ -4,17 +4,42 @@
 
 use crate::net::bgp::MD5_MAX_KEY;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
+/// Where the peer is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remote {
+    /// A configured address and port.
+    Address(SocketAddr),
+    /// An unnumbered peer: the router heard on this interface (see
+    /// [`super::unnumbered`]), at this port.
+    Interface {
+        /// The node's interface.
+        name: String,
+        /// The port to dial.
+        port: u16,
+    },
+}
+
+impl fmt::Display for Remote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Remote::Address(a) => write!(f, "{a}"),
+            Remote::Interface { name, port } => write!(f, "{name}:{port}"),
+        }
+    }
+}
+
 /// How to reach one peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dial {
-    /// Peer address and port.
-    pub peer: SocketAddr,
+    /// Where the peer is.
+    pub peer: Remote,
     /// Local address to bind (`sourceAddress`).
     pub source: Option<IpAddr>,
     /// TCP MD5 key (`password` / `passwordSecret`).
@@ -85,9 +110,10 @@ pub fn set_md5(sock: &Socket, peer: IpAddr, key: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Opens the connection.
-pub async fn connect(d: &Dial) -> io::Result<TcpStream> {
-    let domain = if d.peer.is_ipv4() {
+/// Opens the connection to `peer`, the address `d` names or the one
+/// found for it (a link-local one with its interface as scope).
+pub async fn connect(d: &Dial, peer: SocketAddr) -> io::Result<TcpStream> {
+    let domain = if peer.is_ipv4() {
         Domain::IPV4
     } else {
         Domain::IPV6
@@ -96,9 +122,9 @@ pub async fn connect(d: &Dial) -> io::Result<TcpStream> {
     sock.set_nonblocking(true)?;
     sock.set_tcp_nodelay(true)?;
     if let Some(key) = &d.password {
-        set_md5(&sock, d.peer.ip(), key.expose())?;
+        set_md5(&sock, peer.ip(), key.expose())?;
     }
-    if d.peer.is_ipv4() {
+    if peer.is_ipv4() {
         sock.set_ttl_v4(d.ttl)?;
     } else {
         sock.set_unicast_hops_v6(d.ttl)?;
@@ -112,7 +138,7 @@ pub async fn connect(d: &Dial) -> io::Result<TcpStream> {
         })?;
     }
     let socket = tokio::net::TcpSocket::from_std_stream(sock.into());
-    match tokio::time::timeout(d.timeout, socket.connect(d.peer)).await {
+    match tokio::time::timeout(d.timeout, socket.connect(peer)).await {
         Ok(r) => r,
         Err(_) => Err(io::Error::new(
             io::ErrorKind::TimedOut,

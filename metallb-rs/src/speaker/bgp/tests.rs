@@ -530,6 +530,21 @@ fn session_config_follows_the_peer() {
         session_config(&peer, NodeAddresses::default()).dial.ttl,
         255
     );
+    // Unnumbered: the interface, both families, TTL as for an address.
+    peer.address = PeerAddress::Interface("eth1".into());
+    peer.dual_stack_address_family = false;
+    peer.peer_asn = PeerAsn::Fixed(64513);
+    let c = session_config(&peer, NodeAddresses::default());
+    assert_eq!(
+        c.dial.peer,
+        Remote::Interface {
+            name: "eth1".into(),
+            port
+        }
+    );
+    assert_eq!(c.label(), format!("eth1:{port}"));
+    assert_eq!(c.families, vec![Afi::Ipv4, Afi::Ipv6]);
+    assert_eq!(c.dial.ttl, 1);
 }
 
 #[tokio::test]
@@ -581,7 +596,10 @@ async fn ttl_follows_ebgp_multihop() {
         let l = listener(None);
         let mut cfg = config(&l, 64600);
         cfg.dial.ttl = ttl;
-        let stream = socket::connect(&cfg.dial).await.expect("connects");
+        let Remote::Address(to) = cfg.dial.peer else {
+            panic!("numbered");
+        };
+        let stream = socket::connect(&cfg.dial, to).await.expect("connects");
         assert_eq!(stream.ttl().expect("ttl"), want);
     }
 }

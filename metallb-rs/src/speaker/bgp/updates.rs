@@ -1,6 +1,7 @@
 //! Turns route changes into UPDATE messages (pure): prefixes sharing
 //! attributes go together, as many per message as fit in 4096 bytes;
-//! IPv4 in the classic fields, IPv6 in MP_REACH / MP_UNREACH.
+//! IPv4 in the classic fields, IPv6 in MP_REACH / MP_UNREACH, and IPv4
+//! there too when its next hop is an IPv6 address (RFC 8950).
 
 use super::advertise::RouteAttrs;
 use crate::config::Community;
@@ -16,6 +17,17 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// customary default, what FRR assumes).
 pub const DEFAULT_LOCAL_PREF: u32 = 100;
 
+/// The next hop of IPv4 routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum V4NextHop {
+    /// In NEXT_HOP, the routes in the classic fields.
+    Ipv4(Ipv4Addr),
+    /// An IPv6 address (on an unnumbered session, our link-local one),
+    /// which needs the peer's extended next hop capability (RFC 8950):
+    /// the routes go in MP_REACH_NLRI / MP_UNREACH_NLRI of AFI 1.
+    Ipv6(Ipv6Addr),
+}
+
 /// What the session negotiated that shapes its UPDATEs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
@@ -27,7 +39,7 @@ pub struct Shape {
     /// 4-octet AS numbers negotiated.
     pub four_octet_as: bool,
     /// Next hop for IPv4 prefixes.
-    pub next_hop_v4: Option<Ipv4Addr>,
+    pub next_hop_v4: Option<V4NextHop>,
     /// Next hop for IPv6 prefixes.
     pub next_hop_v6: Option<Ipv6Addr>,
 }
@@ -38,6 +50,12 @@ impl Shape {
         Context {
             four_octet_as: self.four_octet_as,
         }
+    }
+
+    /// IPv4 prefixes travel in MP_REACH / MP_UNREACH, as FRR sends them
+    /// once the extended next hop is in use.
+    fn v4_in_mp(&self) -> bool {
+        matches!(self.next_hop_v4, Some(V4NextHop::Ipv6(_)))
     }
 
     fn attributes(&self, attrs: &RouteAttrs) -> Attributes {
@@ -80,18 +98,10 @@ pub fn build(announce: &[(IpNet, &RouteAttrs)], withdraw: &[IpNet], shape: &Shap
     let mut out = Vec::new();
 
     let (w4, w6): (Vec<IpNet>, Vec<IpNet>) = withdraw.iter().partition(|n| n.addr().is_ipv4());
-    let empty = Update::default();
-    let mut base = len_of(&empty);
-    for chunk in chunks(&w4, MAX_LEN - base) {
-        out.push(Update {
-            withdrawn: chunk.iter().filter_map(v4).collect(),
-            ..Default::default()
-        });
-    }
-    let unreach = |withdrawn: Vec<IpNet>| Update {
+    let unreach = |afi: u16, withdrawn: Vec<IpNet>| Update {
         attributes: Attributes {
             mp_unreach: Some(MpUnreach {
-                afi: 2,
+                afi,
                 safi: SAFI_UNICAST,
                 withdrawn,
             }),
@@ -100,9 +110,21 @@ pub fn build(announce: &[(IpNet, &RouteAttrs)], withdraw: &[IpNet], shape: &Shap
         ..Default::default()
     };
     // +1: the attribute switches to a 2-byte length once it passes 255.
-    base = len_of(&unreach(Vec::new())) + 1;
-    for chunk in chunks(&w6, MAX_LEN - base) {
-        out.push(unreach(chunk.to_vec()));
+    let unreach_base = |afi| len_of(&unreach(afi, Vec::new())) + 1;
+    if shape.v4_in_mp() {
+        for chunk in chunks(&w4, MAX_LEN - unreach_base(1)) {
+            out.push(unreach(1, chunk.to_vec()));
+        }
+    } else {
+        for chunk in chunks(&w4, MAX_LEN - len_of(&Update::default())) {
+            out.push(Update {
+                withdrawn: chunk.iter().filter_map(v4).collect(),
+                ..Default::default()
+            });
+        }
+    }
+    for chunk in chunks(&w6, MAX_LEN - unreach_base(2)) {
+        out.push(unreach(2, chunk.to_vec()));
     }
 
     let mut groups: BTreeMap<(bool, Option<u32>, Vec<Community>), Vec<IpNet>> = BTreeMap::new();
@@ -123,14 +145,16 @@ pub fn build(announce: &[(IpNet, &RouteAttrs)], withdraw: &[IpNet], shape: &Shap
             local_pref,
             communities: communities.into_iter().collect(),
         });
-        if v6 {
-            let Some(nh) = shape.next_hop_v6 else {
-                continue;
-            };
+        let mp_next_hop = match (v6, shape.next_hop_v4) {
+            (true, _) => shape.next_hop_v6.map(|nh| (2, nh)),
+            (false, Some(V4NextHop::Ipv6(nh))) => Some((1, nh)),
+            (false, _) => None,
+        };
+        if let Some((afi, nh)) = mp_next_hop {
             let reach = |nlri: Vec<IpNet>| Update {
                 attributes: Attributes {
                     mp_reach: Some(MpReach {
-                        afi: 2,
+                        afi,
                         safi: SAFI_UNICAST,
                         next_hops: vec![IpAddr::V6(nh)],
                         nlri,
@@ -143,9 +167,9 @@ pub fn build(announce: &[(IpNet, &RouteAttrs)], withdraw: &[IpNet], shape: &Shap
             for chunk in chunks(&nets, MAX_LEN - base) {
                 out.push(reach(chunk.to_vec()));
             }
-        } else {
+        } else if let Some(V4NextHop::Ipv4(nh)) = shape.next_hop_v4 {
             let with_nh = Attributes {
-                next_hop: shape.next_hop_v4,
+                next_hop: Some(nh),
                 ..attrs
             };
             let base = len_of(&Update {
@@ -201,7 +225,7 @@ mod tests {
             my_asn: asn,
             ibgp,
             four_octet_as: four,
-            next_hop_v4: Some(Ipv4Addr::new(10, 0, 0, 10)),
+            next_hop_v4: Some(V4NextHop::Ipv4(Ipv4Addr::new(10, 0, 0, 10))),
             next_hop_v6: Some("fc00::10".parse().expect("ip")),
         }
     }
@@ -332,6 +356,51 @@ mod tests {
         let updates = build(&[(nets[0], &a), (nets[1], &a)], &[], &s);
         assert_eq!(updates.len(), 1);
         assert!(updates[0].attributes.mp_reach.is_none());
+    }
+
+    /// With an IPv6 next hop for IPv4 (an unnumbered session), IPv4
+    /// announcements and withdrawals travel in MP_REACH / MP_UNREACH of
+    /// AFI 1, never in the classic fields.
+    #[test]
+    fn ipv4_with_an_ipv6_next_hop_goes_in_mp_attributes() {
+        let ll: Ipv6Addr = "fe80::10".parse().expect("ip");
+        let mut s = shape(false, true, 64512);
+        s.next_hop_v4 = Some(V4NextHop::Ipv6(ll));
+        s.next_hop_v6 = Some(ll);
+        let nets: [IpNet; 3] = [
+            "192.168.10.5/32".parse().expect("net"),
+            "fc00::5/128".parse().expect("net"),
+            "192.168.10.6/32".parse().expect("net"),
+        ];
+        let a = RouteAttrs::default();
+        let updates = build(&[(nets[0], &a), (nets[1], &a)], &[nets[2]], &s);
+        let lines: Vec<String> = updates
+            .iter()
+            .map(|u| {
+                assert!(
+                    u.withdrawn.is_empty() && u.nlri.is_empty() && u.attributes.next_hop.is_none()
+                );
+                match (&u.attributes.mp_reach, &u.attributes.mp_unreach) {
+                    (Some(r), None) => {
+                        format!("reach afi {} via {:?}: {:?}", r.afi, r.next_hops, r.nlri)
+                    }
+                    (None, Some(w)) => format!("unreach afi {}: {:?}", w.afi, w.withdrawn),
+                    other => panic!("unexpected {other:?}"),
+                }
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "unreach afi 1: [192.168.10.6/32]",
+                "reach afi 1 via [fe80::10]: [192.168.10.5/32]",
+                "reach afi 2 via [fe80::10]: [fc00::5/128]",
+            ]
+        );
+        for u in &updates {
+            let bytes = encode(&Message::Update(u.clone()), &s.context());
+            assert_eq!(decode(&bytes, &s.context()), Ok(Message::Update(u.clone())));
+        }
     }
 
     #[test]

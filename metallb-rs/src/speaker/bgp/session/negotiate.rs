@@ -1,9 +1,12 @@
-//! OpenSent: our OPEN, and what it and the peer's agree on. Pure.
+//! OpenSent: our OPEN, what it and the peer's agree on, and the next
+//! hops that follows. Pure.
 
+use super::super::socket::Remote;
+use super::super::updates::{Shape, V4NextHop};
 use super::{SessionConfig, peer_as_ok, router_id};
 use crate::net::bgp::{
-    Afi, Capability, Context, GracefulRestart, GracefulRestartFamily, Notification, Open,
-    SAFI_UNICAST, code,
+    Afi, Capability, Context, ExtendedNextHop, GracefulRestart, GracefulRestartFamily,
+    Notification, Open, SAFI_UNICAST, code,
 };
 use std::net::IpAddr;
 use std::time::Duration;
@@ -25,6 +28,9 @@ pub struct Negotiated {
     /// our routes as stale when the connection drops without a
     /// NOTIFICATION, until we come back and send End-of-RIB.
     pub graceful_restart: bool,
+    /// Both sides sent the extended next hop capability for IPv4 unicast
+    /// over IPv6 (RFC 8950): IPv4 routes may carry an IPv6 next hop.
+    pub extended_next_hop: bool,
 }
 
 /// How long the peer keeps our routes after the connection drops, waiting
@@ -69,6 +75,42 @@ pub fn graceful_restart(cfg: &SessionConfig, history: PeerHistory) -> Option<Cap
     })
 }
 
+/// An unnumbered session: over link-local addresses, where IPv4 routes
+/// can only have our IPv6 link-local address as next hop.
+fn unnumbered(cfg: &SessionConfig) -> bool {
+    matches!(cfg.dial.peer, Remote::Interface { .. })
+}
+
+/// The next hops of the session's routes, from its connection's local
+/// address `local`: that address for its own family; on an unnumbered
+/// session the link-local address for both families, IPv4 through the
+/// extended next hop (without it, the node's IPv4 address, as a
+/// numbered IPv6 session); else the node's address of the other family.
+/// A family the session does not carry gets none.
+pub fn shape(cfg: &SessionConfig, local: IpAddr, n: &Negotiated) -> Shape {
+    let link_local = match local {
+        IpAddr::V6(a) if a.is_unicast_link_local() => Some(a),
+        _ => None,
+    };
+    let v4 = match (local, link_local) {
+        (_, Some(ll)) if n.extended_next_hop => Some(V4NextHop::Ipv6(ll)),
+        (IpAddr::V4(a), _) => Some(V4NextHop::Ipv4(a)),
+        _ => cfg.node_v4.map(V4NextHop::Ipv4),
+    };
+    let v6 = match (local, link_local) {
+        (_, Some(ll)) if unnumbered(cfg) => Some(ll),
+        (IpAddr::V6(a), None) => Some(a),
+        _ => cfg.node_v6,
+    };
+    Shape {
+        my_asn: cfg.my_asn,
+        ibgp: n.ibgp,
+        four_octet_as: n.ctx.four_octet_as,
+        next_hop_v4: v4.filter(|_| n.families.contains(&Afi::Ipv4)),
+        next_hop_v6: v6.filter(|_| n.families.contains(&Afi::Ipv6)),
+    }
+}
+
 /// The OPEN we send for `cfg` on a connection from `local`.
 pub fn our_open(cfg: &SessionConfig, local: IpAddr, history: PeerHistory) -> Open {
     let hold_secs = u16::try_from(cfg.hold_time.as_secs()).unwrap_or(u16::MAX);
@@ -81,6 +123,10 @@ pub fn our_open(cfg: &SessionConfig, local: IpAddr, history: PeerHistory) -> Ope
         })
         .chain([Capability::RouteRefresh])
         .chain(graceful_restart(cfg, history))
+        .chain(
+            unnumbered(cfg)
+                .then(|| Capability::ExtendedNextHop(vec![ExtendedNextHop::IPV4_OVER_IPV6])),
+        )
         .collect();
     Open::new(cfg.my_asn, hold_secs, router_id(cfg, local), caps)
 }
@@ -117,6 +163,8 @@ pub fn negotiate(
             .filter(|f| cfg.families.contains(f))
             .collect(),
         graceful_restart: ours.graceful_restart().is_some() && theirs.graceful_restart().is_some(),
+        extended_next_hop: ours.extended_next_hop(ExtendedNextHop::IPV4_OVER_IPV6)
+            && theirs.extended_next_hop(ExtendedNextHop::IPV4_OVER_IPV6),
     })
 }
 

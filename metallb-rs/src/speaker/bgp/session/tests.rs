@@ -7,13 +7,14 @@
 
 use super::*;
 use crate::net::bgp::{Capability, GracefulRestart, Open};
+use crate::speaker::bgp::updates::{Shape, V4NextHop};
 use rstest::rstest;
 
 pub(super) fn cfg(peer_asn: PeerAsn, keepalive: Option<u64>) -> SessionConfig {
     SessionConfig {
         name: "p".into(),
         dial: Dial {
-            peer: "192.0.2.1:179".parse().expect("addr"),
+            peer: Remote::Address("192.0.2.1:179".parse().expect("addr")),
             source: None,
             password: None,
             ttl: 1,
@@ -32,7 +33,9 @@ pub(super) fn cfg(peer_asn: PeerAsn, keepalive: Option<u64>) -> SessionConfig {
     }
 }
 
-/// The peer's OPEN: `asn hold router-id [v4] [v6] [2octet] [gr]`.
+mod next_hops;
+
+/// The peer's OPEN: `asn hold router-id [v4] [v6] [2octet] [gr] [enhe]`.
 pub(super) fn theirs(spec: &str) -> Open {
     let words: Vec<&str> = spec.split_whitespace().collect();
     let asn: u32 = words[0].parse().expect("asn");
@@ -50,6 +53,9 @@ pub(super) fn theirs(spec: &str) -> Open {
                 safi: crate::net::bgp::SAFI_UNICAST,
             }),
             "2octet" => {}
+            "enhe" => caps.push(Capability::ExtendedNextHop(vec![
+                crate::net::bgp::ExtendedNextHop::IPV4_OVER_IPV6,
+            ])),
             "gr" => caps.push(Capability::GracefulRestart(GracefulRestart {
                 restart_time: 120,
                 ..GracefulRestart::default()
@@ -199,7 +205,7 @@ fn shape(v4: bool, v6: bool) -> Shape {
         my_asn: 64512,
         ibgp: false,
         four_octet_as: true,
-        next_hop_v4: v4.then(|| "10.0.0.1".parse().expect("ip")),
+        next_hop_v4: v4.then(|| V4NextHop::Ipv4("10.0.0.1".parse().expect("ip"))),
         next_hop_v6: v6.then(|| "fc00::1".parse().expect("ip")),
     }
 }

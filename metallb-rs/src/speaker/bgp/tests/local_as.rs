@@ -5,7 +5,7 @@
 use super::*;
 use crate::net::bgp::AsSegment;
 use crate::speaker::bgp::session::{PeerHistory, negotiate, our_open};
-use crate::speaker::bgp::updates::{Shape, build};
+use crate::speaker::bgp::updates::{Shape, V4NextHop, build};
 use rstest::rstest;
 
 fn peer(my_asn: u32, local_asn: Option<u32>, peer_asn: PeerAsn) -> Peer {
@@ -70,7 +70,7 @@ fn check(peer: &Peer, theirs: &str) -> String {
         my_asn: cfg.my_asn,
         ibgp: n.ibgp,
         four_octet_as: n.ctx.four_octet_as,
-        next_hop_v4: Some(Ipv4Addr::new(10, 0, 0, 1)),
+        next_hop_v4: Some(V4NextHop::Ipv4(Ipv4Addr::new(10, 0, 0, 1))),
         next_hop_v6: None,
     };
     let attrs = RouteAttrs::default();
@@ -152,12 +152,11 @@ fn local_asn(#[case] peer: Peer, #[case] theirs: &str, #[case] want: &str) {
 #[tokio::test]
 async fn the_router_sees_the_local_asn() {
     let l = listener(None);
-    let mut cfg = config(&l, 64600);
     let mut p = peer(64512, Some(4_200_000_001), PeerAsn::Fixed(64600));
-    p.port = cfg.dial.peer.port();
-    p.address = cfg.dial.peer.ip();
+    p.port = l.local_addr().expect("addr").port();
+    p.address = crate::config::PeerAddress::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST));
     p.connect_time = Some(Duration::from_millis(200));
-    cfg = session_config(&p, NodeAddresses::default());
+    let cfg = session_config(&p, NodeAddresses::default());
     let _s = Session::start(
         cfg,
         DesiredRoutes::new(table(&[("192.168.10.5/32", Some(150))])),
