@@ -15,9 +15,6 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-/// The label EndpointSlices carry to name their Service.
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
 /// What one health check port reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthCheck {
@@ -51,16 +48,7 @@ pub fn health_checks(
             continue;
         };
         // One count per endpoint (a dual-stack pod has one per family).
-        let local: BTreeSet<String> = slices
-            .iter()
-            .filter(|s| {
-                s.metadata.namespace == svc.metadata.namespace
-                    && s.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                        == svc.metadata.name.as_ref()
-            })
+        let local: BTreeSet<String> = super::proxy::slices_of(svc, slices)
             .flat_map(|s| &s.endpoints)
             .filter(|e| {
                 e.node_name.as_deref() == Some(node)
@@ -199,7 +187,7 @@ mod tests {
     fn slice(endpoints: Value) -> EndpointSlice {
         serde_json::from_value(json!({
             "metadata": { "name": "web-ipv4", "namespace": "t",
-                          "labels": { SERVICE_NAME_LABEL: "web" } },
+                          "labels": { "kubernetes.io/service-name": "web" } },
             "addressType": "IPv4",
             "endpoints": endpoints,
         }))

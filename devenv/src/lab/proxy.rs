@@ -25,6 +25,7 @@
 
 mod ruleset;
 
+pub(crate) use ruleset::slices_of;
 pub use ruleset::{TABLE, ruleset};
 
 use anyhow::{Context, Result, bail};

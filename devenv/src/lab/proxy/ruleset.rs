@@ -57,7 +57,7 @@ fn addr(ip: &IpAddr) -> String {
 }
 
 /// The slices of `svc` (same namespace, the service-name label).
-fn slices_of<'a>(
+pub(crate) fn slices_of<'a>(
     svc: &'a Service,
     slices: &'a [EndpointSlice],
 ) -> impl Iterator<Item = &'a EndpointSlice> {
