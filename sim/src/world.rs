@@ -468,15 +468,14 @@ impl World {
         if running && sp.view_moved() {
             match sp.passes.changed(now) {
                 node::Pass::Now => self.assess(i),
-                node::Pass::At(end) => {
-                    let periodic = false;
-                    let wake = Event::Assess {
+                node::Pass::At(end) => self.clock.at(
+                    end,
+                    Event::Assess {
                         node: i,
                         run,
-                        periodic,
-                    };
-                    self.clock.at(end, wake);
-                }
+                        periodic: false,
+                    },
+                ),
                 node::Pass::Queued => {}
             }
         }
