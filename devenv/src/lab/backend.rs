@@ -383,39 +383,67 @@ fn played_event(pod: &Pod, play: &Played, metallb_rs: Option<&MetallbRs>) -> Eve
 /// How long one round of the pod runner may take.
 const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A Pod as this runner keys it: namespace, name and uid (a Pod deleted
+/// and created again under its name is another Pod).
+type PodKey = (String, String, String);
+
+/// The key of `pod`.
+fn pod_key(pod: &Pod) -> PodKey {
+    (
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+        pod.metadata.uid.clone().unwrap_or_default(),
+    )
+}
+
+/// One round: what went away stops, what is new starts.
 async fn reconcile(here: &Here<'_>, recorder: &Recorder, pods_here: &mut Pods) -> Result<()> {
-    let Here {
-        client,
-        node,
-        addresses,
-        logs,
-        metallb_rs,
-    } = *here;
-    let Pods { running, draining } = pods_here;
-    let pods = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+    let pods = Api::<Pod>::all(here.client.clone())
+        .list(&ListParams::default().fields(&format!("spec.nodeName={}", here.node)))
         .await?
         .items;
-    let live: std::collections::BTreeSet<(String, String, String)> = pods
+    let live: std::collections::BTreeSet<PodKey> = pods
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| {
-            (
-                p.metadata.namespace.clone().unwrap_or_default(),
-                p.metadata.name.clone().unwrap_or_default(),
-                p.metadata.uid.clone().unwrap_or_default(),
-            )
-        })
+        .map(pod_key)
         .collect();
-    // Pods that went away keep serving for a while, as a container does
-    // through its termination grace period, so connections the proxies
-    // still send them are answered.
+    stop_gone(here, pods_here, &live, tokio::time::Instant::now());
+    for pod in &pods {
+        let key = pod_key(pod);
+        if pods_here.running.contains_key(&key) || pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let running = if played::runs_to_completion(pod) {
+            complete(here.client, recorder, here.addresses, here.logs, pod).await?;
+            Running {
+                tasks: Vec::new(),
+                stops: Vec::new(),
+            }
+        } else {
+            start(here, recorder, pod).await?
+        };
+        pods_here.running.insert(key, running);
+    }
+    Ok(())
+}
+
+/// Stops the Pods that are no longer `live` here and forgets what they
+/// left behind, and ends the drains that are over at `now`. Pods that
+/// went away keep serving for a while, as a container does through its
+/// termination grace period, so connections the proxies still send them
+/// are answered.
+fn stop_gone(
+    here: &Here<'_>,
+    pods_here: &mut Pods,
+    live: &std::collections::BTreeSet<PodKey>,
+    now: tokio::time::Instant,
+) {
+    let Pods { running, draining } = pods_here;
     let gone: Vec<_> = running
         .keys()
         .filter(|k| !live.contains(*k))
         .cloned()
         .collect();
-    let now = tokio::time::Instant::now();
     for key in gone {
         if let Some(mut r) = running.remove(&key) {
             // A process stops at once, as a container gets SIGTERM when
@@ -426,86 +454,71 @@ async fn reconcile(here: &Here<'_>, recorder: &Recorder, pods_here: &mut Pods) -
         // Nobody can ask for a deleted Pod's logs: drop them, as kubelet
         // does.
         let (ns, name, uid) = &key;
-        let _ = std::fs::remove_dir_all(podlog::pod_dir(logs, ns, name, uid));
-        if let Some(rs) = metallb_rs {
+        let _ = std::fs::remove_dir_all(podlog::pod_dir(here.logs, ns, name, uid));
+        if let Some(rs) = here.metallb_rs {
             process::forget(rs, ns, name, uid);
         }
     }
     draining.retain(|(until, _)| *until > now);
-    for pod in &pods {
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let key = (
-            ns.clone(),
-            name.clone(),
-            pod.metadata.uid.clone().unwrap_or_default(),
-        );
-        if running.contains_key(&key) || pod.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        if played::runs_to_completion(pod) {
-            complete(client, recorder, addresses, logs, pod).await?;
-            running.insert(
-                key,
-                Running {
-                    tasks: Vec::new(),
-                    stops: Vec::new(),
-                },
-            );
-            continue;
-        }
-        let plays = played::play(pod);
-        // Aborts the servers if the status write below fails.
-        let (mut running_pod, refusals) = start_containers(here, pod, &plays).await?;
-        let started = jiff::Timestamp::now()
-            .round(jiff::Unit::Second)
-            .map(|t| t.to_string())
-            .unwrap_or_default();
-        let probes = probe::readiness_probes(pod);
-        // A container with a readinessProbe is not ready until it passes.
-        let containers = pod.spec.as_ref().map_or(0, |s| s.containers.len());
-        let ready: Vec<bool> = (0..containers)
-            .map(|i| !probes.iter().any(|p| p.container == i))
-            .collect();
-        let status = Status {
-            pod,
-            addresses,
-            started: &started,
+}
+
+/// Starts a new Pod that keeps running: its containers, its Running
+/// status (Ready unless a readinessProbe must pass first), the prober
+/// that flips readiness, and the events saying how each container is
+/// played.
+async fn start(here: &Here<'_>, recorder: &Recorder, pod: &Pod) -> Result<Running> {
+    let plays = played::play(pod);
+    // Aborts the servers if the status write below fails.
+    let (mut running_pod, refusals) = start_containers(here, pod, &plays).await?;
+    let started = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    let probes = probe::readiness_probes(pod);
+    // A container with a readinessProbe is not ready until it passes.
+    let containers = pod.spec.as_ref().map_or(0, |s| s.containers.len());
+    let ready: Vec<bool> = (0..containers)
+        .map(|i| !probes.iter().any(|p| p.container == i))
+        .collect();
+    let status = Status {
+        pod,
+        addresses: here.addresses,
+        started: &started,
+    };
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let updated = Api::<Pod>::namespaced(here.client.clone(), &ns)
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(status.patch(&ready)),
+        )
+        .await?;
+    if !probes.is_empty() {
+        let prober = Prober {
+            api: Api::namespaced(here.client.clone(), &ns),
+            recorder: recorder.clone(),
+            pod: updated.clone(),
+            addresses: here.addresses.to_vec(),
+            started,
+            probes,
+            written: ready,
         };
-        let updated = Api::<Pod>::namespaced(client.clone(), &ns)
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(status.patch(&ready)),
-            )
-            .await?;
-        if !probes.is_empty() {
-            let prober = Prober {
-                api: Api::namespaced(client.clone(), &ns),
-                recorder: recorder.clone(),
-                pod: updated.clone(),
-                addresses: addresses.to_vec(),
-                started: started.clone(),
-                probes,
-                written: ready,
-            };
-            running_pod.tasks.push(tokio::spawn(prober.run()));
-        }
-        running.insert(key, running_pod);
-        for play in &plays {
-            recorder
-                .publish(
-                    &Recorder::reference(&updated),
-                    &played_event(pod, play, metallb_rs),
-                )
-                .await;
-        }
-        for refusal in refusals {
-            let ev = EventSpec::warning("FailedToPlay", refusal);
-            recorder.publish(&Recorder::reference(&updated), &ev).await;
-        }
+        running_pod.tasks.push(tokio::spawn(prober.run()));
     }
-    Ok(())
+    for play in &plays {
+        recorder
+            .publish(
+                &Recorder::reference(&updated),
+                &played_event(pod, play, here.metallb_rs),
+            )
+            .await;
+    }
+    for refusal in refusals {
+        let ev = EventSpec::warning("FailedToPlay", refusal);
+        recorder.publish(&Recorder::reference(&updated), &ev).await;
+    }
+    Ok(running_pod)
 }
 
 /// What a node's pod runner knows about where it runs.

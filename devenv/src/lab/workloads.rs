@@ -16,7 +16,7 @@ mod tests;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -112,23 +112,17 @@ where
     }
 }
 
+/// Makes the write `action` asks for, with the event and log line a
+/// scaling gets.
 async fn carry_out(
     client: &Client,
     recorder: &Recorder,
     deployments: &[Deployment],
     action: Action,
 ) -> Result<(), kube::Error> {
-    let pp = PatchParams::default();
-    let event = |namespace: &str, deployment: &str, ev: EventSpec| {
-        let d = deployments.iter().find(|d| {
-            d.metadata.namespace.as_deref() == Some(namespace)
-                && d.metadata.name.as_deref() == Some(deployment)
-        });
-        async move {
-            if let Some(d) = d {
-                recorder.publish(&Recorder::reference(d), &ev).await;
-            }
-        }
+    let events = ScalingEvents {
+        recorder,
+        deployments,
     };
     match action {
         Action::CreatePod(pod) => {
@@ -142,32 +136,7 @@ async fn carry_out(
                 .delete(&name, &DeleteParams::default())
                 .await?;
         }
-        Action::CreateReplicaSet(rs) => {
-            let ns = rs.metadata.namespace.clone().unwrap_or_default();
-            let created = Api::<ReplicaSet>::namespaced(client.clone(), &ns)
-                .create(&PostParams::default(), &rs)
-                .await?;
-            let owner = rs
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .next()
-                .map(|o| o.name.clone())
-                .unwrap_or_default();
-            let to = created.spec.and_then(|s| s.replicas).unwrap_or(0);
-            let name = created.metadata.name.unwrap_or_default();
-            tracing::info!(%ns, deployment = %owner, replicaset = %name, to, "new replica set");
-            event(
-                &ns,
-                &owner,
-                EventSpec::normal(
-                    "ScalingReplicaSet",
-                    format!("Scaled up replica set {name} from 0 to {to}"),
-                ),
-            )
-            .await;
-        }
+        Action::CreateReplicaSet(rs) => create_replicaset(client, &events, &rs).await?,
         Action::ScaleReplicaSet {
             namespace,
             name,
@@ -175,24 +144,14 @@ async fn carry_out(
             from,
             to,
         } => {
-            Api::<ReplicaSet>::namespaced(client.clone(), &namespace)
-                .patch(
-                    &name,
-                    &pp,
-                    &Patch::Merge(json!({ "spec": { "replicas": to } })),
-                )
-                .await?;
-            let verb = if to > from { "up" } else { "down" };
-            tracing::info!(%namespace, %deployment, replicaset = %name, from, to, "scaled replica set");
-            event(
-                &namespace,
-                &deployment,
-                EventSpec::normal(
-                    "ScalingReplicaSet",
-                    format!("Scaled {verb} replica set {name} from {from} to {to}"),
-                ),
-            )
-            .await;
+            let scaling = Scaling {
+                namespace: &namespace,
+                name: &name,
+                deployment: &deployment,
+                from,
+                to,
+            };
+            scale_replicaset(client, &events, scaling).await?;
         }
         Action::DeleteReplicaSet { namespace, name } => {
             Api::<ReplicaSet>::namespaced(client.clone(), &namespace)
@@ -203,11 +162,7 @@ async fn carry_out(
             namespace,
             name,
             status,
-        } => {
-            Api::<ReplicaSet>::namespaced(client.clone(), &namespace)
-                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
-                .await?;
-        }
+        } => patch_status::<ReplicaSet>(client, &namespace, &name, json!(status)).await?,
         Action::DeploymentRevision {
             namespace,
             name,
@@ -216,61 +171,164 @@ async fn carry_out(
             let patch = json!({ "metadata": { "annotations": {
                 plan::REVISION: revision.to_string() } } });
             Api::<Deployment>::namespaced(client.clone(), &namespace)
-                .patch(&name, &pp, &Patch::Merge(patch))
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await?;
         }
         Action::DaemonSetStatus {
             namespace,
             name,
             status,
-        } => {
-            Api::<DaemonSet>::namespaced(client.clone(), &namespace)
-                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
-                .await?;
-        }
+        } => patch_status::<DaemonSet>(client, &namespace, &name, json!(status)).await?,
         Action::StatefulSetStatus {
             namespace,
             name,
             status,
-        } => {
-            Api::<StatefulSet>::namespaced(client.clone(), &namespace)
-                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
-                .await?;
-        }
+        } => patch_status::<StatefulSet>(client, &namespace, &name, json!(status)).await?,
         Action::JobStatus {
             namespace,
             name,
             status,
-        } => {
-            // Counts the API omits at zero must be cleared, not left as
-            // a merge patch leaves what it does not name.
-            let mut status = serde_json::to_value(&status).unwrap_or_default();
-            for key in [
-                "active",
-                "succeeded",
-                "failed",
-                "completionTime",
-                "conditions",
-            ] {
-                if status.get(key).is_none() {
-                    status[key] = serde_json::Value::Null;
-                }
-            }
-            Api::<Job>::namespaced(client.clone(), &namespace)
-                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
-                .await?;
-        }
+        } => patch_status::<Job>(client, &namespace, &name, job_status(&status)).await?,
+        // The whole status replaces the old one (conditions are a list a
+        // merge patch would replace anyway).
         Action::DeploymentStatus {
             namespace,
             name,
             status,
-        } => {
-            // The whole status replaces the old one (conditions are a
-            // list a merge patch would replace anyway).
-            Api::<Deployment>::namespaced(client.clone(), &namespace)
-                .patch_status(&name, &pp, &Patch::Merge(json!({ "status": status })))
-                .await?;
+        } => patch_status::<Deployment>(client, &namespace, &name, json!(status)).await?,
+    }
+    Ok(())
+}
+
+/// Writes `status` as the status of the `K` `namespace/name` (a merge
+/// patch).
+async fn patch_status<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    status: serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    Api::<K>::namespaced(client.clone(), namespace)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await?;
+    Ok(())
+}
+
+/// A Job's status as a merge patch: the counts the API omits at zero
+/// must be cleared, not left as a merge patch leaves what it does not
+/// name.
+fn job_status(status: &JobStatus) -> serde_json::Value {
+    let mut status = serde_json::to_value(status).unwrap_or_default();
+    for key in [
+        "active",
+        "succeeded",
+        "failed",
+        "completionTime",
+        "conditions",
+    ] {
+        if status.get(key).is_none() {
+            status[key] = serde_json::Value::Null;
         }
     }
+    status
+}
+
+/// Where a ReplicaSet's scaling is told: an event on its Deployment, as
+/// kube-controller-manager records one, found among those listed this
+/// round.
+struct ScalingEvents<'a> {
+    recorder: &'a Recorder,
+    deployments: &'a [Deployment],
+}
+
+impl ScalingEvents<'_> {
+    /// Publishes `ev` on the Deployment `namespace/deployment`, if it was
+    /// listed.
+    async fn event(&self, namespace: &str, deployment: &str, ev: EventSpec) {
+        let d = self.deployments.iter().find(|d| {
+            d.metadata.namespace.as_deref() == Some(namespace)
+                && d.metadata.name.as_deref() == Some(deployment)
+        });
+        if let Some(d) = d {
+            self.recorder.publish(&Recorder::reference(d), &ev).await;
+        }
+    }
+}
+
+/// Creates a Deployment's new ReplicaSet and says so on the Deployment.
+async fn create_replicaset(
+    client: &Client,
+    events: &ScalingEvents<'_>,
+    rs: &ReplicaSet,
+) -> Result<(), kube::Error> {
+    let ns = rs.metadata.namespace.clone().unwrap_or_default();
+    let created = Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), rs)
+        .await?;
+    let owner = rs
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .next()
+        .map(|o| o.name.clone())
+        .unwrap_or_default();
+    let to = created.spec.and_then(|s| s.replicas).unwrap_or(0);
+    let name = created.metadata.name.unwrap_or_default();
+    tracing::info!(%ns, deployment = %owner, replicaset = %name, to, "new replica set");
+    let ev = EventSpec::normal(
+        "ScalingReplicaSet",
+        format!("Scaled up replica set {name} from 0 to {to}"),
+    );
+    events.event(&ns, &owner, ev).await;
+    Ok(())
+}
+
+/// A ReplicaSet of `deployment` scaled `from` replicas `to` others.
+struct Scaling<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    deployment: &'a str,
+    from: i32,
+    to: i32,
+}
+
+/// Scales a ReplicaSet and says so on its Deployment.
+async fn scale_replicaset(
+    client: &Client,
+    events: &ScalingEvents<'_>,
+    s: Scaling<'_>,
+) -> Result<(), kube::Error> {
+    let Scaling {
+        namespace,
+        name,
+        deployment,
+        from,
+        to,
+    } = s;
+    Api::<ReplicaSet>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": to } })),
+        )
+        .await?;
+    let verb = if to > from { "up" } else { "down" };
+    tracing::info!(%namespace, %deployment, replicaset = %name, from, to, "scaled replica set");
+    let ev = EventSpec::normal(
+        "ScalingReplicaSet",
+        format!("Scaled {verb} replica set {name} from {from} to {to}"),
+    );
+    events.event(namespace, deployment, ev).await;
     Ok(())
 }

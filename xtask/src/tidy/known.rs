@@ -74,36 +74,10 @@ pub const METALLB_RS: &[Known] = &[
     },
 ];
 
-pub const DEVENV: &[Known] = &[
-    Known {
-        key: "file: devenv/tests/docker.rs",
-        fix: SPLIT_FILE,
-    },
-    Known {
-        key: "fn: devenv/src/lab/backend.rs: reconcile",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/workloads/job.rs: plan",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/workloads/plan.rs: plan_deployment",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/workloads/plan.rs: deployment_status",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/workloads/statefulset.rs: plan",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: devenv/src/lab/workloads.rs: carry_out",
-        fix: SPLIT_STEPS,
-    },
-];
+pub const DEVENV: &[Known] = &[Known {
+    key: "file: devenv/tests/docker.rs",
+    fix: SPLIT_FILE,
+}];
 
 pub const E2E: &[Known] = &[
     Known {

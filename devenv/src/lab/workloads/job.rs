@@ -67,37 +67,103 @@ fn job_pod(job: &Job) -> Pod {
     }
 }
 
+/// How the Pods a Job owns stand.
+struct Counts {
+    succeeded: i32,
+    failed: i32,
+    /// Neither finished nor being deleted.
+    active: i32,
+    /// Ready and not finished.
+    ready: i32,
+}
+
+impl Counts {
+    /// Counts the Pods among `pods` that `job` owns.
+    fn of(job: &Job, pods: &[Pod]) -> Counts {
+        let mine: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| owned_by(&p.metadata, &job.metadata))
+            .collect();
+        let count = |pred: &dyn Fn(&Pod) -> bool| {
+            i32::try_from(mine.iter().filter(|p| pred(p)).count()).unwrap_or(i32::MAX)
+        };
+        let finished = |p: &Pod| matches!(phase(p), Some("Succeeded" | "Failed"));
+        Counts {
+            succeeded: count(&|p| phase(p) == Some("Succeeded")),
+            failed: count(&|p| phase(p) == Some("Failed")),
+            active: count(&|p| p.metadata.deletion_timestamp.is_none() && !finished(p)),
+            ready: count(&|p| super::plan::ready(p) && !finished(p)),
+        }
+    }
+}
+
+/// Where a Job stands by its counts: one outcome, as the conditions
+/// written for it are exclusive (enough successes win over too many
+/// failures).
+#[derive(Clone, Copy, PartialEq)]
+enum Outcome {
+    Running,
+    Complete,
+    Failing,
+}
+
 /// Every write `job`'s controller would make at `now`.
 pub fn plan(job: &Job, pods: &[Pod], now: Timestamp, out: &mut Vec<Action>) {
     let Some(spec) = job.spec.as_ref() else {
         return;
     };
-    let mine: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| owned_by(&p.metadata, &job.metadata))
-        .collect();
-    let count = |pred: &dyn Fn(&Pod) -> bool| {
-        i32::try_from(mine.iter().filter(|p| pred(p)).count()).unwrap_or(i32::MAX)
-    };
-    let succeeded = count(&|p| phase(p) == Some("Succeeded"));
-    let failed = count(&|p| phase(p) == Some("Failed"));
-    let active = count(&|p| {
-        p.metadata.deletion_timestamp.is_none() && !matches!(phase(p), Some("Succeeded" | "Failed"))
-    });
-    let ready =
-        count(&|p| super::plan::ready(p) && !matches!(phase(p), Some("Succeeded" | "Failed")));
+    let counts = Counts::of(job, pods);
     let completions = spec.completions.unwrap_or(1).max(0);
     let parallelism = spec.parallelism.unwrap_or(1).max(0);
     let backoff_limit = spec.backoff_limit.unwrap_or(6).max(0);
     let finished = has_condition(job, "Complete") || has_condition(job, "Failed");
-    let complete = succeeded >= completions;
-    let failing = failed > backoff_limit;
-    if !finished && !complete && !failing {
-        let want = parallelism.min(completions - succeeded) - active;
+    let outcome = if counts.succeeded >= completions {
+        Outcome::Complete
+    } else if counts.failed > backoff_limit {
+        Outcome::Failing
+    } else {
+        Outcome::Running
+    };
+    if !finished && outcome == Outcome::Running {
+        let want = parallelism.min(completions - counts.succeeded) - counts.active;
         let want = usize::try_from(want).unwrap_or(0).min(MAX_CREATES);
         out.extend((0..want).map(|_| Action::CreatePod(job_pod(job))));
     }
+    let status = status(job, &counts, outcome, now);
+    if job.status.as_ref() != Some(&status) {
+        out.push(Action::JobStatus {
+            namespace: ns(&job.metadata),
+            name: name(&job.metadata),
+            status,
+        });
+    }
+}
+
+/// The status `job` should have at `now`; the start and completion times
+/// and the conditions' times that were already written stay.
+fn status(job: &Job, counts: &Counts, outcome: Outcome, now: Timestamp) -> JobStatus {
     let previous = job.status.clone().unwrap_or_default();
+    let completion_time = if outcome == Outcome::Complete {
+        previous.completion_time.clone().or(Some(Time(now)))
+    } else {
+        None
+    };
+    JobStatus {
+        active: (counts.active > 0).then_some(counts.active),
+        succeeded: (counts.succeeded > 0).then_some(counts.succeeded),
+        failed: (counts.failed > 0).then_some(counts.failed),
+        ready: Some(counts.ready),
+        terminating: Some(0),
+        start_time: previous.start_time.clone().or(Some(Time(now))),
+        completion_time,
+        conditions: conditions(&previous, outcome, now),
+        ..JobStatus::default()
+    }
+}
+
+/// The conditions of a Job with `outcome`: the pair kube-controller-manager
+/// writes for it, or, still running, those it had.
+fn conditions(previous: &JobStatus, outcome: Outcome, now: Timestamp) -> Option<Vec<JobCondition>> {
     let condition = |type_: &str, reason: &str, message: &str| {
         let old = previous
             .conditions
@@ -117,8 +183,8 @@ pub fn plan(job: &Job, pods: &[Pod], now: Timestamp, out: &mut Vec<Action>) {
                 .or(Some(Time(now))),
         }
     };
-    let conditions = if complete {
-        Some(vec![
+    match outcome {
+        Outcome::Complete => Some(vec![
             condition(
                 "SuccessCriteriaMet",
                 "CompletionsReached",
@@ -129,9 +195,8 @@ pub fn plan(job: &Job, pods: &[Pod], now: Timestamp, out: &mut Vec<Action>) {
                 "CompletionsReached",
                 "Reached expected number of succeeded pods",
             ),
-        ])
-    } else if failing {
-        Some(vec![
+        ]),
+        Outcome::Failing => Some(vec![
             condition(
                 "FailureTarget",
                 "BackoffLimitExceeded",
@@ -142,31 +207,7 @@ pub fn plan(job: &Job, pods: &[Pod], now: Timestamp, out: &mut Vec<Action>) {
                 "BackoffLimitExceeded",
                 "Job has reached the specified backoff limit",
             ),
-        ])
-    } else {
-        previous.conditions.clone()
-    };
-    let completion_time = if complete {
-        previous.completion_time.clone().or(Some(Time(now)))
-    } else {
-        None
-    };
-    let status = JobStatus {
-        active: (active > 0).then_some(active),
-        succeeded: (succeeded > 0).then_some(succeeded),
-        failed: (failed > 0).then_some(failed),
-        ready: Some(ready),
-        terminating: Some(0),
-        start_time: previous.start_time.clone().or(Some(Time(now))),
-        completion_time,
-        conditions,
-        ..JobStatus::default()
-    };
-    if job.status.as_ref() != Some(&status) {
-        out.push(Action::JobStatus {
-            namespace: ns(&job.metadata),
-            name: name(&job.metadata),
-            status,
-        });
+        ]),
+        Outcome::Running => previous.conditions.clone(),
     }
 }

@@ -11,7 +11,7 @@
 
 use super::daemonset::HASH_LABEL;
 use super::plan::{Action, live, name, ns, owned_by, owner_ref, ready, template_hash};
-use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
@@ -64,16 +64,35 @@ fn revision_of(pod: &Pod) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// A StatefulSet as its controller reads it in one round.
+struct Set<'a> {
+    sts: &'a StatefulSet,
+    name: String,
+    namespace: String,
+    replicas: usize,
+    /// The revision the template asks for.
+    revision: String,
+    /// `Parallel` pod management: no waiting on the Pods before.
+    parallel: bool,
+    /// Its live Pods by ordinal.
+    by_ordinal: BTreeMap<usize, &'a Pod>,
+}
+
+impl Set<'_> {
+    fn delete(&self, p: &Pod, out: &mut Vec<Action>) {
+        out.push(Action::DeletePod {
+            namespace: self.namespace.clone(),
+            name: name(&p.metadata),
+        });
+    }
+}
+
 /// Every write `sts`'s controller would make now.
 pub fn plan(sts: &StatefulSet, pods: &[Pod], out: &mut Vec<Action>) {
     let Some(spec) = sts.spec.as_ref() else {
         return;
     };
     let set = name(&sts.metadata);
-    let namespace = ns(&sts.metadata);
-    let replicas = usize::try_from(spec.replicas.unwrap_or(1)).unwrap_or(0);
-    let revision = format!("{set}-{}", template_hash(&spec.template));
-    let parallel = spec.pod_management_policy.as_deref() == Some("Parallel");
     let mut by_ordinal: BTreeMap<usize, &Pod> = BTreeMap::new();
     for p in pods
         .iter()
@@ -83,40 +102,77 @@ pub fn plan(sts: &StatefulSet, pods: &[Pod], out: &mut Vec<Action>) {
             by_ordinal.insert(i, p);
         }
     }
-    let delete = |p: &Pod, out: &mut Vec<Action>| {
-        out.push(Action::DeletePod {
-            namespace: namespace.clone(),
-            name: name(&p.metadata),
-        })
+    let set = Set {
+        sts,
+        namespace: ns(&sts.metadata),
+        replicas: usize::try_from(spec.replicas.unwrap_or(1)).unwrap_or(0),
+        revision: format!("{set}-{}", template_hash(&spec.template)),
+        parallel: spec.pod_management_policy.as_deref() == Some("Parallel"),
+        name: set,
+        by_ordinal,
     };
-    // Create the missing ones in order.
+    create_missing(&set, out);
+    let wanted: Vec<&Pod> = set
+        .by_ordinal
+        .range(..set.replicas)
+        .map(|(_, p)| *p)
+        .collect();
+    let all_ready = wanted.len() == set.replicas && wanted.iter().all(|p| ready(p));
+    let condemned = scale_down(&set, &wanted, out);
+    if all_ready && condemned == 0 {
+        roll(&set, spec, out);
+    }
+    let status = status(&set);
+    if sts.status.as_ref() != Some(&status) {
+        out.push(Action::StatefulSetStatus {
+            namespace: set.namespace,
+            name: set.name,
+            status,
+        });
+    }
+}
+
+/// Creates the missing Pods below `replicas` in order: ordered, only up
+/// to the first Pod not Ready (or just created); parallel, all.
+fn create_missing(set: &Set<'_>, out: &mut Vec<Action>) {
     let mut blocked = false;
-    for i in 0..replicas {
-        match by_ordinal.get(&i) {
+    for i in 0..set.replicas {
+        match set.by_ordinal.get(&i) {
             None if !blocked => {
-                out.push(Action::CreatePod(stateful_pod(sts, &revision, i)));
-                blocked = !parallel;
+                out.push(Action::CreatePod(stateful_pod(set.sts, &set.revision, i)));
+                blocked = !set.parallel;
             }
             None => {}
-            Some(p) => blocked |= !parallel && !ready(p),
+            Some(p) => blocked |= !set.parallel && !ready(p),
         }
     }
-    let wanted: Vec<&Pod> = by_ordinal.range(..replicas).map(|(_, p)| *p).collect();
-    let all_ready = wanted.len() == replicas && wanted.iter().all(|p| ready(p));
-    // Remove the condemned from the highest ordinal down.
-    let condemned: Vec<&Pod> = by_ordinal
-        .range(replicas..)
+}
+
+/// Removes the Pods at or above `replicas` (the condemned) from the
+/// highest ordinal down: ordered, one while the `wanted` are all Ready;
+/// parallel, all. Returns how many are condemned.
+fn scale_down(set: &Set<'_>, wanted: &[&Pod], out: &mut Vec<Action>) -> usize {
+    let condemned: Vec<&Pod> = set
+        .by_ordinal
+        .range(set.replicas..)
         .rev()
         .map(|(_, p)| *p)
         .collect();
-    if parallel {
-        condemned.iter().for_each(|p| delete(p, out));
+    if set.parallel {
+        condemned.iter().for_each(|p| set.delete(p, out));
     } else if let Some(p) = condemned.first()
         && wanted.iter().all(|p| ready(p))
     {
-        delete(p, out);
+        set.delete(p, out);
     }
-    // Roll a changed template from the highest ordinal down.
+    condemned.len()
+}
+
+/// Rolls a changed template out (`RollingUpdate`): deletes the highest
+/// outdated Pod at or above `partition`, to be created again at the new
+/// revision. Called only while every wanted Pod is Ready and none is
+/// condemned.
+fn roll(set: &Set<'_>, spec: &StatefulSetSpec, out: &mut Vec<Action>) {
     let strategy = spec.update_strategy.as_ref();
     let rolling = strategy
         .and_then(|s| s.type_.as_deref())
@@ -126,50 +182,53 @@ pub fn plan(sts: &StatefulSet, pods: &[Pod], out: &mut Vec<Action>) {
         .and_then(|r| r.partition)
         .and_then(|p| usize::try_from(p).ok())
         .unwrap_or(0);
-    if rolling && all_ready && condemned.is_empty() {
-        let outdated = (partition..replicas)
-            .rev()
-            .filter_map(|i| by_ordinal.get(&i))
-            .find(|p| revision_of(p) != Some(revision.as_str()));
-        if let Some(p) = outdated {
-            delete(p, out);
-        }
+    if !rolling {
+        return;
     }
+    let outdated = (partition..set.replicas)
+        .rev()
+        .filter_map(|i| set.by_ordinal.get(&i))
+        .find(|p| revision_of(p) != Some(set.revision.as_str()));
+    if let Some(p) = outdated {
+        set.delete(p, out);
+    }
+}
+
+/// The status the set should have: counts of its Pods by readiness and
+/// revision, and the current revision, which becomes the update revision
+/// once every Pod runs it.
+fn status(set: &Set<'_>) -> StatefulSetStatus {
     let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-    let mine: Vec<&Pod> = by_ordinal.values().copied().collect();
+    let mine: Vec<&Pod> = set.by_ordinal.values().copied().collect();
     let ready_count = count(mine.iter().filter(|p| ready(p)).count());
     let updated = mine
         .iter()
-        .filter(|p| revision_of(p) == Some(revision.as_str()))
+        .filter(|p| revision_of(p) == Some(set.revision.as_str()))
         .count();
-    let previous = sts.status.as_ref().and_then(|s| s.current_revision.clone());
-    // The current revision is the update revision once every Pod runs it.
-    let current_revision = if updated == replicas && mine.len() == replicas {
-        revision.clone()
+    let previous = set
+        .sts
+        .status
+        .as_ref()
+        .and_then(|s| s.current_revision.clone());
+    let current_revision = if updated == set.replicas && mine.len() == set.replicas {
+        set.revision.clone()
     } else {
-        previous.unwrap_or_else(|| revision.clone())
+        previous.unwrap_or_else(|| set.revision.clone())
     };
     let current = mine
         .iter()
         .filter(|p| revision_of(p) == Some(current_revision.as_str()))
         .count();
-    let status = StatefulSetStatus {
-        observed_generation: sts.metadata.generation,
+    StatefulSetStatus {
+        observed_generation: set.sts.metadata.generation,
         replicas: count(mine.len()),
         ready_replicas: Some(ready_count),
         available_replicas: Some(ready_count),
         current_replicas: Some(count(current)),
         updated_replicas: Some(count(updated)),
         current_revision: Some(current_revision),
-        update_revision: Some(revision),
+        update_revision: Some(set.revision.clone()),
         collision_count: Some(0),
         conditions: None,
-    };
-    if sts.status.as_ref() != Some(&status) {
-        out.push(Action::StatefulSetStatus {
-            namespace,
-            name: set,
-            status,
-        });
     }
 }
