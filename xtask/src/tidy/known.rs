@@ -74,10 +74,7 @@ pub const METALLB_RS: &[Known] = &[
     },
 ];
 
-pub const DEVENV: &[Known] = &[Known {
-    key: "file: devenv/tests/docker.rs",
-    fix: SPLIT_FILE,
-}];
+pub const DEVENV: &[Known] = &[];
 
 pub const E2E: &[Known] = &[
     Known {
