@@ -3,6 +3,7 @@
 //! real kubectl.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod objects;
 pub mod webhook;
 
 use kube::Client;

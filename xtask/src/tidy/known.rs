@@ -109,10 +109,6 @@ pub const E2E: &[Known] = &[
 
 pub const LAB_APISERVER: &[Known] = &[
     Known {
-        key: "file: lab-apiserver/tests/apiserver.rs",
-        fix: "one test file per concern, as tests/rbac.rs and tests/tables.rs are",
-    },
-    Known {
         key: "fn: lab-apiserver/src/builtins/webhooks.rs: validate",
         fix: SPLIT_STEPS,
     },
