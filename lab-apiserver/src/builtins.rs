@@ -87,6 +87,15 @@ pub fn check(t: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Sets each `(key, value)` on `obj` where `obj` has no value yet.
+fn fill(obj: &mut Value, defaults: impl IntoIterator<Item = (&'static str, Value)>) {
+    for (key, value) in defaults {
+        if obj[key].is_null() {
+            obj[key] = value;
+        }
+    }
+}
+
 /// kube-apiserver's defaults of Deployments, ReplicaSets and DaemonSets
 /// and of their Pod templates, applied on every write so a template's hash does not
 /// change because a client sent a field the server would fill in.
@@ -95,99 +104,110 @@ fn workload_defaults(t: &ResourceType, obj: &mut Value) {
     if spec["replicas"].is_null() && !matches!(t.plural.as_str(), "daemonsets" | "jobs") {
         spec["replicas"] = json!(1);
     }
-    if t.plural == "statefulsets" {
-        if spec["updateStrategy"]["type"].is_null() {
-            spec["updateStrategy"]["type"] = json!("RollingUpdate");
-        }
-        if spec["updateStrategy"]["type"] == json!("RollingUpdate")
-            && spec["updateStrategy"]["rollingUpdate"]["partition"].is_null()
-        {
-            spec["updateStrategy"]["rollingUpdate"]["partition"] = json!(0);
-        }
-        for (key, value) in [
-            ("podManagementPolicy", json!("OrderedReady")),
-            ("revisionHistoryLimit", json!(10)),
-        ] {
-            if spec[key].is_null() {
-                spec[key] = value;
-            }
-        }
-    }
-    if t.plural == "jobs" {
-        for (key, value) in [
-            ("parallelism", json!(1)),
-            ("completions", json!(1)),
-            ("backoffLimit", json!(6)),
-            ("completionMode", json!("NonIndexed")),
-            ("suspend", json!(false)),
-        ] {
-            if spec[key].is_null() {
-                spec[key] = value;
-            }
-        }
+    match t.plural.as_str() {
+        "statefulsets" => statefulset_defaults(spec),
+        "jobs" => fill(
+            spec,
+            [
+                ("parallelism", json!(1)),
+                ("completions", json!(1)),
+                ("backoffLimit", json!(6)),
+                ("completionMode", json!("NonIndexed")),
+                ("suspend", json!(false)),
+            ],
+        ),
+        "daemonsets" => daemonset_defaults(spec),
+        "deployments" => deployment_defaults(spec),
+        _ => {}
     }
     let restart = if t.plural == "jobs" {
         "Never"
     } else {
         "Always"
     };
-    if t.plural == "daemonsets" {
-        if spec["updateStrategy"]["type"].is_null() {
-            spec["updateStrategy"]["type"] = json!("RollingUpdate");
-        }
-        if spec["updateStrategy"]["type"] == json!("RollingUpdate") {
-            let ru = &mut spec["updateStrategy"]["rollingUpdate"];
-            if ru["maxUnavailable"].is_null() {
-                ru["maxUnavailable"] = json!(1);
-            }
-            if ru["maxSurge"].is_null() {
-                ru["maxSurge"] = json!(0);
-            }
-        }
-        if spec["revisionHistoryLimit"].is_null() {
-            spec["revisionHistoryLimit"] = json!(10);
-        }
+    pod_template_defaults(&mut spec["template"]["spec"], restart);
+}
+
+/// A StatefulSet's update strategy (rolling, from ordinal 0), pod
+/// management and history.
+fn statefulset_defaults(spec: &mut Value) {
+    if spec["updateStrategy"]["type"].is_null() {
+        spec["updateStrategy"]["type"] = json!("RollingUpdate");
     }
-    if t.plural == "deployments" {
-        if spec["strategy"]["type"].is_null() {
-            spec["strategy"]["type"] = json!("RollingUpdate");
-        }
-        if spec["strategy"]["type"] == json!("RollingUpdate") {
-            let ru = &mut spec["strategy"]["rollingUpdate"];
-            for key in ["maxSurge", "maxUnavailable"] {
-                if ru[key].is_null() {
-                    ru[key] = json!("25%");
-                }
-            }
-        }
-        if spec["revisionHistoryLimit"].is_null() {
-            spec["revisionHistoryLimit"] = json!(10);
-        }
-        if spec["progressDeadlineSeconds"].is_null() {
-            spec["progressDeadlineSeconds"] = json!(600);
-        }
+    if spec["updateStrategy"]["type"] == json!("RollingUpdate")
+        && spec["updateStrategy"]["rollingUpdate"]["partition"].is_null()
+    {
+        spec["updateStrategy"]["rollingUpdate"]["partition"] = json!(0);
     }
-    let pod = &mut spec["template"]["spec"];
-    for (key, value) in [
-        ("restartPolicy", json!(restart)),
-        ("terminationGracePeriodSeconds", json!(30)),
-        ("dnsPolicy", json!("ClusterFirst")),
-        ("schedulerName", json!("default-scheduler")),
-        ("securityContext", json!({})),
-    ] {
-        if pod[key].is_null() {
-            pod[key] = value;
-        }
+    fill(
+        spec,
+        [
+            ("podManagementPolicy", json!("OrderedReady")),
+            ("revisionHistoryLimit", json!(10)),
+        ],
+    );
+}
+
+/// A DaemonSet's update strategy (rolling, one unavailable, no surge)
+/// and history.
+fn daemonset_defaults(spec: &mut Value) {
+    if spec["updateStrategy"]["type"].is_null() {
+        spec["updateStrategy"]["type"] = json!("RollingUpdate");
     }
-    if let Some(containers) = pod["containers"].as_array_mut() {
-        for c in containers {
-            let image = c["image"].as_str().unwrap_or_default();
-            let tag = image
-                .rsplit('/')
-                .next()
-                .and_then(|last| last.split_once(':'));
-            let latest = !image.contains('@') && tag.is_none_or(|(_, tag)| tag == "latest");
-            for (key, value) in [
+    if spec["updateStrategy"]["type"] == json!("RollingUpdate") {
+        fill(
+            &mut spec["updateStrategy"]["rollingUpdate"],
+            [("maxUnavailable", json!(1)), ("maxSurge", json!(0))],
+        );
+    }
+    fill(spec, [("revisionHistoryLimit", json!(10))]);
+}
+
+/// A Deployment's strategy (rolling, 25% surge and unavailable), history
+/// and progress deadline.
+fn deployment_defaults(spec: &mut Value) {
+    if spec["strategy"]["type"].is_null() {
+        spec["strategy"]["type"] = json!("RollingUpdate");
+    }
+    if spec["strategy"]["type"] == json!("RollingUpdate") {
+        fill(
+            &mut spec["strategy"]["rollingUpdate"],
+            [("maxSurge", json!("25%")), ("maxUnavailable", json!("25%"))],
+        );
+    }
+    fill(
+        spec,
+        [
+            ("revisionHistoryLimit", json!(10)),
+            ("progressDeadlineSeconds", json!(600)),
+        ],
+    );
+}
+
+/// A Pod template's spec (`restart` its restart policy) and each of its
+/// containers: the image pull policy follows the tag (`Always` for
+/// `latest` or none, unless pinned by digest), ports are TCP.
+fn pod_template_defaults(pod: &mut Value, restart: &str) {
+    fill(
+        pod,
+        [
+            ("restartPolicy", json!(restart)),
+            ("terminationGracePeriodSeconds", json!(30)),
+            ("dnsPolicy", json!("ClusterFirst")),
+            ("schedulerName", json!("default-scheduler")),
+            ("securityContext", json!({})),
+        ],
+    );
+    for c in pod["containers"].as_array_mut().into_iter().flatten() {
+        let image = c["image"].as_str().unwrap_or_default();
+        let tag = image
+            .rsplit('/')
+            .next()
+            .and_then(|last| last.split_once(':'));
+        let latest = !image.contains('@') && tag.is_none_or(|(_, tag)| tag == "latest");
+        fill(
+            c,
+            [
                 ("terminationMessagePath", json!("/dev/termination-log")),
                 ("terminationMessagePolicy", json!("File")),
                 (
@@ -195,16 +215,10 @@ fn workload_defaults(t: &ResourceType, obj: &mut Value) {
                     json!(if latest { "Always" } else { "IfNotPresent" }),
                 ),
                 ("resources", json!({})),
-            ] {
-                if c[key].is_null() {
-                    c[key] = value;
-                }
-            }
-            for p in c["ports"].as_array_mut().into_iter().flatten() {
-                if p["protocol"].is_null() {
-                    p["protocol"] = json!("TCP");
-                }
-            }
+            ],
+        );
+        for p in c["ports"].as_array_mut().into_iter().flatten() {
+            fill(p, [("protocol", json!("TCP"))]);
         }
     }
 }

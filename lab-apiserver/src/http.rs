@@ -1,6 +1,8 @@
 //! HTTP routing: Kubernetes REST paths onto reads of [`State`], writes
 //! ([`crate::write`]), lists and watches ([`crate::watch`]).
 
+mod body;
+
 use super::auth::User;
 use super::error::ApiError;
 use super::patch::PatchKind;
@@ -13,6 +15,7 @@ use super::{apply, conversion, gate, proto, reviews, scale};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use body::{parse_body, patch_body};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -232,39 +235,8 @@ pub async fn handle(
     }
 }
 
-fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
-}
-
-/// A PATCH's kind (by Content-Type) and body, its options checked: an
-/// apply's configuration is YAML or JSON, and must name the URL's object.
-fn patch_body(
-    headers: &HeaderMap,
-    body: &Bytes,
-    q: &HashMap<String, String>,
-    (t, name): (&ResourceType, &str),
-) -> Result<(Value, PatchKind), ApiError> {
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let Some(kind) = PatchKind::from_content_type(ct) else {
-        return Err(ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format: {ct:?}"
-        )));
-    };
-    let is_apply = kind == PatchKind::Apply;
-    let option = |k: &str| q.get(k).map(String::as_str);
-    apply::check_options(is_apply, option("fieldManager"), option("force"))?;
-    let body = if is_apply {
-        apply::config(body, &t.api_version(), &t.kind, name)?
-    } else {
-        parse_body(body)?
-    };
-    Ok((body, kind))
-}
-
+/// A request on a resource type: its body read as JSON, then routed by
+/// subresource and method.
 async fn resource(
     shared: Shared,
     user: &User,
@@ -275,70 +247,25 @@ async fn resource(
     target: Target,
 ) -> Response {
     let q = query(uri);
-    let t: ResourceType = {
-        let s = lock(&shared);
-        match s
-            .registry
-            .get(&target.group, &target.version, &target.plural)
-        {
-            Some(t) => t.clone(),
-            None => {
-                return error(ApiError::not_found(
-                    "the server could not find the requested resource",
-                    &format!("{}/{}/{}", target.group, target.version, target.plural),
-                ));
-            }
-        }
+    let t = match resource_type(&shared, &target) {
+        Ok(t) => t,
+        Err(e) => return error(e),
     };
-    // Bodies are JSON; protobuf/CBOR get 415, on which client-go retries
-    // the request as JSON.
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    // Reviews and TokenRequests are decoded from protobuf whatever their
+    // kind; `kubectl create deployment` and Helm's release records (and
+    // their deletes) come as protobuf only.
     let reviewing = t.review || target.subresource.as_deref() == Some("token");
-    if reviewing && ct.contains("protobuf") {
-        let decoded =
-            proto::decode(body).and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string()));
-        return match decoded {
-            Ok(json) => review(
-                &shared,
-                user,
-                &method,
-                &t,
-                &ns_of(&t, &target),
-                &target,
-                &Bytes::from(json),
-            ),
-            Err(e) => error(ApiError::unsupported_media_type(e)),
-        };
-    }
-    // `kubectl create deployment` and Helm's release records (and their
-    // deletes) come as protobuf only.
-    let decoded;
-    let (body, ct) = if ct.contains("protobuf")
-        && !body.is_empty()
-        && target.subresource.is_none()
-        && proto::decodes(&method, &t.group, &t.plural)
-    {
-        match proto::decode(body).and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string())) {
-            Ok(json) => {
-                decoded = Bytes::from(json);
-                (&decoded, "application/json")
-            }
-            Err(e) => return error(ApiError::unsupported_media_type(e)),
-        }
-    } else {
-        (body, ct)
+    let decode = reviewing
+        || (!body.is_empty()
+            && target.subresource.is_none()
+            && proto::decodes(&method, &t.group, &t.plural));
+    let body = match body::json_body(body, body::content_type(headers), decode) {
+        Ok(b) => b,
+        Err(e) => return error(e),
     };
-    if !body.is_empty() && (ct.contains("protobuf") || ct.contains("cbor")) {
-        return error(ApiError::unsupported_media_type(format!(
-            "{ct} is not supported by the lab API server: send JSON"
-        )));
-    }
     let ns = ns_of(&t, &target);
     if reviewing {
-        return review(&shared, user, &method, &t, &ns, &target, body);
+        return review(&shared, user, &method, &t, &ns, &target, &body);
     }
     if let (Some("log"), Some(name)) = (target.subresource.as_deref(), target.name.as_deref())
         && t.group.is_empty()
@@ -353,11 +280,63 @@ async fn resource(
         Some(other) => return error(ApiError::not_found("subresource", other)),
     };
     let view = View::of(headers, &q);
+    let (dry_run, manager) = match write_options(headers, &q) {
+        Ok(options) => options,
+        Err(e) => return error(e),
+    };
+    let ctx = write::Ctx {
+        shared: &shared,
+        user,
+        dry_run,
+        manager: &manager,
+    };
+    if let (Some("scale"), Some(name)) = (target.subresource.as_deref(), target.name.as_deref()) {
+        return scale_request(&ctx, &t, &ns, name, &method, headers, &body).await;
+    }
+    let call = Call {
+        t: &t,
+        ns: &ns,
+        target: &target,
+        q: &q,
+        headers,
+        body: &body,
+    };
+    match (&method, target.name.as_deref()) {
+        (&Method::GET, None) if q.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            let sent = lock(&shared).traffic.watch_counter(&user.name);
+            let ns = target.namespace.clone();
+            crate::watch::watch(shared.clone(), t.clone(), ns, &q, view, sent).await
+        }
+        (&Method::GET, _) => reply_response(200, read(&shared, &call, view).await),
+        _ => write_request(&ctx, &call, &method, uri, part).await,
+    }
+}
+
+/// The type `target` names, as the registry has it now.
+fn resource_type(shared: &Shared, target: &Target) -> Result<ResourceType, ApiError> {
+    lock(shared)
+        .registry
+        .get(&target.group, &target.version, &target.plural)
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::not_found(
+                "the server could not find the requested resource",
+                &format!("{}/{}/{}", target.group, target.version, target.plural),
+            )
+        })
+}
+
+/// A write's `?dryRun` (only `All`) and its field manager (from
+/// `?fieldManager`, else the User-Agent).
+fn write_options(
+    headers: &HeaderMap,
+    q: &HashMap<String, String>,
+) -> Result<(bool, String), ApiError> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
         Some(other) => {
-            return error(ApiError::bad_request(format!(
+            return Err(ApiError::bad_request(format!(
                 "dryRun: Unsupported value: {other:?}: supported values: \"All\""
             )));
         }
@@ -369,76 +348,88 @@ async fn resource(
         q.get("fieldManager").map(String::as_str),
         user_agent.unwrap_or_default(),
     );
-    let ctx = write::Ctx {
-        shared: &shared,
-        user,
-        dry_run,
-        manager: &manager,
-    };
-    if let (Some("scale"), Some(name)) = (target.subresource.as_deref(), target.name.as_deref()) {
-        return scale_request(&ctx, &t, &ns, name, &method, headers, body).await;
-    }
-    let reply = match (method.clone(), target.name.as_deref()) {
-        (Method::GET, None) => {
-            if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                let sent = lock(&shared).traffic.watch_counter(&user.name);
-                return crate::watch::watch(
-                    shared.clone(),
-                    t,
-                    target.namespace.clone(),
-                    &q,
-                    view,
-                    sent,
-                )
-                .await;
-            }
-            Reply {
-                result: list(&shared, &t, &target.namespace, &q, view).await,
-                warnings: Vec::new(),
-            }
-        }
-        (Method::GET, Some(name)) => {
+    Ok((dry_run, manager))
+}
+
+/// A request on a resource type's main or status part, past routing: what
+/// the reads and writes below take.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    t: &'a ResourceType,
+    /// The namespace addressed ("" for cluster-scoped kinds).
+    ns: &'a str,
+    target: &'a Target,
+    q: &'a HashMap<String, String>,
+    headers: &'a HeaderMap,
+    /// The body, as JSON.
+    body: &'a Bytes,
+}
+
+/// GET: a list, or one object, converted to the version asked for.
+async fn read(shared: &Shared, call: &Call<'_>, view: View) -> Reply {
+    let result = match call.target.name.as_deref() {
+        None => list(shared, call.t, &call.target.namespace, call.q, view).await,
+        Some(name) => {
             let (found, rv) = {
-                let s = lock(&shared);
-                (s.get(&t, &ns, name), s.store.resource_version())
+                let s = lock(shared);
+                (s.get(call.t, call.ns, name), s.store.resource_version())
             };
-            let result = match found {
-                Ok(o) => conversion::served(&shared, &t, vec![o])
+            match found {
+                Ok(o) => conversion::served(shared, call.t, vec![o])
                     .await
-                    .map(|mut v| view.one(&t, v.remove(0), rv)),
+                    .map(|mut v| view.one(call.t, v.remove(0), rv)),
                 Err(e) => Err(e),
-            };
-            Reply {
-                result,
-                warnings: Vec::new(),
             }
         }
+    };
+    Reply {
+        result,
+        warnings: Vec::new(),
+    }
+}
+
+/// POST, PUT, PATCH and DELETE, each through [`write`]; any other method
+/// is not allowed.
+async fn write_request(
+    ctx: &write::Ctx<'_>,
+    call: &Call<'_>,
+    method: &Method,
+    uri: &Uri,
+    part: Part,
+) -> Response {
+    let Call {
+        t,
+        ns,
+        target,
+        q,
+        headers,
+        body,
+    } = *call;
+    let reply = match (method.clone(), target.name.as_deref()) {
         (Method::POST, None) => {
             return match parse_body(body) {
-                Ok(b) => reply_response(201, write::create(&ctx, &t, &ns, b).await),
+                Ok(b) => reply_response(201, write::create(ctx, t, ns, b).await),
                 Err(e) => error(e),
             };
         }
         (Method::PUT, Some(name)) => match parse_body(body) {
-            Ok(b) => write::update(&ctx, &t, &ns, name, Change::Replace(b), part).await,
+            Ok(b) => write::update(ctx, t, ns, name, Change::Replace(b), part).await,
             Err(e) => return error(e),
         },
-        (Method::PATCH, Some(name)) => match patch_body(headers, body, &q, (&t, name)) {
+        (Method::PATCH, Some(name)) => match patch_body(headers, body, q, (t, name)) {
             Ok((config, PatchKind::Apply)) => {
                 let force = q.get("force").is_some_and(|f| f == "true");
                 let change = Change::Apply {
                     config: &config,
                     force,
                 };
-                write::update(&ctx, &t, &ns, name, change, part).await
+                write::update(ctx, t, ns, name, change, part).await
             }
-            Ok((b, kind)) => {
-                write::update(&ctx, &t, &ns, name, Change::Patch(&b, kind), part).await
-            }
+            Ok((b, kind)) => write::update(ctx, t, ns, name, Change::Patch(&b, kind), part).await,
             Err(e) => return error(e),
         },
-        (Method::DELETE, Some(name)) => write::delete(&ctx, &t, &ns, name).await,
-        (Method::DELETE, None) => delete_collection(&ctx, &t, &target.namespace, &q).await,
+        (Method::DELETE, Some(name)) => write::delete(ctx, t, ns, name).await,
+        (Method::DELETE, None) => delete_collection(ctx, t, &target.namespace, q).await,
         _ => Reply {
             result: Err(ApiError::method_not_allowed(format!(
                 "{method} is not supported on {}",
@@ -528,14 +519,9 @@ async fn scale_request(
             Err(e) => return error(e),
         },
         Method::PATCH => {
-            let ct = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let Some(kind) = PatchKind::from_content_type(ct) else {
-                return error(ApiError::unsupported_media_type(format!(
-                    "the body of the request was in an unknown format: {ct:?}"
-                )));
+            let kind = match body::patch_kind(headers) {
+                Ok(kind) => kind,
+                Err(e) => return error(e),
             };
             match parse_body(body) {
                 Ok(b) => scale::update(ctx, t, ns, name, scale::ScaleChange::Patch(&b, kind)).await,

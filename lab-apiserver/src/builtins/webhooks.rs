@@ -46,97 +46,116 @@ pub fn validate(obj: &Value) -> Vec<(String, String)> {
             Some(n) if names.contains(&n) => bad("name", format!("Duplicate value: {n:?}")),
             Some(n) => names.push(n),
         }
-        let cc = &w["clientConfig"];
-        if cc["url"].is_string() == cc["service"].is_object() {
-            bad(
-                "clientConfig",
-                "Required value: exactly one of url or service is required".into(),
-            );
-        }
-        if cc["service"].is_object()
-            && (cc["service"]["name"].as_str().is_none_or(str::is_empty)
-                || cc["service"]["namespace"]
-                    .as_str()
-                    .is_none_or(str::is_empty))
-        {
-            bad(
-                "clientConfig.service",
-                "Required value: name and namespace".into(),
-            );
-        }
-        if !one_of(
-            &w["sideEffects"],
-            &["None", "NoneOnDryRun", "Some", "Unknown"],
-        ) {
-            bad(
-                "sideEffects",
-                "Unsupported value: supported values: \"None\", \"NoneOnDryRun\"".into(),
-            );
-        }
-        let versions = &w["admissionReviewVersions"];
-        if !versions
-            .as_array()
-            .is_some_and(|v| v.iter().any(|v| v == "v1"))
-        {
-            bad(
-                "admissionReviewVersions",
-                "Invalid value: must include \"v1\" (the only AdmissionReview version this server sends)".into(),
-            );
-        }
-        if !one_of(&w["failurePolicy"], &["Fail", "Ignore"]) {
-            bad(
-                "failurePolicy",
-                "Unsupported value: supported values: \"Fail\", \"Ignore\"".into(),
-            );
-        }
-        if !one_of(&w["matchPolicy"], &["Exact", "Equivalent"]) {
-            bad(
-                "matchPolicy",
-                "Unsupported value: supported values: \"Equivalent\", \"Exact\"".into(),
-            );
-        }
-        if !w["timeoutSeconds"]
-            .as_i64()
-            .is_some_and(|t| (1..=30).contains(&t))
-        {
-            bad(
-                "timeoutSeconds",
-                "Invalid value: the timeout value must be between 1 and 30 seconds".into(),
-            );
-        }
+        check_client_config(&w["clientConfig"], &mut bad);
+        check_policies(w, &mut bad);
         for key in ["namespaceSelector", "objectSelector"] {
             if let Err(e) = LabelSelector::from_object(&w[key]) {
                 bad(key, format!("Invalid value: {e}"));
             }
         }
         for (j, r) in w["rules"].as_array().into_iter().flatten().enumerate() {
-            let ops_ok = r["operations"].as_array().is_some_and(|ops| {
-                !ops.is_empty()
-                    && ops
-                        .iter()
-                        .all(|o| one_of(o, &["CREATE", "UPDATE", "DELETE", "CONNECT", "*"]))
+            check_rule(r, &mut |field, message| {
+                bad(&format!("rules[{j}].{field}"), message);
             });
-            if !ops_ok {
-                bad(
-                    &format!("rules[{j}].operations"),
-                    "Unsupported value: supported values: \"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\"".into(),
-                );
-            }
-            for key in ["apiGroups", "apiVersions", "resources"] {
-                if r[key].as_array().is_none_or(Vec::is_empty) {
-                    bad(&format!("rules[{j}].{key}"), "Required value".into());
-                }
-            }
-            if !one_of(&r["scope"], &["*", "Cluster", "Namespaced"]) {
-                bad(
-                    &format!("rules[{j}].scope"),
-                    "Unsupported value: supported values: \"*\", \"Cluster\", \"Namespaced\""
-                        .into(),
-                );
-            }
         }
     }
     causes
+}
+
+/// Where a webhook is called: exactly one of a URL or a Service, and a
+/// Service by name and namespace. `bad` takes a field under the webhook
+/// and what is wrong with it.
+fn check_client_config(cc: &Value, bad: &mut dyn FnMut(&str, String)) {
+    if cc["url"].is_string() == cc["service"].is_object() {
+        bad(
+            "clientConfig",
+            "Required value: exactly one of url or service is required".into(),
+        );
+    }
+    if cc["service"].is_object()
+        && (cc["service"]["name"].as_str().is_none_or(str::is_empty)
+            || cc["service"]["namespace"]
+                .as_str()
+                .is_none_or(str::is_empty))
+    {
+        bad(
+            "clientConfig.service",
+            "Required value: name and namespace".into(),
+        );
+    }
+}
+
+/// How a webhook is called: the enumerated policies, the review versions
+/// this server can send, and the timeout's bounds.
+fn check_policies(w: &Value, bad: &mut dyn FnMut(&str, String)) {
+    if !one_of(
+        &w["sideEffects"],
+        &["None", "NoneOnDryRun", "Some", "Unknown"],
+    ) {
+        bad(
+            "sideEffects",
+            "Unsupported value: supported values: \"None\", \"NoneOnDryRun\"".into(),
+        );
+    }
+    let versions = &w["admissionReviewVersions"];
+    if !versions
+        .as_array()
+        .is_some_and(|v| v.iter().any(|v| v == "v1"))
+    {
+        bad(
+            "admissionReviewVersions",
+            "Invalid value: must include \"v1\" (the only AdmissionReview version this server sends)".into(),
+        );
+    }
+    if !one_of(&w["failurePolicy"], &["Fail", "Ignore"]) {
+        bad(
+            "failurePolicy",
+            "Unsupported value: supported values: \"Fail\", \"Ignore\"".into(),
+        );
+    }
+    if !one_of(&w["matchPolicy"], &["Exact", "Equivalent"]) {
+        bad(
+            "matchPolicy",
+            "Unsupported value: supported values: \"Equivalent\", \"Exact\"".into(),
+        );
+    }
+    if !w["timeoutSeconds"]
+        .as_i64()
+        .is_some_and(|t| (1..=30).contains(&t))
+    {
+        bad(
+            "timeoutSeconds",
+            "Invalid value: the timeout value must be between 1 and 30 seconds".into(),
+        );
+    }
+}
+
+/// What one rule matches: operations, groups, versions, resources and
+/// scope, each present and known. `bad` takes a field under the rule.
+fn check_rule(r: &Value, bad: &mut dyn FnMut(&str, String)) {
+    let ops_ok = r["operations"].as_array().is_some_and(|ops| {
+        !ops.is_empty()
+            && ops
+                .iter()
+                .all(|o| one_of(o, &["CREATE", "UPDATE", "DELETE", "CONNECT", "*"]))
+    });
+    if !ops_ok {
+        bad(
+            "operations",
+            "Unsupported value: supported values: \"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\"".into(),
+        );
+    }
+    for key in ["apiGroups", "apiVersions", "resources"] {
+        if r[key].as_array().is_none_or(Vec::is_empty) {
+            bad(key, "Required value".into());
+        }
+    }
+    if !one_of(&r["scope"], &["*", "Cluster", "Namespaced"]) {
+        bad(
+            "scope",
+            "Unsupported value: supported values: \"*\", \"Cluster\", \"Namespaced\"".into(),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -125,23 +125,7 @@ pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
                 ("Images", 1),
                 ("Selector", 1),
             ],
-            |o: &Value, now| {
-                let st = &o["status"];
-                let n = |v: &Value| v.as_i64().unwrap_or(0);
-                let mut cells = vec![
-                    o["metadata"]["name"].clone(),
-                    json!(format!(
-                        "{}/{}",
-                        n(&st["readyReplicas"]),
-                        n(&o["spec"]["replicas"])
-                    )),
-                    json!(n(&st["updatedReplicas"])),
-                    json!(n(&st["availableReplicas"])),
-                    age(&o["metadata"]["creationTimestamp"], now),
-                ];
-                cells.extend(template_cells(o));
-                cells
-            }
+            deployment
         ),
         ("apps", "replicasets") => p!(
             &[
@@ -154,19 +138,7 @@ pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
                 ("Images", 1),
                 ("Selector", 1),
             ],
-            |o: &Value, now| {
-                let st = &o["status"];
-                let n = |v: &Value| v.as_i64().unwrap_or(0);
-                let mut cells = vec![
-                    o["metadata"]["name"].clone(),
-                    json!(n(&o["spec"]["replicas"])),
-                    json!(n(&st["replicas"])),
-                    json!(n(&st["readyReplicas"])),
-                    age(&o["metadata"]["creationTimestamp"], now),
-                ];
-                cells.extend(template_cells(o));
-                cells
-            }
+            replicaset
         ),
         ("apps", "statefulsets") => p!(
             &[
@@ -176,21 +148,7 @@ pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
                 ("Containers", 1),
                 ("Images", 1),
             ],
-            |o: &Value, now| {
-                let n = |v: &Value| v.as_i64().unwrap_or(0);
-                let [containers, images, _] = template_cells(o);
-                vec![
-                    o["metadata"]["name"].clone(),
-                    json!(format!(
-                        "{}/{}",
-                        n(&o["status"]["readyReplicas"]),
-                        n(&o["spec"]["replicas"])
-                    )),
-                    age(&o["metadata"]["creationTimestamp"], now),
-                    containers,
-                    images,
-                ]
-            }
+            statefulset
         ),
         ("batch", "jobs") => p!(
             &[
@@ -203,45 +161,7 @@ pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
                 ("Images", 1),
                 ("Selector", 1),
             ],
-            |o: &Value, now| {
-                let st = &o["status"];
-                let n = |v: &Value| v.as_i64().unwrap_or(0);
-                let condition = |type_: &str| {
-                    st["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c["type"] == json!(type_) && c["status"] == json!("True"))
-                };
-                let status = if condition("Complete") {
-                    "Complete"
-                } else if condition("Failed") {
-                    "Failed"
-                } else {
-                    "Running"
-                };
-                let completions = o["spec"]["completions"]
-                    .as_i64()
-                    .map_or_else(|| "-".to_owned(), |c| c.to_string());
-                let ended = st["completionTime"]
-                    .as_str()
-                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                    .unwrap_or(now);
-                let duration = if st["startTime"].is_string() {
-                    age(&st["startTime"], ended)
-                } else {
-                    json!("")
-                };
-                let mut cells = vec![
-                    o["metadata"]["name"].clone(),
-                    json!(status),
-                    json!(format!("{}/{completions}", n(&st["succeeded"]))),
-                    duration,
-                    age(&o["metadata"]["creationTimestamp"], now),
-                ];
-                cells.extend(template_cells(o));
-                cells
-            }
+            job
         ),
         ("apps", "daemonsets") => p!(
             &[
@@ -257,40 +177,10 @@ pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
                 ("Images", 1),
                 ("Selector", 1),
             ],
-            |o: &Value, now| {
-                let st = &o["status"];
-                let n = |v: &Value| v.as_i64().unwrap_or(0);
-                let selector: Vec<String> = o["spec"]["template"]["spec"]["nodeSelector"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| format!("{k}={}", s(v)))
-                    .collect();
-                let mut cells = vec![
-                    o["metadata"]["name"].clone(),
-                    json!(n(&st["desiredNumberScheduled"])),
-                    json!(n(&st["currentNumberScheduled"])),
-                    json!(n(&st["numberReady"])),
-                    json!(n(&st["updatedNumberScheduled"])),
-                    json!(n(&st["numberAvailable"])),
-                    or(&selector.join(","), "<none>"),
-                    age(&o["metadata"]["creationTimestamp"], now),
-                ];
-                cells.extend(template_cells(o));
-                cells
-            }
+            daemonset
         ),
         ("coordination.k8s.io", "leases") => {
-            p!(
-                &[("Name", 0), ("Holder", 0), ("Age", 0)],
-                |o: &Value, now| {
-                    vec![
-                        o["metadata"]["name"].clone(),
-                        json!(s(&o["spec"]["holderIdentity"])),
-                        age(&o["metadata"]["creationTimestamp"], now),
-                    ]
-                }
-            )
+            p!(&[("Name", 0), ("Holder", 0), ("Age", 0)], lease)
         }
         ("", "events") | ("events.k8s.io", "events") => p!(
             &[
@@ -307,43 +197,171 @@ pub fn printer(group: &str, plural: &str) -> (Vec<Column>, Cells<'static>) {
             ],
             event
         ),
-        ("", "namespaces") => p!(
-            &[("Name", 0), ("Status", 0), ("Age", 0)],
-            |o: &Value, now| {
-                vec![
-                    o["metadata"]["name"].clone(),
-                    json!(s(&o["status"]["phase"])),
-                    age(&o["metadata"]["creationTimestamp"], now),
-                ]
-            }
-        ),
-        ("", "configmaps") => p!(&[("Name", 0), ("Data", 0), ("Age", 0)], |o: &Value, now| {
-            let n = o["data"].as_object().map_or(0, |m| m.len())
-                + o["binaryData"].as_object().map_or(0, |m| m.len());
-            vec![
-                o["metadata"]["name"].clone(),
-                json!(n),
-                age(&o["metadata"]["creationTimestamp"], now),
-            ]
-        }),
-        ("", "secrets") => p!(
-            &[("Name", 0), ("Type", 0), ("Data", 0), ("Age", 0)],
-            |o: &Value, now| {
-                vec![
-                    o["metadata"]["name"].clone(),
-                    json!(s(&o["type"])),
-                    json!(o["data"].as_object().map_or(0, |m| m.len())),
-                    age(&o["metadata"]["creationTimestamp"], now),
-                ]
-            }
-        ),
-        _ => p!(&[("Name", 0), ("Created At", 0)], |o: &Value, _| {
-            vec![
-                o["metadata"]["name"].clone(),
-                o["metadata"]["creationTimestamp"].clone(),
-            ]
-        }),
+        ("", "namespaces") => p!(&[("Name", 0), ("Status", 0), ("Age", 0)], namespace),
+        ("", "configmaps") => p!(&[("Name", 0), ("Data", 0), ("Age", 0)], configmap),
+        ("", "secrets") => p!(&[("Name", 0), ("Type", 0), ("Data", 0), ("Age", 0)], secret),
+        _ => p!(&[("Name", 0), ("Created At", 0)], default_cells),
     }
+}
+
+/// A count, 0 when absent.
+fn n(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+/// READY as ready/desired replicas.
+fn deployment(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let st = &o["status"];
+    let mut cells = vec![
+        o["metadata"]["name"].clone(),
+        json!(format!(
+            "{}/{}",
+            n(&st["readyReplicas"]),
+            n(&o["spec"]["replicas"])
+        )),
+        json!(n(&st["updatedReplicas"])),
+        json!(n(&st["availableReplicas"])),
+        age(&o["metadata"]["creationTimestamp"], now),
+    ];
+    cells.extend(template_cells(o));
+    cells
+}
+
+fn replicaset(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let st = &o["status"];
+    let mut cells = vec![
+        o["metadata"]["name"].clone(),
+        json!(n(&o["spec"]["replicas"])),
+        json!(n(&st["replicas"])),
+        json!(n(&st["readyReplicas"])),
+        age(&o["metadata"]["creationTimestamp"], now),
+    ];
+    cells.extend(template_cells(o));
+    cells
+}
+
+/// The wide cells are containers and images only: no selector column.
+fn statefulset(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let [containers, images, _] = template_cells(o);
+    vec![
+        o["metadata"]["name"].clone(),
+        json!(format!(
+            "{}/{}",
+            n(&o["status"]["readyReplicas"]),
+            n(&o["spec"]["replicas"])
+        )),
+        age(&o["metadata"]["creationTimestamp"], now),
+        containers,
+        images,
+    ]
+}
+
+/// STATUS from the Complete or Failed condition, else Running; DURATION
+/// from the start to completion, or to now while running.
+fn job(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let st = &o["status"];
+    let condition = |type_: &str| {
+        st["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == json!(type_) && c["status"] == json!("True"))
+    };
+    let status = if condition("Complete") {
+        "Complete"
+    } else if condition("Failed") {
+        "Failed"
+    } else {
+        "Running"
+    };
+    let completions = o["spec"]["completions"]
+        .as_i64()
+        .map_or_else(|| "-".to_owned(), |c| c.to_string());
+    let ended = st["completionTime"]
+        .as_str()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .unwrap_or(now);
+    let duration = if st["startTime"].is_string() {
+        age(&st["startTime"], ended)
+    } else {
+        json!("")
+    };
+    let mut cells = vec![
+        o["metadata"]["name"].clone(),
+        json!(status),
+        json!(format!("{}/{completions}", n(&st["succeeded"]))),
+        duration,
+        age(&o["metadata"]["creationTimestamp"], now),
+    ];
+    cells.extend(template_cells(o));
+    cells
+}
+
+/// NODE SELECTOR from the Pod template's nodeSelector.
+fn daemonset(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let st = &o["status"];
+    let selector: Vec<String> = o["spec"]["template"]["spec"]["nodeSelector"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", s(v)))
+        .collect();
+    let mut cells = vec![
+        o["metadata"]["name"].clone(),
+        json!(n(&st["desiredNumberScheduled"])),
+        json!(n(&st["currentNumberScheduled"])),
+        json!(n(&st["numberReady"])),
+        json!(n(&st["updatedNumberScheduled"])),
+        json!(n(&st["numberAvailable"])),
+        or(&selector.join(","), "<none>"),
+        age(&o["metadata"]["creationTimestamp"], now),
+    ];
+    cells.extend(template_cells(o));
+    cells
+}
+
+fn lease(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    vec![
+        o["metadata"]["name"].clone(),
+        json!(s(&o["spec"]["holderIdentity"])),
+        age(&o["metadata"]["creationTimestamp"], now),
+    ]
+}
+
+fn namespace(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    vec![
+        o["metadata"]["name"].clone(),
+        json!(s(&o["status"]["phase"])),
+        age(&o["metadata"]["creationTimestamp"], now),
+    ]
+}
+
+/// DATA counts the keys of data and binaryData.
+fn configmap(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let keys = o["data"].as_object().map_or(0, |m| m.len())
+        + o["binaryData"].as_object().map_or(0, |m| m.len());
+    vec![
+        o["metadata"]["name"].clone(),
+        json!(keys),
+        age(&o["metadata"]["creationTimestamp"], now),
+    ]
+}
+
+fn secret(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    vec![
+        o["metadata"]["name"].clone(),
+        json!(s(&o["type"])),
+        json!(o["data"].as_object().map_or(0, |m| m.len())),
+        age(&o["metadata"]["creationTimestamp"], now),
+    ]
+}
+
+/// The default table's cells: the name and the creation time as stored.
+fn default_cells(o: &Value, _now: jiff::Timestamp) -> Vec<Value> {
+    vec![
+        o["metadata"]["name"].clone(),
+        o["metadata"]["creationTimestamp"].clone(),
+    ]
 }
 
 /// STATUS from the Ready condition (`Unknown` without one), then

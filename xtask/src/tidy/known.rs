@@ -107,28 +107,7 @@ pub const E2E: &[Known] = &[
     },
 ];
 
-pub const LAB_APISERVER: &[Known] = &[
-    Known {
-        key: "fn: lab-apiserver/src/builtins/webhooks.rs: validate",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: lab-apiserver/src/builtins.rs: workload_defaults",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: lab-apiserver/src/http.rs: resource",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: lab-apiserver/src/table/builtin.rs: printer",
-        fix: "move each kind's cell closure into a named function, leaving printer a table",
-    },
-    Known {
-        key: "fn: lab-apiserver/src/watch.rs: watch",
-        fix: SPLIT_STEPS,
-    },
-];
+pub const LAB_APISERVER: &[Known] = &[];
 
 pub const BENCH: &[Known] = &[
     Known {
