@@ -168,6 +168,42 @@ fn the_last_survivor_of_nodes_dying_at_once_fails_over_in_the_bound() {
     }
 }
 
+/// The last survivor still doubts a member whose verdict gossip dropped.
+/// 3-node seed 384 of `--scenario node-lifecycle`, behind 1 s writes:
+/// node-2 is powered off at 30 s, node-0 at 40 s. The survivor's probe
+/// found node-0 silent and its mark went out, but gossip declared node-0
+/// down and started afresh before the mark got through; with the verdict
+/// gone, node-0 was a member gossip did not know whose lease had been
+/// renewing, so nothing doubted it: no mark, slow renewals, and its
+/// address unanswered until its lease ran out by its own 15 s period
+/// (8.1 s, past the bound).
+#[test]
+fn the_last_survivor_doubts_a_member_whose_verdict_gossip_dropped() {
+    let mut cfg = Config::new(3, 384);
+    cfg.scenario = Scenario::NodeLifecycle;
+    cfg.latency = metallb_sim::cli::latency_of(384, &Latency::ALL);
+    assert_eq!(cfg.latency, Latency::S1);
+    let out = run(cfg);
+    let powered_off: Vec<Duration> = out
+        .schedule
+        .iter()
+        .filter(|f| f.kind == Kind::PowerOff)
+        .map(|f| f.at)
+        .collect();
+    assert_eq!(
+        powered_off,
+        [Duration::from_secs(30), Duration::from_secs(40)],
+        "{:?}",
+        out.schedule
+    );
+    assert_eq!(
+        out.violation.as_ref().map(|v| v.invariant),
+        None,
+        "{:?}",
+        out.violation
+    );
+}
+
 /// Two survivors keep the settled write rate. With no third member to
 /// probe through, a lost ack made the prober doubt the other - two
 /// writes - every 7 s or so at 1 % datagram loss; a member whose own

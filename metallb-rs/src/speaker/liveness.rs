@@ -126,6 +126,9 @@ pub struct Evidence {
     /// An earlier pass saw its lease, at this very version, stopped
     /// ([`LeaseState::stopped_seen`]): only a renewal undoes that.
     pub stopped_before: bool,
+    /// Gossip declared it failed, then dropped the verdict, and its lease
+    /// has not changed since ([`forgotten`]).
+    pub verdict_forgotten: bool,
 }
 
 impl Evidence {
@@ -302,8 +305,9 @@ pub fn doubted(e: &Evidence, ctx: &Context) -> bool {
             .is_some_and(|l| l.held && !l.link_down && !l.overdue(ctx.now)),
         None => {
             ctx.membership
-                && e.lease
-                    .is_some_and(|l| l.held && !l.renewed && !l.overdue(ctx.now))
+                && e.lease.is_some_and(|l| {
+                    l.held && (!l.renewed || e.verdict_forgotten) && !l.overdue(ctx.now)
+                })
         }
         Some(Gossip::Alive | Gossip::Suspect) => false,
     }
@@ -366,6 +370,9 @@ pub struct Judging {
     /// back in touch, but before its next renewal gets through, a speaker
     /// must not take their addresses on those verdicts.
     distrusted: BTreeSet<String>,
+    /// The members whose verdicts gossip dropped, each with its lease's
+    /// version then ([`forgotten`]); bounded by the nodes.
+    forgotten: BTreeMap<String, Option<Instant>>,
     /// The latest [`Inputs::own_write_seen`] ([`Context::leases_seen`]).
     watch_current: Option<Instant>,
     /// Alone in gossip, this speaker saw a member a mark named renew
@@ -577,6 +584,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
             judging.distrusted.retain(|n| failed.contains(n));
             judging.down = failed;
         }
+        judging.track_forgotten(v, input.leases);
     }
     let ctx = Context {
         now,
@@ -620,6 +628,8 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
                     gossip: gossip(&n.name),
                     doubted_since: judging.doubted_since.get(&n.name).map(|d| d.since),
                     stopped_before: judging.stopped_before(&n.name, input.leases.get(&n.name)),
+                    verdict_forgotten: judging
+                        .verdict_forgotten(&n.name, input.leases.get(&n.name)),
                 },
             )
         })
@@ -674,6 +684,7 @@ pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
     }
 }
 
+mod forgotten;
 mod memo;
 mod partition;
 pub use memo::{lease_change_matters, stands_until};

@@ -4,6 +4,7 @@ use super::*;
 use rstest::rstest;
 
 mod cut_off;
+mod forgotten;
 mod lag;
 mod marks;
 
@@ -64,6 +65,7 @@ fn ev(ready: bool, oos: bool, lease: Option<LeaseState>, gossip: Option<Gossip>)
         gossip,
         doubted_since: None,
         stopped_before: false,
+        verdict_forgotten: false,
     }
 }
 
@@ -329,6 +331,7 @@ fn a_trouble_mark_shortens_the_wait_to_a_fast_period(
     let e = Evidence {
         doubted_since: since.map(at),
         stopped_before: false,
+        verdict_forgotten: false,
         ..ev(true, false, slow, down(9.0, false))
     };
     assert_eq!(judge(&e, &ctx), want);
@@ -463,6 +466,7 @@ fn a_restarted_speaker_drops_a_hung_member_within_a_fast_period() {
     let named = |lease| Evidence {
         doubted_since: Some(at(10.2)),
         stopped_before: false,
+        verdict_forgotten: false,
         ..ev(true, false, lease, None)
     };
     assert!(troubled([&ev(true, false, hung, None)], &ctx(10.1)));

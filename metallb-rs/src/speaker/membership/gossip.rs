@@ -130,10 +130,7 @@ impl Gossip {
             outbox: Vec::new(),
             view: View {
                 alive: BTreeSet::from([node]),
-                down: BTreeMap::new(),
-                suspect: BTreeSet::new(),
-                unanswered: BTreeSet::new(),
-                reach: Reach::default(),
+                ..View::default()
             },
             seeds: BTreeMap::new(),
             known: HashMap::new(),
@@ -497,6 +494,7 @@ impl Gossip {
         self.left.remove(&*id.node);
         self.announces.remove(&*id.node);
         self.view.down.remove(&*id.node);
+        self.view.forgotten.remove(&*id.node);
         self.changes += 1;
         self.forgotten.push(id.node.to_string());
     }
@@ -627,6 +625,9 @@ impl Gossip {
         // The verdicts made while cut off go with the foca that made them
         // (a member gossip does not know is judged by its lease); leaves
         // were said first-hand and stay.
+        let dropped = self.view.down.iter().filter(|(_, d)| !d.left);
+        let dropped: Vec<String> = dropped.map(|(n, _)| n.clone()).collect();
+        self.view.forgotten.extend(dropped);
         self.view.down.retain(|_, d| d.left);
         self.changes += 1;
     }
@@ -644,6 +645,7 @@ impl Gossip {
                 }
                 self.view.alive.insert(id.node.to_string());
                 self.view.down.remove(&*id.node);
+                self.view.forgotten.remove(&*id.node);
                 self.changes += 1;
                 self.known.insert(id.node.to_string(), id);
             }
@@ -655,6 +657,7 @@ impl Gossip {
                     tracing::warn!(member = %id.node, addr = %id.addr, "member failed: declared down");
                 }
                 self.view.alive.remove(&*id.node);
+                self.view.forgotten.remove(&*id.node);
                 self.changes += 1;
                 self.view
                     .down

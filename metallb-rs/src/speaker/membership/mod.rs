@@ -293,6 +293,12 @@ pub struct View {
     /// is enough to have the member renew fast, and a suspicion every
     /// member hears of must not make every member write its lease.
     pub unanswered: BTreeSet<String>,
+    /// Members this speaker declared failed and then dropped the verdict
+    /// of, starting gossip afresh (alone, it cannot tell its own cut from
+    /// their death), until gossip sees them again. `liveness` judges them
+    /// as members gossip does not know, doubted while their lease stands
+    /// still.
+    pub forgotten: BTreeSet<String>,
     /// How many of this speaker's recent probes were answered.
     pub reach: Reach,
 }
@@ -504,10 +510,7 @@ impl Membership {
         let identity = wire::Identity::new(node.clone(), addr, run);
         let view = View {
             alive: BTreeSet::from([node.clone()]),
-            down: BTreeMap::new(),
-            suspect: BTreeSet::new(),
-            unanswered: BTreeSet::new(),
-            reach: Reach::default(),
+            ..View::default()
         };
         let (view_tx, view_rx) = watch::channel(view);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();

@@ -249,6 +249,7 @@ fn judged_with_skew(skew: i64, last: u64, at: u64) -> Result<(), Gone> {
         }),
         doubted_since: None,
         stopped_before: false,
+        verdict_forgotten: false,
     };
     let ctx = Context {
         now: t0 + Duration::from_secs(at),

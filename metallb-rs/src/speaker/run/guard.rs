@@ -112,9 +112,7 @@ mod tests {
                     )
                 })
                 .collect(),
-            suspect: Default::default(),
-            unanswered: Default::default(),
-            reach: Default::default(),
+            ..View::default()
         }
     }
 

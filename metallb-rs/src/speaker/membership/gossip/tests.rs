@@ -97,9 +97,10 @@ fn joined(n: u8, start: Instant) -> Vec<Gossip> {
 /// back as a fresh member: no healthy member has to take a new identity
 /// (foca answers a member it holds down with "you are down", and the
 /// answer resets the healthy one), none is ever declared down by
-/// another, it keeps none of the verdicts it made while cut off, and all
-/// see each other alive again within seconds (it asks the seeds every
-/// second while alone).
+/// another, it keeps none of the verdicts it made while cut off (it
+/// remembers whom they named, `forgotten`, until it sees them again),
+/// and all see each other alive again within seconds (it asks the seeds
+/// every second while alone).
 #[test]
 fn a_member_that_declared_everyone_down_comes_back_afresh() {
     let start = Instant::now();
@@ -113,6 +114,11 @@ fn a_member_that_declared_everyone_down_comes_back_afresh() {
     assert!(
         alone.down.is_empty(),
         "its verdicts went with it: {alone:?}"
+    );
+    assert_eq!(
+        alone.forgotten.iter().collect::<Vec<_>>(),
+        healthy.iter().collect::<Vec<_>>(),
+        "it remembers whom they named"
     );
     let back = run_observed(&mut members, cut, 3.0, None, &mut |members| {
         for g in &members[..5] {
@@ -128,6 +134,7 @@ fn a_member_that_declared_everyone_down_comes_back_afresh() {
     assert!(back > cut);
     for g in &members {
         assert_eq!(g.view().alive.len(), 6, "{}: {:?}", g.node, g.view());
+        assert!(g.view().forgotten.is_empty(), "{}: {:?}", g.node, g.view());
     }
 }
 
