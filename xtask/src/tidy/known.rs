@@ -21,46 +21,6 @@ pub const METALLB_RS: &[Known] = &[
         fix: "move View (the gossip's plain-data view) out of membership's I/O module into a pure one",
     },
     Known {
-        key: "fn: metallb-rs/src/config/bgp/peer.rs: peer",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/config/bgp.rs: advertisement",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/config/mod.rs: build",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/controller/converge.rs: converge",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/controller/run.rs: run",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/controller/run.rs: lead",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/net/bgp/update.rs: decode",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/report.rs: unannounced",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/speaker/bgp/session/established.rs: established",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/speaker/bgp/session.rs: connection",
-        fix: SPLIT_STEPS,
-    },
-    Known {
         key: "fn: metallb-rs/src/speaker/liveness.rs: assess",
         fix: SPLIT_STEPS,
     },
