@@ -11,7 +11,6 @@ pub struct Known {
 }
 
 const SPLIT_STEPS: &str = "split it into named steps, each its own function";
-const SPLIT_FILE: &str = "split it along a seam: decide/do, or one module per concern";
 const SPLIT_SUITE: &str =
     "split the spec into named helpers (setup, act, check) shared with its neighbours";
 
@@ -69,20 +68,7 @@ pub const E2E: &[Known] = &[
 
 pub const LAB_APISERVER: &[Known] = &[];
 
-pub const BENCH: &[Known] = &[
-    Known {
-        key: "file: bench/src/bgp.rs",
-        fix: SPLIT_FILE,
-    },
-    Known {
-        key: "file: bench/src/scale.rs",
-        fix: SPLIT_FILE,
-    },
-    Known {
-        key: "fn: bench/src/scale.rs: one",
-        fix: SPLIT_STEPS,
-    },
-];
+pub const BENCH: &[Known] = &[];
 
 pub const SIM: &[Known] = &[
     Known {
