@@ -11,8 +11,6 @@ pub struct Known {
 }
 
 const SPLIT_STEPS: &str = "split it into named steps, each its own function";
-const SPLIT_SUITE: &str =
-    "split the spec into named helpers (setup, act, check) shared with its neighbours";
 
 pub const METALLB_RS: &[Known] = &[
     Known {
@@ -35,36 +33,7 @@ pub const METALLB_RS: &[Known] = &[
 
 pub const DEVENV: &[Known] = &[];
 
-pub const E2E: &[Known] = &[
-    Known {
-        key: "file: e2e/src/suites/pool_selection.rs",
-        fix: "split the suite by concern into a directory module, as suites/l2 is",
-    },
-    Known {
-        key: "fn: e2e/src/suites/bgp/changes.rs: propagated",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/l2/compound.rs: hung_speaker",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/l2/compound.rs: gossip_cut_slow_api",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/l2/tables.rs: metrics",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/quickstart.rs: create_expose_curl",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/workloads.rs: probes_logs_statefulsets_jobs",
-        fix: "one spec per kind it checks (probes, logs, StatefulSets, Jobs)",
-    },
-];
+pub const E2E: &[Known] = &[];
 
 pub const LAB_APISERVER: &[Known] = &[];
 
