@@ -21,25 +21,25 @@
 //! down more than the announcers differ.
 
 pub mod bfd;
+mod latency;
+mod testbed;
+mod throughput;
 
-use super::{percentile, service, setup_bgp, teardown};
-use anyhow::{Context, Result, bail};
+pub use latency::{Latency, latency};
+pub use testbed::{Testbed, announce_argv, announcer_conf, bgpd_argv, router_conf, state_dir};
+pub use throughput::{Throughput, throughput};
+
+use super::percentile;
+use anyhow::{Result, bail};
 use devenv::cluster::Cluster;
-use devenv::frr::{self, AddressFamily, BgpPath, BgpRoutes, NeighborStatus};
+use devenv::frr::{self, AddressFamily, BgpPath, BgpRoutes};
 use devenv::lab::cluster::LabCluster;
 use devenv::lab::frr::Vty;
-use devenv::lab::netns;
-use devenv::lab::process::{Processes, alive, log_tail};
 use ipnet::{IpNet, Ipv4Net};
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use metallb_rs::speaker::bgp::advertise::RouteAttrs;
 use metallb_rs::speaker::bgp::session::Table;
-use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The router's namespace. Lab names have no `_`, so no lab's namespace
 /// (`<name>-...`) can be this one, and no lab's `down` removes it.
@@ -55,23 +55,8 @@ pub const ANNOUNCER_ADDR: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 pub const FIRST_PREFIX: Ipv4Addr = Ipv4Addr::new(10, 64, 0, 0);
 /// The announcer's binary among the lab binaries.
 pub const ANNOUNCE_BIN: &str = "bgp-announce";
-/// Process name of the router bgpd under [`Processes`].
-const ROUTER: &str = "router";
-/// Process name of the announcer under [`Processes`].
-const ANNOUNCER: &str = "announcer";
-/// How long the router may take to answer after its start.
-const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause between two polls of the router.
 const POLL_PAUSE: Duration = Duration::from_millis(1);
-
-/// Where the throughput testbed keeps configs, pid files and logs.
-pub fn state_dir() -> PathBuf {
-    std::env::temp_dir().join("metallb-rs-bench-bgp")
-}
-
-// ---------------------------------------------------------------------------
-// Pure parts.
-
 /// `count` consecutive /32s from `first`; an error when they would run past
 /// 255.255.255.255 or `count` is 0.
 pub fn prefixes(first: Ipv4Addr, count: usize) -> Result<Vec<Ipv4Net>> {
@@ -95,114 +80,6 @@ pub fn announce_table(first: Ipv4Addr, count: usize) -> Result<Table> {
         .into_iter()
         .map(|p| (IpNet::V4(p), RouteAttrs::default()))
         .collect())
-}
-
-/// `bgp-announce`'s command line in `namespace`: one session to `peer` in
-/// AS `asn` (iBGP) announcing `count` /32s from `first`.
-pub fn announce_argv(
-    bin: &Path,
-    namespace: &str,
-    peer: Ipv4Addr,
-    asn: u32,
-    count: usize,
-    first: Ipv4Addr,
-) -> Vec<String> {
-    [
-        "ip",
-        "netns",
-        "exec",
-        namespace,
-        &bin.display().to_string(),
-        "--peer",
-        &peer.to_string(),
-        "--asn",
-        &asn.to_string(),
-        "--count",
-        &count.to_string(),
-        "--first",
-        &first.to_string(),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()
-}
-
-/// A bgpd without zebra (`-Z`) as root (`-S`) in `namespace`, every path
-/// in `dir` (`frr.conf`, `bgpd.pid`, `bgpd.vty`), no TCP vty; logging to
-/// standard output when `log`.
-pub fn bgpd_argv(bgpd: &Path, namespace: &str, dir: &Path, log: bool) -> Vec<String> {
-    let d = |f: &str| dir.join(f).display().to_string();
-    let mut argv: Vec<String> = [
-        "ip",
-        "netns",
-        "exec",
-        namespace,
-        &bgpd.display().to_string(),
-        "-Z",
-        "-S",
-        "-f",
-        &d("frr.conf"),
-        "-i",
-        &d("bgpd.pid"),
-        "--vty_socket",
-        &dir.display().to_string(),
-        "-P",
-        "0",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    if log {
-        argv.extend(["--log".into(), "stdout".into()]);
-    }
-    argv
-}
-
-/// The router's `frr.conf`: AS [`frr::ASN`], one passive iBGP neighbor
-/// `announcer` (the announcer connects, as the speaker does), IPv4 unicast.
-pub fn router_conf(router_id: Ipv4Addr, announcer: Ipv4Addr) -> String {
-    let asn = frr::ASN;
-    format!(
-        "frr defaults traditional\nhostname mlbbench-router\n!\nrouter bgp {asn}\n \
-         bgp router-id {router_id}\n no bgp default ipv4-unicast\n \
-         neighbor {announcer} remote-as {asn}\n neighbor {announcer} passive\n \
-         address-family ipv4 unicast\n  neighbor {announcer} activate\n exit-address-family\n\
-         exit\n!\n"
-    )
-}
-
-/// The baseline announcer's `frr.conf`: a `network` statement for each of
-/// `prefixes` (announced without being in a RIB: `no bgp network
-/// import-check`), one neighbor `router`; with `coalesce_ms`, the update
-/// groups' `coalesce-time` (FRR waits 1000 ms by default).
-pub fn announcer_conf(
-    router_id: Ipv4Addr,
-    router: Ipv4Addr,
-    prefixes: &[Ipv4Net],
-    coalesce_ms: Option<u32>,
-) -> String {
-    use std::fmt::Write;
-    let asn = frr::ASN;
-    let mut conf = format!(
-        "frr defaults traditional\nhostname mlbbench-announcer\nlog stdout informational\n!\n\
-         router bgp {asn}\n bgp router-id {router_id}\n no bgp default ipv4-unicast\n \
-         no bgp network import-check\n"
-    );
-    if let Some(ms) = coalesce_ms {
-        let _ = writeln!(conf, " coalesce-time {ms}");
-    }
-    let _ = write!(
-        conf,
-        " neighbor {router} remote-as {asn}\n address-family ipv4 unicast\n"
-    );
-    for p in prefixes {
-        let _ = writeln!(conf, "  network {p}");
-    }
-    let _ = write!(
-        conf,
-        "  neighbor {router} activate\n exit-address-family\nexit\n!\n"
-    );
-    conf
 }
 
 /// Who announces in a throughput run.
@@ -238,6 +115,22 @@ impl Announcer {
 /// in the machine's load touches all of them alike.
 pub fn schedule(runs: usize) -> Vec<Announcer> {
     (0..runs).flat_map(|_| Announcer::ALL).collect()
+}
+
+/// One throughput run, as the router saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// Announcer started -> session Established.
+    pub start_to_established: Duration,
+    /// Established -> every prefix accepted.
+    pub established_to_all: Duration,
+}
+
+impl Run {
+    /// Announcer started -> every prefix accepted.
+    pub fn start_to_all(&self) -> Duration {
+        self.start_to_established + self.established_to_all
+    }
 }
 
 /// Median of `samples` (any order).
@@ -294,147 +187,12 @@ pub fn pool_route(routes: &BgpRoutes, pool: &IpNet, nodes: &[IpAddr]) -> Option<
         .max_by_key(|(_, n)| *n)
 }
 
-// ---------------------------------------------------------------------------
-// Latency on the lab.
-
-/// What the latency rounds measured (each in round order).
-#[derive(Debug, Clone, Default)]
-pub struct Latency {
-    /// Nodes that had to announce.
-    pub nodes: usize,
-    /// Service created -> IPv4 address in its status.
-    pub assigned: Vec<Duration>,
-    /// Service created -> an EndpointSlice of it with a ready endpoint (the
-    /// speakers announce nothing before; the lab makes slices by polling
-    /// every 300 ms).
-    pub endpoints: Vec<Duration>,
-    /// Service created -> its /32 in the router from a first node.
-    pub first_path: Vec<Duration>,
-    /// Service created -> its /32 in the router with a path from every node.
-    pub announced: Vec<Duration>,
-    /// Service deleted -> no path left for its /32.
-    pub withdrawn: Vec<Duration>,
-}
-
-/// One round's timings.
-struct Round {
-    assigned: Duration,
-    endpoints: Duration,
-    first_path: Duration,
-    announced: Duration,
-    withdrawn: Duration,
-}
-
+/// The router's IPv4 unicast table, read through its vty.
 fn poll_routes(vty: &mut Vty) -> Result<BgpRoutes> {
     frr::parse_routes(&vty.command(&format!(
         "show bgp {} unicast json",
         AddressFamily::Ipv4.name()
     ))?)
-}
-
-/// Whether `slice` has a ready endpoint.
-fn ready(slice: &EndpointSlice) -> bool {
-    slice
-        .endpoints
-        .iter()
-        .any(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
-}
-
-fn round(
-    rt: &tokio::runtime::Runtime,
-    svcs: &Api<Service>,
-    vty: &mut Vty,
-    name: &str,
-    pool: &IpNet,
-    nodes: &[IpAddr],
-) -> Result<Round> {
-    let timeout = Duration::from_secs(60);
-    let t0 = Instant::now();
-    rt.block_on(svcs.create(&PostParams::default(), &service(name)?))?;
-    let mut assigned: Option<(Ipv4Addr, Duration)> = None;
-    let mut endpoints = None;
-    let mut first_path = None;
-    let slices: Api<EndpointSlice> = Api::namespaced(svcs.clone().into_client(), super::NAMESPACE);
-    let of_service = ListParams::default().labels(&format!("kubernetes.io/service-name={name}"));
-    let (prefix, announced) = loop {
-        if assigned.is_none() {
-            let s = rt.block_on(svcs.get(name))?;
-            let ip = metallb_rs::service::ingress_ips(&s)
-                .unwrap_or_default()
-                .into_iter()
-                .find_map(|a| match a {
-                    IpAddr::V4(v4) => Some(v4),
-                    IpAddr::V6(_) => None,
-                });
-            assigned = ip.map(|ip| (ip, t0.elapsed()));
-        }
-        if endpoints.is_none()
-            && rt
-                .block_on(slices.list(&of_service))?
-                .items
-                .iter()
-                .any(ready)
-        {
-            endpoints = Some(t0.elapsed());
-        }
-        let routes = poll_routes(vty)?;
-        if let Some((net, from)) = pool_route(&routes, pool, nodes) {
-            let now = t0.elapsed();
-            first_path.get_or_insert(now);
-            if from == nodes.len() {
-                break (net, now);
-            }
-        }
-        if t0.elapsed() > timeout {
-            let paths = routes
-                .iter()
-                .filter(|(n, _)| pool.contains(*n))
-                .map(|(n, p)| format!("{n}: {} path(s)", p.len()))
-                .collect::<Vec<_>>();
-            bail!(
-                "service {name} ({}) not in the router with a path from each of {nodes:?} within {timeout:?}; pool routes there: {paths:?}",
-                assigned.map_or("no IP yet".into(), |(ip, _)| ip.to_string())
-            );
-        }
-        std::thread::sleep(POLL_PAUSE);
-    };
-    let (ip, assigned) = match assigned {
-        Some(a) => a,
-        // Announced before this loop read the status: read it now.
-        None => {
-            let s = rt.block_on(svcs.get(name))?;
-            let ip = metallb_rs::service::ingress_ips(&s)
-                .unwrap_or_default()
-                .into_iter()
-                .find_map(|a| match a {
-                    IpAddr::V4(v4) => Some(v4),
-                    IpAddr::V6(_) => None,
-                })
-                .with_context(|| format!("{prefix} is announced but {name} has no IPv4"))?;
-            (ip, announced)
-        }
-    };
-    if prefix != IpNet::V4(Ipv4Net::from(ip)) {
-        bail!("the router got {prefix}, but service {name} has {ip}: another service in the pool?");
-    }
-    let t1 = Instant::now();
-    rt.block_on(svcs.delete(name, &DeleteParams::default()))?;
-    let withdrawn = loop {
-        if !poll_routes(vty)?.contains_key(&prefix) {
-            break t1.elapsed();
-        }
-        if t1.elapsed() > timeout {
-            bail!("{prefix} still in the router {timeout:?} after deleting {name}");
-        }
-        std::thread::sleep(POLL_PAUSE);
-    };
-    Ok(Round {
-        assigned,
-        endpoints: endpoints.unwrap_or(announced),
-        first_path: first_path.unwrap_or(announced),
-        announced,
-        withdrawn,
-    })
 }
 
 /// Every node's name and IPv4 address, in the lab's order; an error
@@ -452,489 +210,11 @@ pub(crate) fn nodes_v4(cluster: &LabCluster, what: &str) -> Result<(Vec<String>,
     Ok((names, nodes))
 }
 
-/// `rounds` services created and deleted one at a time on `cluster` (a lab
-/// with `--protocol bgp`), after one warm-up round; prints the figures.
-pub fn latency(cluster: &LabCluster, rounds: usize) -> Result<Latency> {
-    let router = cluster.bgp_router()?;
-    // The first router only (the one `router` queries), over IPv4.
-    let routers: Vec<frr::BgpRouter> = cluster
-        .bgp_routers()
-        .into_iter()
-        .take(1)
-        .map(|mut r| {
-            r.addresses.retain(IpAddr::is_ipv4);
-            r
-        })
-        .filter(|r| !r.addresses.is_empty())
-        .collect();
-    if routers.is_empty() {
-        bail!("the bgp latency needs IPv4 on the router");
-    }
-    let (names, nodes) = nodes_v4(cluster, "the bgp latency")?;
-    let pool: IpNet = frr::POOL[0].parse()?;
-    let rt = devenv::runtime()?;
-    let client = rt.block_on(devenv::lab::cluster::client(cluster.kubeconfig()))?;
-    rt.block_on(setup_bgp(&client, &routers, &names))?;
-    let result = (|| {
-        let mut vty = router.bgpd_vty()?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let n = frr::parse_neighbors(&vty.command(frr::NEIGHBORS_COMMAND)?)?;
-            if nodes
-                .iter()
-                .all(|a| n.get(a).is_some_and(NeighborStatus::established))
-            {
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "the nodes' sessions are not all Established within 60 s: {:?}",
-                    frr::states(&n)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let svcs: Api<Service> = Api::namespaced(client.clone(), super::NAMESPACE);
-        // Backends start and endpoints appear during the first service.
-        round(&rt, &svcs, &mut vty, "bgp-warmup", &pool, &nodes).context("warm-up round")?;
-        let mut out = Latency {
-            nodes: nodes.len(),
-            ..Latency::default()
-        };
-        for i in 0..rounds {
-            // Rounds start at different phases of the lab's 300 ms
-            // endpoint poller, not all at the same one.
-            std::thread::sleep(Duration::from_millis((i as u64 * 97) % 300));
-            let r = round(&rt, &svcs, &mut vty, &format!("bgp-{i}"), &pool, &nodes)
-                .with_context(|| format!("round {}", i + 1))?;
-            eprintln!(
-                "bgp latency round {}: IP {:.1?}, endpoints {:.1?}, first path {:.1?}, every node {:.1?}, withdrawn {:.1?}",
-                i + 1,
-                r.assigned,
-                r.endpoints,
-                r.first_path,
-                r.announced,
-                r.withdrawn
-            );
-            out.assigned.push(r.assigned);
-            out.endpoints.push(r.endpoints);
-            out.first_path.push(r.first_path);
-            out.announced.push(r.announced);
-            out.withdrawn.push(r.withdrawn);
-        }
-        Ok(out)
-    })();
-    super::wait_if_interrupted();
-    rt.block_on(teardown(&client))?;
-    let out = result?;
-    print_latency(&out);
-    Ok(out)
-}
-
-fn print_latency(l: &Latency) {
-    println!(
-        "bgp: one LoadBalancer service at a time, lab with {} nodes and the FRR router ({} round(s)):",
-        l.nodes,
-        l.announced.len()
-    );
-    println!("  {:<46} {:>9} {:>9}", "", "p50", "max");
-    // What the speakers and FRR add once there is something to announce.
-    let speaker: Vec<Duration> = l
-        .announced
-        .iter()
-        .zip(&l.endpoints)
-        .map(|(a, e)| a.saturating_sub(*e))
-        .collect();
-    for (label, v) in [
-        ("service created -> IP assigned", &l.assigned),
-        ("service created -> EndpointSlice ready (lab)", &l.endpoints),
-        ("service created -> /32 in FRR from a node", &l.first_path),
-        (
-            "service created -> /32 in FRR from every node",
-            &l.announced,
-        ),
-        ("EndpointSlice ready -> /32 from every node", &speaker),
-        ("service deleted -> /32 withdrawn from FRR", &l.withdrawn),
-    ] {
-        println!(
-            "  {label:<46} {:>7.1}ms {:>7.1}ms",
-            p50(v).as_secs_f64() * 1e3,
-            max(v).as_secs_f64() * 1e3
-        );
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Throughput in two namespaces of our own.
-
-/// One throughput run, as the router saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Run {
-    /// Announcer started -> session Established.
-    pub start_to_established: Duration,
-    /// Established -> every prefix accepted.
-    pub established_to_all: Duration,
-}
-
-impl Run {
-    /// Announcer started -> every prefix accepted.
-    pub fn start_to_all(&self) -> Duration {
-        self.start_to_established + self.established_to_all
-    }
-}
-
-/// What the throughput runs measured.
-#[derive(Debug, Clone, Default)]
-pub struct Throughput {
-    /// Prefixes per run.
-    pub prefixes: usize,
-    /// Runs per announcer, in run order.
-    pub runs: BTreeMap<Announcer, Vec<Run>>,
-    /// Mean time between two polls of the router.
-    pub poll_interval: Duration,
-}
-
-/// The router and announcer namespaces, the veth between them and the
-/// router bgpd; removed on drop (and by [`Testbed::destroy`] after a
-/// crash or from a Ctrl-C handler).
-pub struct Testbed {
-    procs: Processes,
-    dir: PathBuf,
-    bgpd: PathBuf,
-    vty: Vty,
-    polls: u64,
-    polling: Duration,
-}
-
-fn ip(args: &[&str]) -> Result<()> {
-    netns::run("ip", args)?;
-    Ok(())
-}
-
-impl Testbed {
-    /// Removes what an earlier run left, then makes the namespaces and the
-    /// veth, and starts the router; returns once it answers. Removes what
-    /// it made when it fails; a Ctrl-C meanwhile waits for it.
-    pub fn create() -> Result<Testbed> {
-        netns::require_privileges()?;
-        let _guard = super::cleanup_lock();
-        Self::destroy()?;
-        Self::make().inspect_err(|_| {
-            if let Err(e) = Self::destroy() {
-                eprintln!("removing the bgp testbed: {e:#}");
-            }
-        })
-    }
-
-    fn make() -> Result<Testbed> {
-        let dir = state_dir();
-        let bgpd = devenv::lab::frr::binaries()?.bgpd;
-        for d in [dir.join(ROUTER), dir.join(ANNOUNCER)] {
-            std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
-        }
-        ip(&["netns", "add", ROUTER_NS])?;
-        ip(&["netns", "add", ANNOUNCER_NS])?;
-        // Made inside the router's namespace, its peer moved at once: the
-        // root namespace never holds either end.
-        ip(&[
-            "-n",
-            ROUTER_NS,
-            "link",
-            "add",
-            "veth0",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "veth0",
-            "netns",
-            ANNOUNCER_NS,
-        ])?;
-        for (ns, addr) in [(ROUTER_NS, ROUTER_ADDR), (ANNOUNCER_NS, ANNOUNCER_ADDR)] {
-            ip(&[
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{addr}/24"),
-                "dev",
-                "veth0",
-            ])?;
-            ip(&["-n", ns, "link", "set", "veth0", "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        }
-        let router_dir = dir.join(ROUTER);
-        std::fs::write(
-            router_dir.join("frr.conf"),
-            router_conf(ROUTER_ADDR, ANNOUNCER_ADDR),
-        )?;
-        let procs = Processes::new(&dir);
-        let pid = procs.ensure(
-            ROUTER,
-            &bgpd_argv(&bgpd, ROUTER_NS, &router_dir, false),
-            &[],
-        )?;
-        let deadline = Instant::now() + START_TIMEOUT;
-        let vty = loop {
-            if !alive(pid) {
-                bail!(
-                    "the router bgpd exited right after starting: {}",
-                    log_tail(&procs.log_file(ROUTER), 10)
-                );
-            }
-            if let Ok(mut vty) = Vty::connect(&router_dir.join("bgpd.vty"))
-                && vty
-                    .command(frr::NEIGHBORS_COMMAND)
-                    .is_ok_and(|n| frr::parse_neighbors(&n).is_ok())
-            {
-                break vty;
-            }
-            if Instant::now() > deadline {
-                bail!("the router bgpd did not answer within {START_TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Ok(Testbed {
-            procs,
-            dir,
-            bgpd,
-            vty,
-            polls: 0,
-            polling: Duration::ZERO,
-        })
-    }
-
-    /// The router's view of the announcer.
-    fn neighbor(&mut self) -> Result<NeighborStatus> {
-        let t = Instant::now();
-        let text = self
-            .vty
-            .command(&format!("show bgp neighbors {ANNOUNCER_ADDR} json"))?;
-        self.polls += 1;
-        self.polling += t.elapsed();
-        frr::parse_neighbors(&text)?
-            .remove(&IpAddr::V4(ANNOUNCER_ADDR))
-            .with_context(|| format!("the router has no neighbor {ANNOUNCER_ADDR}"))
-    }
-
-    /// Waits until the router listens for the announcer again (after a
-    /// session ends FRR stays Idle for about a second) with no prefix.
-    fn wait_ready(&mut self) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            let n = self.neighbor()?;
-            if matches!(n.state.as_str(), "Active" | "Connect") && n.accepted_prefixes == 0 {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "the router did not get ready for the next run within 180 s: {} with {} prefixes",
-                    n.state,
-                    n.accepted_prefixes
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// One run of `who` announcing `prefixes`; `bin_dir` holds
-    /// `bgp-announce`.
-    pub fn run(&mut self, who: Announcer, bin_dir: &Path, prefixes: &[Ipv4Net]) -> Result<Run> {
-        self.wait_ready()?;
-        let dir = self.dir.join(ANNOUNCER);
-        let argv = match who {
-            Announcer::MetallbRs => announce_argv(
-                &bin_dir.join(ANNOUNCE_BIN),
-                ANNOUNCER_NS,
-                ROUTER_ADDR,
-                frr::ASN,
-                prefixes.len(),
-                prefixes.first().map_or(FIRST_PREFIX, Ipv4Net::addr),
-            ),
-            Announcer::Frr | Announcer::FrrNoCoalesce => {
-                let coalesce = (who == Announcer::FrrNoCoalesce).then_some(0);
-                std::fs::write(
-                    dir.join("frr.conf"),
-                    announcer_conf(ANNOUNCER_ADDR, ROUTER_ADDR, prefixes, coalesce),
-                )?;
-                bgpd_argv(&self.bgpd, ANNOUNCER_NS, &dir, true)
-            }
-        };
-        let timeout = Duration::from_secs(60) + Duration::from_millis(prefixes.len() as u64);
-        let t0 = Instant::now();
-        let pid = self.procs.ensure(ANNOUNCER, &argv, &[])?;
-        let measured = (|| {
-            let mut established = None;
-            loop {
-                let n = self.neighbor()?;
-                let now = t0.elapsed();
-                if established.is_none() && n.established() {
-                    established = Some(now);
-                }
-                if let Some(e) = established
-                    && n.accepted_prefixes >= prefixes.len() as u64
-                {
-                    return Ok(Run {
-                        start_to_established: e,
-                        established_to_all: now - e,
-                    });
-                }
-                if !alive(pid) {
-                    bail!(
-                        "the announcer exited: {}",
-                        log_tail(&self.procs.log_file(ANNOUNCER), 10)
-                    );
-                }
-                if now > timeout {
-                    bail!(
-                        "the router did not accept {} prefixes within {timeout:?}: {}, {} accepted",
-                        prefixes.len(),
-                        n.state,
-                        n.accepted_prefixes
-                    );
-                }
-                std::thread::sleep(POLL_PAUSE);
-            }
-        })();
-        self.procs.stop(ANNOUNCER, Duration::from_secs(5));
-        forget_crash_dir(pid);
-        measured.with_context(|| format!("{} run", who.label()))
-    }
-
-    /// Mean time one poll of the router took (its reply, parsing included),
-    /// plus the pause between polls.
-    pub fn poll_interval(&self) -> Duration {
-        if self.polls == 0 {
-            return Duration::ZERO;
-        }
-        self.polling / u32::try_from(self.polls).unwrap_or(u32::MAX) + POLL_PAUSE
-    }
-
-    /// Stops the testbed's processes and removes its namespaces and state
-    /// directory, whatever state a crash left; returns what it removed.
-    pub fn destroy() -> Result<Vec<String>> {
-        netns::require_privileges()?;
-        let dir = state_dir();
-        let procs = Processes::new(&dir);
-        let mut removed = Vec::new();
-        for name in [ANNOUNCER, ROUTER] {
-            if let Some(pid) = procs.pid(name) {
-                procs.stop(name, Duration::from_secs(5));
-                forget_crash_dir(pid);
-                removed.push(format!("process {name}"));
-            }
-        }
-        let all = netns::list_namespaces()?;
-        for ns in [ANNOUNCER_NS, ROUTER_NS] {
-            if all.iter().any(|n| n == ns) {
-                netns::kill_processes(ns, Duration::from_secs(2))?;
-                ip(&["netns", "del", ns])?;
-                removed.push(format!("namespace {ns}"));
-            }
-        }
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-            removed.push(format!("directory {}", dir.display()));
-        }
-        Ok(removed)
-    }
-}
-
-impl Drop for Testbed {
-    fn drop(&mut self) {
-        // After Ctrl-C the interrupt handler removes it.
-        let _guard = super::cleanup_lock();
-        if let Err(e) = Self::destroy() {
-            eprintln!("removing the bgp testbed: {e:#}");
-        }
-    }
-}
-
-/// FRR keeps a crash-log directory per daemon process in `/var/tmp/frr`;
-/// removes the one of bgpd `pid` (nothing when it was no bgpd).
-fn forget_crash_dir(pid: i32) {
-    let _ = std::fs::remove_dir_all(format!("/var/tmp/frr/bgpd.{pid}"));
-}
-
-/// `runs` rounds of every [`Announcer`] announcing `count` /32s in a
-/// [`Testbed`] (removed afterwards); `bin_dir` holds `bgp-announce`.
-/// Prints the figures.
-pub fn throughput(bin_dir: &Path, runs: usize, count: usize) -> Result<Throughput> {
-    let list = prefixes(FIRST_PREFIX, count)?;
-    let announce = bin_dir.join(ANNOUNCE_BIN);
-    if !announce.is_file() {
-        bail!(
-            "{} is missing: build the devenv binaries",
-            announce.display()
-        );
-    }
-    let mut bed = Testbed::create()?;
-    let mut out = Throughput {
-        prefixes: count,
-        ..Throughput::default()
-    };
-    for (i, who) in schedule(runs).into_iter().enumerate() {
-        let r = bed.run(who, bin_dir, &list)?;
-        eprintln!(
-            "bgp throughput run {}/{}: {}: Established after {:.1?}, {count} prefixes {:.1?} later",
-            i + 1,
-            runs * Announcer::ALL.len(),
-            who.label(),
-            r.start_to_established,
-            r.established_to_all
-        );
-        out.runs.entry(who).or_default().push(r);
-    }
-    out.poll_interval = bed.poll_interval();
-    drop(bed);
-    print_throughput(&out);
-    Ok(out)
-}
-
-fn print_throughput(t: &Throughput) {
-    let runs = t.runs.values().map(Vec::len).max().unwrap_or(0);
-    println!(
-        "bgp: {} /32s to an FRR 8.4 bgpd over a veth, iBGP ({runs} run(s) each, alternating; router polled every ~{:.1?}):",
-        t.prefixes, t.poll_interval
-    );
-    println!(
-        "  {:<36} {:>16} {:>16} {:>14}",
-        "announcer", "Est.->all p50", "start->all p50", "prefixes/s"
-    );
-    let p = |who: Announcer| -> (Duration, Duration) {
-        let v = t.runs.get(&who).map(Vec::as_slice).unwrap_or_default();
-        let est: Vec<Duration> = v.iter().map(|r| r.established_to_all).collect();
-        let start: Vec<Duration> = v.iter().map(Run::start_to_all).collect();
-        (p50(&est), p50(&start))
-    };
-    for who in Announcer::ALL {
-        let (est, start) = p(who);
-        println!(
-            "  {:<36} {:>14.1}ms {:>14.1}ms {:>14.0}",
-            who.label(),
-            est.as_secs_f64() * 1e3,
-            start.as_secs_f64() * 1e3,
-            rate(t.prefixes, est)
-        );
-    }
-    let (ours_est, ours_start) = p(Announcer::MetallbRs);
-    for base in [Announcer::Frr, Announcer::FrrNoCoalesce] {
-        let (est, start) = p(base);
-        println!(
-            "  ratio ours/{}: Established->all {:.2}x, start->all {:.2}x",
-            match base {
-                Announcer::FrrNoCoalesce => "FRR coalesce-time 0",
-                _ => "FRR",
-            },
-            ratio(ours_est, est),
-            ratio(ours_start, start)
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use devenv::lab::netns;
+    use std::path::Path;
 
     fn d(ms: u64) -> Duration {
         Duration::from_millis(ms)

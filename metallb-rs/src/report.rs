@@ -12,7 +12,7 @@ use crate::config::Selector;
 use crate::service::{self as svcs, annotation};
 use crate::speaker::status as l2;
 use k8s_openapi::api::core::v1::{Node, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -94,81 +94,14 @@ fn selects(selectors: Option<&Vec<LabelSelector>>, node: &Node) -> bool {
 /// (speakers announce only services with a ready endpoint), or, with
 /// externalTrafficPolicy Local, no selected node has one.
 fn unannounced(svc: &Service, pool: &str, ctx: &Context<'_>) -> Option<String> {
-    let invalid = ctx
-        .states
-        .iter()
-        .find(|s| s.status.as_ref().and_then(|st| st.result) == Some(ConfigurationResult::Invalid));
-    if let Some(state) = invalid {
-        let summary = state
-            .status
-            .as_ref()
-            .and_then(|st| st.error_summary.clone())
-            .unwrap_or_default();
-        return Some(format!(
-            "waiting for a valid configuration: ConfigurationState {} is Invalid: {summary}",
-            state.name_any()
-        ));
+    if let Some(reason) = invalid_configuration(ctx) {
+        return Some(reason);
     }
-    let mut eligible: Option<Vec<&Node>> = None;
-    if let Some(p) = ctx.pools.iter().find(|p| p.name_any() == pool) {
-        let takes = |names, selectors| advertises(names, selectors, p);
-        let l2: Vec<&L2Advertisement> = ctx
-            .l2
-            .iter()
-            .filter(|a| {
-                takes(
-                    a.spec.ip_address_pools.as_ref(),
-                    a.spec.ip_address_pool_selectors.as_ref(),
-                )
-            })
-            .collect();
-        let bgp: Vec<&BGPAdvertisement> = ctx
-            .bgp
-            .iter()
-            .filter(|a| {
-                takes(
-                    a.spec.ip_address_pools.as_ref(),
-                    a.spec.ip_address_pool_selectors.as_ref(),
-                )
-            })
-            .collect();
-        if l2.is_empty() && bgp.is_empty() {
-            return Some(format!(
-                "pool {pool} is in no L2Advertisement or BGPAdvertisement: nothing announces its addresses"
-            ));
-        }
-        if !ctx.nodes.is_empty() {
-            let nodes: Vec<&Node> = ctx
-                .nodes
-                .iter()
-                .filter(|n| {
-                    l2.iter()
-                        .any(|a| selects(a.spec.node_selectors.as_ref(), n))
-                        || bgp
-                            .iter()
-                            .any(|a| selects(a.spec.node_selectors.as_ref(), n))
-                })
-                .collect();
-            if nodes.is_empty() {
-                return Some(format!(
-                    "no eligible node: the nodeSelectors of the advertisements of pool {pool} match no node"
-                ));
-            }
-            eligible = Some(nodes);
-        }
-    }
-    let name = svc.name_any();
-    let ns = svc.namespace().unwrap_or_default();
-    let ready: Vec<_> = ctx
-        .slices
-        .iter()
-        .filter(|s| {
-            s.namespace().as_deref() == Some(ns.as_str())
-                && s.labels().get("kubernetes.io/service-name") == Some(&name)
-        })
-        .flat_map(|s| &s.endpoints)
-        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
-        .collect();
+    let eligible = match eligible_nodes(pool, ctx) {
+        Ok(eligible) => eligible,
+        Err(reason) => return Some(reason),
+    };
+    let ready = ready_endpoints(svc, ctx);
     if ready.is_empty() {
         return Some(
             "no ready endpoints: speakers announce a service only while a pod serves it".to_owned(),
@@ -196,6 +129,93 @@ fn unannounced(svc: &Service, pool: &str, ctx: &Context<'_>) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// The first component whose ConfigurationState is Invalid, said as the
+/// reason: its speakers or controller take nothing new until it is fixed.
+fn invalid_configuration(ctx: &Context<'_>) -> Option<String> {
+    let state = ctx.states.iter().find(|s| {
+        s.status.as_ref().and_then(|st| st.result) == Some(ConfigurationResult::Invalid)
+    })?;
+    let summary = state
+        .status
+        .as_ref()
+        .and_then(|st| st.error_summary.clone())
+        .unwrap_or_default();
+    Some(format!(
+        "waiting for a valid configuration: ConfigurationState {} is Invalid: {summary}",
+        state.name_any()
+    ))
+}
+
+/// The nodes the advertisements of `pool` select (`None`: unknown, the
+/// pool or the Nodes unread), or why there are none: the pool is in no
+/// advertisement, or their nodeSelectors match no node.
+fn eligible_nodes<'a>(pool: &str, ctx: &Context<'a>) -> Result<Option<Vec<&'a Node>>, String> {
+    let Some(p) = ctx.pools.iter().find(|p| p.name_any() == pool) else {
+        return Ok(None);
+    };
+    let takes = |names, selectors| advertises(names, selectors, p);
+    let l2: Vec<&L2Advertisement> = ctx
+        .l2
+        .iter()
+        .filter(|a| {
+            takes(
+                a.spec.ip_address_pools.as_ref(),
+                a.spec.ip_address_pool_selectors.as_ref(),
+            )
+        })
+        .collect();
+    let bgp: Vec<&BGPAdvertisement> = ctx
+        .bgp
+        .iter()
+        .filter(|a| {
+            takes(
+                a.spec.ip_address_pools.as_ref(),
+                a.spec.ip_address_pool_selectors.as_ref(),
+            )
+        })
+        .collect();
+    if l2.is_empty() && bgp.is_empty() {
+        return Err(format!(
+            "pool {pool} is in no L2Advertisement or BGPAdvertisement: nothing announces its addresses"
+        ));
+    }
+    if ctx.nodes.is_empty() {
+        return Ok(None);
+    }
+    let nodes: Vec<&Node> = ctx
+        .nodes
+        .iter()
+        .filter(|n| {
+            l2.iter()
+                .any(|a| selects(a.spec.node_selectors.as_ref(), n))
+                || bgp
+                    .iter()
+                    .any(|a| selects(a.spec.node_selectors.as_ref(), n))
+        })
+        .collect();
+    if nodes.is_empty() {
+        return Err(format!(
+            "no eligible node: the nodeSelectors of the advertisements of pool {pool} match no node"
+        ));
+    }
+    Ok(Some(nodes))
+}
+
+/// The endpoints of `svc`'s EndpointSlices not marked unready.
+fn ready_endpoints<'a>(svc: &Service, ctx: &Context<'a>) -> Vec<&'a Endpoint> {
+    let name = svc.name_any();
+    let ns = svc.namespace().unwrap_or_default();
+    ctx.slices
+        .iter()
+        .filter(|s| {
+            s.namespace().as_deref() == Some(ns.as_str())
+                && s.labels().get("kubernetes.io/service-name") == Some(&name)
+        })
+        .flat_map(|s| &s.endpoints)
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+        .collect()
 }
 
 /// Builds the rows from what the API holds.

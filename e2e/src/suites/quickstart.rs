@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -64,7 +65,40 @@ fn create_expose_curl(ctx: &Ctx) -> Result<()> {
     let mut config = metallb::Config::new(ctx)?;
     config.pool("quickstart", json!({ "addresses": [pool(ctx, Net::V4)?] }))?;
     config.l2_advertisement("quickstart", json!({}))?;
+    let names = create_and_expose(ctx)?;
+    let ip = wait_for_ips(ctx, "web", WAIT)?[0];
+    forget_neighbor(ctx, ip)?;
+    expect_every_pod_answers(ctx, ip, &names)?;
 
+    // A rollout restart replaces both pods; the address answers all along.
+    let probed = restart_while_probing(ctx, ip)?;
+    let (after, nodes) = web_pods(ctx)?;
+    ensure!(
+        after.len() == 2 && after.is_disjoint(&names),
+        "2 new pods expected after the restart: {after:?} (before {names:?})"
+    );
+    ensure!(nodes.len() == 2, "new pods on {nodes:?}");
+    ensure!(
+        probed.failures.is_empty(),
+        "{} of {} requests failed during the rollout: {:?}",
+        probed.failures.len(),
+        probed.probes,
+        probed.failures
+    );
+    eventually(WAIT, "HTTP from a new pod", || {
+        Ok(http_get(ctx, ip, 80, "/")
+            .ok()
+            .filter(|b| after.contains(b)))
+    })
+    .context("after the restart")?;
+    Ok(())
+}
+
+/// `kubectl create deployment web` with two replicas and `kubectl
+/// expose` as a LoadBalancer, checked as the user sees them: the
+/// commands' answers, two Pods on two nodes, the Deployment's row. The
+/// Pods' names.
+fn create_and_expose(ctx: &Ctx) -> Result<BTreeSet<String>> {
     let out = kc(
         ctx,
         &[
@@ -108,9 +142,12 @@ fn create_expose_curl(ctx: &Ctx) -> Result<()> {
         row.get(..4) == Some(&["web", "2/2", "2", "2"][..]),
         "kubectl get deployment: {out}"
     );
+    Ok(names)
+}
 
-    let ip = wait_for_ips(ctx, "web", WAIT)?[0];
-    forget_neighbor(ctx, ip)?;
+/// HTTP to `ip` is answered by a Pod of `names`, then by every one of
+/// them (the proxy spreads connections).
+fn expect_every_pod_answers(ctx: &Ctx, ip: IpAddr, names: &BTreeSet<String>) -> Result<()> {
     // Pods share their node's addresses, so a pod of an earlier spec
     // still draining on port 80 may answer at first.
     eventually(WAIT, &format!("HTTP on {ip}:80 from a web pod"), || {
@@ -118,20 +155,30 @@ fn create_expose_curl(ctx: &Ctx) -> Result<()> {
             .ok()
             .filter(|b| names.contains(b)))
     })?;
-    // Both pods answer through the address (the proxy spreads connections).
     let mut answered = BTreeSet::new();
     let deadline = Instant::now() + WAIT;
-    while !answered.is_superset(&names) && Instant::now() < deadline {
+    while !answered.is_superset(names) && Instant::now() < deadline {
         if let Ok(b) = http_get(ctx, ip, 80, "/") {
             answered.insert(b);
         }
     }
     ensure!(
-        answered.is_superset(&names),
+        answered.is_superset(names),
         "answers from {answered:?}, pods {names:?}"
     );
+    Ok(())
+}
 
-    // A rollout restart replaces both pods; the address answers all along.
+/// The requests sent to the address during a rollout restart, and those
+/// that failed.
+struct Probed {
+    probes: usize,
+    failures: Vec<String>,
+}
+
+/// `kubectl rollout restart` of the Deployment, with HTTP to `ip` between
+/// checks of the rollout's status until it finishes (within [`WAIT`]).
+fn restart_while_probing(ctx: &Ctx, ip: IpAddr) -> Result<Probed> {
     kc(ctx, &["rollout", "restart", "deployment", "web"])?;
     let mut failures = Vec::new();
     let mut probes = 0;
@@ -153,22 +200,5 @@ fn create_expose_curl(ctx: &Ctx) -> Result<()> {
         }
     };
     ensure!(done, "the rollout restart did not finish within {WAIT:?}");
-    let (after, nodes) = web_pods(ctx)?;
-    ensure!(
-        after.len() == 2 && after.is_disjoint(&names),
-        "2 new pods expected after the restart: {after:?} (before {names:?})"
-    );
-    ensure!(nodes.len() == 2, "new pods on {nodes:?}");
-    ensure!(
-        failures.is_empty(),
-        "{} of {probes} requests failed during the rollout: {failures:?}",
-        failures.len()
-    );
-    eventually(WAIT, "HTTP from a new pod", || {
-        Ok(http_get(ctx, ip, 80, "/")
-            .ok()
-            .filter(|b| after.contains(b)))
-    })
-    .context("after the restart")?;
-    Ok(())
+    Ok(Probed { probes, failures })
 }

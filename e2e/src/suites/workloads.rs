@@ -112,6 +112,16 @@ fn settled(ctx: &Ctx, app: &str, ready: bool) -> Result<String> {
 }
 
 fn probes_logs_statefulsets_jobs(ctx: &Ctx) -> Result<()> {
+    let (probed, unready) = probed_deployments(ctx)?;
+    expect_logs_and_events(ctx, &probed, &unready)?;
+    statefulset(ctx)?;
+    job(ctx)
+}
+
+/// Two Deployments with a Service each: one whose readinessProbe the lab
+/// backend answers, one whose probe nothing answers; once their Pods and
+/// endpoints are ready and not ready, the two Pods' names.
+fn probed_deployments(ctx: &Ctx) -> Result<(String, String)> {
     // Ports no other spec's pods serve: pods share their node's ports.
     let ready_probe = json!({ "httpGet": { "path": "/", "port": "http" }, "periodSeconds": 1 });
     kc(
@@ -136,10 +146,16 @@ fn probes_logs_statefulsets_jobs(ctx: &Ctx) -> Result<()> {
         None,
     )?;
     ensure!(out.contains("successfully rolled out"), "{out}");
+    Ok((probed, unready))
+}
 
+/// `kubectl logs` of the probed Pod shows what plays it and the probe's
+/// requests, `kubectl describe pod` the lab's event, and the unready
+/// Pod's description an `Unhealthy` event.
+fn expect_logs_and_events(ctx: &Ctx, probed: &str, unready: &str) -> Result<()> {
     // The probe's own requests are in the log, after what plays the pod.
     let log = eventually(WAIT, "kube-probe requests in the log", || {
-        let log = kc(ctx, &["logs", &probed], None)?;
+        let log = kc(ctx, &["logs", probed], None)?;
         Ok(log.contains("\"GET / HTTP/1.1\" 200").then_some(log))
     })?;
     ensure!(
@@ -150,18 +166,21 @@ fn probes_logs_statefulsets_jobs(ctx: &Ctx) -> Result<()> {
             && log.contains("kube-probe/"),
         "kubectl logs {probed}: {log}"
     );
-    let described = kc(ctx, &["describe", "pod", &probed], None)?;
+    let described = kc(ctx, &["describe", "pod", probed], None)?;
     ensure!(
         described.contains("PlayedByLabBackend"),
         "kubectl describe pod {probed}: {described}"
     );
     let described = eventually(WAIT, "an Unhealthy event", || {
-        let d = kc(ctx, &["describe", "pod", &unready], None)?;
+        let d = kc(ctx, &["describe", "pod", unready], None)?;
         Ok(d.contains("Readiness probe failed").then_some(d))
     })?;
     ensure!(described.contains("Unhealthy"), "{described}");
+    Ok(())
+}
 
-    // A StatefulSet: ordered names, rollout status, scale, delete.
+/// A StatefulSet: ordered names, rollout status, scale, delete.
+fn statefulset(ctx: &Ctx) -> Result<()> {
     let sts = json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": { "name": "db" },
         "spec": { "replicas": 3, "serviceName": "db", "selector": { "matchLabels": { "app": "db" } },
@@ -197,8 +216,11 @@ fn probes_logs_statefulsets_jobs(ctx: &Ctx) -> Result<()> {
     eventually(WAIT, "db's pods collected", || {
         Ok(names(ctx)?.is_empty().then_some(()))
     })?;
+    Ok(())
+}
 
-    // A Job: its played container completes at once.
+/// A Job: its played container completes at once.
+fn job(ctx: &Ctx) -> Result<()> {
     let job = json!({
         "apiVersion": "batch/v1", "kind": "Job", "metadata": { "name": "pi" },
         "spec": { "completions": 2, "template": { "metadata": { "labels": { "app": "pi" } },

@@ -173,48 +173,7 @@ pub(super) fn advertisement(
         errors,
     );
     super::duplicate::strings(&obj, "spec.peers", "peer", spec.peers.as_ref(), errors);
-    // IPv4: the CRD's minimum is 1. IPv6: only an upper bound, as
-    // upstream; a length below a pool's prefixes fails the check below.
-    let agg4 = spec.aggregation_length.unwrap_or(32);
-    if !(1..=32).contains(&agg4) {
-        errors.push(ConfigError::new(
-            &obj,
-            "spec.aggregationLength",
-            format!("invalid aggregation length {agg4}: must be between 1 and 32"),
-        ));
-    }
-    let agg6 = spec.aggregation_length_v6.unwrap_or(128);
-    if agg6 > 128 {
-        errors.push(ConfigError::new(
-            &obj,
-            "spec.aggregationLengthV6",
-            format!("invalid aggregation length {agg6}: must be at most 128"),
-        ));
-    }
-    // An aggregate shorter than a pool prefix would announce addresses the
-    // pool does not own (upstream: lowest mask per address entry, for the
-    // families the pool has).
-    for name in &selected {
-        let Some(pool) = ctx.pools.get(name) else {
-            continue;
-        };
-        for (agg, v6, floor, field) in [
-            (agg4, false, pool.aggregation_floor.0, "aggregationLength"),
-            (agg6, true, pool.aggregation_floor.1, "aggregationLengthV6"),
-        ] {
-            let has_family = pool.cidrs.iter().any(|c| c.addr().is_ipv6() == v6);
-            if has_family && agg < i32::from(floor) {
-                errors.push(ConfigError::new(
-                    &obj,
-                    format!("spec.{field}"),
-                    format!(
-                        "invalid aggregation length {agg}: ipaddresspool {name:?} has a /{floor} prefix, more specific than the aggregation length (which would announce addresses outside the pool); use at least {floor}"
-                    ),
-                ));
-            }
-        }
-    }
-    let (agg4, agg6) = (clamp_length(agg4, 32), clamp_length(agg6, 128));
+    let (agg4, agg6) = aggregation_lengths(spec, &obj, &selected, ctx.pools, errors);
     let service_selectors = super::selectors(
         &obj,
         "spec.serviceSelectors",
@@ -228,25 +187,7 @@ pub(super) fn advertisement(
             "serviceSelectors can only be used together with the default aggregationLength (32) and aggregationLengthV6 (128)",
         ));
     }
-    // The same value written twice (an alias and its value) is one
-    // community, as upstream's set of communities makes it.
-    let mut communities = BTreeSet::new();
-    for (i, c) in spec.communities.iter().flatten().enumerate() {
-        let field = format!("spec.communities[{i}]");
-        let parsed = if looks_like_value(c) {
-            c.parse::<Community>()
-        } else {
-            ctx.aliases.get(c).copied().ok_or_else(|| {
-                format!("unknown community alias {c:?}: define it in a Community object or write the value (1234:1234 or large:1:2:3)")
-            })
-        };
-        match parsed {
-            Ok(v) => {
-                communities.insert(v);
-            }
-            Err(e) => errors.push(ConfigError::new(&obj, field, e)),
-        }
-    }
+    let communities = communities(spec, &obj, ctx.aliases, errors);
     let node_selectors = super::selectors(
         &obj,
         "spec.nodeSelectors",
@@ -264,6 +205,88 @@ pub(super) fn advertisement(
         peers: spec.peers.clone().unwrap_or_default(),
         service_selectors,
     })
+}
+
+/// aggregationLength and aggregationLengthV6 (defaults 32 and 128) in
+/// range and no shorter than a selected pool's prefixes, as stored.
+fn aggregation_lengths(
+    spec: &v1beta1::BGPAdvertisementSpec,
+    obj: &ObjectRef,
+    selected: &BTreeSet<String>,
+    pools: &BTreeMap<String, Pool>,
+    errors: &mut Vec<ConfigError>,
+) -> (u8, u8) {
+    // IPv4: the CRD's minimum is 1. IPv6: only an upper bound, as
+    // upstream; a length below a pool's prefixes fails the check below.
+    let agg4 = spec.aggregation_length.unwrap_or(32);
+    if !(1..=32).contains(&agg4) {
+        errors.push(ConfigError::new(
+            obj,
+            "spec.aggregationLength",
+            format!("invalid aggregation length {agg4}: must be between 1 and 32"),
+        ));
+    }
+    let agg6 = spec.aggregation_length_v6.unwrap_or(128);
+    if agg6 > 128 {
+        errors.push(ConfigError::new(
+            obj,
+            "spec.aggregationLengthV6",
+            format!("invalid aggregation length {agg6}: must be at most 128"),
+        ));
+    }
+    // An aggregate shorter than a pool prefix would announce addresses the
+    // pool does not own (upstream: lowest mask per address entry, for the
+    // families the pool has).
+    for name in selected {
+        let Some(pool) = pools.get(name) else {
+            continue;
+        };
+        for (agg, v6, floor, field) in [
+            (agg4, false, pool.aggregation_floor.0, "aggregationLength"),
+            (agg6, true, pool.aggregation_floor.1, "aggregationLengthV6"),
+        ] {
+            let has_family = pool.cidrs.iter().any(|c| c.addr().is_ipv6() == v6);
+            if has_family && agg < i32::from(floor) {
+                errors.push(ConfigError::new(
+                    obj,
+                    format!("spec.{field}"),
+                    format!(
+                        "invalid aggregation length {agg}: ipaddresspool {name:?} has a /{floor} prefix, more specific than the aggregation length (which would announce addresses outside the pool); use at least {floor}"
+                    ),
+                ));
+            }
+        }
+    }
+    (clamp_length(agg4, 32), clamp_length(agg6, 128))
+}
+
+/// The communities, aliases resolved to their values.
+fn communities(
+    spec: &v1beta1::BGPAdvertisementSpec,
+    obj: &ObjectRef,
+    aliases: &BTreeMap<String, Community>,
+    errors: &mut Vec<ConfigError>,
+) -> BTreeSet<Community> {
+    // The same value written twice (an alias and its value) is one
+    // community, as upstream's set of communities makes it.
+    let mut communities = BTreeSet::new();
+    for (i, c) in spec.communities.iter().flatten().enumerate() {
+        let field = format!("spec.communities[{i}]");
+        let parsed = if looks_like_value(c) {
+            c.parse::<Community>()
+        } else {
+            aliases.get(c).copied().ok_or_else(|| {
+                format!("unknown community alias {c:?}: define it in a Community object or write the value (1234:1234 or large:1:2:3)")
+            })
+        };
+        match parsed {
+            Ok(v) => {
+                communities.insert(v);
+            }
+            Err(e) => errors.push(ConfigError::new(obj, field, e)),
+        }
+    }
+    communities
 }
 
 /// An aggregation length as stored: out-of-range values were reported,

@@ -131,44 +131,12 @@ impl Config {
     /// Validates `res` and builds the configuration, or returns every error.
     pub fn build(res: &Resources, opts: &Options) -> Result<Config, ConfigErrors> {
         let mut errors = Vec::new();
-        macro_rules! in_namespace {
-            ($($list:expr),*) => { $( for o in &$list { check_namespace(o, opts, &mut errors); } )* };
-        }
-        in_namespace!(
-            res.pools,
-            res.l2_advertisements,
-            res.bgp_advertisements,
-            res.peers,
-            res.bfd_profiles,
-            res.communities
-        );
-
         let mut warnings = Vec::new();
-        let namespace_labels: Vec<(String, BTreeMap<String, String>)> = res
-            .namespaces
-            .iter()
-            .map(|n| (n.name_any(), n.labels().clone()))
-            .collect();
+        check_namespaces(res, opts, &mut errors);
         let node_labels: Vec<BTreeMap<String, String>> =
             res.nodes.iter().map(|n| n.labels().clone()).collect();
-        let pools_raw = sorted(&res.pools);
-        let mut pools = BTreeMap::new();
-        for p in &pools_raw {
-            if let Some(pool) =
-                pool::build(p, &namespace_of(*p, opts), &namespace_labels, &mut errors)
-            {
-                pools.insert(pool.name.clone(), pool);
-            }
-        }
-        let with_ns: Vec<(&v1beta1::IPAddressPool, String)> = pools_raw
-            .iter()
-            .map(|p| (*p, namespace_of(*p, opts)))
-            .collect();
-        let refs: Vec<(&v1beta1::IPAddressPool, &str)> =
-            with_ns.iter().map(|(p, n)| (*p, n.as_str())).collect();
-        pool::check_overlaps(&refs, &mut errors);
-
-        let pool_labels: BTreeMap<String, BTreeMap<String, String>> = pools_raw
+        let pools = pools(res, opts, &mut errors);
+        let pool_labels: BTreeMap<String, BTreeMap<String, String>> = sorted(&res.pools)
             .iter()
             .map(|p| (p.name_any(), p.labels().clone()))
             .collect();
@@ -191,25 +159,13 @@ impl Config {
             .filter_map(|p| bgp::bfd_profile(p, &namespace_of(p, opts), &mut errors))
             .map(|p| (p.name.clone(), p))
             .collect();
-        let bgp_advertisements: Vec<(BgpAdvertisement, ObjectRef)> =
-            sorted(&res.bgp_advertisements)
-                .into_iter()
-                .filter_map(|ad| {
-                    let ns = namespace_of(ad, opts);
-                    let ctx = bgp::AdContext {
-                        pool_labels: &pool_labels,
-                        pools: &pools,
-                        aliases: &aliases,
-                    };
-                    let built = bgp::advertisement(ad, &ns, &ctx, &mut errors, &mut warnings)?;
-                    Some((
-                        built,
-                        ObjectRef::new("BGPAdvertisement", &ns, &ad.name_any()),
-                    ))
-                })
-                .collect();
-        bgp::check_local_prefs(&bgp_advertisements, &pools, &node_labels, &mut errors);
-        let bgp_advertisements = bgp_advertisements.into_iter().map(|(a, _)| a).collect();
+        let ctx = bgp::AdContext {
+            pool_labels: &pool_labels,
+            pools: &pools,
+            aliases: &aliases,
+        };
+        let bgp_advertisements =
+            bgp_advertisements(res, opts, &ctx, &node_labels, &mut errors, &mut warnings);
         let peers = bgp::peers(
             &sorted(&res.peers),
             opts,
@@ -234,6 +190,71 @@ impl Config {
             Err(ConfigErrors(errors))
         }
     }
+}
+
+/// Every object of a kind MetalLB reads is in its namespace.
+fn check_namespaces(res: &Resources, opts: &Options, errors: &mut Vec<ConfigError>) {
+    macro_rules! in_namespace {
+        ($($list:expr),*) => { $( for o in &$list { check_namespace(o, opts, errors); } )* };
+    }
+    in_namespace!(
+        res.pools,
+        res.l2_advertisements,
+        res.bgp_advertisements,
+        res.peers,
+        res.bfd_profiles,
+        res.communities
+    );
+}
+
+/// The valid pools by name; overlaps between any two pools (valid or not)
+/// are errors.
+fn pools(res: &Resources, opts: &Options, errors: &mut Vec<ConfigError>) -> BTreeMap<String, Pool> {
+    let namespace_labels: Vec<(String, BTreeMap<String, String>)> = res
+        .namespaces
+        .iter()
+        .map(|n| (n.name_any(), n.labels().clone()))
+        .collect();
+    let pools_raw = sorted(&res.pools);
+    let mut pools = BTreeMap::new();
+    for p in &pools_raw {
+        if let Some(pool) = pool::build(p, &namespace_of(*p, opts), &namespace_labels, errors) {
+            pools.insert(pool.name.clone(), pool);
+        }
+    }
+    let with_ns: Vec<(&v1beta1::IPAddressPool, String)> = pools_raw
+        .iter()
+        .map(|p| (*p, namespace_of(*p, opts)))
+        .collect();
+    let refs: Vec<(&v1beta1::IPAddressPool, &str)> =
+        with_ns.iter().map(|(p, n)| (*p, n.as_str())).collect();
+    pool::check_overlaps(&refs, errors);
+    pools
+}
+
+/// The valid BGPAdvertisements in name order, whose LOCAL_PREFs are then
+/// checked against each other.
+fn bgp_advertisements(
+    res: &Resources,
+    opts: &Options,
+    ctx: &bgp::AdContext<'_>,
+    node_labels: &[BTreeMap<String, String>],
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<ConfigWarning>,
+) -> Vec<BgpAdvertisement> {
+    let built: Vec<(BgpAdvertisement, ObjectRef)> = sorted(&res.bgp_advertisements)
+        .into_iter()
+        .filter_map(|ad| {
+            let ns = namespace_of(ad, opts);
+            let built = bgp::advertisement(ad, &ns, ctx, errors, warnings)?;
+            Some((
+                built,
+                ObjectRef::new("BGPAdvertisement", &ns, &ad.name_any()),
+            ))
+        })
+        .collect();
+    bgp::check_local_prefs(&built, ctx.pools, node_labels, errors);
+    built.into_iter().map(|(a, _)| a).collect()
 }
 
 impl Config {

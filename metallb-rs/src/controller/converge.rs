@@ -102,6 +102,20 @@ fn allocate(
     r.map_err(|e: AllocError| e.to_string())
 }
 
+/// Where convergence stopped before the end, and so what the service
+/// shows.
+enum Stop {
+    /// Release what the service holds and clear it.
+    Clear,
+    /// Leave the service exactly as it is (upstream returns before
+    /// touching it).
+    Untouched,
+    /// Show what the allocator holds for it now.
+    Current,
+    /// Show nothing, the allocator left as it is.
+    Empty,
+}
+
 /// Upstream's `convergeBalancer`: the allocator is updated, the desired
 /// state returned.
 fn converge(
@@ -111,178 +125,241 @@ fn converge(
 ) -> Converged {
     let key = service::key(svc);
     let mut events = Vec::new();
-    let cleared = |alloc: &mut Allocator, events: Vec<EventSpec>| {
-        alloc.unassign(&key);
-        Converged {
-            desired: Desired::default(),
-            events,
-            untouched: false,
+    let desired = match converge_steps(alloc, svc, ns_labels, &key, &mut events) {
+        Ok(desired) => desired,
+        Err(Stop::Clear) => {
+            alloc.unassign(&key);
+            Desired::default()
         }
+        Err(Stop::Untouched) => {
+            return Converged {
+                desired: Desired::default(),
+                events,
+                untouched: true,
+            };
+        }
+        Err(Stop::Current) => current_desired(alloc, svc),
+        Err(Stop::Empty) => Desired::default(),
     };
-    if !service::is_load_balancer(svc) {
-        return cleared(alloc, events);
+    Converged {
+        desired,
+        events,
+        untouched: false,
     }
-    if !alloc.has_pools() {
-        return cleared(alloc, events);
+}
+
+/// The steps of `converge` in upstream's order: whether the service is
+/// served at all, what it holds, whether that is still allowed, a second
+/// family, a new allocation, and the pool it came from.
+fn converge_steps(
+    alloc: &mut Allocator,
+    svc: &Service,
+    ns_labels: &BTreeMap<String, String>,
+    key: &ServiceKey,
+    events: &mut Vec<EventSpec>,
+) -> Result<Desired, Stop> {
+    served(alloc, svc, key, events)?;
+    let info = service::service_info(svc, ns_labels);
+    let mut ips = held(alloc, svc, key, info.as_ref(), events)?;
+    let info = info.map_err(|e| {
+        events.push(EventSpec::warning(
+            "AllocationFailed",
+            format!("Failed to allocate IP for \"{key}\": {e}"),
+        ));
+        Stop::Clear
+    })?;
+    if !ips.is_empty() {
+        ips = still_allowed(alloc, svc, key, &info, ips, events)?;
+    }
+    if ips.len() == 1 && info.policy == FamilyPolicy::PreferDualStack {
+        add_second_family(alloc, key, &info, &mut ips, events);
+    }
+    if ips.is_empty() {
+        ips = allocate_new(alloc, svc, key, &info, events)?;
+    }
+    let Some(pool) = alloc.pool(key).map(str::to_owned) else {
+        events.push(EventSpec::warning(
+            "InternalError",
+            "allocated an IP that has no pool",
+        ));
+        return Err(Stop::Clear);
+    };
+    Ok(Desired {
+        ingress: ips,
+        pool: Some(pool),
+    })
+}
+
+/// Whether MetalLB serves the service at all: a LoadBalancer, pools to
+/// allocate from, and the ClusterIPs its family policy needs.
+fn served(
+    alloc: &Allocator,
+    svc: &Service,
+    key: &ServiceKey,
+    events: &mut Vec<EventSpec>,
+) -> Result<(), Stop> {
+    if !service::is_load_balancer(svc) || !alloc.has_pools() {
+        return Err(Stop::Clear);
     }
     let cluster_ips = service::cluster_ips(svc);
     if cluster_ips.is_empty() {
         tracing::info!(service = %key, "clearing assignment: no ClusterIPs");
-        return cleared(alloc, events);
+        return Err(Stop::Clear);
     }
     if service::family_policy(svc) == FamilyPolicy::RequireDualStack && cluster_ips.len() < 2 {
         events.push(EventSpec::warning(
             "not enough clusterips",
             format!("Service requires dual stack but not enough clusterips {cluster_ips:?}"),
         ));
-        return cleared(alloc, events);
+        return Err(Stop::Clear);
     }
-    let info = service::service_info(svc, ns_labels);
+    Ok(())
+}
+
+/// The addresses the service shows and may keep: none (released) when it
+/// shows none or they are of a family its ClusterIPs no longer have.
+/// Unreadable ClusterIP families leave it untouched, as upstream.
+fn held(
+    alloc: &mut Allocator,
+    svc: &Service,
+    key: &ServiceKey,
+    info: Result<&ServiceInfo, &String>,
+    events: &mut Vec<EventSpec>,
+) -> Result<Vec<IpAddr>, Stop> {
     let held = service::ingress_strings(svc);
-    let mut ips = Vec::new();
     if held.is_empty() {
-        alloc.unassign(&key);
-    } else {
-        let held_family = service::addresses_family(&held);
-        if let Err(e) = &held_family {
-            events.push(EventSpec::warning(
-                "nolbIPsIPFamily",
-                format!(
-                    "Failed to retrieve LBIPs IPFamily for {}: {e}",
-                    service::go_quoted(&held)
-                ),
-            ));
-        }
-        let info = match &info {
-            Ok(info) => info,
-            Err(e) => {
-                // Upstream gives up here and leaves the service as it is.
-                let (list, single) = service::raw_cluster_ips(svc);
-                events.push(EventSpec::warning(
-                    "noclusterIPsIPFamily",
-                    format!(
-                        "Failed to retrieve ClusterIPs IPFamily for {} {single}: {e}",
-                        service::go_quoted(&list)
-                    ),
-                ));
-                return Converged {
-                    desired: Desired::default(),
-                    events,
-                    untouched: true,
-                };
-            }
-        };
-        match held_family {
-            Ok(f) if !family_changed(Some(f), info.family, info.policy) => {
-                ips = service::ingress_ips(svc).unwrap_or_default();
-            }
-            _ => {
-                alloc.unassign(&key);
-            }
-        }
+        alloc.unassign(key);
+        return Ok(Vec::new());
+    }
+    let held_family = service::addresses_family(&held);
+    if let Err(e) = &held_family {
+        events.push(EventSpec::warning(
+            "nolbIPsIPFamily",
+            format!(
+                "Failed to retrieve LBIPs IPFamily for {}: {e}",
+                service::go_quoted(&held)
+            ),
+        ));
     }
     let info = match info {
         Ok(info) => info,
+        Err(e) => {
+            // Upstream gives up here and leaves the service as it is.
+            let (list, single) = service::raw_cluster_ips(svc);
+            events.push(EventSpec::warning(
+                "noclusterIPsIPFamily",
+                format!(
+                    "Failed to retrieve ClusterIPs IPFamily for {} {single}: {e}",
+                    service::go_quoted(&list)
+                ),
+            ));
+            return Err(Stop::Untouched);
+        }
+    };
+    match held_family {
+        Ok(f) if !family_changed(Some(f), info.family, info.policy) => {
+            Ok(service::ingress_ips(svc).unwrap_or_default())
+        }
+        _ => {
+            alloc.unassign(key);
+            Ok(Vec::new())
+        }
+    }
+}
+
+/// The held addresses the configuration, the requested pool and the
+/// requested IPs still allow (all or none); invalid requested IPs stop
+/// convergence with what the allocator holds.
+fn still_allowed(
+    alloc: &mut Allocator,
+    svc: &Service,
+    key: &ServiceKey,
+    info: &ServiceInfo,
+    mut ips: Vec<IpAddr>,
+    events: &mut Vec<EventSpec>,
+) -> Result<Vec<IpAddr>, Stop> {
+    // Idempotent when the configuration still allows what it holds.
+    if let Err(e) = alloc.assign(info, &ips) {
+        events.push(EventSpec::normal(
+            "ClearAssignment",
+            format!("current IP for \"{key}\" not allowed by config, will attempt for new IP assignment: {e}"),
+        ));
+        alloc.unassign(key);
+        ips.clear();
+    }
+    let wanted_pool =
+        service::annotation_value(svc, annotation::ADDRESS_POOL).filter(|p| !p.is_empty());
+    if !ips.is_empty() && wanted_pool.is_some_and(|p| alloc.pool(key) != Some(p)) {
+        tracing::info!(service = %key, "clearing assignment: a different pool was requested");
+        alloc.unassign(key);
+        ips.clear();
+    }
+    match service::requested_ips(svc) {
+        Err(e) => {
+            events.push(EventSpec::warning(
+                "LoadBalancerFailed",
+                format!("invalid requested loadbalancer IPs: {e}"),
+            ));
+            return Err(Stop::Current);
+        }
+        Ok(Some((wanted, _))) if !same_set(&wanted, &ips) && !ips.is_empty() => {
+            tracing::info!(service = %key, "clearing assignment: different IPs were requested");
+            alloc.unassign(key);
+            ips.clear();
+        }
+        Ok(_) => {}
+    }
+    Ok(ips)
+}
+
+/// PreferDualStack with one address: an address of the other family from
+/// the same pool, when it has one (its absence is only an event).
+fn add_second_family(
+    alloc: &mut Allocator,
+    key: &ServiceKey,
+    info: &ServiceInfo,
+    ips: &mut Vec<IpAddr>,
+    events: &mut Vec<EventSpec>,
+) {
+    let pool = alloc.pool(key).unwrap_or_default().to_owned();
+    match alloc.allocate_additional_family(info, ips[0], &pool) {
+        Ok(extra) => {
+            events.push(EventSpec::normal(
+                "IPAllocated",
+                format!("Assigned additional IP \"{extra}\""),
+            ));
+            ips.push(extra);
+        }
+        Err(e) => events.push(EventSpec::normal(
+            "AdditionalAssignFailed",
+            format!("cannot assign additional IP in PreferDualStack: {e}"),
+        )),
+    }
+}
+
+/// New addresses for a service that holds none; a failure shows none.
+fn allocate_new(
+    alloc: &mut Allocator,
+    svc: &Service,
+    key: &ServiceKey,
+    info: &ServiceInfo,
+    events: &mut Vec<EventSpec>,
+) -> Result<Vec<IpAddr>, Stop> {
+    match allocate(alloc, svc, info) {
+        Ok(new) => {
+            events.push(EventSpec::normal(
+                "IPAllocated",
+                format!("Assigned IP {}", quoted(&new)),
+            ));
+            Ok(new)
+        }
         Err(e) => {
             events.push(EventSpec::warning(
                 "AllocationFailed",
                 format!("Failed to allocate IP for \"{key}\": {e}"),
             ));
-            return cleared(alloc, events);
+            Err(Stop::Empty)
         }
-    };
-
-    if !ips.is_empty() {
-        // Idempotent when the configuration still allows what it holds.
-        if let Err(e) = alloc.assign(&info, &ips) {
-            events.push(EventSpec::normal(
-                "ClearAssignment",
-                format!("current IP for \"{key}\" not allowed by config, will attempt for new IP assignment: {e}"),
-            ));
-            alloc.unassign(&key);
-            ips.clear();
-        }
-        let wanted_pool =
-            service::annotation_value(svc, annotation::ADDRESS_POOL).filter(|p| !p.is_empty());
-        if !ips.is_empty() && wanted_pool.is_some_and(|p| alloc.pool(&key) != Some(p)) {
-            tracing::info!(service = %key, "clearing assignment: a different pool was requested");
-            alloc.unassign(&key);
-            ips.clear();
-        }
-        match service::requested_ips(svc) {
-            Err(e) => {
-                events.push(EventSpec::warning(
-                    "LoadBalancerFailed",
-                    format!("invalid requested loadbalancer IPs: {e}"),
-                ));
-                return Converged {
-                    desired: current_desired(alloc, svc),
-                    events,
-                    untouched: false,
-                };
-            }
-            Ok(Some((wanted, _))) if !same_set(&wanted, &ips) && !ips.is_empty() => {
-                tracing::info!(service = %key, "clearing assignment: different IPs were requested");
-                alloc.unassign(&key);
-                ips.clear();
-            }
-            Ok(_) => {}
-        }
-    }
-
-    if ips.len() == 1 && info.policy == FamilyPolicy::PreferDualStack {
-        let pool = alloc.pool(&key).unwrap_or_default().to_owned();
-        match alloc.allocate_additional_family(&info, ips[0], &pool) {
-            Ok(extra) => {
-                events.push(EventSpec::normal(
-                    "IPAllocated",
-                    format!("Assigned additional IP \"{extra}\""),
-                ));
-                ips.push(extra);
-            }
-            Err(e) => events.push(EventSpec::normal(
-                "AdditionalAssignFailed",
-                format!("cannot assign additional IP in PreferDualStack: {e}"),
-            )),
-        }
-    }
-
-    if ips.is_empty() {
-        match allocate(alloc, svc, &info) {
-            Ok(new) => {
-                events.push(EventSpec::normal(
-                    "IPAllocated",
-                    format!("Assigned IP {}", quoted(&new)),
-                ));
-                ips = new;
-            }
-            Err(e) => {
-                events.push(EventSpec::warning(
-                    "AllocationFailed",
-                    format!("Failed to allocate IP for \"{key}\": {e}"),
-                ));
-                return Converged {
-                    desired: Desired::default(),
-                    events,
-                    untouched: false,
-                };
-            }
-        }
-    }
-    let Some(pool) = alloc.pool(&key).map(str::to_owned) else {
-        events.push(EventSpec::warning(
-            "InternalError",
-            "allocated an IP that has no pool",
-        ));
-        return cleared(alloc, events);
-    };
-    Converged {
-        desired: Desired {
-            ingress: ips,
-            pool: Some(pool),
-        },
-        events,
-        untouched: false,
     }
 }
 

@@ -139,42 +139,7 @@ pub async fn run(
             Some(webhooks::start(&client, w, &opts.serving.tls, &health).await?)
         }
     };
-    let work = async {
-        match &lock {
-            _ if matches!(opts.webhooks, Webhooks::Only(_)) => {
-                health.set_ready(true);
-                std::future::pending().await
-            }
-            None => {
-                let (_tx, rx) = tokio::sync::watch::channel(Acting::Always);
-                lead(&client, &opts, &metrics, &health, rx).await
-            }
-            Some(lock) => {
-                let (mut leading, election) = lock.clone().run();
-                // Ready means "up and able to take over", not "leading": a
-                // rolling update needs the new replica Ready while the old
-                // one still holds the lease.
-                health.set_ready(true);
-                let _election = AbortOnDropHandle::new(election);
-                let mut heartbeat = tokio::time::interval(HEARTBEAT);
-                loop {
-                    while !leading
-                        .borrow_and_update()
-                        .leading(tokio::time::Instant::now())
-                    {
-                        // A standby is alive too: it waits to take over.
-                        health.beat();
-                        tokio::select! {
-                            changed = leading.changed() => changed?,
-                            _ = heartbeat.tick() => {}
-                        }
-                    }
-                    lead(&client, &opts, &metrics, &health, leading.clone()).await?;
-                    tracing::warn!("no longer the leader: stopped acting, waiting to lead again");
-                }
-            }
-        }
-    };
+    let work = act(&client, &opts, lock.as_ref(), &metrics, &health);
     let result = {
         let webhooks_stopped = async {
             match webhooks.as_mut() {
@@ -195,11 +160,72 @@ pub async fn run(
             ) => r,
         }
     };
-    // Side by side, within the manifests' 5 s grace period: hand the
-    // lease over at once instead of making the next leader wait it out,
-    // and let the reviews in flight finish.
+    step_down(lock.as_ref(), webhooks.take()).await;
+    result
+}
+
+/// This replica's work while it runs: nothing past the webhooks when it
+/// serves only those, every leadership term it wins when it competes for
+/// the lease, or one term without end when it does not.
+async fn act(
+    client: &kube::Client,
+    opts: &Options,
+    lock: Option<&LeaseLock>,
+    metrics: &Arc<Metrics>,
+    health: &Arc<Health>,
+) -> anyhow::Result<()> {
+    match lock {
+        _ if matches!(opts.webhooks, Webhooks::Only(_)) => {
+            health.set_ready(true);
+            std::future::pending().await
+        }
+        None => {
+            let (_tx, rx) = tokio::sync::watch::channel(Acting::Always);
+            lead(client, opts, metrics, health, rx).await
+        }
+        Some(lock) => lead_when_elected(client, opts, lock, metrics, health).await,
+    }
+}
+
+/// Competes for the lease and leads each term it wins; waiting as a
+/// standby counts as alive.
+async fn lead_when_elected(
+    client: &kube::Client,
+    opts: &Options,
+    lock: &LeaseLock,
+    metrics: &Arc<Metrics>,
+    health: &Arc<Health>,
+) -> anyhow::Result<()> {
+    let (mut leading, election) = lock.clone().run();
+    // Ready means "up and able to take over", not "leading": a rolling
+    // update needs the new replica Ready while the old one still holds
+    // the lease.
+    health.set_ready(true);
+    let _election = AbortOnDropHandle::new(election);
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    loop {
+        while !leading
+            .borrow_and_update()
+            .leading(tokio::time::Instant::now())
+        {
+            // A standby is alive too: it waits to take over.
+            health.beat();
+            tokio::select! {
+                changed = leading.changed() => changed?,
+                _ = heartbeat.tick() => {}
+            }
+        }
+        lead(client, opts, metrics, health, leading.clone()).await?;
+        tracing::warn!("no longer the leader: stopped acting, waiting to lead again");
+    }
+}
+
+/// Side by side, within the manifests' 5 s grace period: hands the lease
+/// over at once instead of making the next leader wait it out, and lets
+/// the reviews in flight finish.
+async fn step_down(lock: Option<&LeaseLock>, webhooks: Option<webhooks::Running>) {
     let release = async {
-        if let Some(lock) = &lock {
+        if let Some(lock) = lock {
             match tokio::time::timeout(Duration::from_secs(2), lock.release()).await {
                 Ok(Ok(())) => tracing::info!("released the leader lease"),
                 Ok(Err(e)) => tracing::warn!(error = %e, "could not release the leader lease"),
@@ -208,12 +234,11 @@ pub async fn run(
         }
     };
     let drain = async {
-        if let Some(w) = webhooks.take() {
+        if let Some(w) = webhooks {
             w.drain().await;
         }
     };
     tokio::join!(release, drain);
-    result
 }
 
 /// One leadership term: watches, initial full pass, then the queue, until
@@ -226,15 +251,46 @@ async fn lead(
     mut leading: tokio::sync::watch::Receiver<Acting>,
 ) -> anyhow::Result<()> {
     if let Some(name) = &opts.memberlist_secret {
-        match crate::k8s::memberlist::ensure(client, &opts.namespace, name).await {
-            Ok(true) => tracing::info!(secret = %name, "created the speakers' gossip secret"),
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(secret = %name, error = %e, "could not create the speakers' gossip secret; speakers with membership wait for it")
-            }
-        }
+        ensure_memberlist_secret(client, &opts.namespace, name).await;
     }
     let (queue, tx): (_, Sender<Work>) = Queue::new(RETRY);
+    // Kept for the term: dropping them stops the watches.
+    let (mut watches, stores) = start_watches(client, &opts.namespace, tx);
+    watches.wait_until_listed().await?;
+    let mut runner = Runner::new(client, opts, metrics, health, &leading, queue, stores);
+    runner.reload_config().await;
+    runner.full_pass().await;
+    runner.sync_pools().await;
+    health.set_ready(true);
+    tracing::info!(
+        services = runner.alloc.services().len(),
+        "initial sync done"
+    );
+    runner.serve_queue(&mut leading).await
+}
+
+/// Creates the speakers' gossip Secret when it is missing; a failure is
+/// only logged (the speakers with membership wait for it).
+async fn ensure_memberlist_secret(client: &kube::Client, namespace: &str, name: &str) {
+    match crate::k8s::memberlist::ensure(client, namespace, name).await {
+        Ok(true) => tracing::info!(secret = %name, "created the speakers' gossip secret"),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(secret = %name, error = %e, "could not create the speakers' gossip secret; speakers with membership wait for it")
+        }
+    }
+}
+
+/// The caches of the objects a term reads.
+struct Stores {
+    services: Store<Service>,
+    namespaces: Store<Namespace>,
+    pools: Store<IPAddressPool>,
+    communities: Store<Community>,
+}
+
+/// The watches of one term, each turning its events into work on `tx`.
+fn start_watches(client: &kube::Client, namespace: &str, tx: Sender<Work>) -> (Watches, Stores) {
     let mut watches = Watches::new();
     let services = {
         let tx = tx.clone();
@@ -265,7 +321,7 @@ async fn lead(
     let pools = {
         let tx = tx.clone();
         watches.spawn(
-            Api::<IPAddressPool>::namespaced(client.clone(), &opts.namespace),
+            Api::<IPAddressPool>::namespaced(client.clone(), namespace),
             watcher::Config::default(),
             move |ev| {
                 if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
@@ -277,7 +333,7 @@ async fn lead(
     // Communities are part of what the pool side validates, as upstream's
     // pool reconciler reads them.
     let communities = watches.spawn(
-        Api::<Community>::namespaced(client.clone(), &opts.namespace),
+        Api::<Community>::namespaced(client.clone(), namespace),
         watcher::Config::default(),
         move |ev| {
             if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
@@ -285,66 +341,13 @@ async fn lead(
             }
         },
     );
-    watches.wait_until_listed().await?;
-    let mut runner = Runner {
-        client: client.clone(),
-        opts: opts.clone(),
-        recorder: Recorder::new(client.clone(), "metallb-controller", &opts.identity),
-        metrics: metrics.clone(),
+    let stores = Stores {
         services,
         namespaces,
         pools,
         communities,
-        alloc: Allocator::new(),
-        config: None,
-        queue,
-        pending: PendingWrites::default(),
-        namespace_labels: HashMap::new(),
-        leading: leading.clone(),
-        health: health.clone(),
-        config_state: crate::k8s::config_state::Reporter::new(
-            client.clone(),
-            &opts.namespace,
-            CONFIG_STATE_NAME,
-            json!({ "metallb.io/component-type": "controller" }),
-            "poolReconcilerValid",
-            metrics.k8s.clone(),
-        ),
     };
-    for ns in runner.namespaces.state() {
-        runner
-            .namespace_labels
-            .insert(ns.name_any(), ns.labels().clone());
-    }
-    runner.reload_config().await;
-    runner.full_pass().await;
-    runner.sync_pools().await;
-    health.set_ready(true);
-    tracing::info!(
-        services = runner.alloc.services().len(),
-        "initial sync done"
-    );
-    let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
-    trimmer.maybe_trim();
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    loop {
-        health.beat();
-        let batch = tokio::select! {
-            batch = runner.queue.next() => batch,
-            _ = heartbeat.tick() => continue,
-            changed = leading.changed() => {
-                if changed.is_err() || !leading.borrow().leading(tokio::time::Instant::now()) {
-                    return Ok(());
-                }
-                continue;
-            }
-        };
-        let Some(batch) = batch else {
-            anyhow::bail!("every watch stopped");
-        };
-        runner.process(batch).await;
-        trimmer.maybe_trim();
-    }
+    (watches, stores)
 }
 
 struct Runner {
@@ -372,6 +375,79 @@ struct Runner {
 }
 
 impl Runner {
+    /// A term's runner over its watches' caches, holding nothing yet.
+    fn new(
+        client: &kube::Client,
+        opts: &Options,
+        metrics: &Arc<Metrics>,
+        health: &Arc<Health>,
+        leading: &tokio::sync::watch::Receiver<Acting>,
+        queue: Queue<Work>,
+        stores: Stores,
+    ) -> Runner {
+        let namespace_labels = stores
+            .namespaces
+            .state()
+            .iter()
+            .map(|ns| (ns.name_any(), ns.labels().clone()))
+            .collect();
+        Runner {
+            client: client.clone(),
+            opts: opts.clone(),
+            recorder: Recorder::new(client.clone(), "metallb-controller", &opts.identity),
+            metrics: metrics.clone(),
+            services: stores.services,
+            namespaces: stores.namespaces,
+            pools: stores.pools,
+            communities: stores.communities,
+            alloc: Allocator::new(),
+            config: None,
+            queue,
+            pending: PendingWrites::default(),
+            namespace_labels,
+            leading: leading.clone(),
+            health: health.clone(),
+            config_state: crate::k8s::config_state::Reporter::new(
+                client.clone(),
+                &opts.namespace,
+                CONFIG_STATE_NAME,
+                json!({ "metallb.io/component-type": "controller" }),
+                "poolReconcilerValid",
+                metrics.k8s.clone(),
+            ),
+        }
+    }
+
+    /// Takes batches of work off the queue until `leading` says this
+    /// replica no longer leads (or every watch stopped), beating
+    /// `/healthz` while idle.
+    async fn serve_queue(
+        &mut self,
+        leading: &mut tokio::sync::watch::Receiver<Acting>,
+    ) -> anyhow::Result<()> {
+        let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
+        trimmer.maybe_trim();
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        loop {
+            self.health.beat();
+            let batch = tokio::select! {
+                batch = self.queue.next() => batch,
+                _ = heartbeat.tick() => continue,
+                changed = leading.changed() => {
+                    if changed.is_err() || !leading.borrow().leading(tokio::time::Instant::now()) {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            let Some(batch) = batch else {
+                anyhow::bail!("every watch stopped");
+            };
+            self.process(batch).await;
+            trimmer.maybe_trim();
+        }
+    }
+
     fn may_act(&self) -> bool {
         self.leading.borrow().leading(tokio::time::Instant::now())
     }

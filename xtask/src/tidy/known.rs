@@ -11,54 +11,11 @@ pub struct Known {
 }
 
 const SPLIT_STEPS: &str = "split it into named steps, each its own function";
-const SPLIT_FILE: &str = "split it along a seam: decide/do, or one module per concern";
-const SPLIT_SUITE: &str =
-    "split the spec into named helpers (setup, act, check) shared with its neighbours";
 
 pub const METALLB_RS: &[Known] = &[
     Known {
         key: "deciding: speaker::liveness -> speaker::membership",
         fix: "move View (the gossip's plain-data view) out of membership's I/O module into a pure one",
-    },
-    Known {
-        key: "fn: metallb-rs/src/config/bgp/peer.rs: peer",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/config/bgp.rs: advertisement",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/config/mod.rs: build",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/controller/converge.rs: converge",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/controller/run.rs: run",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/controller/run.rs: lead",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/net/bgp/update.rs: decode",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/report.rs: unannounced",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/speaker/bgp/session/established.rs: established",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/speaker/bgp/session.rs: connection",
-        fix: SPLIT_STEPS,
     },
     Known {
         key: "fn: metallb-rs/src/speaker/liveness.rs: assess",
@@ -76,53 +33,11 @@ pub const METALLB_RS: &[Known] = &[
 
 pub const DEVENV: &[Known] = &[];
 
-pub const E2E: &[Known] = &[
-    Known {
-        key: "file: e2e/src/suites/pool_selection.rs",
-        fix: "split the suite by concern into a directory module, as suites/l2 is",
-    },
-    Known {
-        key: "fn: e2e/src/suites/bgp/changes.rs: propagated",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/l2/compound.rs: hung_speaker",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/l2/compound.rs: gossip_cut_slow_api",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/l2/tables.rs: metrics",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/quickstart.rs: create_expose_curl",
-        fix: SPLIT_SUITE,
-    },
-    Known {
-        key: "fn: e2e/src/suites/workloads.rs: probes_logs_statefulsets_jobs",
-        fix: "one spec per kind it checks (probes, logs, StatefulSets, Jobs)",
-    },
-];
+pub const E2E: &[Known] = &[];
 
 pub const LAB_APISERVER: &[Known] = &[];
 
-pub const BENCH: &[Known] = &[
-    Known {
-        key: "file: bench/src/bgp.rs",
-        fix: SPLIT_FILE,
-    },
-    Known {
-        key: "file: bench/src/scale.rs",
-        fix: SPLIT_FILE,
-    },
-    Known {
-        key: "fn: bench/src/scale.rs: one",
-        fix: SPLIT_STEPS,
-    },
-];
+pub const BENCH: &[Known] = &[];
 
 pub const SIM: &[Known] = &[
     Known {

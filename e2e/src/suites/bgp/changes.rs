@@ -10,6 +10,7 @@ use super::routers::{self, Passwords};
 use super::routers::{advertised, has_community, paths_hold, peered};
 use super::service_with;
 use super::{WAIT, all_hops, host_route, upstream_pool};
+use crate::metallb::Config;
 use crate::suites::l2::backends;
 use crate::{Ctx, Spec};
 use anyhow::{Context, Result, ensure};
@@ -220,6 +221,36 @@ fn propagated(ctx: &Ctx, v6: bool, attrs: Attributes) -> Result<()> {
         ("192.168.10.0/24", "192.168.16.0/24")
     };
     let (mut config, routers) = peered(ctx, v6)?;
+    advertise_one_of_two_pools(&mut config, &attrs, with, without)?;
+    sessions_and_backends(ctx, &routers, v6)?;
+    let [a, b, c] = pinned_services(ctx, v6, with, without)?;
+    for ip in [a, b, c] {
+        advertised(ctx, &routers, ip)?;
+    }
+    for ip in [a, b] {
+        paths_hold(
+            ctx,
+            &routers,
+            host_route(ip),
+            "the advertisement's attributes",
+            |r, p| attrs.expect(r, p, true),
+        )?;
+    }
+    paths_hold(ctx, &routers, host_route(c), "none of them", |r, p| {
+        attrs.expect(r, p, false)
+    })
+}
+
+/// Upstream's propagation setup: pool `bgp-with-advertisement` (range
+/// `with`) advertised with `attrs` (by name or label, its community
+/// alias defined where it has one), pool `bgp-with-no-advertisement`
+/// (range `without`) by an advertisement of no attributes.
+fn advertise_one_of_two_pools(
+    config: &mut Config<'_>,
+    attrs: &Attributes,
+    with: &str,
+    without: &str,
+) -> Result<()> {
     if attrs.community.is_some_and(|(alias, value)| alias != value) {
         let (alias, value) = attrs.community.context("alias")?;
         config.community(
@@ -251,9 +282,18 @@ fn propagated(ctx: &Ctx, v6: bool, attrs: Attributes) -> Result<()> {
     if let Some(pref) = attrs.local_pref {
         ad["localPref"] = json!(pref);
     }
-    config.bgp_advertisement("advertisement", ad)?;
-    routers::wait_sessions(ctx, &routers, &all_hops(ctx, v6), WAIT)?;
-    backends(ctx, &[])?;
+    config.bgp_advertisement("advertisement", ad)
+}
+
+/// Every router's sessions up, and the backends the services need.
+fn sessions_and_backends(ctx: &Ctx, routers: &[BgpRouter], v6: bool) -> Result<()> {
+    routers::wait_sessions(ctx, routers, &all_hops(ctx, v6), WAIT)?;
+    backends(ctx, &[])
+}
+
+/// Three services pinned to addresses: the first two of range `with`,
+/// the first of `without`.
+fn pinned_services(ctx: &Ctx, v6: bool, with: &str, without: &str) -> Result<[IpAddr; 3]> {
     let first = |range: &str| -> Result<IpAddr> {
         Ok(range.split(['-', '/']).next().context("a range")?.parse()?)
     };
@@ -283,11 +323,14 @@ fn propagated(ctx: &Ctx, v6: bool, attrs: Attributes) -> Result<()> {
         None,
         pinned(first(without)?),
     )?;
-    for ip in [a, b, c] {
-        advertised(ctx, &routers, ip)?;
-    }
-    let expect = |r: &BgpRouter, paths: &[BgpPath], marked: bool| -> Result<()> {
-        if let Some((_, value)) = attrs.community {
+    Ok([a, b, c])
+}
+
+impl Attributes {
+    /// Whether `r`'s `paths` carry the attributes (`marked`) or none of
+    /// them; LOCAL_PREF only on iBGP routers.
+    fn expect(&self, r: &BgpRouter, paths: &[BgpPath], marked: bool) -> Result<()> {
+        if let Some((_, value)) = self.community {
             let has = paths.iter().all(|p| has_community(p, value));
             let lacks = paths.iter().all(|p| !has_community(p, value));
             ensure!(
@@ -296,7 +339,7 @@ fn propagated(ctx: &Ctx, v6: bool, attrs: Attributes) -> Result<()> {
                 paths.iter().map(|p| &p.communities).collect::<Vec<_>>()
             );
         }
-        if let (Some(pref), false) = (attrs.local_pref, r.ebgp()) {
+        if let (Some(pref), false) = (self.local_pref, r.ebgp()) {
             let prefs: Vec<Option<u32>> = paths.iter().map(|p| p.local_pref).collect();
             let ok = if marked {
                 prefs.iter().all(|p| *p == Some(pref))
@@ -306,19 +349,7 @@ fn propagated(ctx: &Ctx, v6: bool, attrs: Attributes) -> Result<()> {
             ensure!(ok, "LOCAL_PREF {prefs:?}");
         }
         Ok(())
-    };
-    for ip in [a, b] {
-        paths_hold(
-            ctx,
-            &routers,
-            host_route(ip),
-            "the advertisement's attributes",
-            |r, p| expect(r, p, true),
-        )?;
     }
-    paths_hold(ctx, &routers, host_route(c), "none of them", |r, p| {
-        expect(r, p, false)
-    })
 }
 
 fn union_communities(ctx: &Ctx) -> Result<()> {
@@ -335,8 +366,7 @@ fn union_communities(ctx: &Ctx) -> Result<()> {
             json!({ "ipAddressPools": ["bgp-overlap-pool"], "communities": [community] }),
         )?;
     }
-    routers::wait_sessions(ctx, &routers, &all_hops(ctx, false), WAIT)?;
-    backends(ctx, &[])?;
+    sessions_and_backends(ctx, &routers, false)?;
     let ip = service_with(
         ctx,
         "svc-ovlp-comm",
@@ -370,8 +400,7 @@ fn updates(ctx: &Ctx, v6: bool) -> Result<()> {
         "adv-updates",
         json!({ "communities": [NO_ADVERTISE], "localPref": 200, "ipAddressPools": ["bgp-test"] }),
     )?;
-    routers::wait_sessions(ctx, &routers, &all_hops(ctx, v6), WAIT)?;
-    backends(ctx, &[])?;
+    sessions_and_backends(ctx, &routers, v6)?;
     let ip = service_with(
         ctx,
         "bgp-adv-updates-svc",

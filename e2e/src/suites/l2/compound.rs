@@ -19,6 +19,7 @@ use super::failover::{
 };
 use super::watch::Watch;
 use super::{WAIT, nodes};
+use crate::metallb::Config;
 use crate::prober::Window;
 use crate::{Ctx, Spec, metallb};
 use anyhow::{Context, Result, bail, ensure};
@@ -202,42 +203,55 @@ pub(super) fn three_nodes(ctx: &Ctx) -> Result<Vec<String>> {
     Ok(all)
 }
 
-fn hung_speaker(ctx: &Ctx) -> Result<()> {
-    let all = three_nodes(ctx)?;
-    let (_config, services) = failover_services(ctx, SERVICES)?;
+/// What each spec here watches: six services' addresses from the
+/// external host, and the node that answered each before the failures.
+struct Watched<'a> {
+    /// Removes the services' configuration when dropped.
+    _config: Config<'a>,
+    ips: Vec<IpAddr>,
+    watch: Watch,
+    before: BTreeMap<IpAddr, String>,
+}
+
+/// Creates [`SERVICES`] services and starts watching their addresses.
+fn watch_services(ctx: &Ctx) -> Result<Watched<'_>> {
+    let (config, services) = failover_services(ctx, SERVICES)?;
     let ips: Vec<IpAddr> = services.concat();
     let watch = Watch::new(ctx, &ips, "eth0")?;
     let before = watch.owners()?;
-    let (hung, held) = busiest(&before).context("no address announced")?;
+    Ok(Watched {
+        _config: config,
+        ips,
+        watch,
+        before,
+    })
+}
+
+/// The final check of each spec: once the failures are undone, every
+/// address goes back to the node that answered it before.
+fn expect_back(watched: &Watched<'_>, after: &str) -> Result<()> {
+    eventually(
+        WAIT,
+        &format!("every address back on its node after {after}"),
+        || Ok((watched.watch.owners()? == watched.before).then_some(())),
+    )
+}
+
+fn hung_speaker(ctx: &Ctx) -> Result<()> {
+    let all = three_nodes(ctx)?;
+    let watched = watch_services(ctx)?;
+    let watch = &watched.watch;
+    let (hung, held) = busiest(&watched.before).context("no address announced")?;
     eprintln!(
         "e2e: pausing {hung}'s speaker (SIGSTOP), which announces {held} of {} addresses",
-        ips.len()
+        watched.ips.len()
     );
     ctx.cluster().stop_speaker(&hung, StopSignal::Pause)?;
     // The speaker restarted second, once its restart began.
     let mut restarted: Option<String> = None;
     let result = (|| -> Result<()> {
-        // The others take the hung speaker's addresses over in time and
-        // keep their own.
-        let mut holders = before.clone();
-        let mut takers = BTreeMap::new();
-        for w in watch.windows(HUNG)? {
-            eprintln!(
-                "e2e: {} while {hung}'s speaker hangs: {}",
-                w.target,
-                w.describe(&|m| watch.name(m))
-            );
-            let owner = &before[&w.target];
-            if *owner == hung {
-                let taker = expect_taken_over(&watch, &w, &hung)
-                    .with_context(|| format!("{hung}'s speaker hung (SIGSTOP), its node Ready"))?;
-                takers.insert(w.target, watch.name(taker));
-            } else {
-                w.expect_only(watch.mac_of(owner)?, &|m| watch.name(m))
-                    .with_context(|| format!("while {hung}'s speaker hangs"))?;
-            }
-        }
-        expect_ready(ctx, &hung)?;
+        let takers = expect_hung_taken_over(ctx, &watched, &hung)?;
+        let mut holders = watched.before.clone();
         holders.extend(takers.clone());
         // Restart the node that took most of them over: the addresses a
         // restarted speaker could hand back to the hung one are its own.
@@ -249,77 +263,146 @@ fn hung_speaker(ctx: &Ctx) -> Result<()> {
         eprintln!(
             "e2e: restarting {second}'s speaker {HUNG:?} after {hung}'s hung; {third} keeps running"
         );
-        let start = Instant::now();
-        let (windows, started) = std::thread::scope(|s| {
-            let watching = s.spawn(|| watch.windows(AFTER_RESTART + RESTART_SLACK));
-            restarted = Some(second.clone());
-            let started = ctx
-                .cluster()
-                .stop_speaker(&second, StopSignal::Term)
-                .and_then(|()| ctx.cluster().start_speaker(&second))
-                .map(|()| start.elapsed());
-            let windows = watching
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (windows, started)
-        });
+        restarted = Some(second.clone());
+        let (windows, started) = restart_while_watching(ctx, watch, &second);
         // Offsets in the windows count from the SIGTERM (give or take the
         // prober's start); the restart is when the new speaker runs.
         let started = started.with_context(|| format!("restarting {second}'s speaker"))?;
-        let settled = started + RESTART_SETTLED;
-        for w in windows? {
-            eprintln!(
-                "e2e: {} from {second}'s restart (started at {started:?}) on, {hung}'s speaker hung: {}",
-                w.target,
-                w.describe(&|m| watch.name(m))
-            );
-            ensure!(
-                started + AFTER_RESTART <= w.length(),
-                "{second}'s speaker took {started:?} to restart: the watch of {:?} ends before {AFTER_RESTART:?} after it",
-                w.length()
-            );
-            let holder = &holders[&w.target];
-            if holder == third {
-                // Neither hung nor restarted: the address stays answered
-                // throughout.
-                expect_answered(
-                    &watch,
-                    &w,
-                    &format!(
-                        "held by {third} while {second}'s speaker restarted at {started:?}, {hung}'s hung"
-                    ),
-                )?;
-            }
-            // The restarted speaker's own addresses may move away and back
-            // at its restart; by now every address is answered.
-            expect_answered(
-                &watch,
-                &w.since(settled),
-                &format!(
-                    "from {RESTART_SETTLED:?} after {second}'s speaker restarted at {started:?}, held by {holder} before, {hung}'s speaker hung"
-                ),
-            )?;
-        }
-        Ok(())
+        let restart = Restart {
+            hung: &hung,
+            second: &second,
+            third,
+            started,
+        };
+        expect_answered_after_restart(watch, &windows?, &holders, &restart)
     })();
     let resumed = ctx.cluster().resume_speaker(&hung);
     let running = restarted.map_or(Ok(()), |n| ctx.cluster().start_speaker(&n));
     result?;
     resumed.with_context(|| format!("resuming {hung}'s speaker"))?;
     running?;
-    eventually(
-        WAIT,
-        &format!("every address back on its node after {hung}'s speaker resumed"),
-        || Ok((watch.owners()? == before).then_some(())),
-    )
+    expect_back(&watched, &format!("{hung}'s speaker resumed"))
+}
+
+/// While `hung`'s speaker hangs (its node Ready), the others take its
+/// addresses over in time and keep their own; who took each over.
+fn expect_hung_taken_over(
+    ctx: &Ctx,
+    watched: &Watched<'_>,
+    hung: &str,
+) -> Result<BTreeMap<IpAddr, String>> {
+    let watch = &watched.watch;
+    let mut takers = BTreeMap::new();
+    for w in watch.windows(HUNG)? {
+        eprintln!(
+            "e2e: {} while {hung}'s speaker hangs: {}",
+            w.target,
+            w.describe(&|m| watch.name(m))
+        );
+        let owner = &watched.before[&w.target];
+        if *owner == hung {
+            let taker = expect_taken_over(watch, &w, hung)
+                .with_context(|| format!("{hung}'s speaker hung (SIGSTOP), its node Ready"))?;
+            takers.insert(w.target, watch.name(taker));
+        } else {
+            w.expect_only(watch.mac_of(owner)?, &|m| watch.name(m))
+                .with_context(|| format!("while {hung}'s speaker hangs"))?;
+        }
+    }
+    expect_ready(ctx, hung)?;
+    Ok(takers)
+}
+
+/// Restarts `node`'s speaker (SIGTERM, then start) while watching every
+/// address for [`AFTER_RESTART`] and [`RESTART_SLACK`]; the windows, and
+/// how long after the SIGTERM the new speaker ran.
+fn restart_while_watching(
+    ctx: &Ctx,
+    watch: &Watch,
+    node: &str,
+) -> (Result<Vec<Window>>, Result<Duration>) {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let watching = s.spawn(|| watch.windows(AFTER_RESTART + RESTART_SLACK));
+        let started = ctx
+            .cluster()
+            .stop_speaker(node, StopSignal::Term)
+            .and_then(|()| ctx.cluster().start_speaker(node))
+            .map(|()| start.elapsed());
+        let windows = watching
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (windows, started)
+    })
+}
+
+/// Who did what in [`hung_speaker`]'s restart.
+struct Restart<'a> {
+    /// The node whose speaker hangs.
+    hung: &'a str,
+    /// The node whose speaker restarted.
+    second: &'a str,
+    /// The node whose speaker ran on.
+    third: &'a str,
+    /// When the restarted speaker ran, from the SIGTERM.
+    started: Duration,
+}
+
+/// After the restart: the third node's addresses stay answered
+/// throughout, and from [`RESTART_SETTLED`] on every address is.
+fn expect_answered_after_restart(
+    watch: &Watch,
+    windows: &[Window],
+    holders: &BTreeMap<IpAddr, String>,
+    r: &Restart<'_>,
+) -> Result<()> {
+    let Restart {
+        hung,
+        second,
+        third,
+        started,
+    } = *r;
+    let settled = started + RESTART_SETTLED;
+    for w in windows {
+        eprintln!(
+            "e2e: {} from {second}'s restart (started at {started:?}) on, {hung}'s speaker hung: {}",
+            w.target,
+            w.describe(&|m| watch.name(m))
+        );
+        ensure!(
+            started + AFTER_RESTART <= w.length(),
+            "{second}'s speaker took {started:?} to restart: the watch of {:?} ends before {AFTER_RESTART:?} after it",
+            w.length()
+        );
+        let holder = &holders[&w.target];
+        if holder == third {
+            // Neither hung nor restarted: the address stays answered
+            // throughout.
+            expect_answered(
+                watch,
+                w,
+                &format!(
+                    "held by {third} while {second}'s speaker restarted at {started:?}, {hung}'s hung"
+                ),
+            )?;
+        }
+        // The restarted speaker's own addresses may move away and back
+        // at its restart; by now every address is answered.
+        expect_answered(
+            watch,
+            &w.since(settled),
+            &format!(
+                "from {RESTART_SETTLED:?} after {second}'s speaker restarted at {started:?}, held by {holder} before, {hung}'s speaker hung"
+            ),
+        )?;
+    }
+    Ok(())
 }
 
 fn departed_speakers(ctx: &Ctx) -> Result<()> {
     let all = three_nodes(ctx)?;
-    let (_config, services) = failover_services(ctx, SERVICES)?;
-    let ips: Vec<IpAddr> = services.concat();
-    let watch = Watch::new(ctx, &ips, "eth0")?;
-    let before = watch.owners()?;
+    let watched = watch_services(ctx)?;
+    let (watch, before) = (&watched.watch, &watched.before);
     // The last one: the node announcing the fewest addresses, so most of
     // them move to it.
     let last = all
@@ -384,7 +467,7 @@ fn departed_speakers(ctx: &Ctx) -> Result<()> {
             );
             w.expect_only(last_mac, &|m| watch.name(m))
                 .with_context(|| during.clone())?;
-            expect_answered(&watch, &w, &during)?;
+            expect_answered(watch, &w, &during)?;
         }
         Ok(())
     })();
@@ -401,11 +484,7 @@ fn departed_speakers(ctx: &Ctx) -> Result<()> {
     result?;
     restored?;
     started.into_iter().collect::<Result<()>>()?;
-    eventually(
-        WAIT,
-        &format!("every address back on its node after {gone} restarted"),
-        || Ok((watch.owners()? == before).then_some(())),
-    )
+    expect_back(&watched, &format!("{gone} restarted"))
 }
 
 /// Positive control of [`SLOW_API`]: the mean time of a few HTTPS
@@ -455,89 +534,21 @@ fn api_round_trip(ctx: &Ctx, node: &str) -> Result<Duration> {
 /// [`FAILOVER_BOUND`].
 fn gossip_cut_slow_api(ctx: &Ctx) -> Result<()> {
     three_nodes(ctx)?;
-    let (_config, services) = failover_services(ctx, SERVICES)?;
-    let ips: Vec<IpAddr> = services.concat();
-    let watch = Watch::new(ctx, &ips, "eth0")?;
-    let before = watch.owners()?;
-    let (node, held) = busiest(&before).context("no address announced")?;
-    if let Err(e) = ctx.cluster().set_api_latency(&node, Some(SLOW_API)) {
-        return Err(crate::skip(format!("{e:#}")));
-    }
-    let round_trip = api_round_trip(ctx, &node);
-    if round_trip.is_err() {
-        ctx.cluster().set_api_latency(&node, None)?;
-    }
-    let round_trip = round_trip?;
-    eprintln!("e2e: {node}'s requests to the API server take {round_trip:?} on average");
-    // Uniform over 0-700 ms, a few delayed bursts per request: a mean
-    // this low means the delay is not in the node's path.
-    if round_trip < SLOW_API.end / 5 {
-        ctx.cluster().set_api_latency(&node, None)?;
-        bail!(
-            "{node}'s requests to the API server took {round_trip:?} on average with {SLOW_API:?} set: the latency is not in its path"
-        );
-    }
+    let watched = watch_services(ctx)?;
+    let watch = &watched.watch;
+    let (node, held) = busiest(&watched.before).context("no address announced")?;
+    slow_down_api(ctx, &node)?;
     eprintln!(
         "e2e: {node}'s API requests wait {SLOW_API:?}; cutting its gossip for {SLOW_CUT:?}; it announces {held} of {} addresses",
-        ips.len()
+        watched.ips.len()
     );
     let mut cut = false;
     let result = (|| -> Result<()> {
         cut_gossip(ctx, &node)?;
         cut = true;
-        let start = Instant::now();
-        let (windows, control) = std::thread::scope(|s| {
-            let watching = s.spawn(|| watch.windows(SLOW_CUT));
-            std::thread::sleep(SLOW_CUT.saturating_sub(Duration::from_secs(2) + start.elapsed()));
-            // Positive control near the end: the cut holds, and the slow
-            // node still renews its lease.
-            let control = (|| -> Result<()> {
-                let dropped = gossip_dropped(ctx, &node)?;
-                ensure!(dropped > 0, "{node}'s gossip cut dropped no datagram");
-                let age = metallb::presence_age(ctx, &node)?;
-                ensure!(
-                    age.is_some_and(|a| a < API_TIMEOUT),
-                    "{node}'s presence lease was not renewed behind its slow API path (age {age:?}): the spec needs it renewing"
-                );
-                eprintln!(
-                    "e2e: {node}'s gossip cut dropped {dropped} datagrams; its lease is {age:?} old"
-                );
-                Ok(())
-            })();
-            let windows = watching
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (windows, control)
-        });
+        let (windows, control) = watch_slow_cut(ctx, watch, &node);
         control?;
-        let mut broken = Vec::new();
-        for w in &windows? {
-            let seen = w.describe(&|m| watch.name(m));
-            eprintln!(
-                "e2e: {} while {node}'s gossip is cut and its API is slow: {seen}",
-                w.target
-            );
-            let (changes, split, silence) =
-                (w.owner_changes(), w.longest_split(), w.longest_silence());
-            if changes > SLOW_CHANGES {
-                broken.push(format!(
-                    "{}: {changes} changes of the answering node, more than {SLOW_CHANGES}",
-                    w.target
-                ));
-            }
-            if split > ISOLATION_BOUND {
-                broken.push(format!(
-                    "{}: answered by two nodes for {split:?}, longer than {ISOLATION_BOUND:?}",
-                    w.target
-                ));
-            }
-            if silence.length > FAILOVER_BOUND {
-                broken.push(format!(
-                    "{}: silent for {:?} from {:?}, longer than {FAILOVER_BOUND:?}",
-                    w.target, silence.length, silence.from
-                ));
-            }
-        }
+        let broken = slow_cut_breaks(watch, &windows?, &node);
         ensure!(
             broken.is_empty(),
             "{node}'s gossip cut for {SLOW_CUT:?} with its API requests waiting {SLOW_API:?}:\n  {}",
@@ -550,9 +561,91 @@ fn gossip_cut_slow_api(ctx: &Ctx) -> Result<()> {
     result?;
     healed?;
     fast?;
-    eventually(
-        WAIT,
-        &format!("every address back on its node after {node}'s gossip and API path healed"),
-        || Ok((watch.owners()? == before).then_some(())),
-    )
+    expect_back(&watched, &format!("{node}'s gossip and API path healed"))
+}
+
+/// Delays `node`'s API requests by [`SLOW_API`] (a skip where the lab
+/// cannot), and checks that its requests do take that long, undoing the
+/// delay when they do not.
+fn slow_down_api(ctx: &Ctx, node: &str) -> Result<()> {
+    if let Err(e) = ctx.cluster().set_api_latency(node, Some(SLOW_API)) {
+        return Err(crate::skip(format!("{e:#}")));
+    }
+    let round_trip = api_round_trip(ctx, node);
+    if round_trip.is_err() {
+        ctx.cluster().set_api_latency(node, None)?;
+    }
+    let round_trip = round_trip?;
+    eprintln!("e2e: {node}'s requests to the API server take {round_trip:?} on average");
+    // Uniform over 0-700 ms, a few delayed bursts per request: a mean
+    // this low means the delay is not in the node's path.
+    if round_trip < SLOW_API.end / 5 {
+        ctx.cluster().set_api_latency(node, None)?;
+        bail!(
+            "{node}'s requests to the API server took {round_trip:?} on average with {SLOW_API:?} set: the latency is not in its path"
+        );
+    }
+    Ok(())
+}
+
+/// Watches every address for [`SLOW_CUT`] while `node`'s gossip is cut;
+/// the windows, and the positive control taken near the end: the cut
+/// holds, and the slow node still renews its lease.
+fn watch_slow_cut(ctx: &Ctx, watch: &Watch, node: &str) -> (Result<Vec<Window>>, Result<()>) {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let watching = s.spawn(|| watch.windows(SLOW_CUT));
+        std::thread::sleep(SLOW_CUT.saturating_sub(Duration::from_secs(2) + start.elapsed()));
+        let control = (|| -> Result<()> {
+            let dropped = gossip_dropped(ctx, node)?;
+            ensure!(dropped > 0, "{node}'s gossip cut dropped no datagram");
+            let age = metallb::presence_age(ctx, node)?;
+            ensure!(
+                age.is_some_and(|a| a < API_TIMEOUT),
+                "{node}'s presence lease was not renewed behind its slow API path (age {age:?}): the spec needs it renewing"
+            );
+            eprintln!(
+                "e2e: {node}'s gossip cut dropped {dropped} datagrams; its lease is {age:?} old"
+            );
+            Ok(())
+        })();
+        let windows = watching
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (windows, control)
+    })
+}
+
+/// What the slow cut broke, per address: more than [`SLOW_CHANGES`]
+/// changes of the answering node, two nodes answering for longer than
+/// [`ISOLATION_BOUND`], silence longer than [`FAILOVER_BOUND`].
+fn slow_cut_breaks(watch: &Watch, windows: &[Window], node: &str) -> Vec<String> {
+    let mut broken = Vec::new();
+    for w in windows {
+        let seen = w.describe(&|m| watch.name(m));
+        eprintln!(
+            "e2e: {} while {node}'s gossip is cut and its API is slow: {seen}",
+            w.target
+        );
+        let (changes, split, silence) = (w.owner_changes(), w.longest_split(), w.longest_silence());
+        if changes > SLOW_CHANGES {
+            broken.push(format!(
+                "{}: {changes} changes of the answering node, more than {SLOW_CHANGES}",
+                w.target
+            ));
+        }
+        if split > ISOLATION_BOUND {
+            broken.push(format!(
+                "{}: answered by two nodes for {split:?}, longer than {ISOLATION_BOUND:?}",
+                w.target
+            ));
+        }
+        if silence.length > FAILOVER_BOUND {
+            broken.push(format!(
+                "{}: silent for {:?} from {:?}, longer than {FAILOVER_BOUND:?}",
+                w.target, silence.length, silence.from
+            ));
+        }
+    }
+    broken
 }

@@ -121,49 +121,24 @@ pub(super) fn in_range(range: &str, i: u32) -> Result<(IpAddr, u32)> {
 /// Prometheus; the clusters here run no Prometheus, so the pods' own
 /// `/metrics` are read (the controller's and each speaker's).
 fn metrics(ctx: &Ctx, v6: bool) -> Result<()> {
-    const POOL: &str = "l2-metrics-test";
     range(ctx, v6)?;
-    let (v4_range, v6_range) = (pool(ctx, Net::V4)?, pool(ctx, Net::V6).ok());
-    let ipv4 = in_range(&v4_range, 0)?.1;
-    let ipv6 = match &v6_range {
-        Some(r) => in_range(r, 0)?.1,
-        None => 0,
-    };
     let mut config = Config::new(ctx)?;
-    let mut addresses = vec![v4_range];
-    addresses.extend(v6_range);
-    config.pool(POOL, json!({ "addresses": addresses }))?;
-    config.l2_advertisement("empty", json!({}))?;
-    let pool_label = format!("pool=\"{POOL}\"");
-    let gauges = |want: &[(&str, u32)]| -> Result<()> {
-        let mut last = String::new();
-        eventually(WAIT, "the controller's allocator gauges", || {
-            let text = ctx.cluster().controller_metrics()?;
-            for (name, value) in want {
-                let metric = format!("metallb_allocator_{name}");
-                let got = external::sample(&text, &metric, &[&pool_label]);
-                if got != Some(f64::from(*value)) {
-                    last = format!("{metric} is {got:?}, not {value}");
-                    return Ok(None);
-                }
-            }
-            Ok(Some(()))
-        })
-        .with_context(|| last.clone())
-    };
-    gauges(&[
-        ("addresses_in_use_total", 0),
-        ("addresses_total", ipv4 + ipv6),
-        ("ipv4_addresses_in_use_total", 0),
-        ("ipv4_addresses_total", ipv4),
-        ("ipv6_addresses_in_use_total", 0),
-        ("ipv6_addresses_total", ipv6),
-    ])?;
+    let (ipv4, ipv6) = metrics_pool(ctx, &mut config)?;
+    expect_allocator_gauges(
+        ctx,
+        &[
+            ("addresses_in_use_total", 0),
+            ("addresses_total", ipv4 + ipv6),
+            ("ipv4_addresses_in_use_total", 0),
+            ("ipv4_addresses_total", ipv4),
+            ("ipv6_addresses_in_use_total", 0),
+            ("ipv6_addresses_total", ipv6),
+        ],
+    )?;
     backends(ctx, &[])?;
-    const SVC: &str = "external-local-lb";
-    let ips = web_service(ctx, SVC, json!({ "spec": family(v6) }))?;
+    let ips = web_service(ctx, METRICS_SVC, json!({ "spec": family(v6) }))?;
     let ip = ips[0];
-    gauges(&[("addresses_in_use_total", 1)])?;
+    expect_allocator_gauges(ctx, &[("addresses_in_use_total", 1)])?;
     // Address resolution and connectivity, then the announcing node by
     // the MAC that answers.
     let body = reachable(ctx, ip)?;
@@ -172,17 +147,84 @@ fn metrics(ctx: &Ctx, v6: bool) -> Result<()> {
         "{ip} served {body:?}, not a backend"
     );
     let node = Watch::new(ctx, &ips, "eth0")?.settled()?;
-    let service = format!("service=\"{}/{SVC}\"", ctx.namespace());
+    let service = format!("service=\"{}/{METRICS_SVC}\"", ctx.namespace());
+    expect_layer2_metrics(ctx, &node, &service, ip)?;
+    expect_only_announcer(ctx, &node, &service, ip)?;
+    metallb::delete_service(ctx, METRICS_SVC)?;
+    eventually(
+        Duration::from_secs(60),
+        &format!("metallb_speaker_announced gone from {node}"),
+        || {
+            let text = external::speaker_metrics(ctx, &node)?;
+            Ok(
+                external::sample(&text, "metallb_speaker_announced", &[&service])
+                    .is_none()
+                    .then_some(()),
+            )
+        },
+    )
+}
+
+/// The pool [`metrics`] reads the gauges of.
+const METRICS_POOL: &str = "l2-metrics-test";
+/// The service [`metrics`] reads the speakers' metrics of.
+const METRICS_SVC: &str = "external-local-lb";
+
+/// A pool of the cluster's ranges (IPv6 where it has one) and an empty
+/// advertisement; how many IPv4 and IPv6 addresses the pool holds.
+fn metrics_pool(ctx: &Ctx, config: &mut Config<'_>) -> Result<(u32, u32)> {
+    let (v4_range, v6_range) = (pool(ctx, Net::V4)?, pool(ctx, Net::V6).ok());
+    let ipv4 = in_range(&v4_range, 0)?.1;
+    let ipv6 = match &v6_range {
+        Some(r) => in_range(r, 0)?.1,
+        None => 0,
+    };
+    let mut addresses = vec![v4_range];
+    addresses.extend(v6_range);
+    config.pool(METRICS_POOL, json!({ "addresses": addresses }))?;
+    config.l2_advertisement("empty", json!({}))?;
+    Ok((ipv4, ipv6))
+}
+
+/// Waits until the controller's `metallb_allocator_<name>` gauges of the
+/// pool have the values of `want`.
+fn expect_allocator_gauges(ctx: &Ctx, want: &[(&str, u32)]) -> Result<()> {
+    let pool_label = format!("pool=\"{METRICS_POOL}\"");
+    let mut last = String::new();
+    eventually(WAIT, "the controller's allocator gauges", || {
+        let text = ctx.cluster().controller_metrics()?;
+        for (name, value) in want {
+            let metric = format!("metallb_allocator_{name}");
+            let got = external::sample(&text, &metric, &[&pool_label]);
+            if got != Some(f64::from(*value)) {
+                last = format!("{metric} is {got:?}, not {value}");
+                return Ok(None);
+            }
+        }
+        Ok(Some(()))
+    })
+    .with_context(|| last.clone())
+}
+
+/// `metallb_speaker_announced` of `service` in layer 2 mode on `node`,
+/// in its speaker's `/metrics` text.
+fn speaker_announced(text: &str, node: &str, service: &str) -> Option<f64> {
+    let node_label = format!("node=\"{node}\"");
+    external::sample(
+        text,
+        "metallb_speaker_announced",
+        &[&node_label, "protocol=\"layer2\"", service],
+    )
+}
+
+/// Waits until `node`'s speaker says it announces `service` and has
+/// counted requests, responses and gratuitous announcements for `ip`.
+fn expect_layer2_metrics(ctx: &Ctx, node: &str, service: &str, ip: IpAddr) -> Result<()> {
     let ip_label = format!("ip=\"{ip}\"");
     let mut last = String::new();
     eventually(WAIT, &format!("layer 2 metrics on {node}"), || {
-        let text = external::speaker_metrics(ctx, &node)?;
-        let node_label = format!("node=\"{node}\"");
-        let announced = external::sample(
-            &text,
-            "metallb_speaker_announced",
-            &[&node_label, "protocol=\"layer2\"", &service],
-        );
+        let text = external::speaker_metrics(ctx, node)?;
+        let announced = speaker_announced(&text, node, service);
         if announced != Some(1.0) {
             last = format!("metallb_speaker_announced is {announced:?}");
             return Ok(None);
@@ -200,34 +242,20 @@ fn metrics(ctx: &Ctx, v6: bool) -> Result<()> {
         }
         Ok(Some(()))
     })
-    .with_context(|| last.clone())?;
-    // The other speakers do not say they announce it.
+    .with_context(|| last.clone())
+}
+
+/// The other speakers do not say they announce `service`.
+fn expect_only_announcer(ctx: &Ctx, node: &str, service: &str, ip: IpAddr) -> Result<()> {
     for other in super::nodes(ctx).into_iter().filter(|n| *n != node) {
         let text = external::speaker_metrics(ctx, &other)?;
-        let node_label = format!("node=\"{other}\"");
-        let announced = external::sample(
-            &text,
-            "metallb_speaker_announced",
-            &[&node_label, "protocol=\"layer2\"", &service],
-        );
+        let announced = speaker_announced(&text, &other, service);
         ensure!(
             announced != Some(1.0),
             "metallb_speaker_announced present on {other}, while {node} announces {ip}"
         );
     }
-    metallb::delete_service(ctx, SVC)?;
-    eventually(
-        Duration::from_secs(60),
-        &format!("metallb_speaker_announced gone from {node}"),
-        || {
-            let text = external::speaker_metrics(ctx, &node)?;
-            Ok(
-                external::sample(&text, "metallb_speaker_announced", &[&service])
-                    .is_none()
-                    .then_some(()),
-            )
-        },
-    )
+    Ok(())
 }
 
 /// Upstream runs the table with autoAssign true and false (two entries

@@ -166,6 +166,8 @@ pub(crate) fn peers(
     out.into_iter().map(|(p, _)| p).collect()
 }
 
+/// One BGPPeer as the native speaker runs it, or `None` with every error
+/// it has pushed to `errors`, in the order of its fields.
 pub(super) fn peer(
     p: &v1beta2::BGPPeer,
     obj: &ObjectRef,
@@ -178,6 +180,54 @@ pub(super) fn peer(
     let s = &p.spec;
     let mut err = |field: &str, msg: String| errors.push(ConfigError::new(obj, field, msg));
 
+    let (local_asn, peer_asn) = asns(s, &mut err);
+    unsupported_fields(s, &mut err);
+    let bfd_profile = bfd_profile(s, bfd_profiles, &mut err);
+    let address = peer_address(s, &mut err);
+    let source_address = source_address(s, address.as_ref(), &mut err);
+    let port = s.peer_port.unwrap_or(179);
+    if port == 0 {
+        err(
+            "spec.peerPort",
+            "port 0 is not a valid peer port: use 1-16384 (default 179)".into(),
+        );
+    }
+    let timers = session_timers(s, &mut err);
+    let router_id = router_id(s, &mut err);
+    let password = password(s, opts, secrets, &mut err);
+    let node_selectors =
+        crate::config::selectors(obj, "spec.nodeSelectors", s.node_selectors.as_ref(), errors);
+    if errors.len() != before {
+        return None;
+    }
+    Some(Peer {
+        name: p.name_any(),
+        my_asn: s.my_asn,
+        local_asn,
+        peer_asn: peer_asn?,
+        address: address?,
+        port,
+        source_address,
+        hold_time: timers.hold,
+        keepalive_time: timers.keepalive,
+        connect_time: timers.connect,
+        router_id,
+        node_selectors,
+        password,
+        ebgp_multi_hop: s.ebgp_multi_hop.unwrap_or(false),
+        dual_stack_address_family: s.dual_stack_address_family.unwrap_or(false),
+        bfd_profile,
+        graceful_restart: s.enable_graceful_restart.unwrap_or(false),
+    })
+}
+
+/// `localASN` (0 read as unset) and the remote AS: myASN is set, localASN
+/// differs from it, exactly one of peerASN and dynamicASN, and no
+/// ebgpMultiHop on what is an iBGP session.
+fn asns(
+    s: &v1beta2::BGPPeerSpec,
+    err: &mut dyn FnMut(&str, String),
+) -> (Option<u32>, Option<PeerAsn>) {
     if s.my_asn == 0 {
         err(
             "spec.myASN",
@@ -233,81 +283,86 @@ pub(super) fn peer(
         (None, Some(v1beta2::DynamicASNMode::Internal)) => Some(PeerAsn::Internal),
         (None, Some(v1beta2::DynamicASNMode::External)) => Some(PeerAsn::External),
     };
-    // Fields the native BGP speaker does not implement: reject rather than
-    // silently ignore them.
-    let unsupported = |present: bool,
-                       field: &str,
-                       what: &str,
-                       err: &mut dyn FnMut(&str, String)| {
-        if present {
-            err(
-                field,
-                format!(
-                    "{what} is not supported by the metallb-rs native BGP speaker: remove {field}"
-                ),
-            );
-        }
-    };
-    unsupported(
-        s.vrf.as_deref().is_some_and(|v| !v.is_empty()),
-        "spec.vrf",
-        "VRF peering",
-        &mut err,
-    );
-    // The profile's values travel with the peer, so that a changed
-    // profile reaches the session as a changed peer.
-    let bfd_profile = match s.bfd_profile.as_deref().filter(|n| !n.is_empty()) {
-        None => None,
-        Some(name) => match bfd_profiles.get(name) {
-            Some(profile) => Some(profile.clone()),
-            None => {
-                err(
-                    "spec.bfdProfile",
-                    format!(
-                        "bfdprofile {name:?} does not exist: create it or remove spec.bfdProfile"
-                    ),
-                );
-                None
-            }
-        },
-    };
+    (local_asn, peer_asn)
+}
 
-    let interface = s.interface.as_deref().filter(|i| !i.is_empty());
-    let address = peer_address(s, &mut err);
-    let source_address = s
-        .source_address
-        .as_deref()
-        .filter(|a| !a.is_empty() && interface.is_none())
-        .and_then(|a| match a.parse::<IpAddr>() {
-            Ok(ip) if matches!(&address, Some(PeerAddress::Ip(p)) if p.is_ipv4() != ip.is_ipv4()) =>
-            {
-                err(
-                    "spec.sourceAddress",
-                    format!("{a} is not of the same IP family as peerAddress"),
-                );
-                None
-            }
-            Ok(ip) => Some(ip),
-            Err(_) => {
-                err("spec.sourceAddress", format!("invalid IP address {a:?}"));
-                None
-            }
-        });
-    let port = s.peer_port.unwrap_or(179);
-    if port == 0 {
+/// Fields the native BGP speaker does not implement: rejected rather than
+/// silently ignored.
+fn unsupported_fields(s: &v1beta2::BGPPeerSpec, err: &mut dyn FnMut(&str, String)) {
+    if s.vrf.as_deref().is_some_and(|v| !v.is_empty()) {
         err(
-            "spec.peerPort",
-            "port 0 is not a valid peer port: use 1-16384 (default 179)".into(),
+            "spec.vrf",
+            "VRF peering is not supported by the metallb-rs native BGP speaker: remove spec.vrf"
+                .into(),
         );
     }
+}
+
+/// The named BFD profile's values, which travel with the peer so that a
+/// changed profile reaches the session as a changed peer.
+fn bfd_profile(
+    s: &v1beta2::BGPPeerSpec,
+    bfd_profiles: &BTreeMap<String, BfdProfile>,
+    err: &mut dyn FnMut(&str, String),
+) -> Option<BfdProfile> {
+    let name = s.bfd_profile.as_deref().filter(|n| !n.is_empty())?;
+    let profile = bfd_profiles.get(name).cloned();
+    if profile.is_none() {
+        err(
+            "spec.bfdProfile",
+            format!("bfdprofile {name:?} does not exist: create it or remove spec.bfdProfile"),
+        );
+    }
+    profile
+}
+
+/// `sourceAddress`, of peerAddress's family; ignored on an unnumbered
+/// peer (`peer_address` refuses it there).
+fn source_address(
+    s: &v1beta2::BGPPeerSpec,
+    address: Option<&PeerAddress>,
+    err: &mut dyn FnMut(&str, String),
+) -> Option<IpAddr> {
+    let interface = s.interface.as_deref().filter(|i| !i.is_empty());
+    let a = s
+        .source_address
+        .as_deref()
+        .filter(|a| !a.is_empty() && interface.is_none())?;
+    match a.parse::<IpAddr>() {
+        Ok(ip) if matches!(address, Some(PeerAddress::Ip(p)) if p.is_ipv4() != ip.is_ipv4()) => {
+            err(
+                "spec.sourceAddress",
+                format!("{a} is not of the same IP family as peerAddress"),
+            );
+            None
+        }
+        Ok(ip) => Some(ip),
+        Err(_) => {
+            err("spec.sourceAddress", format!("invalid IP address {a:?}"));
+            None
+        }
+    }
+}
+
+/// A session's hold, keepalive and connect times, as validated.
+struct SessionTimers {
+    hold: Option<Duration>,
+    keepalive: Option<Duration>,
+    connect: Option<Duration>,
+}
+
+/// holdTime, keepaliveTime and connectTime: each parsed, hold and
+/// keepalive checked together (`timers`), connect a whole number of
+/// seconds in 1-65535.
+fn session_timers(s: &v1beta2::BGPPeerSpec, err: &mut dyn FnMut(&str, String)) -> SessionTimers {
     let mut duration = |v: &Option<String>, field: &str| -> Option<Duration> {
         let v = v.as_deref()?;
         parse_duration(v).map_err(|e| err(field, e)).ok()
     };
     let hold_time = duration(&s.hold_time, "spec.holdTime");
     let keepalive_time = duration(&s.keepalive_time, "spec.keepaliveTime");
-    let connect_time = duration(&s.connect_time, "spec.connectTime");
-    let (hold_time, keepalive_time) = match timers(hold_time, keepalive_time) {
+    let connect = duration(&s.connect_time, "spec.connectTime");
+    let (hold, keepalive) = match timers(hold_time, keepalive_time) {
         Ok(t) => t,
         Err(e) => {
             let field = if e.starts_with("keepalive") || s.hold_time.is_none() {
@@ -319,7 +374,7 @@ pub(super) fn peer(
             (None, None)
         }
     };
-    if let Some(c) = connect_time {
+    if let Some(c) = connect {
         if c.subsec_nanos() != 0 {
             err(
                 "spec.connectTime",
@@ -332,20 +387,34 @@ pub(super) fn peer(
             );
         }
     }
-    let router_id = s
-        .router_id
-        .as_deref()
-        .filter(|r| !r.is_empty())
-        .and_then(|r| {
-            r.parse::<Ipv4Addr>()
-                .map_err(|_| {
-                    err(
-                        "spec.routerID",
-                        format!("invalid router ID {r:?}: must be an IPv4 address"),
-                    )
-                })
-                .ok()
-        });
+    SessionTimers {
+        hold,
+        keepalive,
+        connect,
+    }
+}
+
+/// `routerID`, an IPv4 address when set.
+fn router_id(s: &v1beta2::BGPPeerSpec, err: &mut dyn FnMut(&str, String)) -> Option<Ipv4Addr> {
+    let r = s.router_id.as_deref().filter(|r| !r.is_empty())?;
+    r.parse::<Ipv4Addr>()
+        .map_err(|_| {
+            err(
+                "spec.routerID",
+                format!("invalid router ID {r:?}: must be an IPv4 address"),
+            )
+        })
+        .ok()
+}
+
+/// The TCP MD5 password, from `password` or `passwordSecret` (not both),
+/// no longer than Linux takes.
+fn password(
+    s: &v1beta2::BGPPeerSpec,
+    opts: &Options,
+    secrets: &[Secret],
+    err: &mut dyn FnMut(&str, String),
+) -> Option<super::Password> {
     let password = match (&s.password, &s.password_secret) {
         (Some(_), Some(_)) => {
             err(
@@ -379,30 +448,7 @@ pub(super) fn peer(
             ),
         );
     }
-    let node_selectors =
-        crate::config::selectors(obj, "spec.nodeSelectors", s.node_selectors.as_ref(), errors);
-    if errors.len() != before {
-        return None;
-    }
-    Some(Peer {
-        name: p.name_any(),
-        my_asn: s.my_asn,
-        local_asn,
-        peer_asn: peer_asn?,
-        address: address?,
-        port,
-        source_address,
-        hold_time,
-        keepalive_time,
-        connect_time,
-        router_id,
-        node_selectors,
-        password,
-        ebgp_multi_hop: s.ebgp_multi_hop.unwrap_or(false),
-        dual_stack_address_family: s.dual_stack_address_family.unwrap_or(false),
-        bfd_profile,
-        graceful_restart: s.enable_graceful_restart.unwrap_or(false),
-    })
+    password
 }
 
 /// `peerAddress` or `interface`, exactly one of them; for an unnumbered

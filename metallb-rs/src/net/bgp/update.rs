@@ -357,150 +357,215 @@ impl Update {
     }
 }
 
-impl Attributes {
-    fn decode(buf: &[u8], ctx: &Context) -> Result<Attributes, Notification> {
+/// One path attribute as read off the wire, before its value is checked.
+struct WireAttribute<'a> {
+    flags: u8,
+    code: u8,
+    value: &'a [u8],
+    /// The whole attribute: the diagnostic data of most errors.
+    whole: &'a [u8],
+}
+
+impl<'a> WireAttribute<'a> {
+    /// The next attribute of `r`: flags, type code, a length of one or
+    /// (extended) two octets, and that many octets of value.
+    fn read(r: &mut Reader<'a>) -> Result<WireAttribute<'a>, Notification> {
         let list = || Notification::new(code::UPDATE, code::UPDATE_MALFORMED_ATTRIBUTE_LIST, []);
+        let start = r.buf;
+        let flags = r.u8().ok_or_else(list)?;
+        let code = r.u8().ok_or_else(list)?;
+        let len = if flags & EXTENDED != 0 {
+            usize::from(r.u16().ok_or_else(list)?)
+        } else {
+            usize::from(r.u8().ok_or_else(list)?)
+        };
+        let value = r.take(len).ok_or_else(list)?;
+        Ok(WireAttribute {
+            flags,
+            code,
+            value,
+            whole: &start[..start.len() - r.buf.len()],
+        })
+    }
+
+    /// An UPDATE error with subcode `sub` carrying this attribute.
+    fn err(&self, sub: u8) -> Notification {
+        Notification::new(code::UPDATE, sub, self.whole.to_vec())
+    }
+
+    /// The flags a known attribute must have (an unknown one must be
+    /// optional) and the length its type fixes.
+    fn check(&self, ctx: &Context) -> Result<(), Notification> {
+        match expected_flags(self.code) {
+            Some(f) if self.flags & (OPTIONAL | TRANSITIVE) != f => {
+                return Err(self.err(code::UPDATE_ATTRIBUTE_FLAGS));
+            }
+            None if self.flags & OPTIONAL == 0 => {
+                return Err(self.err(code::UPDATE_UNRECOGNIZED_WELL_KNOWN));
+            }
+            _ => {}
+        }
+        let len = self.value.len();
+        let length_ok = match self.code {
+            ORIGIN => len == 1,
+            NEXT_HOP | MED | LOCAL_PREF => len == 4,
+            ATOMIC_AGGREGATE => len == 0,
+            AGGREGATOR => len == if ctx.four_octet_as { 8 } else { 6 },
+            COMMUNITIES => len.is_multiple_of(4),
+            LARGE_COMMUNITY => len.is_multiple_of(12),
+            _ => true,
+        };
+        if !length_ok {
+            return Err(self.err(code::UPDATE_ATTRIBUTE_LENGTH));
+        }
+        Ok(())
+    }
+}
+
+/// An MP_REACH_NLRI or MP_UNREACH_NLRI value's AFI and SAFI, and whether
+/// its prefixes are IPv6 (no other AFI is read: any failure of the value
+/// is the same error, so where it shows does not matter).
+fn mp_family(v: &mut Reader<'_>) -> Option<(u16, u8, bool)> {
+    let afi = v.u16()?;
+    let safi = v.u8()?;
+    let v6 = match afi {
+        1 => false,
+        2 => true,
+        _ => return None,
+    };
+    Some((afi, safi, v6))
+}
+
+impl MpReach {
+    /// An MP_REACH_NLRI value: family, next hops, a reserved octet, then
+    /// the prefixes.
+    fn decode(value: &[u8]) -> Option<MpReach> {
+        let mut v = Reader::new(value);
+        let (afi, safi, v6) = mp_family(&mut v)?;
+        let nh_len = usize::from(v.u8()?);
+        let next_hops = decode_next_hops(v.take(nh_len)?)?;
+        let _reserved = v.u8()?;
+        let nlri = decode_prefixes(v.buf, v6)?;
+        Some(MpReach {
+            afi,
+            safi,
+            next_hops,
+            nlri,
+        })
+    }
+}
+
+impl MpUnreach {
+    /// An MP_UNREACH_NLRI value: family, then the withdrawn prefixes.
+    fn decode(value: &[u8]) -> Option<MpUnreach> {
+        let mut v = Reader::new(value);
+        let (afi, safi, v6) = mp_family(&mut v)?;
+        let withdrawn = decode_prefixes(v.buf, v6)?;
+        Some(MpUnreach {
+            afi,
+            safi,
+            withdrawn,
+        })
+    }
+}
+
+impl Attributes {
+    /// The path attributes of an UPDATE: each read, refused when it
+    /// repeats one before it, checked, then its value taken.
+    fn decode(buf: &[u8], ctx: &Context) -> Result<Attributes, Notification> {
         let mut out = Attributes::default();
         let mut seen = [false; 256];
         let mut r = Reader::new(buf);
         while !r.is_empty() {
-            let start = r.buf;
-            let flags = r.u8().ok_or_else(list)?;
-            let code = r.u8().ok_or_else(list)?;
-            let len = if flags & EXTENDED != 0 {
-                usize::from(r.u16().ok_or_else(list)?)
-            } else {
-                usize::from(r.u8().ok_or_else(list)?)
-            };
-            let value = r.take(len).ok_or_else(list)?;
-            // The whole attribute: the diagnostic data of most errors.
-            let whole = &start[..start.len() - r.buf.len()];
-            let err = |sub: u8| Notification::new(code::UPDATE, sub, whole.to_vec());
-            if std::mem::replace(&mut seen[usize::from(code)], true) {
-                return Err(list());
+            let a = WireAttribute::read(&mut r)?;
+            if std::mem::replace(&mut seen[usize::from(a.code)], true) {
+                return Err(Notification::new(
+                    code::UPDATE,
+                    code::UPDATE_MALFORMED_ATTRIBUTE_LIST,
+                    [],
+                ));
             }
-            match expected_flags(code) {
-                Some(f) if flags & (OPTIONAL | TRANSITIVE) != f => {
-                    return Err(err(code::UPDATE_ATTRIBUTE_FLAGS));
-                }
-                None if flags & OPTIONAL == 0 => {
-                    return Err(err(code::UPDATE_UNRECOGNIZED_WELL_KNOWN));
-                }
-                _ => {}
-            }
-            let length_ok = match code {
-                ORIGIN => len == 1,
-                NEXT_HOP | MED | LOCAL_PREF => len == 4,
-                ATOMIC_AGGREGATE => len == 0,
-                AGGREGATOR => len == if ctx.four_octet_as { 8 } else { 6 },
-                COMMUNITIES => len % 4 == 0,
-                LARGE_COMMUNITY => len % 12 == 0,
-                _ => true,
-            };
-            if !length_ok {
-                return Err(err(code::UPDATE_ATTRIBUTE_LENGTH));
-            }
-            let mut v = Reader::new(value);
-            match code {
-                ORIGIN => {
-                    out.origin = Some(match value[0] {
-                        0 => Origin::Igp,
-                        1 => Origin::Egp,
-                        2 => Origin::Incomplete,
-                        _ => return Err(err(code::UPDATE_INVALID_ORIGIN)),
-                    })
-                }
-                AS_PATH => {
-                    out.as_path = Some(
-                        decode_as_path(value, ctx.four_octet_as)
-                            .ok_or_else(|| err(code::UPDATE_MALFORMED_AS_PATH))?,
-                    )
-                }
-                NEXT_HOP => {
-                    let nh = Ipv4Addr::from(v.u32().ok_or_else(list)?);
-                    if nh.is_unspecified() || nh.is_multicast() || nh.is_broadcast() {
-                        return Err(err(code::UPDATE_INVALID_NEXT_HOP));
-                    }
-                    out.next_hop = Some(nh);
-                }
-                MED => out.med = v.u32(),
-                LOCAL_PREF => out.local_pref = v.u32(),
-                ATOMIC_AGGREGATE => out.atomic_aggregate = true,
-                AGGREGATOR => {
-                    let asn = if ctx.four_octet_as {
-                        v.u32()
-                    } else {
-                        v.u16().map(u32::from)
-                    };
-                    out.aggregator = asn.zip(v.u32().map(Ipv4Addr::from));
-                }
-                COMMUNITIES => {
-                    out.communities = value
-                        .chunks_exact(4)
-                        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect()
-                }
-                LARGE_COMMUNITY => {
-                    out.large_communities = value
-                        .chunks_exact(12)
-                        .map(|c| {
-                            let w =
-                                |i: usize| u32::from_be_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
-                            [w(0), w(4), w(8)]
-                        })
-                        .collect()
-                }
-                MP_REACH => {
-                    let bad = || err(code::UPDATE_OPTIONAL_ATTRIBUTE);
-                    let afi = v.u16().ok_or_else(bad)?;
-                    let safi = v.u8().ok_or_else(bad)?;
-                    let nh_len = usize::from(v.u8().ok_or_else(bad)?);
-                    let next_hops =
-                        decode_next_hops(v.take(nh_len).ok_or_else(bad)?).ok_or_else(bad)?;
-                    let _reserved = v.u8().ok_or_else(bad)?;
-                    let v6 = match afi {
-                        1 => false,
-                        2 => true,
-                        _ => return Err(bad()),
-                    };
-                    let nlri = decode_prefixes(v.buf, v6).ok_or_else(bad)?;
-                    out.mp_reach = Some(MpReach {
-                        afi,
-                        safi,
-                        next_hops,
-                        nlri,
-                    });
-                }
-                MP_UNREACH => {
-                    let bad = || err(code::UPDATE_OPTIONAL_ATTRIBUTE);
-                    let afi = v.u16().ok_or_else(bad)?;
-                    let safi = v.u8().ok_or_else(bad)?;
-                    let v6 = match afi {
-                        1 => false,
-                        2 => true,
-                        _ => return Err(bad()),
-                    };
-                    let withdrawn = decode_prefixes(v.buf, v6).ok_or_else(bad)?;
-                    out.mp_unreach = Some(MpUnreach {
-                        afi,
-                        safi,
-                        withdrawn,
-                    });
-                }
-                AS4_PATH => {
-                    out.as4_path = Some(
-                        decode_as_path(value, true)
-                            .ok_or_else(|| err(code::UPDATE_OPTIONAL_ATTRIBUTE))?,
-                    )
-                }
-                _ => out.other.push(RawAttribute {
-                    flags: flags & !EXTENDED,
-                    code,
-                    value: value.to_vec(),
-                }),
-            }
+            a.check(ctx)?;
+            out.set(&a, ctx)?;
         }
         Ok(out)
+    }
+
+    /// Takes the value of a checked attribute into its field (an unknown
+    /// one is kept as it came, to pass on).
+    fn set(&mut self, a: &WireAttribute<'_>, ctx: &Context) -> Result<(), Notification> {
+        let list = || Notification::new(code::UPDATE, code::UPDATE_MALFORMED_ATTRIBUTE_LIST, []);
+        let value = a.value;
+        let mut v = Reader::new(value);
+        match a.code {
+            ORIGIN => {
+                self.origin = Some(match value[0] {
+                    0 => Origin::Igp,
+                    1 => Origin::Egp,
+                    2 => Origin::Incomplete,
+                    _ => return Err(a.err(code::UPDATE_INVALID_ORIGIN)),
+                })
+            }
+            AS_PATH => {
+                self.as_path = Some(
+                    decode_as_path(value, ctx.four_octet_as)
+                        .ok_or_else(|| a.err(code::UPDATE_MALFORMED_AS_PATH))?,
+                )
+            }
+            NEXT_HOP => {
+                let nh = Ipv4Addr::from(v.u32().ok_or_else(list)?);
+                if nh.is_unspecified() || nh.is_multicast() || nh.is_broadcast() {
+                    return Err(a.err(code::UPDATE_INVALID_NEXT_HOP));
+                }
+                self.next_hop = Some(nh);
+            }
+            MED => self.med = v.u32(),
+            LOCAL_PREF => self.local_pref = v.u32(),
+            ATOMIC_AGGREGATE => self.atomic_aggregate = true,
+            AGGREGATOR => {
+                let asn = if ctx.four_octet_as {
+                    v.u32()
+                } else {
+                    v.u16().map(u32::from)
+                };
+                self.aggregator = asn.zip(v.u32().map(Ipv4Addr::from));
+            }
+            COMMUNITIES => {
+                self.communities = value
+                    .chunks_exact(4)
+                    .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect()
+            }
+            LARGE_COMMUNITY => {
+                self.large_communities = value
+                    .chunks_exact(12)
+                    .map(|c| {
+                        let w = |i: usize| u32::from_be_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
+                        [w(0), w(4), w(8)]
+                    })
+                    .collect()
+            }
+            MP_REACH => {
+                let bad = || a.err(code::UPDATE_OPTIONAL_ATTRIBUTE);
+                self.mp_reach = Some(MpReach::decode(value).ok_or_else(bad)?);
+            }
+            MP_UNREACH => {
+                let bad = || a.err(code::UPDATE_OPTIONAL_ATTRIBUTE);
+                self.mp_unreach = Some(MpUnreach::decode(value).ok_or_else(bad)?);
+            }
+            AS4_PATH => {
+                self.as4_path = Some(
+                    decode_as_path(value, true)
+                        .ok_or_else(|| a.err(code::UPDATE_OPTIONAL_ATTRIBUTE))?,
+                )
+            }
+            _ => self.other.push(RawAttribute {
+                flags: a.flags & !EXTENDED,
+                code: a.code,
+                value: value.to_vec(),
+            }),
+        }
+        Ok(())
     }
 
     fn encode(&self, out: &mut Vec<u8>, ctx: &Context) {

@@ -8,28 +8,29 @@
 //! decoder named; nothing the peer sends can stop the speaker.
 
 use super::advertise::RouteAttrs;
-use super::socket::{self, Dial, Remote};
+use super::socket::{Dial, Remote};
 use super::unnumbered::Discovery;
 use crate::config::PeerAsn;
 use crate::metrics::BgpMetrics;
-use crate::net::bgp::{self, Afi, Context, Message, Notification, code};
+use crate::net::bgp::{self, Afi, Context, Message, Notification};
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{oneshot, watch};
-use tokio::time::Instant;
 
 mod adj_out;
 mod established;
 pub mod graceful;
+mod handshake;
 mod negotiate;
 mod refresh;
 pub use adj_out::{AdjRibOut, Diff};
 use established::{EstablishedCtx, established};
 pub use graceful::Stop;
+use handshake::Opened;
 pub use negotiate::{Negotiated, PeerHistory, negotiate, our_open};
 
 /// The prefixes a peer should have, with their attributes.
@@ -457,22 +458,6 @@ fn hold_or_open_wait(hold: Duration) -> Duration {
     if hold.is_zero() { OPEN_WAIT } else { hold }
 }
 
-/// Writes `msg`, failing when the peer has not taken it by `deadline`.
-async fn send_by(
-    wr: &mut (impl AsyncWrite + Unpin),
-    msg: &Message,
-    ctx: &Context,
-    deadline: Instant,
-) -> std::io::Result<()> {
-    match tokio::time::timeout_at(deadline, wr.write_all(&bgp::encode(msg, ctx))).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "the peer is not reading",
-        )),
-    }
-}
-
 /// Sends a NOTIFICATION if the socket takes it at once, then closes our
 /// side; never waits (a peer that stopped reading gets none). Whether it
 /// was sent.
@@ -486,34 +471,6 @@ fn notify(wr: &mut (impl AsyncWrite + Unpin), n: &Notification) -> bool {
     );
     let _ = wr.poll_shutdown(&mut cx);
     sent
-}
-
-/// How long a connection attempt to an unnumbered peer waits for the
-/// router's advertisements: three of FRR's intervals.
-const DISCOVERY_WAIT: Duration = Duration::from_secs(30);
-
-/// The address to dial: the configured one, or the router heard on the
-/// interface.
-async fn peer_address(
-    remote: &Remote,
-    discovery: Option<&mut Discovery>,
-) -> Result<SocketAddr, String> {
-    match (remote, discovery) {
-        (Remote::Address(a), _) => Ok(*a),
-        (Remote::Interface { name, port }, Some(d)) => match d.router(DISCOVERY_WAIT).await {
-            Some(mut a) => {
-                a.set_port(*port);
-                Ok(SocketAddr::V6(a))
-            }
-            None => Err(format!(
-                "no IPv6 Router Advertisement heard on {name} within {DISCOVERY_WAIT:?}: \
-                 is the router's neighbor on this link an interface one (FRR: neighbor <interface> interface)?"
-            )),
-        },
-        (Remote::Interface { name, .. }, None) => {
-            Err(format!("no router discovery running on {name}"))
-        }
-    }
 }
 
 /// The router ID when none is configured: the connection's IPv4 address,
@@ -544,6 +501,8 @@ fn peer_as_ok(cfg: &SessionConfig, asn: u32) -> bool {
     }
 }
 
+/// One connection to the peer, from dialling it to its end: the opening
+/// exchange, then the Established session.
 async fn connection(
     cfg: &SessionConfig,
     routes: &DesiredRoutes,
@@ -552,71 +511,16 @@ async fn connection(
     metrics: &BgpMetrics,
     discovery: Option<&mut Discovery>,
 ) -> Ended {
-    let fail = |why: String| Ended::Failed(why, false);
-    let peer = tokio::select! {
-        _ = &mut *stop => return Ended::Stopped,
-        r = peer_address(&cfg.dial.peer, discovery) => match r {
-            Ok(a) => a,
-            Err(e) => return fail(e),
-        },
+    let Opened {
+        peer,
+        rd,
+        wr,
+        shape,
+        negotiated,
+    } = match handshake::open(cfg, stop, &links.history, discovery).await {
+        Ok(opened) => opened,
+        Err(ended) => return ended,
     };
-    let stream = tokio::select! {
-        _ = &mut *stop => return Ended::Stopped,
-        r = socket::connect(&cfg.dial, peer) => match r {
-            Ok(s) => s,
-            Err(e) => return fail(format!("connecting to {peer}: {e}")),
-        },
-    };
-    let local = match stream.local_addr() {
-        Ok(a) => a,
-        Err(e) => return fail(format!("reading the local address: {e}")),
-    };
-    let (rd, mut wr) = stream.into_split();
-    let mut rd = BufReader::new(rd);
-    let ours = our_open(cfg, local.ip(), links.history.of(peer));
-    // OpenSent: RFC 4271 suggests a large hold time until the peer's OPEN.
-    let open_deadline = Instant::now() + OPEN_WAIT;
-    let plain = Context::default();
-    let open = Message::Open(ours.clone());
-    let sent = tokio::select! {
-        _ = &mut *stop => return Ended::Stopped,
-        r = send_by(&mut wr, &open, &plain, open_deadline) => r,
-    };
-    if let Err(e) = sent {
-        return fail(format!("sending OPEN: {e}"));
-    }
-    let theirs = tokio::select! {
-        _ = &mut *stop => return Ended::Stopped,
-        r = tokio::time::timeout_at(open_deadline, read_message(&mut rd, &plain)) => r,
-    };
-    let theirs = match theirs {
-        Err(_) => {
-            notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, []));
-            return fail("no OPEN from the peer within 240 s".into());
-        }
-        Ok(Err(ReadError::Io(e))) => return fail(format!("waiting for OPEN: {e}")),
-        Ok(Err(ReadError::Malformed(n))) => {
-            notify(&mut wr, &n);
-            return fail(format!("malformed message from the peer: {n}"));
-        }
-        Ok(Ok(Message::Open(o))) => o,
-        Ok(Ok(Message::Notification(n))) => return fail(format!("peer sent NOTIFICATION: {n}")),
-        Ok(Ok(other)) => {
-            notify(
-                &mut wr,
-                &Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_OPEN_SENT, []),
-            );
-            return fail(format!("expected OPEN, got {other:?}"));
-        }
-    };
-    let negotiated = match negotiate(cfg, &ours, &theirs) {
-        Ok(n) => n,
-        Err(n) => {
-            notify(&mut wr, &n);
-            return fail(negotiate::refusal(cfg, &ours, &theirs, &n));
-        }
-    };
-    let shape = negotiate::shape(cfg, local.ip(), &negotiated);
     let Negotiated {
         ctx,
         hold,
@@ -626,40 +530,6 @@ async fn connection(
         extended_next_hop,
         ..
     } = negotiated;
-    // OpenConfirm: send our KEEPALIVE, wait for the peer's.
-    let confirm_deadline = Instant::now() + hold_or_open_wait(hold);
-    let sent = tokio::select! {
-        _ = &mut *stop => return Ended::Stopped,
-        r = send_by(&mut wr, &Message::Keepalive, &ctx, confirm_deadline) => r,
-    };
-    if let Err(e) = sent {
-        return fail(format!("sending KEEPALIVE: {e}"));
-    }
-    let confirmed = tokio::select! {
-        _ = &mut *stop => return Ended::Stopped,
-        r = tokio::time::timeout_at(confirm_deadline, read_message(&mut rd, &ctx)) => r,
-    };
-    match confirmed {
-        Ok(Ok(Message::Keepalive)) => {}
-        Ok(Ok(Message::Notification(n))) => return fail(format!("peer sent NOTIFICATION: {n}")),
-        Ok(Ok(other)) => {
-            notify(
-                &mut wr,
-                &Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_OPEN_CONFIRM, []),
-            );
-            return fail(format!("expected KEEPALIVE, got {other:?}"));
-        }
-        Ok(Err(ReadError::Io(e))) => return fail(format!("waiting for KEEPALIVE: {e}")),
-        Ok(Err(ReadError::Malformed(n))) => {
-            notify(&mut wr, &n);
-            return fail(format!("malformed message from the peer: {n}"));
-        }
-        Err(_) => {
-            notify(&mut wr, &Notification::new(code::HOLD_TIMER_EXPIRED, 0, []));
-            return fail("no KEEPALIVE from the peer before the hold time".into());
-        }
-    }
-
     let label = cfg.label();
     tracing::info!(peer = cfg.name, address = %peer, ibgp = shape.ibgp, hold = ?hold, families = ?families, graceful_restart, extended_next_hop, "BGP session established");
     links.history.established(peer);

@@ -53,6 +53,11 @@ pub(super) struct EstablishedCtx<'a, R, W> {
     pub label: String,
 }
 
+/// Runs an established session until it is stopped or fails: the first
+/// table when due, then whatever comes first of the speaker's stop, the
+/// first pass completing, BFD, the peer's messages, the hold timer, a
+/// batch landing, the keepalive ticker, a ROUTE-REFRESH falling due and
+/// changed routes.
 pub(super) async fn established<R, W>(e: EstablishedCtx<'_, R, W>) -> Ended
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -60,7 +65,7 @@ where
 {
     let EstablishedCtx {
         cfg,
-        mut rd,
+        rd,
         wr,
         ctx,
         hold,
@@ -76,20 +81,7 @@ where
         metrics,
         label,
     } = e;
-    let failed = |why: String| Ended::Failed(why, true);
-    // Reading runs in its own task: a half-read message must survive the
-    // select below picking another branch.
-    let (tx, mut rx) = mpsc::channel::<Result<Message, ReadError>>(16);
-    let reader = tokio::spawn(async move {
-        loop {
-            let r = super::read_message(&mut rd, &ctx).await;
-            let end = r.is_err();
-            if tx.send(r).await.is_err() || end {
-                break;
-            }
-        }
-    });
-    let _reader = tokio_util::task::AbortOnDropHandle::new(reader);
+    let (mut rx, _reader) = spawn_reader(rd, ctx);
     let mut out = Out {
         wr: None,
         flight: None,
@@ -101,12 +93,7 @@ where
         status,
     };
     let mut hold_deadline = Instant::now() + hold;
-    let mut ticker = tokio::time::interval(if keepalive.is_zero() {
-        Duration::from_secs(3600)
-    } else {
-        keepalive
-    });
-    ticker.tick().await;
+    let mut ticker = keepalive_ticker(keepalive).await;
     out.wr = Some(wr);
     let mut opening = Opening::new(&families, graceful_restart);
     out.first_table(
@@ -121,20 +108,7 @@ where
     loop {
         let refresh_at = refresh.due();
         tokio::select! {
-            stopped = &mut *stop => {
-                let stopped = stopped.unwrap_or_else(|_| Stop::Cease(Notification::new(code::CEASE, code::CEASE_ADMIN_SHUTDOWN, [])));
-                match graceful::closing(&stopped, graceful_restart) {
-                    Some(why) => {
-                        tracing::info!(peer = cfg.name, address = %cfg.dial.peer, reason = %why, "closing BGP session");
-                        out.notify(&why);
-                    }
-                    None => tracing::info!(
-                        peer = cfg.name, address = %cfg.dial.peer,
-                        "closing BGP session without NOTIFICATION: graceful restart, the peer keeps our routes until we are back"
-                    ),
-                }
-                return Ended::Stopped;
-            }
+            stopped = &mut *stop => return out.close(cfg, stopped, graceful_restart),
             // Also when the speaker is gone (a closed channel): nothing
             // is left to wait for.
             _ = first_pass.wait_for(|done| *done), if !opening.sent() && out.wr.is_some() => {
@@ -147,45 +121,24 @@ where
                 let sent = out.notify(&why);
                 return failed(format!("BFD saw the path to the peer fail: {why}; {sent}"));
             }
-            msg = rx.recv() => match msg {
-                None => return failed("the connection's reader stopped".into()),
-                Some(Ok(Message::Keepalive | Message::Update(_))) => {
-                    hold_deadline = Instant::now() + hold;
+            msg = rx.recv() => {
+                let Some(msg) = msg else {
+                    return failed("the connection's reader stopped".into());
+                };
+                if let Err(ended) = out.receive(cfg, msg, &families, &mut refresh) {
+                    return ended;
                 }
-                Some(Ok(Message::RouteRefresh { afi, safi })) => {
-                    hold_deadline = Instant::now() + hold;
-                    match refresh::family(afi, safi, &families) {
-                        Some(f) => refresh.request(f),
-                        None => tracing::debug!(
-                            peer = cfg.name, afi, safi, negotiated = ?families,
-                            "ignoring ROUTE-REFRESH for a family this session does not carry"
-                        ),
-                    }
-                }
-                Some(Ok(Message::Notification(n))) => return failed(format!("peer sent NOTIFICATION: {n}")),
-                Some(Ok(Message::Open(_))) => {
-                    // RFC 6608: unexpected message in Established.
-                    out.notify(&Notification::new(code::FSM, code::FSM_UNEXPECTED_IN_ESTABLISHED, [1]));
-                    return failed("the peer sent OPEN in Established".into());
-                }
-                Some(Err(ReadError::Malformed(n))) => {
-                    let sent = out.notify(&n);
-                    return failed(format!("malformed message from the peer: {n}; {sent}"));
-                }
-                Some(Err(ReadError::Io(e))) => return failed(format!("connection lost: {e}")),
-            },
+                hold_deadline = Instant::now() + hold;
+            }
             () = tokio::time::sleep_until(hold_deadline), if !hold.is_zero() => {
                 out.notify(&Notification::new(code::HOLD_TIMER_EXPIRED, 0, []));
                 return failed(format!("hold timer expired: nothing from the peer for {hold:?}"));
             }
-            (wr, r, batch) = out.landed() => match r {
-                Ok(()) => out.done(wr, &batch),
-                Err(WriteError::Io(e)) => return failed(format!("sending {}: {e}", batch.what())),
-                Err(WriteError::Stalled) => return failed(format!(
-                    "the peer took none of our {} for {:?} (it stopped reading, its receive window is full): closed without NOTIFICATION",
-                    batch.what(), out.bound
-                )),
-            },
+            (wr, r, batch) = out.landed() => {
+                if let Err(ended) = out.after_landing(wr, r, &batch) {
+                    return ended;
+                }
+            }
             _ = ticker.tick(), if !keepalive.is_zero() => {
                 // With a batch in flight the peer gets messages or the
                 // session ends: no keepalive is needed behind it.
@@ -194,16 +147,7 @@ where
                 }
             }
             () = tokio::time::sleep_until(refresh_at.unwrap_or(hold_deadline)), if refresh_at.is_some() && out.wr.is_some() && opening.sent() => {
-                if let Some(wr) = out.wr.take() {
-                    // Send those families again from scratch.
-                    for f in refresh.take(Instant::now()) {
-                        out.adj_out.forget_family(f == Afi::Ipv6);
-                    }
-                    let desired = routes.snapshot();
-                    let count = desired.len();
-                    let all = out.adj_out.everything(desired);
-                    out.sync(wr, &all, count, &[]);
-                }
+                out.resend(&mut refresh, routes);
             }
             () = routes.changed(), if out.wr.is_some() && opening.sent() => {
                 if let Some(wr) = out.wr.take() {
@@ -213,6 +157,49 @@ where
             }
         }
     }
+}
+
+/// How an established session fails: always after Established.
+fn failed(why: String) -> Ended {
+    Ended::Failed(why, true)
+}
+
+/// Reads the peer's messages in a task of their own, so that a half-read
+/// message survives the session's select picking another branch; the
+/// task stops with the returned handle.
+fn spawn_reader<R>(
+    mut rd: R,
+    ctx: Context,
+) -> (
+    mpsc::Receiver<Result<Message, ReadError>>,
+    tokio_util::task::AbortOnDropHandle<()>,
+)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel::<Result<Message, ReadError>>(16);
+    let reader = tokio::spawn(async move {
+        loop {
+            let r = super::read_message(&mut rd, &ctx).await;
+            let end = r.is_err();
+            if tx.send(r).await.is_err() || end {
+                break;
+            }
+        }
+    });
+    (rx, tokio_util::task::AbortOnDropHandle::new(reader))
+}
+
+/// The keepalive ticker, its immediate first tick taken (an hour apart
+/// when keepalives are off: its branch is disabled then anyway).
+async fn keepalive_ticker(keepalive: Duration) -> tokio::time::Interval {
+    let mut ticker = tokio::time::interval(if keepalive.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        keepalive
+    });
+    ticker.tick().await;
+    ticker
 }
 
 /// What a batch in flight carries, and what to record once it is written.
@@ -262,6 +249,111 @@ struct Out<'a, W> {
 }
 
 impl<W: AsyncWrite + Unpin + Send + 'static> Out<'_, W> {
+    /// Ends the session as the speaker asked: with a NOTIFICATION, or,
+    /// for a graceful restart, without one so the peer keeps our routes.
+    fn close(
+        &mut self,
+        cfg: &SessionConfig,
+        stopped: Result<Stop, oneshot::error::RecvError>,
+        graceful_restart: bool,
+    ) -> Ended {
+        let stopped = stopped.unwrap_or_else(|_| {
+            Stop::Cease(Notification::new(
+                code::CEASE,
+                code::CEASE_ADMIN_SHUTDOWN,
+                [],
+            ))
+        });
+        match graceful::closing(&stopped, graceful_restart) {
+            Some(why) => {
+                tracing::info!(peer = cfg.name, address = %cfg.dial.peer, reason = %why, "closing BGP session");
+                self.notify(&why);
+            }
+            None => tracing::info!(
+                peer = cfg.name, address = %cfg.dial.peer,
+                "closing BGP session without NOTIFICATION: graceful restart, the peer keeps our routes until we are back"
+            ),
+        }
+        Ended::Stopped
+    }
+
+    /// Takes in what the peer sent: a KEEPALIVE or UPDATE only shows it
+    /// is there, a ROUTE-REFRESH queues its family; anything else, or a
+    /// read that failed, ends the session.
+    fn receive(
+        &mut self,
+        cfg: &SessionConfig,
+        msg: Result<Message, ReadError>,
+        families: &[Afi],
+        refresh: &mut Refresh,
+    ) -> Result<(), Ended> {
+        match msg {
+            Ok(Message::Keepalive | Message::Update(_)) => Ok(()),
+            Ok(Message::RouteRefresh { afi, safi }) => {
+                match refresh::family(afi, safi, families) {
+                    Some(f) => refresh.request(f),
+                    None => tracing::debug!(
+                        peer = cfg.name, afi, safi, negotiated = ?families,
+                        "ignoring ROUTE-REFRESH for a family this session does not carry"
+                    ),
+                }
+                Ok(())
+            }
+            Ok(Message::Notification(n)) => Err(failed(format!("peer sent NOTIFICATION: {n}"))),
+            Ok(Message::Open(_)) => {
+                // RFC 6608: unexpected message in Established.
+                self.notify(&Notification::new(
+                    code::FSM,
+                    code::FSM_UNEXPECTED_IN_ESTABLISHED,
+                    [1],
+                ));
+                Err(failed("the peer sent OPEN in Established".into()))
+            }
+            Err(ReadError::Malformed(n)) => {
+                let sent = self.notify(&n);
+                Err(failed(format!(
+                    "malformed message from the peer: {n}; {sent}"
+                )))
+            }
+            Err(ReadError::Io(e)) => Err(failed(format!("connection lost: {e}"))),
+        }
+    }
+
+    /// Takes the write half back from a batch that landed, or ends the
+    /// session when it could not be written.
+    fn after_landing(
+        &mut self,
+        wr: W,
+        r: Result<(), WriteError>,
+        batch: &Batch,
+    ) -> Result<(), Ended> {
+        match r {
+            Ok(()) => {
+                self.done(wr, batch);
+                Ok(())
+            }
+            Err(WriteError::Io(e)) => Err(failed(format!("sending {}: {e}", batch.what()))),
+            Err(WriteError::Stalled) => Err(failed(format!(
+                "the peer took none of our {} for {:?} (it stopped reading, its receive window is full): closed without NOTIFICATION",
+                batch.what(),
+                self.bound
+            ))),
+        }
+    }
+
+    /// Sends the families a ROUTE-REFRESH asked for again from scratch;
+    /// the write half must be free.
+    fn resend(&mut self, refresh: &mut Refresh, routes: &DesiredRoutes) {
+        let Some(wr) = self.wr.take() else { return };
+        for f in refresh.take(Instant::now()) {
+            self.adj_out.forget_family(f == Afi::Ipv6);
+        }
+        let desired = routes.snapshot();
+        let count = desired.len();
+        let all = self.adj_out.everything(desired);
+        self.sync(wr, &all, count, &[]);
+    }
+
     /// Sends the whole table and End-of-RIB if `opening` says they are
     /// due; the write half must be free.
     fn first_table(&mut self, opening: &mut Opening, pass: FirstPass, routes: &DesiredRoutes) {
