@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 /// behind an API server whose writes are instant; each write takes
 /// [`Checker`]'s `latency` more three times over (the trouble mark's
 /// write, the margin a slow renewal is given, and the judge's own write
-/// that shows its lease watch current past the deadline: README,
-/// "behind a slow API server"). The README's "about 2-2.5 s" is the lab's p50 to max; over
+/// that shows its lease watch current past the deadline: docs/src/differences-full.md,
+/// "Behind a slow API server"). The README's "about 2-2.5 s" is the lab's p50 to max; over
 /// hundreds of seeds the first probe of a dead member comes up to about
 /// a second late (probes go round the members in random order), and the
 /// tail reaches 3.2 s: the bound is 3.5 s.
@@ -127,7 +127,7 @@ impl Invariant {
                 "(a) every address is answered: a SIGKILLed speaker or a node whose link went down fails over in about 2-2.5 s; SIGTERM moves them at once"
             }
             Invariant::OneAnswer => {
-                "(b) two nodes never answer for one address because speakers lost sight of each other; the window in which both may answer is bounded by those 4 s minus the others' takeover time (about 2 s)"
+                "(b) two nodes answer one address for at most about 2 s when speakers lose sight of each other: a speaker cut off from the API server and from most speakers stops answering 4 s after its last successful renewal, and the others take its addresses about 2 s after the cut"
             }
             Invariant::SteadyOwners => {
                 "(c) in a settled cluster no address changes owner: election is a pure function every speaker evaluates alone on the same inputs"
@@ -353,8 +353,8 @@ impl Checker {
     /// its own, and the addresses it last answered that nobody answers get
     /// the failover bound again from now - a restarted speaker first
     /// settles its gossip and, beside a hung member, judges it by its
-    /// lease (README: "addresses it would win are silent for about 5 s
-    /// after the restart").
+    /// lease (docs/src/differences-full.md, "A member gossip does not
+    /// know": silent for about 5 s after the restart).
     pub fn restarted(&mut self, node: NodeId, now: Instant) {
         self.last_failed[node] = None;
         for gap in self.gaps.iter_mut().flatten() {

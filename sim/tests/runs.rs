@@ -32,6 +32,29 @@ fn the_same_seed_gives_the_same_run() {
     assert_ne!(run(other).digest, a.digest, "another seed, another run");
 }
 
+/// Each invariant is a promise the README's front page makes, word for
+/// word: a changed promise changes its check, and the other way round.
+#[test]
+fn every_invariant_is_a_promise_of_the_readme() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    for invariant in [
+        Invariant::Answered,
+        Invariant::OneAnswer,
+        Invariant::SteadyOwners,
+        Invariant::SteadyWrites,
+        Invariant::Backoff,
+        Invariant::NotReadyKeeps,
+        Invariant::RemovedAnswersNothing,
+    ] {
+        let line = format!("- {}\n", invariant.sentence());
+        assert!(
+            readme.contains(&line),
+            "README.md's failover promises lack {invariant:?}: add the line {line:?} or change the check"
+        );
+    }
+}
+
 /// Seeds that keep every invariant: seeds 0 to 29 with two faults each,
 /// 3 nodes on even seeds and 10 on odd, among them 3-node seed 1 (a gossip cut behind 1 s API writes:
 /// the cut-off speaker's addresses flapped every second before renewals

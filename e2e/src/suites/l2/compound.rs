@@ -528,7 +528,7 @@ fn api_round_trip(ctx: &Ctx, node: &str) -> Result<Duration> {
 /// The node announcing the most of six services has its gossip cut for
 /// [`SLOW_CUT`] while its API requests wait [`SLOW_API`]: it keeps
 /// renewing its lease, slowly, so it is cut off, not dead, and keeps its
-/// addresses (README, Partitions; Behind a slow API server). Per
+/// addresses (docs/src/differences-full.md, Partitions; Behind a slow API server). Per
 /// address: at most [`SLOW_CHANGES`] changes of the answering node, two
 /// nodes answering for at most [`ISOLATION_BOUND`], silent for at most
 /// [`FAILOVER_BOUND`].

@@ -30,15 +30,15 @@ use std::time::{Duration, Instant};
 const EXCLUDE_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
 /// The longest time two nodes may answer for one address when the
-/// announcing node loses both the API server and its peers: README,
-/// "Differences from upstream", Partitions - the cut-off speaker stops
+/// announcing node loses both the API server and its peers:
+/// docs/src/differences-full.md, Partitions - the cut-off speaker stops
 /// after 4 s without the API, the others take over once gossip and its
 /// lease agree, and the overlap is under 2 s.
 pub(super) const ISOLATION_BOUND: Duration = Duration::from_secs(2);
 
 /// How long after a speaker fails (SIGKILL, SIGSTOP, link down) another
-/// node alone answers for its addresses: about 2-3 s (README, "Differences
-/// from upstream", Failover: gossip declares the member failed and its
+/// node alone answers for its addresses: about 2-3 s (docs/src/differences-full.md,
+/// Failover: gossip declares the member failed and its
 /// lease is overdue 2.5 s after its last renewal at most); the rest is
 /// slack for a loaded machine.
 pub(super) const FAILOVER_BOUND: Duration = Duration::from_secs(6);
@@ -384,7 +384,7 @@ fn partition(ctx: &Ctx) -> Result<()> {
         check_partitioned(ctx, &leader, &peers)?;
         let windows = watch.windows(PARTITION_WINDOW)?;
         // The partitioned speaker keeps renewing its lease, so it keeps its
-        // addresses and the others never take over (README, Partitions):
+        // addresses and the others never take over (docs/src/differences-full.md, Partitions):
         // the leader alone, the whole time.
         let age = metallb::presence_age(ctx, &leader)?;
         ensure!(

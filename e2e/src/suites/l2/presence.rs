@@ -1,5 +1,5 @@
 //! `L2` presence renewal spec: speakers renew their presence leases
-//! slowly while gossip agrees (README, API load) and fast while any
+//! slowly while gossip agrees (docs/src/differences-full.md, Failover) and fast while any
 //! speaker's lease carries a fresh trouble mark - which is what lets the
 //! others tell a speaker cut off from them from a dead one within the
 //! failover bound. The mark is planted by the spec on a lease of its own

@@ -1,8 +1,8 @@
 //! `L2` gossip replay spec: what a speaker sent while it was alive,
 //! recorded on its node and sent again from there after the speaker was
 //! killed, neither keeps it alive nor delays its failover. The speakers
-//! refuse the recorded datagrams by their sealed sequence numbers (README,
-//! "Differences from upstream", Gossip), which their dropped-datagram
+//! refuse the recorded datagrams by their sealed sequence numbers (docs/src/differences-full.md,
+//! Gossip that cannot be replayed), which their dropped-datagram
 //! metric shows.
 
 use super::failover::{expect_taken_over, failover_service};

@@ -1,6 +1,6 @@
 //! `L2` clock skew spec: speakers whose wall clocks are 30 s ahead of and
 //! behind the others'. Lease renewals are judged on each speaker's own
-//! monotonic clock (README, "Differences from upstream", Clock skew), so
+//! monotonic clock (docs/src/differences-full.md, Clock skew), so
 //! the skewed node keeps its addresses while it runs and loses them on
 //! time when it is killed; a renewTime compared with the reader's clock
 //! would keep a dead node ahead of the others for 30 s.

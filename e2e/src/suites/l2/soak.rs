@@ -41,7 +41,7 @@ const HANDOVER_NOISE: Duration = Duration::from_millis(750);
 /// How long before each fault its node must alone answer what it
 /// announced at the start.
 const BACK_BEFORE: Duration = Duration::from_secs(2);
-/// "SIGTERM moves them at once" (README, Failover; the bench measures
+/// "SIGTERM moves them at once" (the README's promise (a); the bench measures
 /// about 50 ms): the handover plus answers late for their round.
 const TERM_BOUND: Duration = Duration::from_secs(1);
 /// Changes of the answering node per address and fault: a failover and
