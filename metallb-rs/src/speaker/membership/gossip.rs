@@ -312,6 +312,14 @@ impl Gossip {
             .map(|(node, addr)| (node.clone(), *addr))
             .collect();
         self.seeds = seeds;
+        // A node gone from the cluster is no one to doubt: forgotten
+        // members are bounded by the seeds, as everything else kept here.
+        let before = self.view.forgotten.len();
+        let seeds = &self.seeds;
+        self.view.forgotten.retain(|n| seeds.contains_key(n));
+        if self.view.forgotten.len() != before {
+            self.changes += 1;
+        }
         for (node, addr) in fresh {
             if !self.view.alive.contains(&node) {
                 self.announce(node, addr);

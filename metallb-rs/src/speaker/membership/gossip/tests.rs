@@ -138,6 +138,26 @@ fn a_member_that_declared_everyone_down_comes_back_afresh() {
     }
 }
 
+/// Forgotten members are bounded by the seeds: a node removed from the
+/// cluster while forgotten is forgotten for good at the next seed list.
+#[test]
+fn a_forgotten_member_whose_node_is_gone_is_dropped_with_its_seed() {
+    let start = Instant::now();
+    let mut members = joined(3, start);
+    let settled = run(&mut members, start, 2.0, None);
+    run(&mut members, settled, 10.0, Some(2));
+    let alone = &mut members[2];
+    assert!(alone.view().forgotten.contains("n0"), "{:?}", alone.view());
+    let seeds: Vec<(String, SocketAddr)> = [("n1", 2), ("n2", 3)]
+        .map(|(n, i)| (n.to_owned(), SocketAddr::from(([10, 0, 0, i], 7946))))
+        .to_vec();
+    let changes = alone.view_changes();
+    alone.join(seeds, settled + Duration::from_secs(10));
+    assert!(!alone.view().forgotten.contains("n0"), "{:?}", alone.view());
+    assert!(alone.view().forgotten.contains("n1"), "n1 is still a seed");
+    assert!(alone.view_changes() > changes);
+}
+
 /// A member one of our own probes found silent is `unanswered`; one
 /// we only heard is suspect is not: the first to suspect a member
 /// that stopped answering did so by its own probe, and another
