@@ -196,8 +196,27 @@ mod tests {
         );
         server.abort();
         let _ = server.await;
-        let refused = check(&Check::Tcp { host: None, port }, Some(ip), timeout).await;
-        assert!(refused.is_err_and(|e| e.starts_with("dial tcp 127.0.0.1:")));
+        // Nothing listens on a port bound without `listen`, and no other
+        // test's shared (SO_REUSEPORT) listener can take it meanwhile, as
+        // one could take the server's port once it was let go.
+        let closed = tokio::net::TcpSocket::new_v4().expect("socket");
+        closed.bind(SocketAddr::from((ip, 0))).expect("bind");
+        let closed = closed.local_addr().expect("addr").port();
+        let refused = check(
+            &Check::Tcp {
+                host: None,
+                port: closed,
+            },
+            Some(ip),
+            timeout,
+        )
+        .await;
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.starts_with("dial tcp 127.0.0.1:")),
+            "{refused:?}"
+        );
         assert!(
             check(&Check::Unresolved("http".into()), Some(ip), timeout)
                 .await
