@@ -645,6 +645,9 @@ impl World {
         };
         let version = self.committed.remove(&write).filter(|_| ok);
         sp.renewed(now, ok, retry, version);
+        // The isolation guard wakes on the renewals' record changing and
+        // at the instant it stops counting the API server as reachable.
+        let lost = sp.renewer.record().api_lost_at().max(now);
         self.checker.write_done(i, now, ok);
         self.renew(i);
         // The renewal task tells the loop a write went through
@@ -652,6 +655,15 @@ impl World {
         if ok && self.nodes[i].process == Process::Running {
             self.assess(i);
         }
+        let run = self.nodes[i].run;
+        self.clock.at(
+            lost,
+            Event::Assess {
+                node: i,
+                run,
+                periodic: false,
+            },
+        );
     }
 
     fn fault_start(&mut self, i: usize) {

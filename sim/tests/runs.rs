@@ -2,6 +2,7 @@
 //! 3 and 10 nodes keep every invariant; and each deliberately broken rule
 //! is caught by the invariant it breaks.
 
+use metallb_rs::speaker::liveness::API_TIMEOUT;
 use metallb_sim::api::Latency;
 use metallb_sim::faults::{Fault, Kind, Scenario};
 use metallb_sim::invariants::Invariant;
@@ -447,4 +448,84 @@ fn two_survivors_keep_each_other_through_a_refuted_suspicion() {
 #[test]
 fn a_member_seen_stopped_stays_failed_through_a_slower_write() {
     replay(Scenario::NodeLifecycle, 4, 453);
+}
+
+/// A speaker cut from gossip and the API server just after a renewal
+/// succeeded counts the API server as reachable for `API_TIMEOUT` after
+/// it, while the others take its addresses about 2 s after the cut: it
+/// must stop answering at that instant, not at its guard's next look
+/// (every extra moment is one with two nodes answering). The cut lands
+/// at every 10 ms of the 150 ms after a renewal of the announcing node.
+#[test]
+fn a_speaker_cut_just_after_renewing_stops_at_its_api_deadline() {
+    let base = || {
+        let mut cfg = Config::new(3, 5);
+        cfg.scenario = Scenario::Mix;
+        cfg.latency = Latency::Fast;
+        cfg.loss = 0.0;
+        cfg.error_rate = 0.0;
+        cfg.trace = true;
+        cfg
+    };
+    let owner = first_owner();
+    let at_of = |line: &String| -> Option<f64> { line.split_whitespace().next()?.parse().ok() };
+    // When the owner's renewals are sent, in a run without faults.
+    let mut quiet = base();
+    quiet.schedule = Some((Vec::new(), Duration::from_secs(60)));
+    let mine = format!(" node-{owner} renews (Slow)");
+    let renewed = run(quiet)
+        .trace
+        .iter()
+        .filter(|l| l.ends_with(&mine))
+        .filter_map(at_of)
+        .find(|t| *t > 20.0)
+        .unwrap_or_else(|| panic!("node-{owner} renewed nothing slow after 20 s"));
+    // Its API deadline: the renewal's success (a Fast write takes at most
+    // 5 ms) plus the timeout.
+    let deadline = renewed + (API_TIMEOUT + Latency::Fast.max()).as_secs_f64();
+    let silent = format!(" node-{owner} answers {{}}");
+    for step in 0..15u32 {
+        let cut = renewed + f64::from(step) * 0.010;
+        let at = Duration::from_secs_f64(cut);
+        let mut cfg = base();
+        let kind = Kind::GossipAndApiCut {
+            for_: Duration::from_secs(15),
+        };
+        cfg.schedule = Some((
+            vec![Fault {
+                at,
+                node: Some(owner),
+                kind,
+            }],
+            at + Duration::from_secs(25),
+        ));
+        let out = run(cfg);
+        assert_eq!(out.violation, None, "cut at {cut:.3} s");
+        let stopped = out
+            .trace
+            .iter()
+            .filter(|l| l.ends_with(&silent))
+            .filter_map(at_of)
+            .find(|t| *t >= cut)
+            .unwrap_or_else(|| panic!("node-{owner} cut at {cut:.3} s never stopped answering"));
+        assert!(
+            stopped <= deadline,
+            "node-{owner} renewed at {renewed:.4} s, cut at {cut:.3} s: it answered until \
+             {stopped:.4} s, past its API deadline {deadline:.4} s"
+        );
+    }
+}
+
+/// The node that answers the first address when every node runs.
+fn first_owner() -> usize {
+    let infos: Vec<_> = (0..3)
+        .map(|i| metallb_rs::speaker::election::NodeInfo {
+            name: metallb_sim::node::name_of(i),
+            labels: Default::default(),
+            network_unavailable: false,
+            ready: true,
+            out_of_service: false,
+        })
+        .collect();
+    world::election_order(&infos, &world::addresses(3)).expect("ranked")[0][0]
 }

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
 use tokio_util::task::AbortOnDropHandle;
@@ -128,10 +128,17 @@ impl Record {
     /// that loses sight of the others renews at once, so it knows within
     /// [`API_TIMEOUT`] of its last success either way.
     pub fn api_ok(&self, now: Instant) -> bool {
-        let age = now.saturating_duration_since(self.last_ok);
+        now < self.api_lost_at()
+    }
+
+    /// The instant [`Record::api_ok`] turns false unless a renewal ends
+    /// before it: whoever acts on losing the API server (the isolation
+    /// guard) wakes then rather than at its next look.
+    pub fn api_lost_at(&self) -> Instant {
+        let slow_grace = self.period.saturating_sub(FAST_RENEW);
         match self.failing_since {
-            None => age < API_TIMEOUT + self.period.saturating_sub(FAST_RENEW),
-            Some(first) => age < API_TIMEOUT || now.saturating_duration_since(first) < FAILING_FOR,
+            None => self.last_ok + API_TIMEOUT + slow_grace,
+            Some(first) => (self.last_ok + API_TIMEOUT).max(first + FAILING_FOR),
         }
     }
 }
@@ -329,7 +336,7 @@ pub fn retries() -> impl Iterator<Item = Duration> + Send {
 
 /// The running renewal task and what it shares with the loop.
 pub struct Renewal {
-    record: Arc<Mutex<Record>>,
+    record: Arc<watch::Sender<Record>>,
     trouble: watch::Sender<Option<Mark>>,
     link_down: watch::Sender<Option<String>>,
     asked: Arc<Notify>,
@@ -346,7 +353,7 @@ impl Renewal {
         node: String,
         leases: Store<Lease>,
         nodes: Store<Node>,
-        record: Arc<Mutex<Record>>,
+        record: Arc<watch::Sender<Record>>,
         gossip_run: Option<u64>,
     ) -> Self {
         let (trouble, trouble_rx) = watch::channel(None);
@@ -405,8 +412,8 @@ impl Renewal {
     }
 
     /// The shared record of renewals.
-    pub fn record(&self) -> Arc<Mutex<Record>> {
-        self.record.clone()
+    pub fn record(&self) -> Record {
+        *self.record.borrow()
     }
 }
 
@@ -426,7 +433,7 @@ async fn run(
     node: String,
     leases: Store<Lease>,
     nodes: Store<Node>,
-    record: Arc<Mutex<Record>>,
+    record: Arc<watch::Sender<Record>>,
     signals: Signals,
 ) {
     let Signals {
@@ -478,9 +485,8 @@ async fn run(
             if let Some(v) = version {
                 renewer.wrote(&v);
             }
-            if let Ok(mut r) = record.lock() {
-                *r = renewer.record();
-            }
+            // Those who watch it (the isolation guard) wake on the change.
+            record.send_replace(renewer.record());
             // After the record: the loop reads it when notified.
             if ok {
                 written.notify_one();

@@ -200,9 +200,9 @@ pub async fn run(
         gossip_run: None,
         keyring: None,
         registry: registry.clone(),
-        renewals: Arc::new(std::sync::Mutex::new(
-            Record::new(std::time::Instant::now()),
-        )),
+        renewals: Arc::new(tokio::sync::watch::Sender::new(Record::new(
+            std::time::Instant::now(),
+        ))),
         renewal: None,
         judging: alive::Judging::default(),
         guard: None,
@@ -444,7 +444,7 @@ struct Runner {
     registry: prometheus::Registry,
     /// What this speaker's lease renewals achieved (written by the
     /// renewal task, read by the loop and the guard).
-    renewals: Arc<std::sync::Mutex<Record>>,
+    renewals: Arc<tokio::sync::watch::Sender<Record>>,
     /// The renewal task, once this speaker has joined.
     renewal: Option<Renewal>,
     /// What judging liveness remembers from one pass to the next.

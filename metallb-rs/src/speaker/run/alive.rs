@@ -89,24 +89,22 @@ impl Runner {
             nodes.get(&ObjectRef::new(n)).is_some()
         });
         let view = self.membership.as_ref().map(|m| m.view());
-        // A poisoned lock means a renewal panicked: the API counts as gone.
-        let record = self.renewals.lock().map(|r| *r).ok();
+        let record = *self.renewals.borrow();
         let own_write_seen = presence::version_of(cached.iter().map(|l| &**l), &self.opts.node)
-            .zip(record)
-            .and_then(|(version, r)| r.sent_of(version));
+            .and_then(|version| record.sent_of(version));
         let a = liveness::assess(
             &mut j.memory,
             &liveness::Inputs {
                 now,
                 me: &self.opts.node,
-                api_ok: record.is_some_and(|r| r.api_ok(now)),
-                api_latency: record.map_or(super::super::renewal::RENEW_TIMEOUT, |r| r.latency),
+                api_ok: record.api_ok(now),
+                api_latency: record.latency,
                 view: view.as_ref(),
                 nodes: &self.node_view,
                 leases: &leases,
                 marks: &marks,
                 own_write_seen,
-                last_write_sent: record.and_then(|r| r.witnesses[0].map(|(_, sent)| sent)),
+                last_write_sent: record.witnesses[0].map(|(_, sent)| sent),
             },
         );
         if let Some(renewal) = &self.renewal {

@@ -14,29 +14,20 @@
 //! Both silence only without the API server and with at most half of
 //! the voters alive in gossip.
 
-use super::super::announcer::Silencer;
 use super::super::liveness;
 use super::super::membership::View;
 use super::super::renewal::Record;
 use super::Runner;
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 
-/// How often the guard looks: a small part of the others' takeover time.
+/// The longest the guard goes without looking, nothing having changed.
+/// It also wakes on every change of what it weighs and at the instant
+/// the API server stops counting as reachable ([`next_look`]), so the
+/// period only bounds what a missed wake-up could cost.
 const PERIOD: Duration = Duration::from_millis(100);
-
-/// This speaker's lease renewals (written by the renewal task) say it
-/// reaches the API server ([`Record::api_ok`]). A poisoned lock means a
-/// renewal panicked: the API counts as gone.
-pub(super) fn api_ok(renewals: &Mutex<Record>) -> bool {
-    renewals
-        .lock()
-        .map(|r| r.api_ok(Instant::now()))
-        .unwrap_or(false)
-}
 
 /// Whether a speaker that sees `view` in gossip, reaching the API server
 /// or not (`api_ok`), must answer nothing, weighing `voters` (the loop's)
@@ -45,31 +36,62 @@ pub(super) fn cut_off(api_ok: bool, view: &View, voters: Option<&BTreeSet<String
     liveness::isolated_in(api_ok, view, voters)
 }
 
-/// Every [`PERIOD`], silences or lets go the announcer behind `silencer`
-/// from the gossip `view` and the lease renewals.
+/// When the guard looks next, having looked at `now` with the renewals'
+/// `record`: a [`PERIOD`] on, or at the instant the API server stops
+/// counting as reachable if that comes first - the others take a cut-off
+/// speaker's addresses a fixed time after the cut, so every moment it
+/// answers past that instant is a moment two nodes answer.
+pub(super) fn next_look(now: Instant, record: &Record) -> Instant {
+    let lost = record.api_lost_at();
+    let next = now + PERIOD;
+    if lost > now { lost.min(next) } else { next }
+}
+
+/// Silences or lets go the announcer (`silence(true)` / `silence(false)`,
+/// answering whether that changed anything) from the gossip `view`, the
+/// loop's `voters` and the lease renewals' `record`: on every change of
+/// them and at [`next_look`].
 fn spawn(
     view: watch::Receiver<View>,
     voters: watch::Receiver<Option<BTreeSet<String>>>,
-    renewals: Arc<Mutex<Record>>,
-    silencer: Silencer,
+    record: watch::Receiver<Record>,
+    silence: impl FnMut(bool) -> bool + Send + 'static,
 ) -> AbortOnDropHandle<()> {
-    AbortOnDropHandle::new(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(PERIOD);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        loop {
-            tick.tick().await;
-            let silent = cut_off(api_ok(&renewals), &view.borrow(), voters.borrow().as_ref());
-            if silencer.set(silent) {
-                if silent {
-                    tracing::warn!(
-                        "cut off from the API server and from most speakers: layer 2 answers stop now"
-                    );
-                } else {
-                    tracing::info!("no longer cut off: layer 2 answers resume");
-                }
+    AbortOnDropHandle::new(tokio::spawn(watch_over(view, voters, record, silence)))
+}
+
+async fn watch_over(
+    mut view: watch::Receiver<View>,
+    mut voters: watch::Receiver<Option<BTreeSet<String>>>,
+    mut record: watch::Receiver<Record>,
+    mut silence: impl FnMut(bool) -> bool,
+) {
+    loop {
+        // Tokio's clock (the system's, unless a test pauses it).
+        let now = tokio::time::Instant::now().into_std();
+        let renewals = *record.borrow_and_update();
+        let silent = cut_off(
+            renewals.api_ok(now),
+            &view.borrow_and_update(),
+            voters.borrow_and_update().as_ref(),
+        );
+        if silence(silent) {
+            if silent {
+                tracing::warn!(
+                    "cut off from the API server and from most speakers: layer 2 answers stop now"
+                );
+            } else {
+                tracing::info!("no longer cut off: layer 2 answers resume");
             }
         }
-    }))
+        // A closed channel only disables its own branch: the sleep stays.
+        tokio::select! {
+            () = tokio::time::sleep_until(next_look(now, &renewals).into()) => {}
+            Ok(()) = view.changed() => {}
+            Ok(()) = voters.changed() => {}
+            Ok(()) = record.changed() => {}
+        }
+    }
 }
 
 impl Runner {
@@ -80,11 +102,12 @@ impl Runner {
             return;
         }
         if let Some(m) = &self.membership {
+            let silencer = self.announcer.silencer();
             self.guard = Some(spawn(
                 m.subscribe(),
                 self.judging.voters.subscribe(),
-                self.renewals.clone(),
-                self.announcer.silencer(),
+                self.renewals.subscribe(),
+                move |silent| silencer.set(silent),
             ));
         }
     }
@@ -152,13 +175,93 @@ mod tests {
         assert_eq!(cut_off(false, &view(alive, down), Some(&voters)), silent);
     }
 
+    /// What a guard did, with when (from `t0`, tokio's clock).
+    type Log = std::sync::Arc<std::sync::Mutex<Vec<(Duration, bool)>>>;
+
+    fn start(
+        t0: tokio::time::Instant,
+        view: watch::Receiver<View>,
+        record: watch::Receiver<Record>,
+    ) -> (AbortOnDropHandle<()>, Log) {
+        let log = Log::default();
+        let seen = log.clone();
+        let (_, voters) = watch::channel(None);
+        let mut silent = false;
+        let guard = spawn(view, voters, record, move |s| {
+            let changed = std::mem::replace(&mut silent, s) != s;
+            if changed {
+                seen.lock()
+                    .expect("the log is never poisoned")
+                    .push((t0.elapsed(), s));
+            }
+            changed
+        });
+        (guard, log)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// Cut off from its peers, the speaker's last renewal succeeded at
+    /// `t0`: it goes silent at `t0 + API_TIMEOUT` exactly, although the
+    /// guard started 30 ms after `t0` and its periodic looks fall 30 ms
+    /// after each deadline-aligned instant.
+    #[tokio::test(start_paused = true)]
+    async fn silent_at_the_instant_the_api_is_lost() {
+        let t0 = tokio::time::Instant::now();
+        let (_record_tx, record) = watch::channel(Record::new(t0.into_std()));
+        let (_view_tx, view_rx) = watch::channel(view(&["a"], &["b", "c"]));
+        tokio::time::sleep(ms(30)).await;
+        let (_guard, log) = start(t0, view_rx, record);
+        tokio::time::sleep(liveness::API_TIMEOUT + ms(200)).await;
+        assert_eq!(
+            *log.lock().expect("the log is never poisoned"),
+            vec![(liveness::API_TIMEOUT, true)]
+        );
+    }
+
+    /// A renewal's failure recorded after the API server's deadline (a
+    /// slow period's grace ended by writes failing since 1 s) silences
+    /// at the instant it is recorded, and a success lets go at once; so
+    /// does gossip losing its majority after the API is gone. None of
+    /// the instants is one of the guard's periodic looks.
+    #[tokio::test(start_paused = true)]
+    async fn wakes_on_every_change_of_what_it_weighs() {
+        let t0 = tokio::time::Instant::now();
+        let slow = Record {
+            period: Duration::from_secs(15),
+            ..Record::new(t0.into_std())
+        };
+        let (record_tx, record) = watch::channel(slow);
+        let (view_tx, view_rx) = watch::channel(view(&["a"], &["b", "c"]));
+        let (_guard, log) = start(t0, view_rx, record);
+        tokio::time::sleep(ms(5_030)).await;
+        record_tx.send_replace(Record {
+            failing_since: Some(t0.into_std() + ms(1_000)),
+            ..slow
+        });
+        tokio::time::sleep(ms(50)).await;
+        record_tx.send_replace(Record::new(tokio::time::Instant::now().into_std()));
+        tokio::time::sleep(ms(70)).await;
+        view_tx.send_replace(view(&["a", "b"], &["c"]));
+        tokio::time::sleep(ms(3_940)).await;
+        view_tx.send_replace(view(&["a"], &["b", "c"]));
+        tokio::time::sleep(ms(45)).await;
+        assert_eq!(
+            *log.lock().expect("the log is never poisoned"),
+            vec![(ms(5_030), true), (ms(5_080), false), (ms(9_090), true)]
+        );
+    }
+
     #[test]
-    fn api_counts_as_gone_after_the_timeout() {
-        let fresh = Mutex::new(Record::new(Instant::now()));
-        assert!(api_ok(&fresh));
-        let long_ago = Instant::now().checked_sub(liveness::API_TIMEOUT + Duration::from_millis(1));
-        if let Some(t) = long_ago {
-            assert!(!api_ok(&Mutex::new(Record::new(t))));
-        }
+    fn looks_at_the_api_deadline_when_it_comes_first() {
+        let t0 = Instant::now();
+        let record = Record::new(t0);
+        assert_eq!(next_look(t0, &record), t0 + PERIOD);
+        let just_before = t0 + liveness::API_TIMEOUT - ms(30);
+        assert_eq!(next_look(just_before, &record), t0 + liveness::API_TIMEOUT);
+        let after = t0 + liveness::API_TIMEOUT + ms(1);
+        assert_eq!(next_look(after, &record), after + PERIOD);
     }
 }
