@@ -35,7 +35,7 @@ pub struct Args {
     /// Force a scenario (mix, scale-down, hung-beside-restart, crash-loop, clock-step, watch-lag, node-lifecycle) instead of the seed's
     #[arg(long)]
     pub scenario: Option<Scenario>,
-    /// A deliberately broken rule (no-isolation, down-is-failed, no-backoff, clock-run, not-ready-is-gone, ignore-taint), to see it caught
+    /// A deliberately broken rule (no-isolation, down-is-failed, no-backoff, clock-run, not-ready-is-gone, ignore-taint, lease-counts-without-gossip, every-lease-votes), to see it caught
     #[arg(long, default_value = "faithful")]
     pub variant: Variant,
     /// Print every answer change and fault of failing runs (of every run with --seed)

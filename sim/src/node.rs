@@ -51,6 +51,13 @@ pub enum Variant {
     NotReadyIsGone,
     /// The out-of-service taint is ignored.
     IgnoreTaint,
+    /// A member gossip says nothing of (a restarted speaker's join feed
+    /// lists only members alive) counts as running while its lease is
+    /// held and its node Ready, however long ago the lease was renewed.
+    LeaseCountsWithoutGossip,
+    /// Isolation weighs every node with a presence lease and every
+    /// member gossip holds down, departed speakers included.
+    EveryLeaseVotes,
 }
 
 impl std::str::FromStr for Variant {
@@ -64,8 +71,10 @@ impl std::str::FromStr for Variant {
             "clock-run" => Ok(Variant::ClockRun),
             "not-ready-is-gone" => Ok(Variant::NotReadyIsGone),
             "ignore-taint" => Ok(Variant::IgnoreTaint),
+            "lease-counts-without-gossip" => Ok(Variant::LeaseCountsWithoutGossip),
+            "every-lease-votes" => Ok(Variant::EveryLeaseVotes),
             other => Err(format!(
-                "unknown variant {other:?}: faithful, no-isolation, down-is-failed, no-backoff, clock-run, not-ready-is-gone or ignore-taint"
+                "unknown variant {other:?}: faithful, no-isolation, down-is-failed, no-backoff, clock-run, not-ready-is-gone, ignore-taint, lease-counts-without-gossip or every-lease-votes"
             )),
         }
     }
@@ -490,6 +499,25 @@ impl Speaker {
                     }
                     !tainted
                 });
+            }
+            Variant::LeaseCountsWithoutGossip => {
+                let unknown = |n: &str| !view.alive.contains(n) && !view.down.contains_key(n);
+                for info in nodes.iter().filter(|i| i.ready && unknown(&i.name)) {
+                    if self.leases.get(&info.name).is_some_and(|l| l.held) {
+                        a.gone.remove(&info.name);
+                        a.alive.insert(info.name.clone());
+                    }
+                }
+            }
+            Variant::EveryLeaseVotes => {
+                let voters: BTreeSet<String> = self
+                    .leases
+                    .keys()
+                    .chain(view.down.keys())
+                    .chain(&view.alive)
+                    .cloned()
+                    .collect();
+                a.isolated = liveness::isolated_in(memo.api_ok, view, Some(&voters));
             }
             Variant::Faithful | Variant::NoBackoff | Variant::ClockRun => {}
         }

@@ -529,3 +529,50 @@ fn first_owner() -> usize {
         .collect();
     world::election_order(&infos, &world::addresses(3)).expect("ranked")[0][0]
 }
+
+/// Finding 1's old rule: a restarted speaker, whose gossip knows nothing
+/// yet of a hung member, counted it as running by its held lease on a
+/// Ready node, and elected it for addresses nobody then answered.
+#[test]
+fn counting_a_lease_gossip_says_nothing_of_is_caught() {
+    assert_caught(
+        Scenario::HungBesideRestart,
+        Variant::LeaseCountsWithoutGossip,
+    );
+}
+
+/// Finding 2's old rule: after a scale-down, the departed speakers'
+/// leases and down verdicts weighed in the last speaker's isolation, so
+/// an API blip silenced it.
+#[test]
+fn letting_departed_speakers_vote_is_caught() {
+    assert_caught(Scenario::ScaleDown, Variant::EveryLeaseVotes);
+}
+
+/// The first ten 3-node seeds of `scenario` keep every invariant; with
+/// `variant`'s broken rule most of them leave an address unanswered.
+fn assert_caught(scenario: Scenario, variant: Variant) {
+    let cfg = |seed: u64, variant: Variant| {
+        let mut cfg = Config::new(3, seed);
+        cfg.scenario = scenario;
+        cfg.latency = metallb_sim::cli::latency_of(seed, &Latency::ALL);
+        cfg.variant = variant;
+        cfg
+    };
+    let mut caught = Vec::new();
+    for seed in 0..10 {
+        let faithful = run(cfg(seed, Variant::Faithful));
+        assert_eq!(faithful.violation, None, "{scenario:?} seed {seed}");
+        let broken = run(cfg(seed, variant));
+        if broken
+            .violation
+            .is_some_and(|v| v.invariant == Invariant::Answered)
+        {
+            caught.push(seed);
+        }
+    }
+    assert!(
+        caught.len() >= 5,
+        "{variant:?} left an address unanswered in {scenario:?} seeds {caught:?} only"
+    );
+}
