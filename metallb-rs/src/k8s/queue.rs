@@ -48,6 +48,25 @@ pub struct Backoff {
     pub max: Duration,
 }
 
+impl Backoff {
+    /// The jittered delays of successive retries: each doubles the one
+    /// before, from `first` up to `max`, plus a random part of up to as
+    /// much again (so many clients retrying together spread out), with
+    /// no end.
+    pub fn delays(self) -> ExponentialBackoff {
+        self.builder().build()
+    }
+
+    fn builder(self) -> ExponentialBuilder {
+        ExponentialBuilder::new()
+            .with_min_delay(self.first)
+            .with_max_delay(self.max)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times()
+    }
+}
+
 /// What happens to a failed key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retry {
@@ -144,12 +163,7 @@ impl<K: Ord + Clone + Hash> Queue<K> {
             state: state.clone(),
             wake: wake.clone(),
             producers: Arc::downgrade(&producers),
-            backoff: ExponentialBuilder::new()
-                .with_min_delay(backoff.first)
-                .with_max_delay(backoff.max)
-                .with_factor(2.0)
-                .with_jitter()
-                .without_max_times(),
+            backoff: backoff.builder(),
             max: backoff.max,
         };
         let sender = Sender {

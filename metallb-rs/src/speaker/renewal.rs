@@ -324,14 +324,7 @@ impl Renewer {
 
 /// The delays of successive retries of failed renewals, jittered.
 pub fn retries() -> impl Iterator<Item = Duration> + Send {
-    use backon::BackoffBuilder;
-    backon::ExponentialBuilder::new()
-        .with_min_delay(RETRY.first)
-        .with_max_delay(RETRY.max)
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times()
-        .build()
+    RETRY.delays()
 }
 
 /// The running renewal task and what it shares with the loop.

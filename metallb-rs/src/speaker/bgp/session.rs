@@ -11,6 +11,7 @@ use super::advertise::RouteAttrs;
 use super::socket::{Dial, Remote};
 use super::unnumbered::Discovery;
 use crate::config::PeerAsn;
+use crate::k8s::queue::Backoff;
 use crate::metrics::BgpMetrics;
 use crate::net::bgp::{self, Afi, Context, Message, Notification};
 use ipnet::IpNet;
@@ -370,8 +371,8 @@ async fn run(
         .pending_prefixes
         .with_label_values(&[&label])
         .set(routes.len() as i64);
-    let first = Duration::from_millis(500);
-    let mut backoff = first;
+    let dial = dial_backoff(cfg.max_backoff);
+    let mut delays = dial.delays();
     // Beside the session for as long as it runs: the router keeps hearing
     // us between connections too.
     let mut discovery = match &cfg.dial.peer {
@@ -403,7 +404,7 @@ async fn run(
                     .set(routes.len() as i64);
                 if was_up {
                     tracing::warn!(peer = cfg.name, address = %cfg.dial.peer, reason = why, "BGP session down");
-                    backoff = first;
+                    delays = dial.delays();
                 } else {
                     tracing::debug!(peer = cfg.name, address = %cfg.dial.peer, reason = why, "BGP connection failed");
                 }
@@ -414,14 +415,30 @@ async fn run(
                 });
                 tokio::select! {
                     _ = &mut stop => break,
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(delays.next().unwrap_or(cfg.max_backoff)) => {}
                 }
-                backoff = (backoff * 2).min(cfg.max_backoff.max(first));
             }
         }
     }
     metrics.session_up.with_label_values(&[&label]).set(0);
     status.send_modify(|s| s.established = false);
+}
+
+/// The first wait before a connection attempt is made again.
+const FIRST_DIAL_RETRY: Duration = Duration::from_millis(250);
+
+/// When a session's connection attempts are made again: a quarter second
+/// after the first failure, doubling, with jitter (the speakers of a
+/// cluster whose router restarted do not dial it in step), and never
+/// longer than `connect_time` (the peer's `connectTime`: as FRR's connect
+/// timer, the longest wait between attempts) - the jittered delay is up
+/// to twice its base, so the base stops at half of it.
+pub(super) fn dial_backoff(connect_time: Duration) -> Backoff {
+    let max = connect_time / 2;
+    Backoff {
+        first: FIRST_DIAL_RETRY.min(max),
+        max,
+    }
 }
 
 #[derive(Debug)]

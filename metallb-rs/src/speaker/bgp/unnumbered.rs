@@ -102,14 +102,11 @@ async fn run(interface: String, tx: watch::Sender<Option<SocketAddrV6>>) {
 
 /// The delays between attempts to reopen the socket, jittered.
 fn retries() -> impl Iterator<Item = Duration> + Send {
-    use backon::BackoffBuilder;
-    backon::ExponentialBuilder::new()
-        .with_min_delay(Duration::from_secs(1))
-        .with_max_delay(ADVERTISE_EVERY * 3)
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times()
-        .build()
+    crate::k8s::queue::Backoff {
+        first: Duration::from_secs(1),
+        max: ADVERTISE_EVERY * 3,
+    }
+    .delays()
 }
 
 /// The raw ICMPv6 socket on `interface`, as a datagram socket tokio can

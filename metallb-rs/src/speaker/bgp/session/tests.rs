@@ -562,3 +562,27 @@ mod pipe {
         );
     }
 }
+
+/// Connection attempts wait a quarter to half a second at first, then
+/// double, jittered, up to the peer's connectTime and never past it; a
+/// session that was up starts again from the first wait.
+#[rstest]
+#[case::one_second(1)]
+#[case::default(10)]
+#[case::frr_default(120)]
+fn connect_retries_back_off_with_jitter_within_connect_time(#[case] secs: u64) {
+    let connect_time = Duration::from_secs(secs);
+    let waits: Vec<Duration> = dial_backoff(connect_time).delays().take(40).collect();
+    let (first, later) = (waits[0], &waits[20..]);
+    assert!(
+        first >= FIRST_DIAL_RETRY && first <= FIRST_DIAL_RETRY * 2,
+        "{first:?}"
+    );
+    assert!(waits.iter().all(|w| *w <= connect_time), "{waits:?}");
+    assert!(later.iter().all(|w| *w >= connect_time / 2), "{waits:?}");
+    assert!(
+        later.windows(2).any(|p| p[0] != p[1]),
+        "no jitter: {later:?}"
+    );
+    assert!(waits[1] < waits[6] || secs == 1, "no backoff: {waits:?}");
+}
