@@ -576,3 +576,49 @@ fn assert_caught(scenario: Scenario, variant: Variant) {
         "{variant:?} left an address unanswered in {scenario:?} seeds {caught:?} only"
     );
 }
+
+/// Every write slower than the renewal timeout for a minute: each
+/// renewal times out although it commits, so the writer counts its API
+/// server as failing while the others see it renewing. A gossip cut, a
+/// SIGKILL or a full cut of the announcing node meanwhile must still
+/// keep every promise.
+#[test]
+fn writes_slower_than_the_renewal_timeout_keep_every_invariant() {
+    let owner = first_owner();
+    let s = Duration::from_secs;
+    let slow = Kind::ApiSlow {
+        for_: s(60),
+        latency: metallb_rs::speaker::renewal::RENEW_TIMEOUT + Duration::from_millis(500),
+    };
+    for fault in [
+        Kind::GossipCut {
+            for_: s(20),
+            one_way: false,
+        },
+        Kind::Kill {
+            restart_after: None,
+        },
+        Kind::GossipAndApiCut { for_: s(20) },
+    ] {
+        let mut cfg = Config::new(3, 5);
+        cfg.scenario = Scenario::Mix;
+        cfg.latency = Latency::S1;
+        cfg.loss = 0.0;
+        cfg.error_rate = 0.0;
+        let faults = vec![
+            Fault {
+                at: s(30),
+                node: None,
+                kind: slow,
+            },
+            Fault {
+                at: s(45),
+                node: Some(owner),
+                kind: fault,
+            },
+        ];
+        cfg.schedule = Some((faults, s(110)));
+        let out = run(cfg);
+        assert_eq!(out.violation, None, "{fault:?}");
+    }
+}
