@@ -253,12 +253,15 @@ fn speakers_log_at(ctx: &Ctx, pods: &[Pod], level: Level) -> Result<()> {
         let waited = format!("a {level:?} line in speaker Pod {name}'s log");
         let levels = eventually(WAIT, &waited, || {
             let levels = line_levels(&ctx.block_on(api.logs(name, &params))?);
-            let seen = |l: &str| levels.iter().any(|x| x == l);
-            Ok(match level {
-                Level::Debug => seen("DEBUG"),
-                Level::Info => seen("INFO"),
+            let want = match level {
+                Level::Debug => "DEBUG",
+                Level::Info => "INFO",
+            };
+            if levels.iter().any(|l| l == want) {
+                return Ok(Some(levels));
             }
-            .then_some(levels))
+            let seen: BTreeSet<&str> = levels.iter().map(String::as_str).collect();
+            bail!("{} JSON lines so far, of levels {seen:?}", levels.len())
         })?;
         ensure!(
             level == Level::Debug || !levels.iter().any(|l| l == "DEBUG"),
