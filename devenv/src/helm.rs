@@ -185,3 +185,24 @@ pub async fn still_present(client: &kube::Client, objects: &[ObjectRef]) -> Resu
     }
     Ok(present)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_objects_are_the_documents_of_the_release_s_manifest() {
+        // As Helm renders it: each template's documents after a
+        // `# Source:` comment, and a template that renders to nothing.
+        let manifest = "---\n# Source: metallb-rs/templates/a.yaml\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: speaker\n---\n# Source: metallb-rs/templates/empty.yaml\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: controller\n  namespace: metallb-system\n";
+        let objects =
+            manifest_objects(&serde_json::json!({ "manifest": manifest })).expect("parsed");
+        let listed: Vec<String> = objects.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            listed,
+            ["ServiceAccount speaker", "Role metallb-system/controller"]
+        );
+        let err = manifest_objects(&serde_json::json!({ "info": {} })).expect_err("no manifest");
+        assert!(err.to_string().contains("without a manifest"), "{err}");
+    }
+}
