@@ -9,14 +9,16 @@
 //! uninstall must leave nothing of the release but its CRDs.
 
 use super::l2::{self, Net};
+use crate::metallb::Config;
 use crate::{Ctx, CtxFactory, Spec};
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use devenv::kind::apply::ObjectRef;
 use devenv::wait::eventually;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, LogParams};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -83,6 +85,17 @@ fn upgrade_and_roll_back(
 ) -> Result<()> {
     let count = speaker_count(ctx);
     let installed = revisions(&speaker_pods(ctx)?);
+    // An address answered before the upgrade, to be answered after it.
+    let mut held = Config::new(ctx)?;
+    let range = l2::pool(ctx, Net::V4)?;
+    held.pool("helm-upgrade", json!({ "addresses": [range] }))?;
+    held.l2_advertisement("helm-upgrade", json!({}))?;
+    let ip = l2::web_service(
+        ctx,
+        "across-upgrade",
+        json!({ "spec": { "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack" } }),
+    )?[0];
+    answered(ctx, ip, "before the upgrade")?;
     let mut values = devenv::helm::lab_values();
     crate::metallb::merge(&mut values, &json!({ "speaker": { "logLevel": "debug" } }));
     let upgraded = devenv::helm::action(kubeconfig, "upgrade", Some(&values))?;
@@ -98,9 +111,12 @@ fn upgrade_and_roll_back(
     }
     let debug = rolled(ctx, &installed, count, "the upgrade's")?;
     speakers_log_at(ctx, &debug, Level::Debug)?;
-    // After the roll every speaker is a new process: the service is
-    // announced and answered again (in a namespace of its own, as the
-    // first check's service and pool are still there).
+    // Every speaker is a new process now: the address is announced and
+    // answered again, and the whole L2 check passes (in a namespace of
+    // its own: the first check's service is still there, and its
+    // configuration replaces the one held here).
+    answered(ctx, ip, "after the speakers rolled")?;
+    drop(held);
     let again = factory.create(ctx.test_name())?;
     l2_check(&again)?;
     again.finish()?;
@@ -118,6 +134,17 @@ fn upgrade_and_roll_back(
     }
     let info = rolled(ctx, &revisions(&debug), count, "the rollback's")?;
     speakers_log_at(ctx, &info, Level::Info)
+}
+
+/// Fails unless `ip` is answered by a backend (through whichever node
+/// announces it) within the L2 suite's wait.
+fn answered(ctx: &Ctx, ip: IpAddr, when: &str) -> Result<()> {
+    let body = l2::reachable(ctx, ip).with_context(|| format!("{ip} {when}"))?;
+    ensure!(
+        l2::names_a_node(ctx, &body),
+        "{ip} {when}: answered {body:?}, not by a backend"
+    );
+    Ok(())
 }
 
 /// The speakers the chart runs with [`devenv::helm::lab_values`]: one per
