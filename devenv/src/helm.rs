@@ -4,14 +4,21 @@
 //! e2e specs install, upgrade, roll back and uninstall the chart (no Helm
 //! CLI is needed).
 
+use crate::kind::apply::{ObjectRef, object_ref};
 use anyhow::{Context, Result, bail};
+use kube::api::{Api, DynamicObject};
+use kube::discovery::{Scope, pinned_kind};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The release `helm_action.py` makes (namespace `metallb-system`).
+/// The release `helm_action.py` makes.
 pub const RELEASE: &str = "metallb-rs";
+
+/// The release's namespace (`helm_action.py`'s): where Helm puts the
+/// chart's namespaced objects.
+pub const NAMESPACE: &str = "metallb-system";
 
 /// What installs the library where it is missing (`cargo xtask test`
 /// does so).
@@ -130,4 +137,72 @@ pub fn install_in_lab(kubeconfig: &Path) -> Result<serde_json::Value> {
         bail!("helm {verb}: the release is not deployed: {done}");
     }
     Ok(done)
+}
+
+/// The objects a release holds: each document of `release`'s `manifest`
+/// (Helm's result of an install, upgrade or status carries the rendered
+/// chart).
+pub fn manifest_objects(release: &serde_json::Value) -> Result<Vec<ObjectRef>> {
+    let manifest = release["manifest"]
+        .as_str()
+        .with_context(|| format!("helm release {RELEASE} without a manifest: {release}"))?;
+    let mut objects = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(manifest) {
+        let doc: serde_json::Value = serde::Deserialize::deserialize(doc)
+            .with_context(|| format!("helm release {RELEASE}: a manifest document"))?;
+        if !doc.is_null() {
+            objects.push(object_ref(&doc).with_context(|| format!("helm release {RELEASE}"))?);
+        }
+    }
+    Ok(objects)
+}
+
+/// Of `objects` (from [`manifest_objects`]), those the API server of
+/// `client` still holds. A namespaced object the chart names without a
+/// namespace is looked for in [`NAMESPACE`], where Helm put it.
+pub async fn still_present(client: &kube::Client, objects: &[ObjectRef]) -> Result<Vec<ObjectRef>> {
+    let mut present = Vec::new();
+    for r in objects {
+        let (resource, caps) = pinned_kind(client, &r.gvk)
+            .await
+            .with_context(|| format!("{r}: its kind is not served"))?;
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                r.namespace.as_deref().unwrap_or(NAMESPACE),
+                &resource,
+            ),
+        };
+        if api
+            .get_opt(&r.name)
+            .await
+            .with_context(|| format!("reading {r}"))?
+            .is_some()
+        {
+            present.push(r.clone());
+        }
+    }
+    Ok(present)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_objects_are_the_documents_of_the_release_s_manifest() {
+        // As Helm renders it: each template's documents after a
+        // `# Source:` comment, and a template that renders to nothing.
+        let manifest = "---\n# Source: metallb-rs/templates/a.yaml\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: speaker\n---\n# Source: metallb-rs/templates/empty.yaml\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: controller\n  namespace: metallb-system\n";
+        let objects =
+            manifest_objects(&serde_json::json!({ "manifest": manifest })).expect("parsed");
+        let listed: Vec<String> = objects.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            listed,
+            ["ServiceAccount speaker", "Role metallb-system/controller"]
+        );
+        let err = manifest_objects(&serde_json::json!({ "info": {} })).expect_err("no manifest");
+        assert!(err.to_string().contains("without a manifest"), "{err}");
+    }
 }

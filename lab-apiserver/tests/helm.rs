@@ -7,10 +7,8 @@
 mod common;
 
 use common::*;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::ClusterRole;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
@@ -54,13 +52,15 @@ async fn releases(admin: &kube::Client) -> Vec<(String, String)> {
     found
 }
 
-/// Fails unless `api` has no object `name`.
-async fn assert_gone<K>(api: &Api<K>, name: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let left = api.get_opt(name).await.expect("get");
-    assert!(left.is_none(), "{name} left behind: {left:?}");
+/// `objects` as text, one `kind namespace/name` each.
+fn listed(objects: &[devenv::kind::apply::ObjectRef]) -> Vec<String> {
+    objects.iter().map(ToString::to_string).collect()
+}
+
+/// Whether `r` is a CustomResourceDefinition (the chart keeps them on
+/// uninstall, as upstream's does).
+fn is_crd(r: &devenv::kind::apply::ObjectRef) -> bool {
+    r.gvk.kind == "CustomResourceDefinition"
 }
 
 /// The speaker's `--log-level`.
@@ -109,6 +109,22 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls_the_chart() {
 
     let installed = helm(&kubeconfig, "install", None).await;
     assert_eq!(installed["info"]["status"], "deployed", "{installed}");
+    // Every object of the release's manifest, so the uninstall below is
+    // checked on all of them, not a few kinds.
+    let mut made = devenv::helm::manifest_objects(&installed).expect("the install's manifest");
+    let present = devenv::helm::still_present(&admin, &made)
+        .await
+        .expect("manifest objects read");
+    assert_eq!(
+        listed(&present),
+        listed(&made),
+        "the install made its manifest"
+    );
+    assert!(
+        made.iter().any(is_crd) && made.iter().any(|r| r.gvk.kind == "ClusterRoleBinding"),
+        "the manifest holds the CRDs and the RBAC: {:?}",
+        listed(&made)
+    );
     assert_eq!(
         releases(&admin).await,
         [(
@@ -130,14 +146,6 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls_the_chart() {
         "Helm"
     );
     assert_eq!(log_level(&speaker).as_deref(), Some("info"));
-    Api::<Deployment>::namespaced(admin.clone(), NS)
-        .get("controller")
-        .await
-        .expect("controller Deployment");
-    let crds = Api::<CustomResourceDefinition>::all(admin.clone());
-    crds.get("ipaddresspools.metallb.io")
-        .await
-        .expect("CRDs installed");
 
     let upgraded = helm(
         &kubeconfig,
@@ -146,6 +154,11 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls_the_chart() {
     )
     .await;
     assert_eq!(upgraded["version"], 2, "{upgraded}");
+    for r in devenv::helm::manifest_objects(&upgraded).expect("the upgrade's manifest") {
+        if !made.contains(&r) {
+            made.push(r);
+        }
+    }
     let speaker = speakers.get("speaker").await.expect("speaker DaemonSet");
     assert_eq!(log_level(&speaker).as_deref(), Some("debug"));
     assert_eq!(
@@ -206,25 +219,18 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls_the_chart() {
     }
 
     helm(&kubeconfig, "uninstall", None).await;
-    assert_gone(&speakers, "speaker").await;
-    assert_gone(
-        &Api::<Deployment>::namespaced(admin.clone(), NS),
-        "controller",
-    )
-    .await;
-    assert_gone(
-        &Api::<ServiceAccount>::namespaced(admin.clone(), NS),
-        "speaker",
-    )
-    .await;
-    assert_gone(
-        &Api::<ClusterRole>::all(admin.clone()),
-        "metallb-system:speaker",
-    )
-    .await;
-    assert_eq!(releases(&admin).await, []);
-    // As upstream's chart: the CRDs (and the users' pools) stay.
-    crds.get("ipaddresspools.metallb.io")
+    let left = devenv::helm::still_present(&admin, &made)
         .await
-        .expect("CRDs kept");
+        .expect("manifest objects read");
+    // As upstream's chart: the CRDs (and the users' pools) stay, and
+    // nothing else the release made.
+    let (kept, left): (Vec<_>, Vec<_>) = left.into_iter().partition(is_crd);
+    assert_eq!(
+        listed(&left),
+        Vec::<String>::new(),
+        "helm uninstall left these"
+    );
+    let crds: Vec<_> = made.iter().filter(|r| is_crd(r)).cloned().collect();
+    assert_eq!(listed(&kept), listed(&crds), "helm uninstall kept the CRDs");
+    assert_eq!(releases(&admin).await, []);
 }
