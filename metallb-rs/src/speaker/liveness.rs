@@ -63,7 +63,7 @@
 use super::election::NodeInfo;
 use super::lease::{self, Mark};
 pub use super::lease::{LeaseState, OVERDUE_MARGIN};
-use super::membership::View;
+use super::membership::view::View;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 

@@ -14,10 +14,6 @@ const SPLIT_STEPS: &str = "split it into named steps, each its own function";
 
 pub const METALLB_RS: &[Known] = &[
     Known {
-        key: "deciding: speaker::liveness -> speaker::membership",
-        fix: "move View (the gossip's plain-data view) out of membership's I/O module into a pure one",
-    },
-    Known {
         key: "fn: metallb-rs/src/speaker/liveness.rs: assess",
         fix: SPLIT_STEPS,
     },
