@@ -14,10 +14,6 @@ const SPLIT_STEPS: &str = "split it into named steps, each its own function";
 
 pub const METALLB_RS: &[Known] = &[
     Known {
-        key: "fn: metallb-rs/src/speaker/liveness.rs: assess",
-        fix: SPLIT_STEPS,
-    },
-    Known {
         key: "fn: metallb-rs/src/speaker/run/watches.rs: start_watches",
         fix: SPLIT_STEPS,
     },

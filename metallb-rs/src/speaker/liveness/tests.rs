@@ -1,6 +1,7 @@
 //! The liveness rules, table by table, and the assessment that composes them.
 
 use super::*;
+use crate::speaker::lease;
 use rstest::rstest;
 
 mod cut_off;
