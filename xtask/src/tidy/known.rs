@@ -12,16 +12,7 @@ pub struct Known {
 
 const SPLIT_STEPS: &str = "split it into named steps, each its own function";
 
-pub const METALLB_RS: &[Known] = &[
-    Known {
-        key: "fn: metallb-rs/src/speaker/run/watches.rs: start_watches",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/speaker/run.rs: run",
-        fix: SPLIT_STEPS,
-    },
-];
+pub const METALLB_RS: &[Known] = &[];
 
 pub const DEVENV: &[Known] = &[];
 
