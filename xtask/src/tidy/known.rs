@@ -22,16 +22,10 @@ pub const LAB_APISERVER: &[Known] = &[];
 
 pub const BENCH: &[Known] = &[];
 
-pub const SIM: &[Known] = &[
-    Known {
-        key: "file: sim/src/world.rs",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: sim/src/faults.rs: schedule",
-        fix: SPLIT_STEPS,
-    },
-];
+pub const SIM: &[Known] = &[Known {
+    key: "fn: sim/src/faults.rs: schedule",
+    fix: SPLIT_STEPS,
+}];
 
 pub const XTASK: &[Known] = &[];
 
