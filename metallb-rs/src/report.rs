@@ -77,6 +77,45 @@ fn advertises(
             .any(|s| Selector::parse(s).is_ok_and(|s| s.matches(pool.labels())))
 }
 
+/// What the report reads of an advertisement, layer 2 or BGP alike: the
+/// pools it takes and the nodes it announces from.
+trait Advertisement {
+    fn pools(&self) -> Option<&Vec<String>>;
+    fn pool_selectors(&self) -> Option<&Vec<LabelSelector>>;
+    fn node_selectors(&self) -> Option<&Vec<LabelSelector>>;
+}
+
+/// Both kinds name those fields alike.
+macro_rules! advertisement {
+    ($($kind:ty),*) => {$(
+        impl Advertisement for $kind {
+            fn pools(&self) -> Option<&Vec<String>> {
+                self.spec.ip_address_pools.as_ref()
+            }
+            fn pool_selectors(&self) -> Option<&Vec<LabelSelector>> {
+                self.spec.ip_address_pool_selectors.as_ref()
+            }
+            fn node_selectors(&self) -> Option<&Vec<LabelSelector>> {
+                self.spec.node_selectors.as_ref()
+            }
+        }
+    )*};
+}
+
+advertisement!(L2Advertisement, BGPAdvertisement);
+
+/// The advertisements of `ads` that take `pool`.
+fn taking<'a, A: Advertisement>(ads: &'a [A], pool: &IPAddressPool) -> Vec<&'a A> {
+    ads.iter()
+        .filter(|a| advertises(a.pools(), a.pool_selectors(), pool))
+        .collect()
+}
+
+/// Whether any of `ads` announces from `node`.
+fn any_selects<A: Advertisement>(ads: &[&A], node: &Node) -> bool {
+    ads.iter().any(|a| selects(a.node_selectors(), node))
+}
+
 /// Whether `node` is one an advertisement with `selectors` announces
 /// from (none: every node).
 fn selects(selectors: Option<&Vec<LabelSelector>>, node: &Node) -> bool {
@@ -155,27 +194,8 @@ fn eligible_nodes<'a>(pool: &str, ctx: &Context<'a>) -> Result<Option<Vec<&'a No
     let Some(p) = ctx.pools.iter().find(|p| p.name_any() == pool) else {
         return Ok(None);
     };
-    let takes = |names, selectors| advertises(names, selectors, p);
-    let l2: Vec<&L2Advertisement> = ctx
-        .l2
-        .iter()
-        .filter(|a| {
-            takes(
-                a.spec.ip_address_pools.as_ref(),
-                a.spec.ip_address_pool_selectors.as_ref(),
-            )
-        })
-        .collect();
-    let bgp: Vec<&BGPAdvertisement> = ctx
-        .bgp
-        .iter()
-        .filter(|a| {
-            takes(
-                a.spec.ip_address_pools.as_ref(),
-                a.spec.ip_address_pool_selectors.as_ref(),
-            )
-        })
-        .collect();
+    let l2 = taking(ctx.l2, p);
+    let bgp = taking(ctx.bgp, p);
     if l2.is_empty() && bgp.is_empty() {
         return Err(format!(
             "pool {pool} is in no L2Advertisement or BGPAdvertisement: nothing announces its addresses"
@@ -187,13 +207,7 @@ fn eligible_nodes<'a>(pool: &str, ctx: &Context<'a>) -> Result<Option<Vec<&'a No
     let nodes: Vec<&Node> = ctx
         .nodes
         .iter()
-        .filter(|n| {
-            l2.iter()
-                .any(|a| selects(a.spec.node_selectors.as_ref(), n))
-                || bgp
-                    .iter()
-                    .any(|a| selects(a.spec.node_selectors.as_ref(), n))
-        })
+        .filter(|n| any_selects(&l2, n) || any_selects(&bgp, n))
         .collect();
     if nodes.is_empty() {
         return Err(format!(

@@ -131,28 +131,38 @@ pub fn go_quoted<T: std::fmt::Display>(items: &[T]) -> String {
     format!("[{}]", inner.join(" "))
 }
 
+/// Why addresses give no service family: upstream's
+/// `ipfamily.ForAddresses` errors, with its texts (they reach users in
+/// events), each with the addresses as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FamilyError {
+    /// None, or more than two.
+    #[error("IPFamilyForAddresses: invalid ips length {} {}", .0.len(), go_quoted(.0))]
+    Length(Vec<String>),
+    /// One is not an IP address.
+    #[error("IPFamilyForAddresses: Invalid address {}", go_quoted(.0))]
+    Invalid(Vec<String>),
+    /// Two of one family.
+    #[error("IPFamilyForAddresses: same address family {}", go_quoted(.0))]
+    SameFamily(Vec<String>),
+}
+
 /// The family of one address, or two of different families (upstream's
-/// `ipfamily.ForAddresses`, with its error texts).
-pub fn addresses_family(ips: &[String]) -> Result<ServiceFamily, String> {
-    let q = go_quoted(ips);
-    let invalid = || format!("IPFamilyForAddresses: Invalid address {q}");
+/// `ipfamily.ForAddresses`).
+pub fn addresses_family(ips: &[String]) -> Result<ServiceFamily, FamilyError> {
     let parsed: Vec<IpAddr> = ips.iter().filter_map(|ip| ip.parse().ok()).collect();
     if !(1..=2).contains(&ips.len()) {
-        return Err(format!(
-            "IPFamilyForAddresses: invalid ips length {} {q}",
-            ips.len()
-        ));
+        return Err(FamilyError::Length(ips.to_vec()));
     }
     if parsed.len() != ips.len() {
-        return Err(invalid());
+        return Err(FamilyError::Invalid(ips.to_vec()));
     }
     let families: Vec<Family> = parsed.iter().map(|ip| Family::of(*ip)).collect();
-    ServiceFamily::from_families(&families)
-        .ok_or_else(|| format!("IPFamilyForAddresses: same address family {q}"))
+    ServiceFamily::from_families(&families).ok_or_else(|| FamilyError::SameFamily(ips.to_vec()))
 }
 
 /// The families its ClusterIPs give (upstream's `ipfamily.ForService`).
-pub fn service_family(svc: &Service) -> Result<ServiceFamily, String> {
+pub fn service_family(svc: &Service) -> Result<ServiceFamily, FamilyError> {
     addresses_family(&cluster_ips(svc))
 }
 
@@ -232,7 +242,7 @@ pub fn sharing_key(svc: &Service) -> SharingKey {
 pub fn service_info(
     svc: &Service,
     namespace_labels: &BTreeMap<String, String>,
-) -> Result<ServiceInfo, String> {
+) -> Result<ServiceInfo, FamilyError> {
     let family = service_family(svc)?;
     let primary = svc
         .spec
@@ -255,9 +265,14 @@ pub fn service_info(
     })
 }
 
+/// An entry of `status.loadBalancer.ingress` that is not an IP address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid ingress IP {0:?}")]
+pub struct InvalidIngress(pub String);
+
 /// The addresses in `status.loadBalancer.ingress`; `Err` names an entry
 /// that is not an IP address.
-pub fn ingress_ips(svc: &Service) -> Result<Vec<IpAddr>, String> {
+pub fn ingress_ips(svc: &Service) -> Result<Vec<IpAddr>, InvalidIngress> {
     svc.status
         .as_ref()
         .and_then(|s| s.load_balancer.as_ref())
@@ -267,15 +282,48 @@ pub fn ingress_ips(svc: &Service) -> Result<Vec<IpAddr>, String> {
         .filter_map(|i| i.ip.as_deref().filter(|ip| !ip.is_empty()))
         .map(|ip| {
             ip.parse::<IpAddr>()
-                .map_err(|_| format!("invalid ingress IP {ip:?}"))
+                .map_err(|_| InvalidIngress(ip.to_owned()))
         })
         .collect()
+}
+
+/// Why the addresses a service asks for cannot be used; the texts reach
+/// users in events.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// Asked for in the annotation and in `spec.loadBalancerIP` both.
+    #[error(
+        "service can not have both {annotation} and svc.Spec.LoadBalancerIP: remove spec.loadBalancerIP"
+    )]
+    Both {
+        /// The annotation's name (`metallb.io/loadBalancerIPs`).
+        annotation: String,
+    },
+    /// The annotation holds something that is not a list of addresses.
+    #[error("invalid {annotation}: {value:?}")]
+    Annotation {
+        /// The annotation's name.
+        annotation: String,
+        /// Its value as written.
+        value: String,
+    },
+    /// `spec.loadBalancerIP` is not an address.
+    #[error("invalid spec.loadBalancerIP {0:?}")]
+    Spec(String),
+    /// More than two addresses, or two of one family.
+    #[error("invalid {field} {ips:?}: give at most two addresses, one per family")]
+    Families {
+        /// Where they were asked for.
+        field: String,
+        /// The addresses.
+        ips: Vec<IpAddr>,
+    },
 }
 
 /// Addresses the user asked for (`metallb.io/loadBalancerIPs` or
 /// `spec.loadBalancerIP`) and their family (upstream's
 /// `getDesiredLbIPs`); `Ok(None)` when none were asked for.
-pub fn requested_ips(svc: &Service) -> Result<Option<(Vec<IpAddr>, ServiceFamily)>, String> {
+pub fn requested_ips(svc: &Service) -> Result<Option<(Vec<IpAddr>, ServiceFamily)>, RequestError> {
     let from_annotation = annotation_value(svc, annotation::LOAD_BALANCER_IPS).unwrap_or_default();
     let from_spec = svc
         .spec
@@ -286,31 +334,35 @@ pub fn requested_ips(svc: &Service) -> Result<Option<(Vec<IpAddr>, ServiceFamily
     let (ips, what) = match (from_annotation.is_empty(), from_spec.is_empty()) {
         (true, true) => return Ok(None),
         (false, false) => {
-            return Err(format!(
-                "service can not have both {name} and svc.Spec.LoadBalancerIP: remove spec.loadBalancerIP"
-            ));
+            return Err(RequestError::Both { annotation: name });
         }
         (false, true) => (
             from_annotation
                 .split(',')
                 .map(|s| s.trim().parse::<IpAddr>())
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| format!("invalid {name}: {from_annotation:?}"))?,
+                .map_err(|_| RequestError::Annotation {
+                    annotation: name.clone(),
+                    value: from_annotation.to_owned(),
+                })?,
             name.as_str(),
         ),
         (true, false) => (
             vec![
                 from_spec
                     .parse::<IpAddr>()
-                    .map_err(|_| format!("invalid spec.loadBalancerIP {from_spec:?}"))?,
+                    .map_err(|_| RequestError::Spec(from_spec.to_owned()))?,
             ],
             "spec.loadBalancerIP",
         ),
     };
     let families: Vec<Family> = ips.iter().map(|ip| Family::of(*ip)).collect();
-    let family = ServiceFamily::from_families(&families).ok_or_else(|| {
-        format!("invalid {what} {ips:?}: give at most two addresses, one per family")
-    })?;
+    let Some(family) = ServiceFamily::from_families(&families) else {
+        return Err(RequestError::Families {
+            field: what.to_owned(),
+            ips,
+        });
+    };
     Ok(Some((ips, family)))
 }
 
@@ -335,7 +387,8 @@ mod tests {
     #[case::not_an_address("spec: {clusterIPs: [10.96.0.300]}", Err("IPFamilyForAddresses: Invalid address [\"10.96.0.300\"]".to_owned()))]
     #[case::three("spec: {clusterIPs: [10.96.0.1, 'fd00::1', 10.96.0.2]}", Err("IPFamilyForAddresses: invalid ips length 3 [\"10.96.0.1\" \"fd00::1\" \"10.96.0.2\"]".to_owned()))]
     fn families(#[case] yaml: &str, #[case] expected: Result<ServiceFamily, String>) {
-        assert_eq!(service_family(&svc(yaml)), expected);
+        let got = service_family(&svc(yaml)).map_err(|e| e.to_string());
+        assert_eq!(got, expected);
     }
 
     #[rstest]
@@ -351,7 +404,8 @@ mod tests {
         #[case] yaml: &str,
         #[case] expected: Result<Option<(Vec<IpAddr>, ServiceFamily)>, String>,
     ) {
-        assert_eq!(requested_ips(&svc(yaml)), expected);
+        let got = requested_ips(&svc(yaml)).map_err(|e| e.to_string());
+        assert_eq!(got, expected);
     }
 
     /// What the speaker reads of a service.
@@ -455,6 +509,9 @@ mod tests {
         let s = svc("status: {loadBalancer: {ingress: [{ip: 10.0.0.1}, {hostname: x}]}}");
         assert_eq!(ingress_ips(&s), Ok(vec!["10.0.0.1".parse().expect("ip")]));
         let bad = svc("status: {loadBalancer: {ingress: [{ip: nope}]}}");
-        assert!(ingress_ips(&bad).is_err());
+        assert_eq!(
+            ingress_ips(&bad).map_err(|e| e.to_string()),
+            Err("invalid ingress IP \"nope\"".to_owned())
+        );
     }
 }

@@ -292,157 +292,196 @@ pub fn schedule(
     faults: usize,
     rng: &mut StdRng,
 ) -> (Vec<Fault>, Duration) {
+    match scenario {
+        Scenario::Mix => mix(n, faults, rng),
+        Scenario::ScaleDown => scale_down(n, rng),
+        Scenario::HungBesideRestart => hung_beside_restart(n, rng),
+        Scenario::CrashLoop => crash_loop(n, rng),
+        Scenario::ClockStep => clock_step(n, rng),
+        Scenario::WatchLag => watch_lag(n, rng),
+        Scenario::NodeLifecycle => lifecycle::schedule(n, rng),
+    }
+}
+
+/// [`Scenario::Mix`]: `faults` faults, each on a random node (an API
+/// slowdown on all of them), one at a time with settle time between.
+fn mix(n: usize, faults: usize, rng: &mut StdRng) -> (Vec<Fault>, Duration) {
     let mut out = Vec::new();
     let mut t = WARMUP;
-    match scenario {
-        Scenario::Mix => {
-            for _ in 0..faults {
-                let node = rng.random_range(0..n);
-                let kind = match rng.random_range(0..9) {
-                    0 => Kind::Kill {
-                        restart_after: Some(secs(rng, 1.0, 10.0)),
-                    },
-                    1 => Kind::Term {
-                        restart_after: Some(secs(rng, 1.0, 10.0)),
-                    },
-                    2 => Kind::Stop {
-                        for_: secs(rng, 2.0, 20.0),
-                    },
-                    3 => Kind::GossipCut {
-                        for_: secs(rng, 2.0, 20.0),
-                        one_way: false,
-                    },
-                    4 => Kind::GossipCut {
-                        for_: secs(rng, 2.0, 20.0),
-                        one_way: true,
-                    },
-                    5 => Kind::ApiCut {
-                        for_: secs(rng, 2.0, 20.0),
-                    },
-                    6 => Kind::GossipAndApiCut {
-                        for_: secs(rng, 2.0, 20.0),
-                    },
-                    7 => Kind::Unplug {
-                        for_: secs(rng, 2.0, 20.0),
-                    },
-                    _ => Kind::ApiSlow {
-                        for_: secs(rng, 5.0, 20.0),
-                        latency: secs(rng, 1.5, 3.0),
-                    },
-                };
-                let cluster_wide = matches!(kind, Kind::ApiSlow { .. });
-                out.push(Fault {
-                    at: t,
-                    node: (!cluster_wide).then_some(node),
-                    kind,
-                });
-                t += kind.duration().unwrap_or_default() + SETTLE + secs(rng, 0.0, 10.0);
-            }
-        }
-        Scenario::ScaleDown => {
-            let last = rng.random_range(0..n);
-            for node in (0..n).filter(|i| *i != last) {
-                out.push(Fault {
-                    at: t,
-                    node: Some(node),
-                    kind: Kind::Term {
-                        restart_after: None,
-                    },
-                });
-                t += secs(rng, 0.5, 3.0);
-            }
-            t += Duration::from_secs(10);
-            let for_ = Duration::from_secs(20);
-            out.push(Fault {
-                at: t,
-                node: Some(last),
-                kind: Kind::ApiCut { for_ },
-            });
-            t += for_ + SETTLE;
-        }
-        Scenario::HungBesideRestart => {
-            let a = rng.random_range(0..n);
-            let b = (a + rng.random_range(1..n.max(2))) % n;
-            let for_ = Duration::from_secs(40);
-            out.push(Fault {
-                at: t,
-                node: Some(a),
-                kind: Kind::Stop { for_ },
-            });
-            let restart_after = Some(secs(rng, 0.5, 2.0));
-            let kind = if rng.random_bool(0.5) {
-                Kind::Kill { restart_after }
-            } else {
-                Kind::Term { restart_after }
-            };
-            out.push(Fault {
-                at: t + Duration::from_secs(12),
-                node: Some(b),
-                kind,
-            });
-            t += for_ + SETTLE;
-        }
-        Scenario::CrashLoop => {
-            let node = Some(rng.random_range(0..n));
-            for k in 0..CRASHES {
-                let restart_after = CRASH_BACKOFF * 2u32.pow(k);
-                out.push(Fault {
-                    at: t,
-                    node,
-                    kind: Kind::Kill {
-                        restart_after: Some(restart_after),
-                    },
-                });
-                // Up for a moment: before or after it joined and renewed.
-                t += restart_after + secs(rng, 0.5, 5.0);
-            }
-            t += SETTLE;
-        }
-        Scenario::ClockStep => {
-            let node = rng.random_range(0..n);
-            let kind = Kind::ClockBack {
-                by: secs(rng, 60.0, 7200.0),
-                restart_after: secs(rng, 1.0, 10.0),
-            };
-            out.push(Fault {
-                at: t,
-                node: Some(node),
-                kind,
-            });
-            t += kind.duration().unwrap_or_default() + SETTLE;
-            let other = (node + rng.random_range(1..n.max(2))) % n;
-            let kind = Kind::Kill {
+    for _ in 0..faults {
+        let node = rng.random_range(0..n);
+        let kind = match rng.random_range(0..9) {
+            0 => Kind::Kill {
                 restart_after: Some(secs(rng, 1.0, 10.0)),
-            };
-            out.push(Fault {
-                at: t,
-                node: Some(other),
-                kind,
-            });
-            t += kind.duration().unwrap_or_default() + SETTLE;
-        }
-        Scenario::WatchLag => {
-            let cut = rng.random_range(0..n);
-            let judge = (cut + rng.random_range(1..n.max(2))) % n;
-            let for_ = secs(rng, 5.0, 20.0);
-            let gain = Duration::from_millis(rng.random_range(300..=1000));
-            out.push(Fault {
-                at: t,
-                node: Some(judge),
-                kind: Kind::WatchLag { for_, gain },
-            });
-            out.push(Fault {
-                at: t + secs(rng, 0.0, 3.0),
-                node: Some(cut),
-                kind: Kind::GossipCut {
-                    for_,
-                    one_way: false,
-                },
-            });
-            t += for_ + Duration::from_secs(3) + SETTLE;
-        }
-        Scenario::NodeLifecycle => return lifecycle::schedule(n, rng),
+            },
+            1 => Kind::Term {
+                restart_after: Some(secs(rng, 1.0, 10.0)),
+            },
+            2 => Kind::Stop {
+                for_: secs(rng, 2.0, 20.0),
+            },
+            3 => Kind::GossipCut {
+                for_: secs(rng, 2.0, 20.0),
+                one_way: false,
+            },
+            4 => Kind::GossipCut {
+                for_: secs(rng, 2.0, 20.0),
+                one_way: true,
+            },
+            5 => Kind::ApiCut {
+                for_: secs(rng, 2.0, 20.0),
+            },
+            6 => Kind::GossipAndApiCut {
+                for_: secs(rng, 2.0, 20.0),
+            },
+            7 => Kind::Unplug {
+                for_: secs(rng, 2.0, 20.0),
+            },
+            _ => Kind::ApiSlow {
+                for_: secs(rng, 5.0, 20.0),
+                latency: secs(rng, 1.5, 3.0),
+            },
+        };
+        let cluster_wide = matches!(kind, Kind::ApiSlow { .. });
+        out.push(Fault {
+            at: t,
+            node: (!cluster_wide).then_some(node),
+            kind,
+        });
+        t += kind.duration().unwrap_or_default() + SETTLE + secs(rng, 0.0, 10.0);
     }
+    (out, t)
+}
+
+/// [`Scenario::ScaleDown`]: every speaker but one SIGTERMed for good,
+/// then the last one cut from the API server.
+fn scale_down(n: usize, rng: &mut StdRng) -> (Vec<Fault>, Duration) {
+    let mut out = Vec::new();
+    let mut t = WARMUP;
+    let last = rng.random_range(0..n);
+    for node in (0..n).filter(|i| *i != last) {
+        out.push(Fault {
+            at: t,
+            node: Some(node),
+            kind: Kind::Term {
+                restart_after: None,
+            },
+        });
+        t += secs(rng, 0.5, 3.0);
+    }
+    t += Duration::from_secs(10);
+    let for_ = Duration::from_secs(20);
+    out.push(Fault {
+        at: t,
+        node: Some(last),
+        kind: Kind::ApiCut { for_ },
+    });
+    t += for_ + SETTLE;
+    (out, t)
+}
+
+/// [`Scenario::HungBesideRestart`]: one speaker hung (SIGSTOP) for 40 s,
+/// another restarted meanwhile.
+fn hung_beside_restart(n: usize, rng: &mut StdRng) -> (Vec<Fault>, Duration) {
+    let mut out = Vec::new();
+    let mut t = WARMUP;
+    let a = rng.random_range(0..n);
+    let b = (a + rng.random_range(1..n.max(2))) % n;
+    let for_ = Duration::from_secs(40);
+    out.push(Fault {
+        at: t,
+        node: Some(a),
+        kind: Kind::Stop { for_ },
+    });
+    let restart_after = Some(secs(rng, 0.5, 2.0));
+    let kind = if rng.random_bool(0.5) {
+        Kind::Kill { restart_after }
+    } else {
+        Kind::Term { restart_after }
+    };
+    out.push(Fault {
+        at: t + Duration::from_secs(12),
+        node: Some(b),
+        kind,
+    });
+    t += for_ + SETTLE;
+    (out, t)
+}
+
+/// [`Scenario::CrashLoop`]: one speaker killed again and again, started
+/// after the kubelet's growing backoff.
+fn crash_loop(n: usize, rng: &mut StdRng) -> (Vec<Fault>, Duration) {
+    let mut out = Vec::new();
+    let mut t = WARMUP;
+    let node = Some(rng.random_range(0..n));
+    for k in 0..CRASHES {
+        let restart_after = CRASH_BACKOFF * 2u32.pow(k);
+        out.push(Fault {
+            at: t,
+            node,
+            kind: Kind::Kill {
+                restart_after: Some(restart_after),
+            },
+        });
+        // Up for a moment: before or after it joined and renewed.
+        t += restart_after + secs(rng, 0.5, 5.0);
+    }
+    t += SETTLE;
+    (out, t)
+}
+
+/// [`Scenario::ClockStep`]: one node's wall clock stepped back across a
+/// restart, then another speaker killed.
+fn clock_step(n: usize, rng: &mut StdRng) -> (Vec<Fault>, Duration) {
+    let mut out = Vec::new();
+    let mut t = WARMUP;
+    let node = rng.random_range(0..n);
+    let kind = Kind::ClockBack {
+        by: secs(rng, 60.0, 7200.0),
+        restart_after: secs(rng, 1.0, 10.0),
+    };
+    out.push(Fault {
+        at: t,
+        node: Some(node),
+        kind,
+    });
+    t += kind.duration().unwrap_or_default() + SETTLE;
+    let other = (node + rng.random_range(1..n.max(2))) % n;
+    let kind = Kind::Kill {
+        restart_after: Some(secs(rng, 1.0, 10.0)),
+    };
+    out.push(Fault {
+        at: t,
+        node: Some(other),
+        kind,
+    });
+    t += kind.duration().unwrap_or_default() + SETTLE;
+    (out, t)
+}
+
+/// [`Scenario::WatchLag`]: one speaker's lease watch falls behind while
+/// another is cut from gossip.
+fn watch_lag(n: usize, rng: &mut StdRng) -> (Vec<Fault>, Duration) {
+    let mut out = Vec::new();
+    let mut t = WARMUP;
+    let cut = rng.random_range(0..n);
+    let judge = (cut + rng.random_range(1..n.max(2))) % n;
+    let for_ = secs(rng, 5.0, 20.0);
+    let gain = Duration::from_millis(rng.random_range(300..=1000));
+    out.push(Fault {
+        at: t,
+        node: Some(judge),
+        kind: Kind::WatchLag { for_, gain },
+    });
+    out.push(Fault {
+        at: t + secs(rng, 0.0, 3.0),
+        node: Some(cut),
+        kind: Kind::GossipCut {
+            for_,
+            one_way: false,
+        },
+    });
+    t += for_ + Duration::from_secs(3) + SETTLE;
     (out, t)
 }
 

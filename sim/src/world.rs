@@ -4,37 +4,36 @@
 //! violation.
 
 use crate::api::{Api, Latency, LeaseValue};
-use crate::clock::{CHECK_PERIOD, Clock, Event, NodeId, Run, ShutdownStep};
-use crate::faults::{self, Fault, Kind, Scenario};
+use crate::clock::{CHECK_PERIOD, Clock, Event, NodeId, Run};
+use crate::faults::{self, Fault, Scenario};
 use crate::invariants::{Checker, Stats, Violation};
 use crate::lifecycle::Objects;
 use crate::net::Net;
-use crate::node::{self, InFlight, Node, Process, Variant};
+use crate::node::{self, Node, Process, Variant};
 use metallb_rs::speaker::election::NodeInfo;
 use metallb_rs::speaker::membership::{Timing, next_run};
-use metallb_rs::speaker::presence::Mode;
-use metallb_rs::speaker::renewal::{RENEW_TIMEOUT, retry_base};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+mod inject;
 mod nodes;
 mod ranking;
+mod renewal;
+mod shutdown;
 use crate::seed::mix;
 pub use ranking::{addresses, election_order};
 
 /// How often the speaker's loop judges liveness (besides on every gossip
 /// view change): the isolation guard's period.
 pub const ASSESS_PERIOD: Duration = Duration::from_millis(100);
-// How often the renewal task looks at the leases, and how long shutdown
-// waits to clear the lease: the speaker's own.
-use metallb_rs::speaker::renewal::LOOK;
+// How long shutdown waits to clear the lease: the speaker's own.
 use metallb_rs::speaker::run::LEAVE_TIMEOUT as CLEAR_TIMEOUT;
-/// The manifests' termination grace period: SIGKILL after it.
 /// Every node's wall clock at time zero (milliseconds since 1970, late
 /// 2026), less any step back.
 const WALL_AT_START_MS: u64 = 1_796_000_000_000;
+/// The manifests' termination grace period: SIGKILL after it.
 const GRACE: Duration = Duration::from_secs(metallb_rs::manifests::SPEAKER_GRACE_SECONDS as u64);
 
 /// What to run.
@@ -359,7 +358,6 @@ impl World {
         Ok(())
     }
 
-    /// Starts (or restarts) node `i`'s speaker.
     /// Node `i`'s wall clock, in milliseconds since 1970.
     fn wall_ms(&self, i: NodeId) -> u64 {
         let elapsed = self.clock.since_start(self.now()).as_millis();
@@ -367,6 +365,7 @@ impl World {
             .saturating_sub(self.clock_behind[i])
     }
 
+    /// Starts (or restarts) node `i`'s speaker.
     fn start(&mut self, i: NodeId) -> anyhow::Result<()> {
         let now = self.now();
         let seed = self.rng.random::<u64>();
@@ -396,26 +395,6 @@ impl World {
         self.look_at(i, now + phase);
         self.after_gossip(i);
         Ok(())
-    }
-
-    /// Sets node `i`'s renewal task to look at `at` (if earlier than set).
-    fn look_at(&mut self, i: NodeId, at: Instant) {
-        let at = at.max(self.now());
-        let n = &mut self.nodes[i];
-        let run = n.run;
-        if let Some(sp) = n.speaker.as_mut()
-            && sp.renew_wake.is_none_or(|w| at < w)
-        {
-            sp.renew_wake = Some(at);
-            self.clock.at(
-                at,
-                Event::RenewLook {
-                    node: i,
-                    run,
-                    periodic: false,
-                },
-            );
-        }
     }
 
     fn deliver(&mut self, to: NodeId, from: NodeId, frame: Vec<u8>) {
@@ -550,367 +529,6 @@ impl World {
         }
         if self.cfg.trace && old != effective {
             self.note(|| format!("node-{i} answers {effective:?}"));
-        }
-    }
-
-    /// Node `i`'s renewal task looks: writes if due, then sleeps until its
-    /// renewal is due or [`LOOK`].
-    fn renew(&mut self, i: NodeId) {
-        let now = self.now();
-        let n = &mut self.nodes[i];
-        let run = n.run;
-        let Some(sp) = n.speaker.as_mut() else {
-            return;
-        };
-        if sp.in_flight.is_some() {
-            return;
-        }
-        let commits = self.api.watch(i, &mut sp.cursor, now);
-        sp.observe(i, &commits, &self.names, now);
-        if let Some(mode) = sp.renew_due(&n.name, now) {
-            let fate = self.api.send(i, RENEW_TIMEOUT, &mut self.rng);
-            let write = self.next_write;
-            self.next_write += 1;
-            let value = LeaseValue {
-                held: true,
-                mode,
-                mark: sp.renewer.write_says_mark().cloned(),
-                run: Some(sp.gossip_run),
-            };
-            self.writes.insert(write, (i, run, value));
-            if let Some(c) = fate.commit_in {
-                self.clock.after(c, Event::Commit { write });
-            }
-            self.clock.after(
-                fate.done_in,
-                Event::WriteDone {
-                    node: i,
-                    run,
-                    write,
-                    ok: fate.ok,
-                },
-            );
-            sp.in_flight = Some(InFlight { write, mode });
-            self.checker.write_started(i, now, Some(mode));
-            if self.cfg.trace {
-                self.note(|| format!("node-{i} renews ({mode:?})"));
-            }
-            return;
-        }
-        let next = sp.renewer.next_wakeup().min(now + LOOK);
-        self.look_at(i, next);
-    }
-
-    fn write_done(&mut self, i: NodeId, run: u32, write: u64, ok: bool) {
-        let now = self.now();
-        let variant = self.cfg.variant;
-        let n = &mut self.nodes[i];
-        if n.run != run || n.speaker.is_none() {
-            return;
-        }
-        if n.process == Process::Stopped {
-            n.deferred.push((write, ok));
-            return;
-        }
-        let Some(sp) = n.speaker.as_mut() else {
-            return;
-        };
-        if sp.in_flight.is_none_or(|f| f.write != write) {
-            // The lease clear of a terminating speaker: retried with the
-            // renewals' backoff while its time lasts, as `run` does.
-            let (until, failed) = sp.clearing.unwrap_or((now, 0));
-            let base = retry_base(failed + 1);
-            let retry = base + base.mul_f64(self.rng.random_range(0.0..1.0));
-            let again = !ok && now + retry < until;
-            if !ok {
-                sp.clearing = Some((until, failed + 1));
-            }
-            if self.cfg.trace {
-                let how = if ok { "cleared" } else { "failed to clear" };
-                self.note(|| format!("node-{i} {how} its lease"));
-            }
-            let (after, step) = if again {
-                (retry, ShutdownStep::Clear)
-            } else {
-                (Duration::ZERO, ShutdownStep::Leave)
-            };
-            self.clock
-                .after(after, Event::Shutdown { node: i, run, step });
-            return;
-        }
-        let base = retry_base(sp.failures + 1);
-        let retry = match variant {
-            Variant::NoBackoff => Duration::from_millis(50),
-            _ => base + base.mul_f64(self.rng.random_range(0.0..1.0)),
-        };
-        let version = self.committed.remove(&write).filter(|_| ok);
-        sp.renewed(now, ok, retry, version);
-        // The isolation guard wakes on the renewals' record changing and
-        // at the instant it stops counting the API server as reachable.
-        let lost = sp.renewer.record().api_lost_at().max(now);
-        self.checker.write_done(i, now, ok);
-        self.renew(i);
-        // The renewal task tells the loop a write went through
-        // (`Renewal::written`): it judges again.
-        if ok && self.nodes[i].process == Process::Running {
-            self.assess(i);
-        }
-        let run = self.nodes[i].run;
-        self.clock.at(
-            lost,
-            Event::Assess {
-                node: i,
-                run,
-                periodic: false,
-            },
-        );
-    }
-
-    fn fault_start(&mut self, i: usize) {
-        let f = self.schedule[i];
-        self.note(|| format!("fault: {f}"));
-        if self.lifecycle_start(i) {
-            return;
-        }
-        // The transition first: what the fault does at once is its doing.
-        self.transition(f.node, true);
-        let Some(node) = f.node else {
-            if let Kind::ApiSlow { for_, latency } = f.kind {
-                self.api.spike = Some(latency);
-                self.clock.after(for_, Event::FaultEnd(i));
-            }
-            return;
-        };
-        match f.kind {
-            Kind::ClockBack { by, restart_after } => {
-                self.clock_behind[node] += u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
-                self.nodes[node].exit();
-                self.sync_answers(node);
-                self.clock.after(restart_after, Event::FaultEnd(i));
-            }
-            Kind::Kill { restart_after } => {
-                self.nodes[node].exit();
-                self.sync_answers(node);
-                match restart_after {
-                    Some(d) => self.clock.after(d, Event::FaultEnd(i)),
-                    None => self.transition(Some(node), false),
-                }
-            }
-            Kind::Term { restart_after } => {
-                self.restart_after_exit[node] = Some((i, restart_after));
-                self.terminate(node);
-            }
-            Kind::Stop { for_ } => {
-                self.nodes[node].process = Process::Stopped;
-                self.sync_answers(node);
-                self.clock.after(for_, Event::FaultEnd(i));
-            }
-            Kind::GossipCut { for_, one_way } => {
-                self.net.cut_node(node, true, !one_way, true);
-                self.clock.after(for_, Event::FaultEnd(i));
-            }
-            Kind::ApiCut { for_ } => {
-                self.api.cut(node, true);
-                self.clock.after(for_, Event::FaultEnd(i));
-            }
-            Kind::WatchLag { for_, gain } => {
-                let now = self.now();
-                self.api.lag(node, Some((now, gain)));
-                self.clock.after(for_, Event::FaultEnd(i));
-            }
-            Kind::GossipAndApiCut { for_ } | Kind::Unplug { for_ } => {
-                self.net.cut_node(node, true, true, true);
-                self.api.cut(node, true);
-                if matches!(f.kind, Kind::Unplug { .. }) {
-                    self.nodes[node].link_up = false;
-                    self.sync_answers(node);
-                }
-                self.clock.after(for_, Event::FaultEnd(i));
-            }
-            Kind::ApiSlow { .. }
-            | Kind::PowerOff
-            | Kind::KubeletStop { .. }
-            | Kind::Delete
-            | Kind::OutOfService
-            | Kind::WatchExpire { .. }
-            | Kind::Forbidden { .. } => {}
-        }
-    }
-
-    fn fault_end(&mut self, i: usize) -> anyhow::Result<()> {
-        let f = self.schedule[i];
-        self.note(|| format!("fault ends: {f}"));
-        if self.lifecycle_end(i) {
-            return Ok(());
-        }
-        let Some(node) = f.node else {
-            self.api.spike = None;
-            self.transition(None, false);
-            return Ok(());
-        };
-        // Marked before its effects, counted running after them.
-        self.checker.mark(node, self.now());
-        match f.kind {
-            Kind::Kill { .. } | Kind::Term { .. } | Kind::ClockBack { .. } => self.start(node)?,
-            Kind::Stop { .. } => self.resume(node),
-            Kind::GossipCut { one_way, .. } => self.net.cut_node(node, true, !one_way, false),
-            Kind::ApiCut { .. } => self.api.cut(node, false),
-            Kind::WatchLag { .. } => self.api.lag(node, None),
-            Kind::GossipAndApiCut { .. } | Kind::Unplug { .. } => {
-                self.net.cut_node(node, true, true, false);
-                self.api.cut(node, false);
-                self.nodes[node].link_up = true;
-                self.sync_answers(node);
-            }
-            Kind::ApiSlow { .. }
-            | Kind::PowerOff
-            | Kind::KubeletStop { .. }
-            | Kind::Delete
-            | Kind::OutOfService
-            | Kind::WatchExpire { .. }
-            | Kind::Forbidden { .. } => {}
-        }
-        self.transition(Some(node), false);
-        Ok(())
-    }
-
-    /// SIGCONT: queued datagrams and answers are handled, overdue timers
-    /// fire, and the stale answers are back until the loop judges again.
-    fn resume(&mut self, i: NodeId) {
-        let now = self.now();
-        let n = &mut self.nodes[i];
-        n.process = Process::Running;
-        let run = n.run;
-        let queued = std::mem::take(&mut n.queued);
-        let deferred = std::mem::take(&mut n.deferred);
-        self.sync_answers(i);
-        for (from, frame) in queued {
-            self.deliver(i, from, frame);
-        }
-        for (write, ok) in deferred {
-            self.clock.after(
-                Duration::ZERO,
-                Event::WriteDone {
-                    node: i,
-                    run,
-                    write,
-                    ok,
-                },
-            );
-        }
-        if let Some(sp) = self.nodes[i].speaker.as_mut() {
-            sp.gossip_wake = None;
-            sp.renew_wake = None;
-            sp.gossip.tick(now);
-        }
-        self.after_gossip(i);
-        self.clock.after(
-            Duration::ZERO,
-            Event::Assess {
-                node: i,
-                run,
-                periodic: true,
-            },
-        );
-        self.look_at(i, now);
-    }
-
-    /// SIGTERM: withdraw at once, clear the lease, then leave gossip and
-    /// exit (the renewal task runs until the process exits).
-    fn terminate(&mut self, i: NodeId) {
-        let now = self.now();
-        let n = &mut self.nodes[i];
-        if n.speaker.is_none() {
-            return;
-        }
-        n.process = Process::Terminating;
-        let run = n.run;
-        if let Some(sp) = n.speaker.as_mut() {
-            sp.clearing = Some((now + CLEAR_TIMEOUT, 0));
-        }
-        self.sync_answers(i);
-        self.clear_lease(i, run);
-        self.clock.after(
-            GRACE,
-            Event::Shutdown {
-                node: i,
-                run,
-                step: ShutdownStep::Exit,
-            },
-        );
-    }
-
-    /// Sends (again) the lease clear of terminating node `i`, waiting for
-    /// it until the clear's time is up.
-    fn clear_lease(&mut self, i: NodeId, run: u32) {
-        let now = self.now();
-        let Some((until, _)) = self.nodes[i].speaker.as_ref().and_then(|sp| sp.clearing) else {
-            return;
-        };
-        let fate = self
-            .api
-            .send(i, until.saturating_duration_since(now), &mut self.rng);
-        let write = self.next_write;
-        self.next_write += 1;
-        let value = LeaseValue {
-            held: false,
-            mode: Mode::Slow,
-            mark: None,
-            run: None,
-        };
-        self.writes.insert(write, (i, run, value));
-        if let Some(c) = fate.commit_in {
-            self.clock.after(c, Event::Commit { write });
-        }
-        self.clock.after(
-            fate.done_in,
-            Event::WriteDone {
-                node: i,
-                run,
-                write,
-                ok: fate.ok,
-            },
-        );
-        self.checker.write_started(i, now, None);
-    }
-
-    fn shutdown(&mut self, i: NodeId, run: u32, step: ShutdownStep) {
-        let now = self.now();
-        let leave_timeout = self.cfg.timing.leave_timeout;
-        let n = &mut self.nodes[i];
-        if n.run != run || n.process != Process::Terminating {
-            return;
-        }
-        match step {
-            ShutdownStep::Clear => self.clear_lease(i, run),
-            ShutdownStep::Leave => {
-                if let Some(sp) = n.speaker.as_mut() {
-                    sp.gossip.leave(now);
-                }
-                self.after_gossip(i);
-                self.clock.after(
-                    leave_timeout,
-                    Event::Shutdown {
-                        node: i,
-                        run,
-                        step: ShutdownStep::Exit,
-                    },
-                );
-            }
-            ShutdownStep::Exit => {
-                n.exit();
-                self.checker.mark(i, now);
-                self.sync_answers(i);
-                self.note(|| format!("node-{i} exits"));
-                match self.restart_after_exit[i].take() {
-                    Some((fault, Some(d))) => {
-                        self.transition(Some(i), true);
-                        self.transition(Some(i), false);
-                        self.clock.after(d, Event::FaultEnd(fault));
-                    }
-                    _ => self.transition(Some(i), false),
-                }
-            }
         }
     }
 }

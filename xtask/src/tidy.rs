@@ -137,6 +137,7 @@ const METALLB_RS_LAYERS: deps::Layers = deps::Layers {
         "speaker::election",
         "speaker::liveness",
         "speaker::lease",
+        "speaker::membership::view",
         "speaker::uplink",
         "speaker::garp",
         "speaker::announcer::ownership",

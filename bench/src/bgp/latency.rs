@@ -52,6 +52,22 @@ fn ready(slice: &EndpointSlice) -> bool {
         .any(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
 }
 
+/// The IPv4 address service `name` shows in its status, if any yet.
+fn ipv4_of(
+    rt: &tokio::runtime::Runtime,
+    svcs: &Api<Service>,
+    name: &str,
+) -> Result<Option<Ipv4Addr>> {
+    let s = rt.block_on(svcs.get(name))?;
+    Ok(metallb_rs::service::ingress_ips(&s)
+        .unwrap_or_default()
+        .into_iter()
+        .find_map(|a| match a {
+            IpAddr::V4(v4) => Some(v4),
+            IpAddr::V6(_) => None,
+        }))
+}
+
 /// One round: creates service `name`, times it until it is assigned,
 /// has a ready endpoint and is in the router from a first and from every
 /// node, then deletes it and times the withdrawal.
@@ -73,14 +89,7 @@ fn round(
     let of_service = ListParams::default().labels(&format!("kubernetes.io/service-name={name}"));
     let (prefix, announced) = loop {
         if assigned.is_none() {
-            let s = rt.block_on(svcs.get(name))?;
-            let ip = metallb_rs::service::ingress_ips(&s)
-                .unwrap_or_default()
-                .into_iter()
-                .find_map(|a| match a {
-                    IpAddr::V4(v4) => Some(v4),
-                    IpAddr::V6(_) => None,
-                });
+            let ip = ipv4_of(rt, svcs, name)?;
             assigned = ip.map(|ip| (ip, t0.elapsed()));
         }
         if endpoints.is_none()
@@ -117,14 +126,7 @@ fn round(
         Some(a) => a,
         // Announced before this loop read the status: read it now.
         None => {
-            let s = rt.block_on(svcs.get(name))?;
-            let ip = metallb_rs::service::ingress_ips(&s)
-                .unwrap_or_default()
-                .into_iter()
-                .find_map(|a| match a {
-                    IpAddr::V4(v4) => Some(v4),
-                    IpAddr::V6(_) => None,
-                })
+            let ip = ipv4_of(rt, svcs, name)?
                 .with_context(|| format!("{prefix} is announced but {name} has no IPv4"))?;
             (ip, announced)
         }

@@ -371,6 +371,23 @@ pub(super) fn check_local_prefs(
     }
 }
 
+/// Why a hold time and keepalive do not go together; the texts are the
+/// field errors users see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TimerError {
+    /// A hold time of 1 or 2 whole seconds.
+    #[error("invalid hold time {0:?}: must be 0 or at least 3s (RFC 4271)")]
+    HoldTime(Duration),
+    /// A keepalive longer than the hold time.
+    #[error("keepalive time {keepalive:?} must not exceed hold time {hold:?}")]
+    KeepaliveOverHold {
+        /// The keepalive (given or derived).
+        keepalive: Duration,
+        /// The hold time (given or derived).
+        hold: Duration,
+    },
+}
+
 /// Upstream's `parseTimers`: the hold time defaults to three keepalives
 /// and the keepalive to a third of the hold time; the hold time, counted
 /// in whole seconds (a sub-second value counts as 0, no keepalives), must
@@ -378,7 +395,7 @@ pub(super) fn check_local_prefs(
 pub fn timers(
     hold: Option<Duration>,
     keepalive: Option<Duration>,
-) -> Result<(Option<Duration>, Option<Duration>), String> {
+) -> Result<(Option<Duration>, Option<Duration>), TimerError> {
     let (hold, keepalive) = match (hold, keepalive) {
         (None, None) => return Ok((None, None)),
         (Some(h), Some(k)) => (h, k),
@@ -387,14 +404,10 @@ pub fn timers(
     };
     let whole = Duration::from_secs(hold.as_secs());
     if !whole.is_zero() && whole < Duration::from_secs(3) {
-        return Err(format!(
-            "invalid hold time {hold:?}: must be 0 or at least 3s (RFC 4271)"
-        ));
+        return Err(TimerError::HoldTime(hold));
     }
     if keepalive > hold {
-        return Err(format!(
-            "keepalive time {keepalive:?} must not exceed hold time {hold:?}"
-        ));
+        return Err(TimerError::KeepaliveOverHold { keepalive, hold });
     }
     Ok((Some(hold), Some(keepalive)))
 }

@@ -68,30 +68,56 @@ fn family_changed(
     }
 }
 
+/// Why a service that holds nothing got no addresses; the texts are
+/// upstream's, shown in the AllocationFailed event.
+#[derive(Debug, thiserror::Error)]
+enum AllocateError {
+    /// The addresses it asks for are unusable.
+    #[error(transparent)]
+    Requested(#[from] service::RequestError),
+    /// It asks for addresses of another family than its ClusterIPs'.
+    #[error(
+        "requested loadBalancer IP(s) {} does not match the ipFamily of the service",
+        quoted(.0)
+    )]
+    FamilyMismatch(Vec<IpAddr>),
+    /// The addresses it asks for are not in the pool it asks for.
+    #[error(
+        "requested loadBalancer IP(s) {} is not compatible with requested address pool {pool}",
+        quoted(.ips)
+    )]
+    PoolMismatch {
+        /// The addresses asked for.
+        ips: Vec<IpAddr>,
+        /// The pool asked for.
+        pool: String,
+    },
+    /// The allocator refused.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+}
+
 /// Allocates for a service that holds nothing (upstream's `allocateIPs`).
 fn allocate(
     alloc: &mut Allocator,
     svc: &Service,
     info: &ServiceInfo,
-) -> Result<Vec<IpAddr>, String> {
+) -> Result<Vec<IpAddr>, AllocateError> {
     let requested = service::requested_ips(svc)?;
     let pool = service::annotation_value(svc, annotation::ADDRESS_POOL).filter(|p| !p.is_empty());
     if let Some((ips, family)) = requested {
         if family != info.family {
-            return Err(format!(
-                "requested loadBalancer IP(s) {} does not match the ipFamily of the service",
-                quoted(&ips)
-            ));
+            return Err(AllocateError::FamilyMismatch(ips));
         }
-        alloc.assign(info, &ips).map_err(|e| e.to_string())?;
+        alloc.assign(info, &ips)?;
         if let Some(pool) = pool
             && alloc.pool(&info.key) != Some(pool)
         {
             alloc.unassign(&info.key);
-            return Err(format!(
-                "requested loadBalancer IP(s) {} is not compatible with requested address pool {pool}",
-                quoted(&ips)
-            ));
+            return Err(AllocateError::PoolMismatch {
+                ips,
+                pool: pool.to_owned(),
+            });
         }
         return Ok(ips);
     }
@@ -99,7 +125,7 @@ fn allocate(
         Some(pool) => alloc.allocate_from_pool(info, pool),
         None => alloc.allocate(info),
     };
-    r.map_err(|e: AllocError| e.to_string())
+    Ok(r?)
 }
 
 /// Where convergence stopped before the end, and so what the service
@@ -223,7 +249,7 @@ fn held(
     alloc: &mut Allocator,
     svc: &Service,
     key: &ServiceKey,
-    info: Result<&ServiceInfo, &String>,
+    info: Result<&ServiceInfo, &service::FamilyError>,
     events: &mut Vec<EventSpec>,
 ) -> Result<Vec<IpAddr>, Stop> {
     let held = service::ingress_strings(svc);

@@ -104,7 +104,7 @@ struct Target {
 }
 
 impl Target {
-    async fn write(&self, state: &(ConfigurationResult, String)) -> Result<(), String> {
+    async fn write(&self, state: &(ConfigurationResult, String)) -> Result<(), CallError> {
         write(
             &self.client,
             &self.namespace,
@@ -115,7 +115,6 @@ impl Target {
             &state.1,
         )
         .await
-        .map_err(|e| e.to_string())
     }
 }
 

@@ -1,9 +1,9 @@
 //! Whose speaker counts as running, from three kinds of evidence: the
 //! node (Ready, the `node.kubernetes.io/out-of-service` taint), the
 //! speaker's presence Lease (renewed slowly while gossip agrees and
-//! fast while anyone sees trouble: [`lease::mode`]; holder cleared on
-//! SIGTERM) and, when membership is on, the gossip view. Pure: the runner
-//! gathers the evidence, this decides.
+//! fast while anyone sees trouble: [`lease::mode`](super::lease::mode);
+//! holder cleared on SIGTERM) and, when membership is on, the gossip
+//! view. Pure: the runner gathers the evidence, this decides.
 //!
 //! The rules, in order (the first that applies wins):
 //!
@@ -61,9 +61,9 @@
 //! scale-down an API blip must not silence the survivors.
 
 use super::election::NodeInfo;
-use super::lease::{self, Mark};
+use super::lease::Mark;
 pub use super::lease::{LeaseState, OVERDUE_MARGIN};
-use super::membership::View;
+use super::membership::view::View;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -476,219 +476,13 @@ impl Assessment {
     }
 }
 
-/// The nodes whose speaker gossip or a presence lease shows.
-fn known_speakers<'a>(
-    nodes: &'a [NodeInfo],
-    view: &'a View,
-    leases: &'a BTreeMap<String, LeaseState>,
-) -> impl Iterator<Item = &'a str> {
-    nodes
-        .iter()
-        .filter(|n| {
-            view.alive.contains(&n.name)
-                || view.down.contains_key(&n.name)
-                || leases.contains_key(&n.name)
-        })
-        .map(|n| n.name.as_str())
-}
-
-/// Gossip sees `node` alive and nobody suspects it.
-fn answers_in(view: Option<&View>, node: &str) -> bool {
-    view.is_some_and(|v| v.alive.contains(node) && !v.suspect.contains(node))
-}
-
-/// One assessment of who counts as alive and whether this speaker is cut
-/// off, from `input`, remembering what later passes need in `judging`:
-/// the one composition of the rules above that the speaker's loop and
-/// the simulator both run.
-pub fn assess(judging: &mut Judging, input: &Inputs<'_>) -> Assessment {
-    let now = input.now;
-    judging.watch_current = judging.watch_current.max(input.own_write_seen);
-    let fresh: Vec<(&str, &Mark)> = lease::fresh_marks(input.leases, input.marks, now).collect();
-    // Since when each member is named, as the watch shows the marks: from
-    // then on it renews fast if it lives.
-    let view = input.view;
-    // Cut off in the gossip minority, this speaker's own mark shortens no
-    // deadline: the member may be alive and cut from it alone, with a
-    // lease watch too far behind to show the mark (it would then renew
-    // slowly and be taken for stopped). The others' marks still count.
-    // The speakers weighed as the last pass left the departed.
-    let weighed = view.map(|v| {
-        voters(
-            known_speakers(input.nodes, v, input.leases),
-            &judging.departed,
-        )
-    });
-    let alone = view
-        .zip(weighed.as_ref())
-        .is_some_and(|(v, w)| gossip_minority(&v.alive, w));
-    // Alone in gossip is either of two things: this speaker is cut off
-    // from live members, or most members died at once (a rack). Live
-    // members answer a mark with fast renewals; the dead renew nothing.
-    // Until one named member has renewed since a mark named it, its own
-    // mark counts as in the majority: otherwise the last survivors of a
-    // rack wait out the dead speakers' own 15 s period.
-    judging.marks_answered = alone
-        && (judging.marks_answered
-            || judging.doubted_since.iter().any(|(n, named)| {
-                n != input.me && input.leases.get(n).is_some_and(|l| l.changed > named.since)
-            }));
-    let discount_own = alone && judging.marks_answered;
-    let mut doubted_since = BTreeMap::new();
-    for n in input.nodes {
-        let first = fresh
-            .iter()
-            .filter(|(marker, m)| m.names(&n.name) && !(discount_own && *marker == input.me))
-            .filter_map(|(marker, _)| input.leases.get(*marker).map(|l| l.changed))
-            .min();
-        let version = input.leases.get(&n.name).map(|l| l.changed);
-        let before = judging.doubted_since.get(&n.name).copied();
-        let named = match (first, before) {
-            (Some(t), before) => {
-                Some(before.map_or(Named { since: t, version }, |b| Named { version, ..b }))
-            }
-            // No fresh mark names it now - its marker's write failed or is
-            // late, or the marker saw its lease run out and cleared the
-            // mark - yet it has not renewed since one did, nor has gossip
-            // seen it answer: its deadline must not move back without
-            // new evidence.
-            // (Cut off, not even that: the mark may have been its own,
-            // also one it made in the majority, before it saw itself
-            // cut off: a member with a lagging watch would then be taken
-            // for stopped while the majority sees it renew.)
-            (None, Some(b))
-                if !discount_own && b.version == version && !answers_in(view, &n.name) =>
-            {
-                Some(b)
-            }
-            (None, _) => None,
-        };
-        if let Some(named) = named {
-            doubted_since.insert(n.name.clone(), named);
-        }
-    }
-    judging.doubted_since = doubted_since;
-    if let Some(v) = view {
-        // Cut off as last known (the departed of the last pass): new
-        // verdicts are this speaker's isolation, not the members' death.
-        let cut_off = isolated_in(input.api_ok, v, weighed.as_ref());
-        let failed = v.down.iter().filter(|(_, d)| !d.left).map(|(n, _)| n);
-        // Most passes find the same failed members as the last: nothing
-        // to remember anew then.
-        if !failed.clone().eq(judging.down.iter()) {
-            let failed: BTreeSet<String> = failed.cloned().collect();
-            if cut_off {
-                let new: Vec<String> = failed.difference(&judging.down).cloned().collect();
-                judging.distrusted.extend(new);
-            }
-            judging.distrusted.retain(|n| failed.contains(n));
-            judging.down = failed;
-        }
-        judging.track_forgotten(v, input.leases);
-    }
-    let ctx = Context {
-        now,
-        api_ok: input.api_ok,
-        membership: view.is_some(),
-        gossip_settled: judging
-            .gossip_since
-            .is_some_and(|t| now.saturating_duration_since(t) >= GOSSIP_SETTLE),
-        leases_seen: judging.watch_current,
-        api_latency: input.api_latency,
-    };
-    let gossip = |node: &str| -> Option<Gossip> {
-        let view = view?;
-        if view.unanswered.contains(node) {
-            return Some(Gossip::Unanswered);
-        }
-        if view.suspect.contains(node) {
-            return Some(Gossip::Suspect);
-        }
-        if view.alive.contains(node) {
-            return Some(Gossip::Alive);
-        }
-        if judging.distrusted.contains(node) {
-            return None;
-        }
-        view.down.get(node).map(|d| Gossip::Down {
-            since: d.since,
-            left: d.left,
-        })
-    };
-    let evidence: Vec<(&str, Evidence)> = input
-        .nodes
-        .iter()
-        .map(|n| {
-            (
-                n.name.as_str(),
-                Evidence {
-                    ready: n.ready,
-                    out_of_service: n.out_of_service,
-                    lease: input.leases.get(&n.name).copied(),
-                    gossip: gossip(&n.name),
-                    doubted_since: judging.doubted_since.get(&n.name).map(|d| d.since),
-                    stopped_before: judging.stopped_before(&n.name, input.leases.get(&n.name)),
-                    verdict_forgotten: judging
-                        .verdict_forgotten(&n.name, input.leases.get(&n.name)),
-                },
-            )
-        })
-        .collect();
-    let named_by_others = |node: &str| {
-        fresh
-            .iter()
-            .any(|(marker, m)| *marker != input.me && m.names(node))
-    };
-    let doubts: BTreeSet<String> = evidence
-        .iter()
-        .filter(|(node, e)| *node != input.me && doubted(e, &ctx))
-        .map(|(node, _)| *node)
-        .filter(|node| judging.marked.contains(*node) || !named_by_others(node))
-        .take(lease::MARK_NAMES_MAX)
-        .map(str::to_owned)
-        .collect();
-    judging.marked = doubts.clone();
-    // Not again while a write sent after the deadline is on its way back.
-    let sent_after = |e: &Evidence| {
-        e.lease
-            .zip(input.last_write_sent)
-            .is_some_and(|(l, sent)| sent > l.stop_deadline(e.doubted_since, ctx.api_latency))
-    };
-    let renew_now = evidence
-        .iter()
-        .any(|(_, e)| awaits_evidence(e, &ctx) && !sent_after(e));
-    judging.note_stopped(&evidence, &ctx);
-    let (alive, gone) = alive(evidence, &ctx);
-    let departed = departed(&judging.departed, &gone, input.api_ok);
-    // Weighed anew only when the departed changed: the known speakers
-    // are the same as at the start of this pass.
-    let voters = if departed == judging.departed {
-        weighed
-    } else {
-        judging.departed = departed;
-        view.map(|v| {
-            voters(
-                known_speakers(input.nodes, v, input.leases),
-                &judging.departed,
-            )
-        })
-    };
-    let isolated = view.is_some_and(|v| isolated_in(input.api_ok, v, voters.as_ref()));
-    Assessment {
-        alive,
-        gone,
-        isolated,
-        voters,
-        doubts,
-        renew_now,
-    }
-}
-
 mod forgotten;
 mod memo;
 mod partition;
+mod pass;
 pub use memo::{lease_change_matters, stands_until};
 pub use partition::{departed, gossip_minority, isolated, isolated_among, isolated_in, voters};
+pub use pass::assess;
 
 #[cfg(test)]
 mod tests;

@@ -54,6 +54,7 @@ mod alive;
 mod announce;
 mod config;
 mod guard;
+mod parts;
 mod uplink;
 mod watches;
 mod writes;
@@ -171,175 +172,20 @@ pub async fn run(
     // Only the watches queue work: the loop ends when all have stopped.
     drop(tx);
     let leases_api: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
-    let reporter = crate::k8s::config_state::Reporter::new(
-        client.clone(),
-        &opts.namespace,
-        &format!("speaker-{}", opts.node),
-        json!({ "metallb.io/component-type": "speaker", "metallb.io/node-name": opts.node }),
-        "configReconcilerValid",
-        metrics.k8s.clone(),
-    );
-    let mut runner = Runner {
+    let mut runner = Runner::new(parts::Parts {
+        client: &client,
+        opts: &opts,
         queue,
-        client: client.clone(),
-        recorder: Recorder::new(client.clone(), "metallb-speaker", &opts.node),
-        opts: opts.clone(),
         stores,
         metrics,
-        config: None,
-        config_state: reporter,
-        announcer: Announcer::new(l2_metrics),
-        bgp: bgp::Speaker::new(bgp_metrics),
-        exclusions: (Vec::new(), Exclusions::defaults()),
-        owner: None,
-        node_view: Vec::new(),
-        created: PendingWrites::default(),
-        alive: BTreeSet::new(),
-        isolated: false,
-        membership: None,
-        gossip_run: None,
-        keyring: None,
-        registry: registry.clone(),
-        renewals: Arc::new(tokio::sync::watch::Sender::new(Record::new(
-            std::time::Instant::now(),
-        ))),
-        renewal: None,
-        judging: alive::Judging::default(),
-        guard: None,
-        health: health.clone(),
-        elected: election::memo::Memo::new(),
-        uplink: uplink::Tracker::default(),
-    };
+        l2_metrics,
+        bgp_metrics,
+        registry: &registry,
+        health: &health,
+    });
     let work = async {
-        watches.wait_until_listed().await?;
-        runner.gossip_run = opts.membership.is_some().then(|| {
-            let leases = runner.stores.leases.state();
-            let last = presence::last_run(leases.iter().map(|l| &**l), &opts.node);
-            super::membership::next_run(super::membership::wall_millis(), last)
-        });
-        runner.reload_config().await;
-        if runner.config.is_some() {
-            match tokio::time::timeout(
-                super::renewal::RENEW_TIMEOUT,
-                presence::join(
-                    &leases_api,
-                    &opts.node,
-                    presence::Mode::Slow,
-                    runner.gossip_run,
-                ),
-            )
-            .await
-            {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "could not record this speaker's presence yet (the renewal task retries)")
-                }
-                Err(_) => tracing::warn!(
-                    "recording this speaker's presence timed out (the renewal task retries)"
-                ),
-            }
-            runner.start_renewal(&leases_api);
-            runner.start_membership().await;
-            runner.start_guard();
-        } else {
-            tracing::warn!(
-                "no valid configuration: not joining the speakers until one loads, so the others keep this node's addresses"
-            );
-        }
-        runner.owner = runner.owner_reference().await;
-        runner.rescan_interfaces().await;
-        runner.full_pass().await;
-        health.set_ready(true);
-        tracing::info!(
-            announced = runner.announcer.services().count(),
-            "initial sync done"
-        );
-        let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
-        trimmer.maybe_trim();
-        let mut rescan = tokio::time::interval(opts.rescan);
-        let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
-        // Renewals become overdue with time alone: look again often.
-        let mut liveness_tick = tokio::time::interval(Duration::from_millis(250));
-        let mut view_changes = runner.membership.as_ref().map(|m| m.subscribe());
-        let mut membership_wanted = opts.membership.is_some() && runner.membership.is_none();
-        loop {
-            // Every branch below ends within a bounded time (API calls time
-            // out); the liveness tick alone beats four times a second.
-            health.beat();
-            let written = runner.renewal.as_ref().map(|r| r.written());
-            let garp_at = runner.announcer.next_wakeup();
-            let garp = async {
-                match garp_at {
-                    Some(t) => tokio::time::sleep_until(t.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                batch = runner.queue.next() => {
-                    let Some(batch) = batch else { anyhow::bail!("every watch stopped") };
-                    runner.process(batch).await;
-                    trimmer.maybe_trim();
-                }
-                () = garp => runner.announcer.send_due(std::time::Instant::now()).await,
-                _ = rescan.tick() => {
-                    if runner.rescan_interfaces().await {
-                        runner.full_pass().await;
-                    }
-                }
-                _ = housekeeping.tick() => {
-                    // Renewals run in a task of their own (see `renewal`),
-                    // started once a valid configuration has loaded.
-                    let joined = runner.config.is_some();
-                    if joined {
-                        runner.start_renewal(&leases_api);
-                    }
-                    if let (Some(m), Some(ml)) = (&runner.membership, &opts.membership) {
-                        m.join(seeds(&runner.stores.nodes.state(), &opts.node, ml.bind));
-                    }
-                    runner.refresh_keyring();
-                    if membership_wanted && joined {
-                        runner.start_membership().await;
-                        runner.start_guard();
-                        if let Some(m) = &runner.membership {
-                            view_changes = Some(m.subscribe());
-                            membership_wanted = false;
-                        }
-                    }
-                }
-                _ = liveness_tick.tick() => {
-                    // The uplink's flags changed: its responders go (or
-                    // come back) now, not at the next rescan.
-                    if runner.look_at_uplink() {
-                        runner.rescan_interfaces().await;
-                        runner.full_pass().await;
-                    } else if runner.refresh_liveness() {
-                        runner.full_pass().await;
-                    }
-                }
-                Ok(()) = async {
-                    match view_changes.as_mut() {
-                        Some(rx) => rx.changed().await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    if runner.refresh_liveness() {
-                        runner.full_pass().await;
-                    }
-                }
-                // A write of ours went through: it may be the one the
-                // lease watch was to show back for a verdict.
-                () = async {
-                    match &written {
-                        Some(n) => n.notified().await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    if runner.refresh_liveness() {
-                        runner.full_pass().await;
-                    }
-                }
-            }
-        }
+        runner.start(&mut watches, &leases_api).await?;
+        runner.serve(&leases_api).await
     };
     let result: anyhow::Result<()> = tokio::select! {
         r = work => r,
@@ -352,54 +198,226 @@ pub async fn run(
             client.clone(),
         ) => r,
     };
-    // Withdraw at once (stop answering), then clear the lease before
-    // anything else: it is what makes the others take our addresses over
-    // at once, and the manifests' grace period (2 s) may end in SIGKILL
-    // before a slow BGP close or gossip leave is done. Then close the BGP
-    // sessions (routers drop our routes now rather than after the hold
-    // time) and say goodbye in gossip side by side, best effort.
-    runner.announcer.shutdown();
-    // No renewal may land after the lease is cleared (it would mark this
-    // speaker present again): the renewal task stops first.
-    runner.renewal = None;
-    // A 429 or 5xx answer is retried as renewals are, while time lasts:
-    // an uncleared lease leaves our addresses to gossip and the lease's
-    // own period.
-    let clear = async {
-        let mut delays = renewal::retries();
-        loop {
-            let Err(e) = presence::leave(&leases_api, &opts.node).await else {
-                return;
-            };
-            let e = CallError::Api(e);
-            if classify(&e).retry() != Retry::Backoff {
-                tracing::warn!(error = %e, "could not record this speaker's departure");
-                return;
-            }
-            tracing::debug!(error = %e, "could not clear the presence lease; retrying");
-            tokio::time::sleep(delays.next().unwrap_or(renewal::RETRY.max)).await;
-        }
-    };
-    if tokio::time::timeout(LEAVE_TIMEOUT, clear).await.is_err() {
-        tracing::warn!("could not record this speaker's departure in time");
-    }
-    let membership = runner.membership.take();
-    let goodbyes = async {
-        tokio::join!(runner.bgp.shutdown(), async {
-            if let Some(m) = membership {
-                m.leave().await;
-            }
-        });
-        runner.delete_own_statuses().await;
-    };
-    if tokio::time::timeout(Duration::from_secs(1), goodbyes)
-        .await
-        .is_err()
-    {
-        tracing::warn!("cleanup on shutdown timed out");
-    }
-    tracing::info!("withdrew every announcement");
+    runner.shut_down(&leases_api).await;
     result
+}
+
+/// A 429 or 5xx answer is retried as renewals are, while time lasts:
+/// an uncleared lease leaves our addresses to gossip and the lease's
+/// own period.
+async fn clear_presence(leases_api: &Api<Lease>, node: &str) {
+    let mut delays = renewal::retries();
+    loop {
+        let Err(e) = presence::leave(leases_api, node).await else {
+            return;
+        };
+        let e = CallError::Api(e);
+        if classify(&e).retry() != Retry::Backoff {
+            tracing::warn!(error = %e, "could not record this speaker's departure");
+            return;
+        }
+        tracing::debug!(error = %e, "could not clear the presence lease; retrying");
+        tokio::time::sleep(delays.next().unwrap_or(renewal::RETRY.max)).await;
+    }
+}
+
+impl Runner {
+    /// Once every watch has listed: loads the configuration, joins the
+    /// speakers if it is valid, and makes the first full pass.
+    async fn start(
+        &mut self,
+        watches: &mut Watches,
+        leases_api: &Api<Lease>,
+    ) -> anyhow::Result<()> {
+        watches.wait_until_listed().await?;
+        self.gossip_run = self.opts.membership.is_some().then(|| {
+            let leases = self.stores.leases.state();
+            let last = presence::last_run(leases.iter().map(|l| &**l), &self.opts.node);
+            super::membership::next_run(super::membership::wall_millis(), last)
+        });
+        self.reload_config().await;
+        if self.config.is_some() {
+            self.join(leases_api).await;
+        } else {
+            tracing::warn!(
+                "no valid configuration: not joining the speakers until one loads, so the others keep this node's addresses"
+            );
+        }
+        self.owner = self.owner_reference().await;
+        self.rescan_interfaces().await;
+        self.full_pass().await;
+        self.health.set_ready(true);
+        tracing::info!(
+            announced = self.announcer.services().count(),
+            "initial sync done"
+        );
+        Ok(())
+    }
+
+    /// Records this speaker's presence and starts the renewals, the
+    /// gossip membership and the guard.
+    async fn join(&mut self, leases_api: &Api<Lease>) {
+        match tokio::time::timeout(
+            renewal::RENEW_TIMEOUT,
+            presence::join(
+                leases_api,
+                &self.opts.node,
+                presence::Mode::Slow,
+                self.gossip_run,
+            ),
+        )
+        .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not record this speaker's presence yet (the renewal task retries)")
+            }
+            Err(_) => tracing::warn!(
+                "recording this speaker's presence timed out (the renewal task retries)"
+            ),
+        }
+        self.start_renewal(leases_api);
+        self.start_membership().await;
+        self.start_guard();
+    }
+
+    /// The loop: work from the watches, unsolicited announcements,
+    /// interface rescans, housekeeping and liveness, until every watch
+    /// has stopped.
+    async fn serve(&mut self, leases_api: &Api<Lease>) -> anyhow::Result<()> {
+        let mut trimmer = crate::memory::Trimmer::new(Duration::from_secs(5));
+        trimmer.maybe_trim();
+        let mut rescan = tokio::time::interval(self.opts.rescan);
+        let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
+        // Renewals become overdue with time alone: look again often.
+        let mut liveness_tick = tokio::time::interval(Duration::from_millis(250));
+        let mut gossip = LoopGossip {
+            view_changes: self.membership.as_ref().map(|m| m.subscribe()),
+            wanted: self.opts.membership.is_some() && self.membership.is_none(),
+        };
+        loop {
+            // Every branch below ends within a bounded time (API calls time
+            // out); the liveness tick alone beats four times a second.
+            self.health.beat();
+            let written = self.renewal.as_ref().map(|r| r.written());
+            let garp_at = self.announcer.next_wakeup();
+            let garp = async {
+                match garp_at {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                batch = self.queue.next() => {
+                    let Some(batch) = batch else { anyhow::bail!("every watch stopped") };
+                    self.process(batch).await;
+                    trimmer.maybe_trim();
+                }
+                () = garp => self.announcer.send_due(std::time::Instant::now()).await,
+                _ = rescan.tick() => {
+                    if self.rescan_interfaces().await {
+                        self.full_pass().await;
+                    }
+                }
+                _ = housekeeping.tick() => self.housekeeping(leases_api, &mut gossip).await,
+                _ = liveness_tick.tick() => {
+                    // The uplink's flags changed: its responders go (or
+                    // come back) now, not at the next rescan.
+                    if self.look_at_uplink() {
+                        self.rescan_interfaces().await;
+                        self.full_pass().await;
+                    } else if self.refresh_liveness() {
+                        self.full_pass().await;
+                    }
+                }
+                Ok(()) = async {
+                    match gossip.view_changes.as_mut() {
+                        Some(rx) => rx.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if self.refresh_liveness() {
+                        self.full_pass().await;
+                    }
+                }
+                // A write of ours went through: it may be the one the
+                // lease watch was to show back for a verdict.
+                () = async {
+                    match &written {
+                        Some(n) => n.notified().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if self.refresh_liveness() {
+                        self.full_pass().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// What may have failed or changed without an event: the renewals,
+    /// the gossip seeds and keys, and membership start.
+    async fn housekeeping(&mut self, leases_api: &Api<Lease>, gossip: &mut LoopGossip) {
+        // Renewals run in a task of their own (see `renewal`),
+        // started once a valid configuration has loaded.
+        let joined = self.config.is_some();
+        if joined {
+            self.start_renewal(leases_api);
+        }
+        if let (Some(m), Some(ml)) = (&self.membership, &self.opts.membership) {
+            m.join(seeds(&self.stores.nodes.state(), &self.opts.node, ml.bind));
+        }
+        self.refresh_keyring();
+        if gossip.wanted && joined {
+            self.start_membership().await;
+            self.start_guard();
+            if let Some(m) = &self.membership {
+                gossip.view_changes = Some(m.subscribe());
+                gossip.wanted = false;
+            }
+        }
+    }
+
+    /// Withdraw at once (stop answering), then clear the lease before
+    /// anything else: it is what makes the others take our addresses over
+    /// at once, and the manifests' grace period (2 s) may end in SIGKILL
+    /// before a slow BGP close or gossip leave is done. Then close the BGP
+    /// sessions (routers drop our routes now rather than after the hold
+    /// time) and say goodbye in gossip side by side, best effort.
+    async fn shut_down(&mut self, leases_api: &Api<Lease>) {
+        self.announcer.shutdown();
+        // No renewal may land after the lease is cleared (it would mark this
+        // speaker present again): the renewal task stops first.
+        self.renewal = None;
+        let clear = clear_presence(leases_api, &self.opts.node);
+        if tokio::time::timeout(LEAVE_TIMEOUT, clear).await.is_err() {
+            tracing::warn!("could not record this speaker's departure in time");
+        }
+        let membership = self.membership.take();
+        let goodbyes = async {
+            tokio::join!(self.bgp.shutdown(), async {
+                if let Some(m) = membership {
+                    m.leave().await;
+                }
+            });
+            self.delete_own_statuses().await;
+        };
+        if tokio::time::timeout(Duration::from_secs(1), goodbyes)
+            .await
+            .is_err()
+        {
+            tracing::warn!("cleanup on shutdown timed out");
+        }
+        tracing::info!("withdrew every announcement");
+    }
+}
+
+/// The loop's gossip state: the view to follow, and whether membership
+/// is still to start (it waits for a valid configuration).
+struct LoopGossip {
+    view_changes: Option<tokio::sync::watch::Receiver<super::membership::View>>,
+    wanted: bool,
 }
 
 /// How long shutdown waits to clear this speaker's lease: under half the

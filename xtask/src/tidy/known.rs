@@ -10,26 +10,7 @@ pub struct Known {
     pub fix: &'static str,
 }
 
-const SPLIT_STEPS: &str = "split it into named steps, each its own function";
-
-pub const METALLB_RS: &[Known] = &[
-    Known {
-        key: "deciding: speaker::liveness -> speaker::membership",
-        fix: "move View (the gossip's plain-data view) out of membership's I/O module into a pure one",
-    },
-    Known {
-        key: "fn: metallb-rs/src/speaker/liveness.rs: assess",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/speaker/run/watches.rs: start_watches",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: metallb-rs/src/speaker/run.rs: run",
-        fix: SPLIT_STEPS,
-    },
-];
+pub const METALLB_RS: &[Known] = &[];
 
 pub const DEVENV: &[Known] = &[];
 
@@ -39,16 +20,7 @@ pub const LAB_APISERVER: &[Known] = &[];
 
 pub const BENCH: &[Known] = &[];
 
-pub const SIM: &[Known] = &[
-    Known {
-        key: "file: sim/src/world.rs",
-        fix: SPLIT_STEPS,
-    },
-    Known {
-        key: "fn: sim/src/faults.rs: schedule",
-        fix: SPLIT_STEPS,
-    },
-];
+pub const SIM: &[Known] = &[];
 
 pub const XTASK: &[Known] = &[];
 

@@ -365,12 +365,13 @@ fn session_timers(s: &v1beta2::BGPPeerSpec, err: &mut dyn FnMut(&str, String)) -
     let (hold, keepalive) = match timers(hold_time, keepalive_time) {
         Ok(t) => t,
         Err(e) => {
-            let field = if e.starts_with("keepalive") || s.hold_time.is_none() {
+            let keepalive = matches!(e, TimerError::KeepaliveOverHold { .. });
+            let field = if keepalive || s.hold_time.is_none() {
                 "spec.keepaliveTime"
             } else {
                 "spec.holdTime"
             };
-            err(field, e);
+            err(field, e.to_string());
             (None, None)
         }
     };

@@ -283,6 +283,11 @@ fn check_frr_peers_compatible_native_scope(
     "myASN: 1, peerASN: 2, peerAddress: 10.9.0.1, keepaliveTime: 500ms",
     "error: spec.keepaliveTime: invalid hold time 1.5s"
 )]
+// The keepalive is the field at fault even when the hold time is given.
+#[case::keepalive_above_hold(
+    "myASN: 1, peerASN: 2, peerAddress: 10.9.0.1, holdTime: 30s, keepaliveTime: 60s",
+    "error: spec.keepaliveTime: keepalive time 60s must not exceed hold time 30s"
+)]
 fn peer_from_cr(#[case] spec: &str, #[case] expected: &str) {
     check(&peer("p", spec), expected);
 }

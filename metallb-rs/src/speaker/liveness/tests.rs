@@ -1,6 +1,7 @@
 //! The liveness rules, table by table, and the assessment that composes them.
 
 use super::*;
+use crate::speaker::lease;
 use rstest::rstest;
 
 mod cut_off;
@@ -17,6 +18,31 @@ const PERIOD: Duration = Duration::from_secs(2);
 
 fn at(secs_after: f64) -> Instant {
     *T0 + Duration::from_secs_f64(secs_after)
+}
+
+/// No trouble marks.
+static NO_MARKS: BTreeMap<String, Mark> = BTreeMap::new();
+
+/// What speaker `me` assesses at `now` of `nodes` and `leases`: reaching
+/// the API server, no gossip, no marks, no write of its own seen or sent.
+/// A test states what differs with `Inputs { field, ..inputs(..) }`.
+fn inputs<'a>(
+    now: Instant,
+    nodes: &'a [NodeInfo],
+    leases: &'a BTreeMap<String, LeaseState>,
+) -> Inputs<'a> {
+    Inputs {
+        now,
+        me: "me",
+        api_ok: true,
+        api_latency: Duration::ZERO,
+        view: None,
+        nodes,
+        leases,
+        marks: &NO_MARKS,
+        own_write_seen: None,
+        last_write_sent: None,
+    }
 }
 
 /// A lease held or cleared, seen changing `changed` seconds after T0.
@@ -594,16 +620,8 @@ fn a_speaker_whose_link_is_down_does_not_count_itself() {
         assess(
             &mut Judging::default(),
             &Inputs {
-                now: at(10.0),
-                me: "me",
-                api_ok: true,
-                api_latency: Duration::ZERO,
-                view: None,
-                nodes: &nodes,
-                leases: &leases,
-                marks: &BTreeMap::new(),
                 own_write_seen: Some(at(9.5)),
-                last_write_sent: None,
+                ..inputs(at(10.0), &nodes, &leases)
             },
         )
     };

@@ -17,10 +17,11 @@
 //! acknowledged, so the others re-elect without waiting for failure
 //! detection, and they can tell a leave ([`Down::left`]) from a crash.
 //!
-//! Layout: this file is the public API; `crypto` the envelope, `wire`
-//! identities and frames, `gossip` the member's state and decisions
-//! without I/O (also what the simulator runs), `task` the gossip loop
-//! around it.
+//! Layout: this file is the public API; `view` what gossip believes, as
+//! plain data (what deciding modules import); `crypto` the envelope,
+//! `wire` identities and frames, `gossip` the member's state and
+//! decisions without I/O (also what the simulator runs), `task` the
+//! gossip loop around it.
 
 mod crypto;
 mod gossip;
@@ -29,19 +30,21 @@ mod replay;
 mod task;
 #[cfg(test)]
 mod tests;
+pub mod view;
 mod wire;
 
 pub use crypto::Keyring;
 pub use gossip::Gossip;
 use metrics::Counters;
 pub use metrics::{Dropped, GossipMetrics};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::num::{NonZeroU8, NonZeroUsize};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+pub use view::{Down, Reach, View};
 pub use wire::{REJOIN_ROOM, next_run, wall_millis};
 
 /// UDP port of the gossip (upstream memberlist's default).
@@ -273,68 +276,6 @@ impl std::fmt::Debug for Config {
             .field("run", &self.run)
             .finish()
     }
-}
-
-/// What this speaker currently believes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct View {
-    /// Members seen alive, this node included.
-    pub alive: BTreeSet<String>,
-    /// Members declared down (failed or left), until they come back or
-    /// are forgotten ([`Timing::remove_down_after`]).
-    pub down: BTreeMap<String, Down>,
-    /// Members of `alive` that are suspect: a probe went unanswered and
-    /// they have [`Timing::suspect_to_down_after`] to refute it.
-    pub suspect: BTreeSet<String>,
-    /// Members of `suspect` this speaker suspected itself: its own probe
-    /// (and the indirect probes it asked for) went unanswered, rather
-    /// than it hearing of the suspicion. Trouble starts here, before
-    /// anyone is declared down (see `liveness`): one speaker's evidence
-    /// is enough to have the member renew fast, and a suspicion every
-    /// member hears of must not make every member write its lease.
-    pub unanswered: BTreeSet<String>,
-    /// Members this speaker declared failed and then dropped the verdict
-    /// of, starting gossip afresh (alone, it cannot tell its own cut from
-    /// their death), until gossip sees them again. `liveness` judges them
-    /// as members gossip does not know, doubted while their lease stands
-    /// still.
-    pub forgotten: BTreeSet<String>,
-    /// How many of this speaker's recent probes were answered.
-    pub reach: Reach,
-}
-
-/// How many of this speaker's last [`Reach::WINDOW`] probes (of random
-/// members, directly or indirectly) were answered: the share of the
-/// cluster it reaches, known at once at any size, where counting members
-/// declared down takes a probe period each.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Reach {
-    /// Probes whose outcome is known, at most [`Reach::WINDOW`].
-    pub probed: u8,
-    /// Of those, answered.
-    pub answered: u8,
-}
-
-impl Reach {
-    /// The probes the estimate covers.
-    pub const WINDOW: u8 = 8;
-    /// Fewest probes the estimate needs.
-    pub const ENOUGH: u8 = 4;
-
-    /// At most half of enough recent probes were answered: this speaker
-    /// reaches at most about half of the cluster.
-    pub fn at_most_half(&self) -> bool {
-        self.probed >= Self::ENOUGH && u16::from(self.answered) * 2 <= u16::from(self.probed)
-    }
-}
-
-/// A member declared down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Down {
-    /// When this speaker declared it down (its monotonic clock).
-    pub since: Instant,
-    /// Whether it left gracefully (told us itself) rather than failed.
-    pub left: bool,
 }
 
 /// Why a received datagram was dropped.

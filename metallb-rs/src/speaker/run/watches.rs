@@ -6,6 +6,8 @@ use crate::speaker::election::{Endpoints, SliceEndpoints};
 use crate::speaker::plan::Objects;
 use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
 
+/// Starts every watch the speaker runs, in the order they are waited
+/// for, and returns their caches and indexes.
 pub(super) fn start_watches(
     client: &kube::Client,
     opts: &Options,
@@ -13,98 +15,27 @@ pub(super) fn start_watches(
     tx: &Sender<Work>,
 ) -> Stores {
     let ns = opts.namespace.as_str();
-    let send = |w: Work, tx: &Sender<Work>| tx.push(w);
-    let cfg = watcher::Config::default;
-    let services = {
-        let tx = tx.clone();
-        tasks.spawn_trimmed(
-            Api::<Service>::all(client.clone()),
-            cfg(),
-            svcs::trim_for_speaker,
-            move |ev| match ev {
-                watcher::Event::Apply(s) | watcher::Event::Delete(s) => {
-                    send(Work::Service(svcs::key(s)), &tx)
-                }
-                watcher::Event::InitDone => send(Work::All, &tx),
-                _ => {}
-            },
-        )
-    };
+    let services = watch_services(client, tasks, tx);
     let slices_by_service = Index::with_values(slice_key, SliceEndpoints::of);
     let statuses_by_service = Index::new(status_key::<ServiceL2Status>);
     let bgp_statuses_by_service = Index::new(status_key::<ServiceBGPStatus>);
-    {
-        // Election reads a slice only as the nodes of its serving
-        // endpoints: the index keeps that summary and no cache keeps
-        // the slices.
-        let tx = tx.clone();
-        let index = slices_by_service.clone();
-        tasks.spawn_uncached(
-            Api::<EndpointSlice>::all(client.clone()),
-            cfg(),
-            move |ev| {
-                index.observe(ev);
-                if let Some(key) = watch::object(ev).and_then(slice_key) {
-                    send(Work::Service(key), &tx);
-                }
-            },
-        );
-    }
-    let nodes = {
-        let tx = tx.clone();
-        tasks.spawn_trimmed(
-            Api::<Node>::all(client.clone()),
-            cfg(),
-            trim_node,
-            move |ev| {
-                if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
-                    send(Work::Nodes, &tx);
-                }
-            },
-        )
-    };
+    watch_slices(client, tasks, tx, &slices_by_service);
+    let nodes = watch_nodes(client, tasks, tx);
     let config = ConfigStores::spawn(tasks, client, ns, tx);
-    let configmaps = {
-        let tx = tx.clone();
-        tasks.spawn(
-            Api::<ConfigMap>::namespaced(client.clone(), ns),
-            watcher::Config::default().fields(&format!("metadata.name={EXCLUDE_CONFIGMAP}")),
-            move |ev| {
-                if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
-                    send(Work::Interfaces, &tx);
-                }
-            },
-        )
-    };
+    let configmaps = watch_exclusions(client, tasks, tx, ns);
     let statuses = tasks.spawn_trimmed(
         Api::<ServiceL2Status>::namespaced(client.clone(), ns),
-        cfg(),
+        watcher::Config::default(),
         trim_status,
         status_trigger(tx.clone(), statuses_by_service.clone()),
     );
     let bgp_statuses = tasks.spawn_trimmed(
         Api::<ServiceBGPStatus>::namespaced(client.clone(), ns),
-        cfg(),
+        watcher::Config::default(),
         trim_status,
         status_trigger(tx.clone(), bgp_statuses_by_service.clone()),
     );
-    let leases = {
-        let tx = tx.clone();
-        tasks.spawn(
-            Api::<Lease>::namespaced(client.clone(), ns),
-            watcher::Config::default().labels(&format!("{}=speaker", presence::COMPONENT_LABEL)),
-            move |ev| {
-                // Renewals arrive every few seconds per node: only a change
-                // of who counts as alive makes a full pass.
-                if matches!(
-                    ev,
-                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
-                ) {
-                    send(Work::Liveness, &tx);
-                }
-            },
-        )
-    };
+    let leases = watch_leases(client, tasks, tx, ns);
     Stores {
         services,
         nodes,
@@ -117,6 +48,105 @@ pub(super) fn start_watches(
         statuses_by_service,
         bgp_statuses_by_service,
     }
+}
+
+/// Services, trimmed to what the speaker reads: a change looks at the
+/// service again, the end of a (re)list at every service.
+fn watch_services(client: &kube::Client, tasks: &mut Watches, tx: &Sender<Work>) -> Store<Service> {
+    let tx = tx.clone();
+    tasks.spawn_trimmed(
+        Api::<Service>::all(client.clone()),
+        watcher::Config::default(),
+        svcs::trim_for_speaker,
+        move |ev| match ev {
+            watcher::Event::Apply(s) | watcher::Event::Delete(s) => {
+                tx.push(Work::Service(svcs::key(s)))
+            }
+            watcher::Event::InitDone => tx.push(Work::All),
+            _ => {}
+        },
+    )
+}
+
+/// EndpointSlices, into `index` only. Election reads a slice only as
+/// the nodes of its serving endpoints: the index keeps that summary and
+/// no cache keeps the slices.
+fn watch_slices(
+    client: &kube::Client,
+    tasks: &mut Watches,
+    tx: &Sender<Work>,
+    index: &Index<ServiceKey, EndpointSlice, SliceEndpoints>,
+) {
+    let tx = tx.clone();
+    let index = index.clone();
+    tasks.spawn_uncached(
+        Api::<EndpointSlice>::all(client.clone()),
+        watcher::Config::default(),
+        move |ev| {
+            index.observe(ev);
+            if let Some(key) = watch::object(ev).and_then(slice_key) {
+                tx.push(Work::Service(key));
+            }
+        },
+    );
+}
+
+/// Nodes, trimmed: any change after the initial list.
+fn watch_nodes(client: &kube::Client, tasks: &mut Watches, tx: &Sender<Work>) -> Store<Node> {
+    let tx = tx.clone();
+    tasks.spawn_trimmed(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default(),
+        trim_node,
+        move |ev| {
+            if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                tx.push(Work::Nodes);
+            }
+        },
+    )
+}
+
+/// The interface exclusion ConfigMap: any change after the initial list
+/// rescans the interfaces.
+fn watch_exclusions(
+    client: &kube::Client,
+    tasks: &mut Watches,
+    tx: &Sender<Work>,
+    ns: &str,
+) -> Store<ConfigMap> {
+    let tx = tx.clone();
+    tasks.spawn(
+        Api::<ConfigMap>::namespaced(client.clone(), ns),
+        watcher::Config::default().fields(&format!("metadata.name={EXCLUDE_CONFIGMAP}")),
+        move |ev| {
+            if !matches!(ev, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                tx.push(Work::Interfaces);
+            }
+        },
+    )
+}
+
+/// The speakers' presence leases. Renewals arrive every few seconds per
+/// node: only a change of who counts as alive makes a full pass.
+fn watch_leases(
+    client: &kube::Client,
+    tasks: &mut Watches,
+    tx: &Sender<Work>,
+    ns: &str,
+) -> Store<Lease> {
+    let tx = tx.clone();
+    tasks.spawn(
+        Api::<Lease>::namespaced(client.clone(), ns),
+        watcher::Config::default().labels(&format!("{}=speaker", presence::COMPONENT_LABEL)),
+        move |ev| {
+            if matches!(
+                ev,
+                watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
+            ) {
+                tx.push(Work::Liveness);
+            }
+        },
+    )
 }
 
 /// Keeps of a status object (every node's, for every service) its name,

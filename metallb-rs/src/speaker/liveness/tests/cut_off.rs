@@ -33,16 +33,10 @@ fn verdicts_reached_while_cut_off_do_not_count() {
         assess(
             judging,
             &Inputs {
-                now: at(secs),
-                me: "me",
                 api_ok: false,
-                api_latency: Duration::ZERO,
                 view: Some(view),
-                nodes: &nodes,
-                leases: &leases,
-                marks: &BTreeMap::new(),
                 own_write_seen: Some(at(9.0)),
-                last_write_sent: None,
+                ..inputs(at(secs), &nodes, &leases)
             },
         )
     };

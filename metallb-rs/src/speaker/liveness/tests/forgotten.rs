@@ -49,16 +49,9 @@ fn a_forgotten_member_is_doubted_until_its_lease_changes() {
         assess(
             judging,
             &Inputs {
-                now: at(now),
-                me: "me",
-                api_ok: true,
-                api_latency: Duration::ZERO,
                 view: Some(view),
-                nodes: &nodes,
-                leases: &leases,
-                marks: &BTreeMap::new(),
                 own_write_seen: Some(at(9.5)),
-                last_write_sent: None,
+                ..inputs(at(now), &nodes, &leases)
             },
         )
         .doubts

@@ -39,16 +39,9 @@ fn only_our_own_write_seen_back_shows_the_watch_current() {
         assess(
             &mut Judging::default(),
             &Inputs {
-                now: at(10.0),
-                me: "me",
-                api_ok: true,
-                api_latency: Duration::ZERO,
                 view: Some(&view),
-                nodes: &nodes,
-                leases: &leases,
-                marks: &BTreeMap::new(),
                 own_write_seen: own_write_seen.map(at),
-                last_write_sent: None,
+                ..inputs(at(10.0), &nodes, &leases)
             },
         )
     };
@@ -89,16 +82,10 @@ fn a_slower_write_of_ours_does_not_revive_a_member_seen_stopped() {
         assess(
             judging,
             &Inputs {
-                now: at(now),
-                me: "me",
-                api_ok: true,
                 api_latency: Duration::from_millis(latency_ms),
                 view: Some(&view),
-                nodes: &nodes,
-                leases,
-                marks: &BTreeMap::new(),
                 own_write_seen: Some(at(9.5)),
-                last_write_sent: None,
+                ..inputs(at(now), &nodes, leases)
             },
         )
     };
@@ -166,16 +153,10 @@ fn a_mark_of_ours_counts_alone_in_gossip_until_a_member_answers_it(
         assess(
             &mut judging,
             &Inputs {
-                now: at(now),
-                me: "me",
-                api_ok: true,
-                api_latency: Duration::ZERO,
                 view: Some(&view),
-                nodes: &nodes,
-                leases,
                 marks: &marks,
                 own_write_seen: Some(at(now - 0.1)),
-                last_write_sent: None,
+                ..inputs(at(now), &nodes, leases)
             },
         )
     };

@@ -69,16 +69,10 @@ fn a_mark_serves_every_judge() {
         assess(
             judging,
             &Inputs {
-                now: at(now),
-                me: "me",
-                api_ok: true,
-                api_latency: Duration::ZERO,
                 view: Some(&v),
-                nodes: &nodes,
-                leases: &leases,
                 marks,
                 own_write_seen: Some(at(now)),
-                last_write_sent: None,
+                ..inputs(at(now), &nodes, &leases)
             },
         )
     };
@@ -151,16 +145,10 @@ fn a_lapsed_mark_does_not_move_the_deadline_back() {
         assess(
             judging,
             &Inputs {
-                now: at(now),
-                me: "me",
-                api_ok: true,
-                api_latency: Duration::ZERO,
                 view: Some(&v),
-                nodes: &nodes,
-                leases: &leases,
                 marks: &names_z,
                 own_write_seen: Some(at(now)),
-                last_write_sent: None,
+                ..inputs(at(now), &nodes, &leases)
             },
         )
     };
