@@ -290,21 +290,12 @@ fn broken_for(variant: Variant, kind: Kind, length: Duration) -> Option<Invarian
 /// the run lasting `length`.
 fn broken_by(variant: Variant, faults: &[(Duration, Kind)], length: Duration) -> Option<Invariant> {
     let mut cfg = Config::new(3, 5);
-    let infos: Vec<_> = (0..3)
-        .map(|i| metallb_rs::speaker::election::NodeInfo {
-            name: metallb_sim::node::name_of(i),
-            labels: Default::default(),
-            network_unavailable: false,
-            ready: true,
-            out_of_service: false,
-        })
-        .collect();
-    let order = world::election_order(&infos, &world::addresses(3)).expect("ranked");
+    let owner = first_owner();
     let faults = faults
         .iter()
         .map(|&(at, kind)| Fault {
             at,
-            node: Some(order[0][0]),
+            node: Some(owner),
             kind,
         })
         .collect();

@@ -31,6 +31,35 @@ impl World {
         }
     }
 
+    /// Sends node `i`'s (run `run`) write of `value`, its writer waiting
+    /// `timeout` for the answer: its commit and its answer come as the
+    /// API server's fate for it has them. The write's number.
+    pub(super) fn send_write(
+        &mut self,
+        i: NodeId,
+        run: u32,
+        value: LeaseValue,
+        timeout: Duration,
+    ) -> u64 {
+        let fate = self.api.send(i, timeout, &mut self.rng);
+        let write = self.next_write;
+        self.next_write += 1;
+        self.writes.insert(write, (i, run, value));
+        if let Some(c) = fate.commit_in {
+            self.clock.after(c, Event::Commit { write });
+        }
+        self.clock.after(
+            fate.done_in,
+            Event::WriteDone {
+                node: i,
+                run,
+                write,
+                ok: fate.ok,
+            },
+        );
+        write
+    }
+
     /// Node `i`'s renewal task looks: writes if due, then sleeps until its
     /// renewal is due or [`LOOK`].
     pub(super) fn renew(&mut self, i: NodeId) {
@@ -46,28 +75,16 @@ impl World {
         let commits = self.api.watch(i, &mut sp.cursor, now);
         sp.observe(i, &commits, &self.names, now);
         if let Some(mode) = sp.renew_due(&n.name, now) {
-            let fate = self.api.send(i, RENEW_TIMEOUT, &mut self.rng);
-            let write = self.next_write;
-            self.next_write += 1;
             let value = LeaseValue {
                 held: true,
                 mode,
                 mark: sp.renewer.write_says_mark().cloned(),
                 run: Some(sp.gossip_run),
             };
-            self.writes.insert(write, (i, run, value));
-            if let Some(c) = fate.commit_in {
-                self.clock.after(c, Event::Commit { write });
-            }
-            self.clock.after(
-                fate.done_in,
-                Event::WriteDone {
-                    node: i,
-                    run,
-                    write,
-                    ok: fate.ok,
-                },
-            );
+            let write = self.send_write(i, run, value, RENEW_TIMEOUT);
+            let Some(sp) = self.nodes[i].speaker.as_mut() else {
+                return;
+            };
             sp.in_flight = Some(InFlight { write, mode });
             self.checker.write_started(i, now, Some(mode));
             if self.cfg.trace {

@@ -40,30 +40,13 @@ impl World {
         let Some((until, _)) = self.nodes[i].speaker.as_ref().and_then(|sp| sp.clearing) else {
             return;
         };
-        let fate = self
-            .api
-            .send(i, until.saturating_duration_since(now), &mut self.rng);
-        let write = self.next_write;
-        self.next_write += 1;
         let value = LeaseValue {
             held: false,
             mode: Mode::Slow,
             mark: None,
             run: None,
         };
-        self.writes.insert(write, (i, run, value));
-        if let Some(c) = fate.commit_in {
-            self.clock.after(c, Event::Commit { write });
-        }
-        self.clock.after(
-            fate.done_in,
-            Event::WriteDone {
-                node: i,
-                run,
-                write,
-                ok: fate.ok,
-            },
-        );
+        self.send_write(i, run, value, until.saturating_duration_since(now));
         self.checker.write_started(i, now, None);
     }
 
