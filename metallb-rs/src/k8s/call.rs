@@ -2,8 +2,8 @@
 //! gets, and the classification of what went wrong, which decides how
 //! the work is retried ([`super::queue`]).
 //!
-//! The client's own timeouts are minutes long; a call lost on a
-//! connection that went away (a node whose link went down, an API server
+//! The client's own timeouts are minutes long (connect and write) or
+//! absent (read); a call lost on a connection that went away (a node whose link went down, an API server
 //! that stopped answering) must not hold a loop that safety depends on
 //! for that long. [`API_CALL_TIMEOUT`] is well under the lease timings
 //! that decide who counts as running.
